@@ -1,0 +1,216 @@
+//! The showcase: enqueue a mix of jobs in a transaction, work them from four
+//! threads with batched SKIP LOCKED claims, retry the flaky ones with backoff,
+//! recover a job whose worker "died", and print what happened.
+//!
+//! Run with `cargo run --release --example showcase`. Uses `DATABASE_URL`, else
+//! the local server, else a private cluster it starts; works in a database of
+//! its own (`jobqueue_showcase`, recreated on every run).
+
+use std::error::Error;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use diesel::prelude::*;
+use jobqueue_core::{
+    Claim, Failure, Job, JobOptions, JobStatus, NewJob, RetryPolicy, claim, complete_many,
+    enqueue_many, fail_many, queue_stats, rescue_stale,
+};
+use serde::{Deserialize, Serialize};
+
+#[derive(Serialize, Deserialize)]
+struct SendEmail {
+    to: String,
+    subject: String,
+}
+
+impl Job for SendEmail {
+    const JOB_TYPE: &'static str = "email.send";
+    const PRIORITY: i32 = 150;
+    const QUEUE: &'static str = "mail";
+    const MAX_ATTEMPTS: i32 = 5;
+}
+
+#[derive(Serialize, Deserialize)]
+struct ResizeImage {
+    image_id: u64,
+    width: u32,
+}
+
+impl Job for ResizeImage {
+    const JOB_TYPE: &'static str = "image.resize";
+    const QUEUE: &'static str = "media";
+}
+
+/// Fails on every attempt when `always_fails`, so it ends dead-lettered.
+#[derive(Serialize, Deserialize)]
+struct SyncCrm {
+    account: u64,
+    always_fails: bool,
+}
+
+impl Job for SyncCrm {
+    const JOB_TYPE: &'static str = "crm.sync";
+    const PRIORITY: i32 = 50;
+    const MAX_ATTEMPTS: i32 = 3;
+}
+
+const DATABASE: &str = "jobqueue_showcase";
+
+fn main() -> Result<(), Box<dyn Error>> {
+    let server = jobqueue_runner::postgres::database_url()?;
+    let url = fresh_database(&server)?;
+    let mut conn = PgConnection::establish(&url)?;
+    jobqueue_core::run_migrations(&mut conn)?;
+    println!("database: {url}");
+
+    // 1. Enqueue a mix, atomically with the "application's" own work.
+    let started = Instant::now();
+    let jobs = conn.transaction::<_, jobqueue_core::Error, _>(|conn| {
+        let mut jobs = Vec::new();
+        for i in 0..1500u64 {
+            let email = SendEmail {
+                to: format!("user{i}@example.com"),
+                subject: "Welcome".into(),
+            };
+            jobs.push(NewJob::from_job(&email, JobOptions::new())?);
+        }
+        for i in 0..800u64 {
+            let resize = ResizeImage {
+                image_id: i,
+                width: 640,
+            };
+            let options = JobOptions::new().priority(if i % 10 == 0 { 500 } else { 100 });
+            jobs.push(NewJob::from_job(&resize, options)?);
+        }
+        for i in 0..200u64 {
+            let sync = SyncCrm {
+                account: i,
+                always_fails: i % 50 == 0,
+            };
+            jobs.push(NewJob::from_job(&sync, JobOptions::new())?);
+        }
+        for i in 0..100u64 {
+            let later = SendEmail {
+                to: format!("digest{i}@example.com"),
+                subject: "Your digest".into(),
+            };
+            jobs.push(NewJob::from_job(
+                &later,
+                JobOptions::new().delay(Duration::from_secs(2)),
+            )?);
+        }
+        enqueue_many(conn, &jobs)
+    })?;
+    println!(
+        "enqueued {} jobs in one statement in {:.1} ms",
+        jobs.inserted.len(),
+        started.elapsed().as_secs_f64() * 1e3
+    );
+
+    // 2. A worker claims a job and "dies": its lease runs out, the job is recovered.
+    let lost = claim(
+        &mut conn,
+        &Claim::new("crashed-worker")
+            .lease(Duration::from_millis(200))
+            .limit(1),
+    )?;
+    std::thread::sleep(Duration::from_millis(300));
+    let rescued = rescue_stale(&mut conn, 100)?;
+    println!(
+        "worker crashed holding {} job; recovered {} after its lease expired",
+        lost.len(),
+        rescued.requeued.len()
+    );
+
+    // 3. Four workers drain the queue: batched claims, batched completions.
+    let work_started = Instant::now();
+    let completed = Arc::new(AtomicUsize::new(0));
+    let retried = Arc::new(AtomicUsize::new(0));
+    let policy = RetryPolicy {
+        base: Duration::from_millis(200),
+        max: Duration::from_secs(2),
+        jitter: 0.2,
+    };
+    let workers: Vec<_> = (0..4)
+        .map(|w| {
+            let url = url.clone();
+            let completed = Arc::clone(&completed);
+            let retried = Arc::clone(&retried);
+            std::thread::spawn(move || -> Result<(), jobqueue_core::Error> {
+                let mut conn = PgConnection::establish(&url)?;
+                let request = Claim::new(format!("showcase-{w}")).limit(50);
+                let mut idle_since = Instant::now();
+                while idle_since.elapsed() < Duration::from_secs(3) {
+                    let batch = claim(&mut conn, &request)?;
+                    if batch.is_empty() {
+                        std::thread::sleep(Duration::from_millis(20));
+                        continue;
+                    }
+                    idle_since = Instant::now();
+                    let mut done = Vec::new();
+                    let mut failures = Vec::new();
+                    for job in &batch {
+                        if job.job_type == SyncCrm::JOB_TYPE {
+                            let sync: SyncCrm = job.payload_as()?;
+                            if sync.always_fails || job.attempts == 1 {
+                                failures.push(Failure::retry(
+                                    job.lease(),
+                                    "CRM answered 503",
+                                    &policy,
+                                ));
+                                continue;
+                            }
+                        }
+                        done.push(job.lease());
+                    }
+                    completed.fetch_add(
+                        complete_many(&mut conn, &done)?.applied.len(),
+                        Ordering::Relaxed,
+                    );
+                    retried.fetch_add(
+                        fail_many(&mut conn, &failures)?.outcomes.len(),
+                        Ordering::Relaxed,
+                    );
+                }
+                Ok(())
+            })
+        })
+        .collect();
+    for worker in workers {
+        worker.join().map_err(|_| "a worker thread panicked")??;
+    }
+    let busy = work_started.elapsed().as_secs_f64() - 3.0;
+    println!(
+        "worked {} completions and {} failed attempts in {:.2} s of work",
+        completed.load(Ordering::Relaxed),
+        retried.load(Ordering::Relaxed),
+        busy.max(0.0)
+    );
+
+    // 4. Where everything ended up.
+    println!(
+        "\n{:<10} {:>9} {:>9} {:>9} {:>9}",
+        "queue", "pending", "running", "completed", "failed"
+    );
+    for queue in queue_stats(&mut conn)? {
+        println!(
+            "{:<10} {:>9} {:>9} {:>9} {:>9}",
+            queue.queue,
+            queue.count(JobStatus::Pending),
+            queue.count(JobStatus::Claimed) + queue.count(JobStatus::Running),
+            queue.count(JobStatus::Completed),
+            queue.count(JobStatus::Failed)
+        );
+    }
+    Ok(())
+}
+
+/// Recreates the showcase's own database on `server`; returns its URL.
+fn fresh_database(server: &str) -> Result<String, Box<dyn Error>> {
+    let mut admin = PgConnection::establish(server)?;
+    diesel::sql_query(format!("DROP DATABASE IF EXISTS {DATABASE} WITH (FORCE)"))
+        .execute(&mut admin)?;
+    diesel::sql_query(format!("CREATE DATABASE {DATABASE}")).execute(&mut admin)?;
+    Ok(jobqueue_tests::with_database(server, DATABASE))
+}

@@ -1,0 +1,51 @@
+//! Cancelling a job from outside its worker.
+
+use diesel::prelude::*;
+use diesel::sql_types::{Text, Uuid};
+
+use crate::isolation::read_committed;
+use crate::{Error, JobId, JobStatus, Result, sql};
+
+/// What [`cancel`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CancelOutcome {
+    /// The job was pending and is now `cancelled`.
+    Cancelled,
+    /// The job is held by a worker: its cancel flag is raised, its handler
+    /// sees it at the next heartbeat or progress report, and its runner
+    /// finishes it as `cancelled`.
+    Requested,
+    /// The job had already finished with this status; nothing changed.
+    AlreadyFinished(JobStatus),
+}
+
+#[derive(QueryableByName)]
+struct StatusRow {
+    #[diesel(sql_type = Text)]
+    status: JobStatus,
+}
+
+/// Cancels job `id`. [`Error::NotFound`] if there is no such job.
+pub fn cancel(conn: &mut PgConnection, id: JobId) -> Result<CancelOutcome> {
+    read_committed(conn, |conn| {
+        let changed = diesel::sql_query(sql::JOB_CANCEL)
+            .bind::<Uuid, _>(id)
+            .get_result::<StatusRow>(conn)
+            .optional()?;
+        if let Some(row) = changed {
+            return Ok(if row.status == JobStatus::Cancelled {
+                CancelOutcome::Cancelled
+            } else {
+                CancelOutcome::Requested
+            });
+        }
+        let current = diesel::sql_query(sql::JOB_GET_STATUS)
+            .bind::<Uuid, _>(id)
+            .get_result::<StatusRow>(conn)
+            .optional()?;
+        match current {
+            Some(row) => Ok(CancelOutcome::AlreadyFinished(row.status)),
+            None => Err(Error::NotFound(id)),
+        }
+    })
+}

@@ -1,0 +1,104 @@
+//! The error type of every fallible operation in this crate.
+
+use crate::JobId;
+
+/// Everything that can go wrong when enqueueing, claiming or finishing jobs.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The database refused a statement or the connection failed mid-query.
+    #[error("database error: {0}")]
+    Database(#[from] diesel::result::Error),
+
+    /// No connection could be made to the database.
+    #[error("cannot connect to the database: {0}")]
+    Connection(#[from] diesel::ConnectionError),
+
+    /// Applying the embedded schema migrations failed.
+    #[error("schema migration failed: {0}")]
+    Migration(#[source] Box<dyn std::error::Error + Send + Sync>),
+
+    /// A job payload could not be turned into JSON.
+    #[error("cannot serialize the payload of job type `{job_type}`: {source}")]
+    Serialize {
+        /// The job type whose payload failed.
+        job_type: String,
+        /// What serde_json said.
+        #[source]
+        source: serde_json::Error,
+    },
+
+    /// A stored payload does not fit the payload type of its job type.
+    #[error("cannot deserialize the payload of job type `{job_type}`: {source}")]
+    Deserialize {
+        /// The job type whose payload failed.
+        job_type: String,
+        /// What serde_json said.
+        #[source]
+        source: serde_json::Error,
+    },
+
+    /// A payload is larger than the configured limit.
+    #[error(
+        "payload of job type `{job_type}` is {size} bytes, over the limit of {limit} bytes \
+         (store a reference to large data instead, or raise max_payload_bytes)"
+    )]
+    PayloadTooLarge {
+        /// The job type whose payload is too large.
+        job_type: String,
+        /// Size of the serialized payload in bytes.
+        size: usize,
+        /// The limit in force.
+        limit: usize,
+    },
+
+    /// An option or argument is outside what the queue accepts.
+    #[error("invalid {field}: {reason}")]
+    InvalidOption {
+        /// The option at fault (`priority`, `queue`, `max_attempts`, ...).
+        field: &'static str,
+        /// What is wrong with it and what is allowed.
+        reason: String,
+    },
+
+    /// A live (pending, claimed or running) job already holds this unique key.
+    /// Nothing was inserted; the caller's transaction is still usable.
+    #[error(
+        "a live job{} already holds unique key `{unique_key}`; nothing was inserted",
+        .existing.map(|id| format!(" ({id})")).unwrap_or_default()
+    )]
+    UniqueConflict {
+        /// The key that is taken.
+        unique_key: String,
+        /// The job holding it (`None` if it finished while being looked up
+        /// and the key was taken again each time the insert was retried).
+        existing: Option<JobId>,
+    },
+
+    /// The worker no longer holds this job under this token: its lease expired
+    /// and the job was recovered (and perhaps claimed again), or it was
+    /// finished already. Nothing was changed.
+    #[error("job {job_id} is no longer held under token {token}; nothing was changed")]
+    LeaseLost {
+        /// The job.
+        job_id: JobId,
+        /// The fencing token the caller presented.
+        token: i32,
+    },
+
+    /// No job has this id.
+    #[error("no job with id {0}")]
+    NotFound(JobId),
+}
+
+/// Shorthand for results of this crate.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    pub(crate) fn invalid(field: &'static str, reason: impl Into<String>) -> Self {
+        Error::InvalidOption {
+            field,
+            reason: reason.into(),
+        }
+    }
+}

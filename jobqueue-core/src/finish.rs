@@ -1,0 +1,203 @@
+//! A worker's writes on the jobs it holds: start, complete, fail, release,
+//! and finishing a cancelled job. Every one is fenced by the lease token and
+//! takes many jobs in one statement.
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use diesel::prelude::*;
+use diesel::sql_types::{Array, Double, Integer, Nullable, Text, Timestamptz, Uuid};
+
+use crate::isolation::read_committed;
+use crate::lease::columns;
+use crate::{Error, Fenced, JobId, JobStatus, Lease, Result, RetryPolicy, limits, sql};
+
+#[derive(QueryableByName)]
+struct IdRow {
+    #[diesel(sql_type = Uuid)]
+    id: JobId,
+}
+
+/// Runs one of the `(ids, tokens) -> RETURNING id` statements.
+fn fenced_update(
+    conn: &mut PgConnection,
+    statement: &'static str,
+    leases: &[Lease],
+) -> Result<Fenced> {
+    if leases.is_empty() {
+        return Ok(Fenced::default());
+    }
+    let (ids, tokens) = columns(leases);
+    let rows = read_committed(conn, |conn| {
+        Ok(diesel::sql_query(statement)
+            .bind::<Array<Uuid>, _>(&ids)
+            .bind::<Array<Integer>, _>(&tokens)
+            .load::<IdRow>(conn)?)
+    })?;
+    Ok(Fenced::sort(
+        leases,
+        rows.into_iter().map(|row| row.id).collect(),
+    ))
+}
+
+fn single(lease: &Lease, fenced: Fenced) -> Result<()> {
+    if fenced.applied.contains(&lease.job_id) {
+        Ok(())
+    } else {
+        Err(Error::LeaseLost {
+            job_id: lease.job_id,
+            token: lease.token,
+        })
+    }
+}
+
+/// Marks held jobs as `running` (their handlers started).
+pub fn start_many(conn: &mut PgConnection, leases: &[Lease]) -> Result<Fenced> {
+    fenced_update(conn, sql::JOB_START_MANY, leases)
+}
+
+/// Completes many held jobs in ONE statement. Jobs no longer held under their
+/// token are left alone and listed in [`Fenced::lost`].
+///
+/// Called inside the caller's transaction, the completion commits or rolls
+/// back with the handler's own writes: exactly-once database effects.
+pub fn complete_many(conn: &mut PgConnection, leases: &[Lease]) -> Result<Fenced> {
+    fenced_update(conn, sql::JOB_COMPLETE_MANY, leases)
+}
+
+/// Completes one held job; [`Error::LeaseLost`] (and no change) if it is no
+/// longer held under `lease`'s token.
+pub fn complete(conn: &mut PgConnection, lease: &Lease) -> Result<()> {
+    single(lease, complete_many(conn, std::slice::from_ref(lease))?)
+}
+
+/// Hands held jobs back to `pending` without using up an attempt: for a runner
+/// that claimed them but will not start them (shutting down).
+pub fn release_many(conn: &mut PgConnection, leases: &[Lease]) -> Result<Fenced> {
+    fenced_update(conn, sql::JOB_RELEASE_MANY, leases)
+}
+
+/// Finishes held jobs as `cancelled` (their handlers stopped on a cancel request).
+pub fn cancel_held_many(conn: &mut PgConnection, leases: &[Lease]) -> Result<Fenced> {
+    fenced_update(conn, sql::JOB_CANCEL_HELD_MANY, leases)
+}
+
+/// One failed attempt to record.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Failure {
+    /// The attempt that failed.
+    pub lease: Lease,
+    /// What went wrong; kept on the row (cut to 8 KiB).
+    pub error: String,
+    /// Wait this long before the next attempt; `None` fails the job for
+    /// good whatever attempts remain.
+    pub retry_in: Option<Duration>,
+}
+
+impl Failure {
+    /// A failure that retries after `policy`'s delay for this attempt.
+    pub fn retry(lease: Lease, error: impl Into<String>, policy: &RetryPolicy) -> Self {
+        Failure {
+            lease,
+            error: error.into(),
+            retry_in: Some(policy.delay(lease.attempt)),
+        }
+    }
+
+    /// A failure that is final: the job goes to `failed` at once.
+    pub fn permanent(lease: Lease, error: impl Into<String>) -> Self {
+        Failure {
+            lease,
+            error: error.into(),
+            retry_in: None,
+        }
+    }
+}
+
+/// Where a failed job went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailOutcome {
+    /// Back to `pending`, due again at `run_at`.
+    Retrying {
+        /// When the next attempt is due (database time).
+        run_at: DateTime<Utc>,
+    },
+    /// Attempts exhausted or failed permanently: `failed`.
+    Failed,
+    /// A cancel had been requested: `cancelled`.
+    Cancelled,
+}
+
+/// What [`fail_many`] did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FailedMany {
+    /// The jobs changed, with where each went.
+    pub outcomes: Vec<(JobId, FailOutcome)>,
+    /// Jobs no longer held under the presented token; left unchanged.
+    pub lost: Vec<JobId>,
+}
+
+#[derive(QueryableByName)]
+struct FailRow {
+    #[diesel(sql_type = Uuid)]
+    id: JobId,
+    #[diesel(sql_type = Text)]
+    status: JobStatus,
+    #[diesel(sql_type = Timestamptz)]
+    run_at: DateTime<Utc>,
+}
+
+/// Records many failed attempts in ONE statement: each job returns to
+/// `pending` after its delay while it has attempts left, else goes to
+/// `failed`; its error is kept as `last_error` and in its error history.
+pub fn fail_many(conn: &mut PgConnection, failures: &[Failure]) -> Result<FailedMany> {
+    if failures.is_empty() {
+        return Ok(FailedMany::default());
+    }
+    let n = failures.len();
+    let mut ids = Vec::with_capacity(n);
+    let mut tokens = Vec::with_capacity(n);
+    let mut delays = Vec::with_capacity(n);
+    let mut errors = Vec::with_capacity(n);
+    for failure in failures {
+        ids.push(failure.lease.job_id);
+        tokens.push(failure.lease.token);
+        delays.push(failure.retry_in.map(|d| d.as_secs_f64()));
+        errors.push(limits::clip_error(&failure.error));
+    }
+    let rows = read_committed(conn, |conn| {
+        Ok(diesel::sql_query(sql::JOB_FAIL_MANY)
+            .bind::<Array<Uuid>, _>(&ids)
+            .bind::<Array<Integer>, _>(&tokens)
+            .bind::<Array<Nullable<Double>>, _>(&delays)
+            .bind::<Array<Text>, _>(&errors)
+            .load::<FailRow>(conn)?)
+    })?;
+    let changed: std::collections::HashSet<JobId> = rows.iter().map(|row| row.id).collect();
+    let lost = ids.into_iter().filter(|id| !changed.contains(id)).collect();
+    let outcomes = rows
+        .into_iter()
+        .map(|row| {
+            let outcome = match row.status {
+                JobStatus::Pending => FailOutcome::Retrying { run_at: row.run_at },
+                JobStatus::Cancelled => FailOutcome::Cancelled,
+                _ => FailOutcome::Failed,
+            };
+            (row.id, outcome)
+        })
+        .collect();
+    Ok(FailedMany { outcomes, lost })
+}
+
+/// Records one failed attempt; [`Error::LeaseLost`] (and no change) if the
+/// job is no longer held under the failure's lease token.
+pub fn fail(conn: &mut PgConnection, failure: &Failure) -> Result<FailOutcome> {
+    let done = fail_many(conn, std::slice::from_ref(failure))?;
+    done.outcomes
+        .first()
+        .map(|(_, outcome)| *outcome)
+        .ok_or(Error::LeaseLost {
+            job_id: failure.lease.job_id,
+            token: failure.lease.token,
+        })
+}

@@ -1,0 +1,152 @@
+//! The `Job` trait: what a payload type declares to become a job.
+
+use diesel::PgConnection;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::limits::{
+    DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_PAYLOAD_BYTES, DEFAULT_PRIORITY, DEFAULT_QUEUE,
+};
+use crate::{Enqueued, JobId, JobOptions, NewJob, Result};
+
+/// A payload type that can be stored and worked as a job.
+///
+/// Only [`Job::JOB_TYPE`] is required: a stable name stored with every job,
+/// so renaming the Rust type never orphans stored jobs.
+///
+/// ```
+/// use jobqueue_core::Job;
+/// use serde::{Deserialize, Serialize};
+///
+/// #[derive(Serialize, Deserialize)]
+/// struct SendEmail {
+///     to: String,
+/// }
+///
+/// impl Job for SendEmail {
+///     const JOB_TYPE: &'static str = "email.send";
+///     const QUEUE: &'static str = "mail";
+///     const MAX_ATTEMPTS: i32 = 5;
+/// }
+///
+/// # fn run(conn: &mut diesel::PgConnection) -> jobqueue_core::Result<()> {
+/// // Inside the application's own transaction: the job exists iff it commits.
+/// let id = SendEmail { to: "a@example.com".into() }.enqueue(conn)?;
+/// // With options:
+/// let later = SendEmail { to: "b@example.com".into() }
+///     .options()
+///     .priority(200)
+///     .delay(std::time::Duration::from_secs(60))
+///     .enqueue(conn)?;
+/// # let _ = (id, later);
+/// # Ok(())
+/// # }
+/// ```
+pub trait Job: Serialize + DeserializeOwned {
+    /// Stable type name, 1 to 128 characters of `[A-Za-z0-9_.:-]`, e.g. `email.send`.
+    const JOB_TYPE: &'static str;
+    /// Default priority, `0..=1000`, higher first. Default 100.
+    const PRIORITY: i32 = DEFAULT_PRIORITY;
+    /// Default queue. Default `default`.
+    const QUEUE: &'static str = DEFAULT_QUEUE;
+    /// Default attempts before `failed`. Default 3.
+    const MAX_ATTEMPTS: i32 = DEFAULT_MAX_ATTEMPTS;
+    /// Largest serialized payload accepted, in bytes. Default 1 MiB.
+    const MAX_PAYLOAD_BYTES: usize = DEFAULT_MAX_PAYLOAD_BYTES;
+
+    /// Enqueues this job with its type's defaults, on `conn`: inside the
+    /// caller's open transaction if there is one, so the job exists if and
+    /// only if that transaction commits.
+    fn enqueue(&self, conn: &mut PgConnection) -> Result<JobId>
+    where
+        Self: Sized,
+    {
+        crate::enqueue(conn, &NewJob::from_job(self, JobOptions::default())?)
+    }
+
+    /// Starts an enqueue with options: `job.options().priority(5).enqueue(conn)`.
+    fn options(&self) -> EnqueueBuilder<'_, Self>
+    where
+        Self: Sized,
+    {
+        EnqueueBuilder {
+            job: self,
+            options: JobOptions::default(),
+        }
+    }
+
+    /// Enqueues many jobs of this type, with its defaults, in one statement.
+    fn enqueue_batch<'a, I>(conn: &mut PgConnection, jobs: I) -> Result<Enqueued>
+    where
+        Self: Sized + 'a,
+        I: IntoIterator<Item = &'a Self>,
+    {
+        let jobs = jobs
+            .into_iter()
+            .map(|job| NewJob::from_job(job, JobOptions::default()))
+            .collect::<Result<Vec<_>>>()?;
+        crate::enqueue_many(conn, &jobs)
+    }
+}
+
+/// An enqueue in the making: a job plus options. Made by [`Job::options`].
+#[derive(Debug)]
+#[must_use = "nothing is enqueued until `.enqueue(conn)` is called"]
+pub struct EnqueueBuilder<'a, J> {
+    job: &'a J,
+    options: JobOptions,
+}
+
+impl<J: Job> EnqueueBuilder<'_, J> {
+    /// See [`JobOptions::priority`].
+    pub fn priority(mut self, priority: i32) -> Self {
+        self.options = self.options.priority(priority);
+        self
+    }
+
+    /// See [`JobOptions::queue`].
+    pub fn queue(mut self, queue: impl Into<String>) -> Self {
+        self.options = self.options.queue(queue);
+        self
+    }
+
+    /// See [`JobOptions::run_at`].
+    pub fn run_at(mut self, at: chrono::DateTime<chrono::Utc>) -> Self {
+        self.options = self.options.run_at(at);
+        self
+    }
+
+    /// See [`JobOptions::delay`].
+    pub fn delay(mut self, delay: std::time::Duration) -> Self {
+        self.options = self.options.delay(delay);
+        self
+    }
+
+    /// See [`JobOptions::max_attempts`].
+    pub fn max_attempts(mut self, max_attempts: i32) -> Self {
+        self.options = self.options.max_attempts(max_attempts);
+        self
+    }
+
+    /// See [`JobOptions::unique_key`].
+    pub fn unique_key(mut self, key: impl Into<String>) -> Self {
+        self.options = self.options.unique_key(key);
+        self
+    }
+
+    /// See [`JobOptions::max_payload_bytes`].
+    pub fn max_payload_bytes(mut self, limit: usize) -> Self {
+        self.options = self.options.max_payload_bytes(limit);
+        self
+    }
+
+    /// The validated job, for [`crate::enqueue_many`].
+    pub fn build(self) -> Result<NewJob> {
+        NewJob::from_job(self.job, self.options)
+    }
+
+    /// Enqueues the job on `conn` (joining its open transaction, if any).
+    pub fn enqueue(self, conn: &mut PgConnection) -> Result<JobId> {
+        crate::enqueue(conn, &self.build()?)
+    }
+}

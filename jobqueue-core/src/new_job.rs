@@ -1,0 +1,137 @@
+//! A job ready to be inserted: validated type, payload and options.
+
+use chrono::{DateTime, Utc};
+
+use crate::limits::{
+    self, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_PAYLOAD_BYTES, DEFAULT_PRIORITY, DEFAULT_QUEUE,
+};
+use crate::options::Schedule;
+use crate::{Error, Job, JobId, JobOptions, Result};
+
+/// Seconds beyond which a delay is refused (about 100 years).
+const MAX_DELAY_SECS: f64 = 100.0 * 365.25 * 24.0 * 3600.0;
+
+/// A validated job, ready for [`crate::enqueue`] or [`crate::enqueue_many`].
+///
+/// Building one checks every field; a `NewJob` that exists is one the
+/// database will accept.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewJob {
+    pub(crate) id: JobId,
+    pub(crate) job_type: String,
+    pub(crate) payload: String,
+    pub(crate) priority: i32,
+    pub(crate) queue: String,
+    pub(crate) max_attempts: i32,
+    pub(crate) run_at: Option<DateTime<Utc>>,
+    pub(crate) delay_secs: f64,
+    pub(crate) unique_key: Option<String>,
+}
+
+impl NewJob {
+    /// A job of type `job_type` with `payload_json` as its payload (JSON
+    /// text), using the queue-wide defaults for anything `options` leaves unset.
+    pub fn new(job_type: &str, payload_json: &str, options: JobOptions) -> Result<Self> {
+        limits::check_job_type(job_type)?;
+        if let Err(e) = serde_json::from_str::<serde::de::IgnoredAny>(payload_json) {
+            return Err(Error::invalid("payload", format!("not valid JSON: {e}")));
+        }
+        let defaults = Defaults {
+            priority: DEFAULT_PRIORITY,
+            queue: DEFAULT_QUEUE,
+            max_attempts: DEFAULT_MAX_ATTEMPTS,
+            max_payload_bytes: DEFAULT_MAX_PAYLOAD_BYTES,
+        };
+        Self::build(job_type, payload_json.to_owned(), options, &defaults)
+    }
+
+    /// The job `job`, using `J`'s defaults for anything `options` leaves unset.
+    pub fn from_job<J: Job>(job: &J, options: JobOptions) -> Result<Self> {
+        limits::check_job_type(J::JOB_TYPE)?;
+        let payload = serde_json::to_string(job).map_err(|source| Error::Serialize {
+            job_type: J::JOB_TYPE.to_owned(),
+            source,
+        })?;
+        let defaults = Defaults {
+            priority: J::PRIORITY,
+            queue: J::QUEUE,
+            max_attempts: J::MAX_ATTEMPTS,
+            max_payload_bytes: J::MAX_PAYLOAD_BYTES,
+        };
+        Self::build(J::JOB_TYPE, payload, options, &defaults)
+    }
+
+    fn build(
+        job_type: &str,
+        payload: String,
+        options: JobOptions,
+        defaults: &Defaults,
+    ) -> Result<Self> {
+        let limit = options
+            .max_payload_bytes
+            .unwrap_or(defaults.max_payload_bytes);
+        if payload.len() > limit {
+            return Err(Error::PayloadTooLarge {
+                job_type: job_type.to_owned(),
+                size: payload.len(),
+                limit,
+            });
+        }
+        let priority = options.priority.unwrap_or(defaults.priority);
+        limits::check_priority(priority)?;
+        let queue = options.queue.unwrap_or_else(|| defaults.queue.to_owned());
+        limits::check_queue(&queue)?;
+        let max_attempts = options.max_attempts.unwrap_or(defaults.max_attempts);
+        limits::check_max_attempts(max_attempts)?;
+        if let Some(key) = &options.unique_key {
+            limits::check_unique_key(key)?;
+        }
+        let (run_at, delay_secs) = match options.schedule {
+            Schedule::Now => (None, 0.0),
+            Schedule::At(at) => (Some(at), 0.0),
+            Schedule::After(delay) => {
+                let secs = delay.as_secs_f64();
+                if secs > MAX_DELAY_SECS {
+                    return Err(Error::invalid(
+                        "delay",
+                        format!("{delay:?} is longer than 100 years"),
+                    ));
+                }
+                (None, secs)
+            }
+        };
+        Ok(NewJob {
+            id: JobId::new(),
+            job_type: job_type.to_owned(),
+            payload,
+            priority,
+            queue,
+            max_attempts,
+            run_at,
+            delay_secs,
+            unique_key: options.unique_key,
+        })
+    }
+
+    /// The id the job will have once inserted.
+    pub fn id(&self) -> JobId {
+        self.id
+    }
+
+    /// The job type.
+    pub fn job_type(&self) -> &str {
+        &self.job_type
+    }
+
+    /// The queue.
+    pub fn queue(&self) -> &str {
+        &self.queue
+    }
+}
+
+struct Defaults {
+    priority: i32,
+    queue: &'static str,
+    max_attempts: i32,
+    max_payload_bytes: usize,
+}

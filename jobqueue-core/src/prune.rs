@@ -1,0 +1,87 @@
+//! Deleting finished jobs after their retention period.
+
+use std::time::Duration;
+
+use diesel::prelude::*;
+use diesel::sql_types::{BigInt, Double, Text};
+
+use crate::isolation::read_committed;
+use crate::{Error, JobStatus, Result, sql};
+
+/// How long finished jobs are kept, per status. `None` keeps them forever.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Retention {
+    /// Completed jobs. Default 1 day.
+    pub completed: Option<Duration>,
+    /// Failed (dead-lettered) jobs. Default 30 days.
+    pub failed: Option<Duration>,
+    /// Cancelled jobs. Default 7 days.
+    pub cancelled: Option<Duration>,
+    /// Rows deleted per statement, so pruning never holds many locks at once.
+    /// Default 5000.
+    pub batch: i64,
+}
+
+const DAY: u64 = 24 * 3600;
+
+impl Default for Retention {
+    fn default() -> Self {
+        Retention {
+            completed: Some(Duration::from_secs(DAY)),
+            failed: Some(Duration::from_secs(30 * DAY)),
+            cancelled: Some(Duration::from_secs(7 * DAY)),
+            batch: 5000,
+        }
+    }
+}
+
+/// How many rows a prune deleted, per status.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Pruned {
+    /// Completed jobs deleted.
+    pub completed: u64,
+    /// Failed jobs deleted.
+    pub failed: u64,
+    /// Cancelled jobs deleted.
+    pub cancelled: u64,
+}
+
+/// Deletes finished jobs older than their retention (by `finished_at` and the
+/// database's clock), `retention.batch` rows per statement until none are left.
+pub fn prune(conn: &mut PgConnection, retention: &Retention) -> Result<Pruned> {
+    if !(1..=1_000_000).contains(&retention.batch) {
+        return Err(Error::invalid(
+            "batch",
+            format!("{} is out of range (1 to 1000000)", retention.batch),
+        ));
+    }
+    let mut pruned = Pruned::default();
+    let plan = [
+        (JobStatus::Completed, retention.completed),
+        (JobStatus::Failed, retention.failed),
+        (JobStatus::Cancelled, retention.cancelled),
+    ];
+    for (status, keep) in plan {
+        let Some(keep) = keep else { continue };
+        let mut deleted = 0u64;
+        loop {
+            let n = read_committed(conn, |conn| {
+                Ok(diesel::sql_query(sql::JOB_PRUNE)
+                    .bind::<Text, _>(status)
+                    .bind::<Double, _>(keep.as_secs_f64())
+                    .bind::<BigInt, _>(retention.batch)
+                    .execute(conn)?)
+            })?;
+            deleted += n as u64;
+            if (n as i64) < retention.batch {
+                break;
+            }
+        }
+        match status {
+            JobStatus::Completed => pruned.completed = deleted,
+            JobStatus::Failed => pruned.failed = deleted,
+            _ => pruned.cancelled = deleted,
+        }
+    }
+    Ok(pruned)
+}

@@ -1,0 +1,63 @@
+//! Stale-job recovery: jobs whose holder stopped renewing its lease.
+
+use diesel::prelude::*;
+use diesel::sql_types::{BigInt, Text, Uuid};
+
+use crate::isolation::read_committed;
+use crate::{Error, JobId, JobStatus, Result, sql};
+
+/// Default number of stale jobs recovered per statement.
+pub const DEFAULT_RESCUE_BATCH: i64 = 1000;
+
+/// What one recovery pass did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Rescued {
+    /// Jobs back to `pending` (they had attempts left).
+    pub requeued: Vec<JobId>,
+    /// Jobs now `failed` with "worker lost" (their last attempt was lost).
+    pub failed: Vec<JobId>,
+    /// Jobs now `cancelled` (a cancel had been requested).
+    pub cancelled: Vec<JobId>,
+}
+
+impl Rescued {
+    /// Jobs recovered in all.
+    pub fn total(&self) -> usize {
+        self.requeued.len() + self.failed.len() + self.cancelled.len()
+    }
+}
+
+#[derive(QueryableByName)]
+struct RescueRow {
+    #[diesel(sql_type = Uuid)]
+    id: JobId,
+    #[diesel(sql_type = Text)]
+    status: JobStatus,
+}
+
+/// Recovers up to `limit` held jobs whose lease expired (by the database's
+/// clock): back to `pending` while attempts remain, else `failed` with a
+/// "worker lost" error — never left `running`. Safe to run from many
+/// processes at once.
+pub fn rescue_stale(conn: &mut PgConnection, limit: i64) -> Result<Rescued> {
+    if !(1..=100_000).contains(&limit) {
+        return Err(Error::invalid(
+            "limit",
+            format!("{limit} is out of range (1 to 100000)"),
+        ));
+    }
+    let rows = read_committed(conn, |conn| {
+        Ok(diesel::sql_query(sql::JOB_RESCUE_STALE)
+            .bind::<BigInt, _>(limit)
+            .load::<RescueRow>(conn)?)
+    })?;
+    let mut rescued = Rescued::default();
+    for row in rows {
+        match row.status {
+            JobStatus::Pending => rescued.requeued.push(row.id),
+            JobStatus::Cancelled => rescued.cancelled.push(row.id),
+            _ => rescued.failed.push(row.id),
+        }
+    }
+    Ok(rescued)
+}

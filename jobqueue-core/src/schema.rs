@@ -1,0 +1,55 @@
+//! Diesel's view of the `jobqueue_jobs` table (see `migrations/`).
+
+diesel::table! {
+    /// One row per job.
+    jobqueue_jobs (id) {
+        /// UUIDv7 id.
+        id -> Uuid,
+        /// Stable job type name, e.g. `email.send`.
+        job_type -> Text,
+        /// Named queue.
+        queue -> Text,
+        /// Higher runs first.
+        priority -> Int4,
+        /// Lifecycle state.
+        status -> Text,
+        /// Serialized payload.
+        payload -> Jsonb,
+        /// Not claimed before this time.
+        run_at -> Timestamptz,
+        /// Attempts used so far.
+        attempts -> Int4,
+        /// Attempts allowed.
+        max_attempts -> Int4,
+        /// Error of the latest failed attempt.
+        last_error -> Nullable<Text>,
+        /// The last few failures: `[{attempt, at, error}]`.
+        errors -> Jsonb,
+        /// At most one live job per key.
+        unique_key -> Nullable<Text>,
+        /// The worker holding (or that last held) the job.
+        worker_id -> Nullable<Text>,
+        /// Fencing token: number of claims so far.
+        claim_count -> Int4,
+        /// When the current claim was made.
+        claimed_at -> Nullable<Timestamptz>,
+        /// Last heartbeat of the holder.
+        heartbeat_at -> Nullable<Timestamptz>,
+        /// When the current lease runs out.
+        lease_expires_at -> Nullable<Timestamptz>,
+        /// A cancel was requested while the job was held.
+        cancel_requested -> Bool,
+        /// Percent done, 0-100.
+        progress -> Int2,
+        /// Current stage reported by the handler.
+        current_stage -> Nullable<Text>,
+        /// Events reported by the handler.
+        events_count -> Int4,
+        /// When the job was enqueued.
+        created_at -> Timestamptz,
+        /// When the handler started.
+        started_at -> Nullable<Timestamptz>,
+        /// When the job reached a finished status.
+        finished_at -> Nullable<Timestamptz>,
+    }
+}

@@ -1,0 +1,63 @@
+//! Queue statistics: counts by queue and status, age of the oldest due job.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use diesel::prelude::*;
+use diesel::sql_types::{BigInt, Double, Nullable, Text};
+
+use crate::isolation::read_committed;
+use crate::{JobStatus, Result, sql};
+
+/// The state of one queue.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct QueueStats {
+    /// The queue's name.
+    pub queue: String,
+    /// Jobs per status (statuses with no job are absent).
+    pub counts: BTreeMap<JobStatus, i64>,
+    /// How long the oldest due pending job has been waiting past its `run_at`.
+    pub oldest_due_age: Option<Duration>,
+}
+
+impl QueueStats {
+    /// Jobs in `status`.
+    pub fn count(&self, status: JobStatus) -> i64 {
+        self.counts.get(&status).copied().unwrap_or(0)
+    }
+}
+
+#[derive(QueryableByName)]
+struct StatsRow {
+    #[diesel(sql_type = Text)]
+    queue: String,
+    #[diesel(sql_type = Text)]
+    status: JobStatus,
+    #[diesel(sql_type = BigInt)]
+    jobs: i64,
+    #[diesel(sql_type = Nullable<Double>)]
+    oldest_due_secs: Option<f64>,
+}
+
+/// Counts jobs by queue and status, one entry per queue, sorted by name.
+pub fn queue_stats(conn: &mut PgConnection) -> Result<Vec<QueueStats>> {
+    let rows = read_committed(conn, |conn| {
+        Ok(diesel::sql_query(sql::JOB_STATS).load::<StatsRow>(conn)?)
+    })?;
+    let mut out: Vec<QueueStats> = Vec::new();
+    for row in rows {
+        if out.last().is_none_or(|last| last.queue != row.queue) {
+            out.push(QueueStats {
+                queue: row.queue.clone(),
+                ..QueueStats::default()
+            });
+        }
+        if let Some(entry) = out.last_mut() {
+            entry.counts.insert(row.status, row.jobs);
+            if let Some(secs) = row.oldest_due_secs {
+                entry.oldest_due_age = Some(Duration::from_secs_f64(secs.max(0.0)));
+            }
+        }
+    }
+    Ok(out)
+}

@@ -1,0 +1,103 @@
+//! The lifecycle states of a job.
+
+use std::fmt;
+use std::str::FromStr;
+
+use diesel::deserialize::{FromSql, FromSqlRow};
+use diesel::expression::AsExpression;
+use diesel::pg::{Pg, PgValue};
+use diesel::serialize::{Output, ToSql};
+use diesel::sql_types::Text;
+
+/// Where a job is in its lifecycle (the `status` column).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, AsExpression, FromSqlRow)]
+#[diesel(sql_type = Text)]
+pub enum JobStatus {
+    /// Waiting to be claimed once `run_at` has passed.
+    Pending,
+    /// Claimed by a worker, handler not started yet; the lease is running.
+    Claimed,
+    /// The handler is running; the lease is running.
+    Running,
+    /// Finished successfully.
+    Completed,
+    /// Attempts exhausted or failed permanently: the dead-letter state.
+    Failed,
+    /// Cancelled before it completed.
+    Cancelled,
+}
+
+impl JobStatus {
+    /// Every status, in lifecycle order.
+    pub const ALL: [JobStatus; 6] = [
+        JobStatus::Pending,
+        JobStatus::Claimed,
+        JobStatus::Running,
+        JobStatus::Completed,
+        JobStatus::Failed,
+        JobStatus::Cancelled,
+    ];
+
+    /// The name stored in the database.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobStatus::Pending => "pending",
+            JobStatus::Claimed => "claimed",
+            JobStatus::Running => "running",
+            JobStatus::Completed => "completed",
+            JobStatus::Failed => "failed",
+            JobStatus::Cancelled => "cancelled",
+        }
+    }
+
+    /// Whether the job is finished (completed, failed or cancelled).
+    pub fn is_finished(self) -> bool {
+        matches!(
+            self,
+            JobStatus::Completed | JobStatus::Failed | JobStatus::Cancelled
+        )
+    }
+
+    /// Whether a worker holds the job (claimed or running).
+    pub fn is_held(self) -> bool {
+        matches!(self, JobStatus::Claimed | JobStatus::Running)
+    }
+}
+
+impl fmt::Display for JobStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for JobStatus {
+    type Err = crate::Error;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        JobStatus::ALL
+            .into_iter()
+            .find(|status| status.as_str() == s)
+            .ok_or_else(|| {
+                crate::Error::invalid(
+                    "status",
+                    format!(
+                        "`{s}` is not a status (expected one of pending, claimed, running, \
+                         completed, failed, cancelled)"
+                    ),
+                )
+            })
+    }
+}
+
+impl FromSql<Text, Pg> for JobStatus {
+    fn from_sql(bytes: PgValue<'_>) -> diesel::deserialize::Result<Self> {
+        let text = <String as FromSql<Text, Pg>>::from_sql(bytes)?;
+        Ok(text.parse()?)
+    }
+}
+
+impl ToSql<Text, Pg> for JobStatus {
+    fn to_sql<'b>(&'b self, out: &mut Output<'b, '_, Pg>) -> diesel::serialize::Result {
+        <str as ToSql<Text, Pg>>::to_sql(self.as_str(), out)
+    }
+}

@@ -1,0 +1,404 @@
+//! Finding a PostgreSQL server: `DATABASE_URL`, else the local server if one
+//! answers, else a private cluster started from the PostgreSQL binaries on
+//! this machine.
+//!
+//! A private cluster keeps PostgreSQL's durable defaults (fsync and
+//! synchronous_commit on), listens on 127.0.0.1 only and trusts local
+//! connections. `initdb` and `postgres` refuse to run as root, so when this
+//! process is root the cluster is owned by, and run as, the `nobody` user.
+
+use std::fs::{self, File};
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+use diesel::{Connection, PgConnection};
+
+/// The server tried when `DATABASE_URL` is not set.
+pub const LOCAL_URL: &str = "postgres://postgres@127.0.0.1:5432/postgres";
+
+/// Port of the shared private cluster (override with `JOBQUEUE_PG_PORT`).
+pub const PRIVATE_PORT: u16 = 54329;
+
+/// Why no server could be found or started.
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    /// No directory with `initdb`, `pg_ctl` and `postgres` was found.
+    #[error(
+        "no PostgreSQL server answers at {LOCAL_URL} and no PostgreSQL binaries were found \
+         (looked in $PG_BIN_DIR, /usr/lib/postgresql/*/bin, /usr/local/pgsql/bin and $PATH); \
+         install PostgreSQL (e.g. `apt-get install postgresql`) or set DATABASE_URL"
+    )]
+    NoBinaries,
+    /// A PostgreSQL program failed.
+    #[error("`{command}` failed ({status}): {output}")]
+    Command {
+        /// The command line.
+        command: String,
+        /// Its exit status.
+        status: String,
+        /// What it printed.
+        output: String,
+    },
+    /// A file operation failed.
+    #[error("{what}: {source}")]
+    Io {
+        /// What was being done.
+        what: String,
+        /// The error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The cluster started but does not accept connections.
+    #[error("the private cluster at {url} does not accept connections: {reason}")]
+    Unreachable {
+        /// Its URL.
+        url: String,
+        /// The last connection error.
+        reason: String,
+    },
+}
+
+fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> ServerError {
+    let what = what.into();
+    move |source| ServerError::Io { what, source }
+}
+
+/// The URL of a server to use: `DATABASE_URL` if set; else the local server
+/// at [`LOCAL_URL`] if it answers; else the shared private cluster on port
+/// [`PRIVATE_PORT`], started (and initialized) if needed and left running
+/// for later runs.
+pub fn database_url() -> Result<String, ServerError> {
+    if let Ok(url) = std::env::var("DATABASE_URL")
+        && !url.trim().is_empty()
+    {
+        return Ok(url);
+    }
+    if answers(LOCAL_URL) {
+        return Ok(LOCAL_URL.to_owned());
+    }
+    let port = std::env::var("JOBQUEUE_PG_PORT")
+        .ok()
+        .and_then(|p| p.parse().ok())
+        .unwrap_or(PRIVATE_PORT);
+    let base = std::env::temp_dir().join(format!("jobqueue-pg-{port}"));
+    let cluster = PrivateCluster::new(base, port)?;
+    cluster.ensure_running()?;
+    Ok(cluster.url("postgres"))
+}
+
+/// Whether a server accepts a connection at `url`.
+pub fn answers(url: &str) -> bool {
+    PgConnection::establish(&with_connect_timeout(url)).is_ok()
+}
+
+fn with_connect_timeout(url: &str) -> String {
+    if url.contains("connect_timeout") {
+        url.to_owned()
+    } else if url.contains('?') {
+        format!("{url}&connect_timeout=3")
+    } else {
+        format!("{url}?connect_timeout=3")
+    }
+}
+
+/// A PostgreSQL cluster of this project's own: a data directory, a port on
+/// 127.0.0.1, and the machine's PostgreSQL binaries to run it.
+#[derive(Debug, Clone)]
+pub struct PrivateCluster {
+    base: PathBuf,
+    port: u16,
+    bin_dir: PathBuf,
+    /// `Some(user)` when running as root: the cluster is run as this user.
+    run_as: Option<String>,
+}
+
+/// How to stop a cluster (`pg_ctl stop -m MODE`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopMode {
+    /// Disconnect clients, shut down cleanly.
+    Fast,
+    /// Abort at once, as a crash would; recovery runs at the next start.
+    Immediate,
+}
+
+impl PrivateCluster {
+    /// A cluster kept under `base` (data in `base/data`, log in
+    /// `base/server.log`) serving port `port`. Nothing is started yet.
+    pub fn new(base: impl Into<PathBuf>, port: u16) -> Result<Self, ServerError> {
+        let run_as = if is_root()? {
+            Some("nobody".to_owned())
+        } else {
+            None
+        };
+        Ok(PrivateCluster {
+            base: base.into(),
+            port,
+            bin_dir: find_bin_dir().ok_or(ServerError::NoBinaries)?,
+            run_as,
+        })
+    }
+
+    /// The port it serves.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// URL of database `database` on this cluster, as user `postgres`.
+    pub fn url(&self, database: &str) -> String {
+        format!("postgres://postgres@127.0.0.1:{}/{database}", self.port)
+    }
+
+    fn data_dir(&self) -> PathBuf {
+        self.base.join("data")
+    }
+
+    /// Initializes the data directory if needed and starts the server if it
+    /// is not running; waits until it accepts connections. Concurrent callers
+    /// (other processes too) take turns under a lock file.
+    pub fn ensure_running(&self) -> Result<(), ServerError> {
+        fs::create_dir_all(&self.base).map_err(io(format!("creating {}", self.base.display())))?;
+        let lock_path = self.base.with_extension("lock");
+        let lock =
+            File::create(&lock_path).map_err(io(format!("creating {}", lock_path.display())))?;
+        lock.lock()
+            .map_err(io(format!("locking {}", lock_path.display())))?;
+        self.give_to_owner(&self.base)?;
+        if !self.data_dir().join("PG_VERSION").exists() {
+            self.initdb()?;
+        }
+        if !self.is_running() {
+            self.start()?;
+        }
+        self.wait_ready(Duration::from_secs(30))
+    }
+
+    fn initdb(&self) -> Result<(), ServerError> {
+        let data = self.data_dir();
+        if data.exists() {
+            fs::remove_dir_all(&data).map_err(io(format!("clearing {}", data.display())))?;
+        }
+        fs::create_dir_all(&data).map_err(io(format!("creating {}", data.display())))?;
+        self.give_to_owner(&data)?;
+        self.run(
+            "initdb",
+            &[
+                "-D".as_ref(),
+                data.as_os_str(),
+                "-U".as_ref(),
+                "postgres".as_ref(),
+                "--auth=trust".as_ref(),
+                "--encoding=UTF8".as_ref(),
+                "--no-instructions".as_ref(),
+            ],
+        )?;
+        Ok(())
+    }
+
+    /// Starts the server (it must be initialized and stopped).
+    pub fn start(&self) -> Result<(), ServerError> {
+        let options = format!(
+            "-p {} -c listen_addresses=127.0.0.1 -c unix_socket_directories='{}' -c max_connections=300",
+            self.port,
+            self.base.display()
+        );
+        let log = self.base.join("server.log");
+        self.run(
+            "pg_ctl",
+            &[
+                "-D".as_ref(),
+                self.data_dir().as_os_str(),
+                "-l".as_ref(),
+                log.as_os_str(),
+                "-w".as_ref(),
+                "-t".as_ref(),
+                "60".as_ref(),
+                "-o".as_ref(),
+                options.as_ref(),
+                "start".as_ref(),
+            ],
+        )?;
+        Ok(())
+    }
+
+    /// Stops the server.
+    pub fn stop(&self, mode: StopMode) -> Result<(), ServerError> {
+        let mode = match mode {
+            StopMode::Fast => "fast",
+            StopMode::Immediate => "immediate",
+        };
+        self.run(
+            "pg_ctl",
+            &[
+                "-D".as_ref(),
+                self.data_dir().as_os_str(),
+                "-m".as_ref(),
+                mode.as_ref(),
+                "-w".as_ref(),
+                "stop".as_ref(),
+            ],
+        )?;
+        Ok(())
+    }
+
+    /// Whether the server is running (`pg_ctl status`).
+    pub fn is_running(&self) -> bool {
+        self.run(
+            "pg_ctl",
+            &[
+                "-D".as_ref(),
+                self.data_dir().as_os_str(),
+                "status".as_ref(),
+            ],
+        )
+        .is_ok()
+    }
+
+    /// Waits until the server accepts connections, up to `timeout`.
+    pub fn wait_ready(&self, timeout: Duration) -> Result<(), ServerError> {
+        let url = self.url("postgres");
+        let deadline = Instant::now() + timeout;
+        loop {
+            match PgConnection::establish(&with_connect_timeout(&url)) {
+                Ok(_) => return Ok(()),
+                Err(e) if Instant::now() >= deadline => {
+                    return Err(ServerError::Unreachable {
+                        url,
+                        reason: e.to_string(),
+                    });
+                }
+                Err(_) => std::thread::sleep(Duration::from_millis(100)),
+            }
+        }
+    }
+
+    /// Hands `path` to the user the cluster runs as (when running as root).
+    fn give_to_owner(&self, path: &Path) -> Result<(), ServerError> {
+        let Some(user) = &self.run_as else {
+            return Ok(());
+        };
+        let status = Command::new("chown")
+            .arg("-R")
+            .arg(user)
+            .arg(path)
+            .status()
+            .map_err(io("running chown"))?;
+        if !status.success() {
+            return Err(ServerError::Command {
+                command: format!("chown -R {user} {}", path.display()),
+                status: status.to_string(),
+                output: String::new(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Runs a PostgreSQL program from the cluster's bin dir, as the
+    /// cluster's user.
+    fn run(&self, program: &str, args: &[&std::ffi::OsStr]) -> Result<Output, ServerError> {
+        let path = self.bin_dir.join(program);
+        let mut command = match &self.run_as {
+            Some(user) => {
+                let mut c = Command::new("setpriv");
+                c.arg(format!("--reuid={user}"))
+                    .arg(format!("--regid={}", group_of(user)))
+                    .arg("--clear-groups")
+                    .arg(&path);
+                c
+            }
+            None => Command::new(&path),
+        };
+        command
+            .args(args)
+            .current_dir(&self.base)
+            .env_remove("PGDATA");
+        let output = command
+            .output()
+            .map_err(io(format!("running {}", path.display())))?;
+        if output.status.success() {
+            Ok(output)
+        } else {
+            let rendered: Vec<String> = args
+                .iter()
+                .map(|a| a.to_string_lossy().into_owned())
+                .collect();
+            Err(ServerError::Command {
+                command: format!("{program} {}", rendered.join(" ")),
+                status: output.status.to_string(),
+                output: format!(
+                    "{}{}",
+                    String::from_utf8_lossy(&output.stdout),
+                    String::from_utf8_lossy(&output.stderr)
+                )
+                .trim()
+                .to_owned(),
+            })
+        }
+    }
+}
+
+/// The primary group of `user` (`nogroup` for `nobody` on Debian).
+fn group_of(user: &str) -> String {
+    Command::new("id")
+        .arg("-g")
+        .arg(user)
+        .output()
+        .ok()
+        .filter(|out| out.status.success())
+        .map(|out| String::from_utf8_lossy(&out.stdout).trim().to_owned())
+        .unwrap_or_else(|| "65534".to_owned())
+}
+
+fn is_root() -> Result<bool, ServerError> {
+    // /proc/self belongs to the process's effective user.
+    let meta = fs::metadata("/proc/self").map_err(io("reading /proc/self"))?;
+    Ok(meta.uid() == 0)
+}
+
+/// The newest directory holding `initdb`, `pg_ctl` and `postgres`.
+fn find_bin_dir() -> Option<PathBuf> {
+    let complete = |dir: &Path| {
+        ["initdb", "pg_ctl", "postgres"]
+            .iter()
+            .all(|p| dir.join(p).is_file())
+    };
+    if let Ok(dir) = std::env::var("PG_BIN_DIR") {
+        let dir = PathBuf::from(dir);
+        if complete(&dir) {
+            return Some(dir);
+        }
+    }
+    let mut versioned: Vec<(u32, PathBuf)> = fs::read_dir("/usr/lib/postgresql")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|entry| {
+            let version = entry.file_name().to_string_lossy().parse::<u32>().ok()?;
+            Some((version, entry.path().join("bin")))
+        })
+        .filter(|(_, dir)| complete(dir))
+        .collect();
+    versioned.sort();
+    if let Some((_, dir)) = versioned.pop() {
+        return Some(dir);
+    }
+    let fallback = PathBuf::from("/usr/local/pgsql/bin");
+    if complete(&fallback) {
+        return Some(fallback);
+    }
+    std::env::var_os("PATH")
+        .iter()
+        .flat_map(std::env::split_paths)
+        .find(|dir| complete(dir))
+}
+
+/// A free TCP port on 127.0.0.1 (for a throwaway cluster).
+pub fn free_port() -> Result<u16, ServerError> {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").map_err(io("finding a free port"))?;
+    let port = listener
+        .local_addr()
+        .map_err(io("finding a free port"))?
+        .port();
+    Ok(port)
+}

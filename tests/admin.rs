@@ -1,0 +1,195 @@
+//! Cancel, progress, prune and stats on a real database.
+
+use std::time::Duration;
+
+use diesel::prelude::*;
+use jobqueue_core::{
+    CancelOutcome, Claim, Error, JobId, JobOptions, JobStatus, NewJob, Progress, Retention, cancel,
+    cancel_held_many, claim, complete, enqueue, enqueue_many, get_job, heartbeat_many, prune,
+    queue_stats, report_progress,
+};
+use jobqueue_tests::{TestDb, count_where};
+
+fn put(conn: &mut PgConnection, queue: &str) -> JobId {
+    enqueue(
+        conn,
+        &NewJob::new("t", "{}", JobOptions::new().queue(queue)).expect("valid"),
+    )
+    .expect("enqueue")
+}
+
+#[test]
+fn cancel_pending_at_once_and_running_by_flag() {
+    let db = TestDb::new();
+    let mut conn = db.conn();
+    let pending = put(&mut conn, "default");
+    assert_eq!(
+        cancel(&mut conn, pending).expect("cancel"),
+        CancelOutcome::Cancelled
+    );
+    assert_eq!(
+        get_job(&mut conn, pending)
+            .expect("read")
+            .expect("row")
+            .status,
+        JobStatus::Cancelled
+    );
+    assert_eq!(
+        cancel(&mut conn, pending).expect("cancel"),
+        CancelOutcome::AlreadyFinished(JobStatus::Cancelled)
+    );
+    assert!(matches!(
+        cancel(&mut conn, JobId::new()),
+        Err(Error::NotFound(_))
+    ));
+
+    let running = put(&mut conn, "default");
+    let lease = claim(&mut conn, &Claim::new("w")).expect("claim")[0].lease();
+    let step = Progress {
+        percent: Some(10),
+        stage: Some("download".into()),
+        events: 1,
+    };
+    assert!(
+        !report_progress(&mut conn, &lease, &step).expect("progress"),
+        "not cancelled yet"
+    );
+    assert_eq!(
+        cancel(&mut conn, running).expect("cancel"),
+        CancelOutcome::Requested
+    );
+    // The handler sees the request through its heartbeat and its progress reports.
+    let beat = heartbeat_many(&mut conn, &[lease], Duration::from_secs(30)).expect("beat");
+    assert_eq!(beat.cancel_requested, vec![running]);
+    assert!(report_progress(&mut conn, &lease, &step).expect("progress"));
+    assert_eq!(
+        cancel_held_many(&mut conn, &[lease])
+            .expect("finish")
+            .applied,
+        vec![running]
+    );
+    let row = get_job(&mut conn, running).expect("read").expect("row");
+    assert_eq!((row.status, row.events_count), (JobStatus::Cancelled, 2));
+}
+
+#[test]
+fn progress_is_recorded() {
+    let db = TestDb::new();
+    let mut conn = db.conn();
+    let id = put(&mut conn, "default");
+    let lease = claim(&mut conn, &Claim::new("w")).expect("claim")[0].lease();
+    let report = Progress {
+        percent: Some(40),
+        stage: Some("rendering".into()),
+        events: 3,
+    };
+    report_progress(&mut conn, &lease, &report).expect("progress");
+    report_progress(
+        &mut conn,
+        &lease,
+        &Progress {
+            events: 2,
+            ..Progress::default()
+        },
+    )
+    .expect("progress");
+    let row = get_job(&mut conn, id).expect("read").expect("row");
+    assert_eq!(row.status, JobStatus::Running);
+    assert_eq!(
+        (row.progress, row.current_stage.as_deref(), row.events_count),
+        (40, Some("rendering"), 5)
+    );
+    assert!(row.started_at.is_some());
+    complete(&mut conn, &lease).expect("complete");
+    assert_eq!(
+        get_job(&mut conn, id).expect("read").expect("row").progress,
+        100
+    );
+}
+
+#[test]
+fn prune_deletes_only_finished_rows_past_their_retention() {
+    let db = TestDb::new();
+    let mut conn = db.conn();
+    let jobs: Vec<NewJob> = (0..30)
+        .map(|_| NewJob::new("t", "{}", JobOptions::new()).expect("valid"))
+        .collect();
+    enqueue_many(&mut conn, &jobs).expect("enqueue");
+    let leases: Vec<_> = claim(&mut conn, &Claim::new("w").limit(20))
+        .expect("claim")
+        .iter()
+        .map(|r| r.lease())
+        .collect();
+    jobqueue_core::complete_many(&mut conn, &leases[..15]).expect("complete");
+    jobqueue_core::fail_many(
+        &mut conn,
+        &leases[15..]
+            .iter()
+            .map(|l| jobqueue_core::Failure::permanent(*l, "x"))
+            .collect::<Vec<_>>(),
+    )
+    .expect("fail");
+    // Age 10 completed and 2 failed rows by two hours.
+    diesel::sql_query(
+        "UPDATE jobqueue_jobs SET finished_at = now() - interval '2 hours'
+         WHERE id IN (SELECT id FROM jobqueue_jobs WHERE status = 'completed' LIMIT 10)
+            OR id IN (SELECT id FROM jobqueue_jobs WHERE status = 'failed' LIMIT 2)",
+    )
+    .execute(&mut conn)
+    .expect("age rows");
+    let retention = Retention {
+        completed: Some(Duration::from_secs(3600)),
+        failed: None,
+        cancelled: Some(Duration::from_secs(3600)),
+        batch: 3,
+    };
+    let pruned = prune(&mut conn, &retention).expect("prune");
+    assert_eq!(
+        (pruned.completed, pruned.failed, pruned.cancelled),
+        (10, 0, 0)
+    );
+    assert_eq!(count_where(&mut conn, "status = 'completed'"), 5);
+    assert_eq!(
+        count_where(&mut conn, "status = 'failed'"),
+        5,
+        "failed kept forever"
+    );
+    assert_eq!(
+        count_where(&mut conn, "status = 'pending'"),
+        10,
+        "live rows untouched"
+    );
+}
+
+#[test]
+fn stats_count_by_queue_and_status() {
+    let db = TestDb::new();
+    let mut conn = db.conn();
+    for _ in 0..3 {
+        put(&mut conn, "mail");
+    }
+    put(&mut conn, "reports");
+    diesel::sql_query("UPDATE jobqueue_jobs SET run_at = now() - interval '90 seconds'")
+        .execute(&mut conn)
+        .expect("backdate");
+    let lease =
+        claim(&mut conn, &Claim::new("w").queues(["mail"]).limit(1)).expect("claim")[0].lease();
+    complete(&mut conn, &lease).expect("complete");
+    let stats = queue_stats(&mut conn).expect("stats");
+    assert_eq!(
+        stats.iter().map(|s| s.queue.as_str()).collect::<Vec<_>>(),
+        ["mail", "reports"]
+    );
+    let mail = &stats[0];
+    assert_eq!(
+        (
+            mail.count(JobStatus::Pending),
+            mail.count(JobStatus::Completed)
+        ),
+        (2, 1)
+    );
+    assert_eq!(mail.count(JobStatus::Failed), 0);
+    let age = mail.oldest_due_age.expect("oldest due").as_secs();
+    assert!((89..=100).contains(&age), "oldest due job waited {age}s");
+    assert_eq!(stats[1].count(JobStatus::Pending), 1);
+}

@@ -1,0 +1,135 @@
+//! The claim takes priority first, then run_at, then id; only due jobs; only
+//! the queues and types asked for.
+
+use std::time::Duration;
+
+use chrono::Utc;
+use jobqueue_core::{Claim, JobOptions, JobStatus, NewJob, claim, enqueue, get_job};
+use jobqueue_tests::TestDb;
+
+fn put(
+    conn: &mut diesel::PgConnection,
+    job_type: &str,
+    options: JobOptions,
+) -> jobqueue_core::JobId {
+    enqueue(conn, &NewJob::new(job_type, "{}", options).expect("valid")).expect("enqueue")
+}
+
+#[test]
+fn priority_first_then_run_at() {
+    let db = TestDb::new();
+    let mut conn = db.conn();
+    let now = Utc::now();
+    let low_old = put(
+        &mut conn,
+        "t",
+        JobOptions::new()
+            .priority(10)
+            .run_at(now - chrono::Duration::minutes(10)),
+    );
+    let high_new = put(
+        &mut conn,
+        "t",
+        JobOptions::new()
+            .priority(500)
+            .run_at(now - chrono::Duration::minutes(1)),
+    );
+    let high_old = put(
+        &mut conn,
+        "t",
+        JobOptions::new()
+            .priority(500)
+            .run_at(now - chrono::Duration::minutes(5)),
+    );
+    let mid = put(
+        &mut conn,
+        "t",
+        JobOptions::new()
+            .priority(100)
+            .run_at(now - chrono::Duration::minutes(20)),
+    );
+
+    let got: Vec<_> = claim(&mut conn, &Claim::new("w").limit(10))
+        .expect("claim")
+        .iter()
+        .map(|row| row.id)
+        .collect();
+    assert_eq!(got, vec![high_old, high_new, mid, low_old]);
+
+    // One at a time gives the same order.
+    let db = TestDb::new();
+    let mut conn = db.conn();
+    let a = put(&mut conn, "t", JobOptions::new().priority(1));
+    let b = put(&mut conn, "t", JobOptions::new().priority(2));
+    let first = claim(&mut conn, &Claim::new("w").limit(1)).expect("claim");
+    assert_eq!(first[0].id, b);
+    let second = claim(&mut conn, &Claim::new("w").limit(1)).expect("claim");
+    assert_eq!(second[0].id, a);
+}
+
+#[test]
+fn future_job_is_not_claimed_before_it_is_due() {
+    let db = TestDb::new();
+    let mut conn = db.conn();
+    let later = put(
+        &mut conn,
+        "t",
+        JobOptions::new()
+            .priority(1000)
+            .delay(Duration::from_millis(1500)),
+    );
+    let now_job = put(&mut conn, "t", JobOptions::new().priority(0));
+    let got = claim(&mut conn, &Claim::new("w").limit(10)).expect("claim");
+    assert_eq!(got.iter().map(|r| r.id).collect::<Vec<_>>(), vec![now_job]);
+    assert!(
+        claim(&mut conn, &Claim::new("w"))
+            .expect("claim")
+            .is_empty()
+    );
+
+    // Wait on the database's clock until the job is due, then it is claimed.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let got = claim(&mut conn, &Claim::new("w")).expect("claim");
+        if let Some(row) = got.first() {
+            assert_eq!(row.id, later);
+            assert!(row.claimed_at.expect("claimed_at") >= row.run_at);
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "scheduled job never became due"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn claim_filters_by_queue_and_type_and_sets_the_lease() {
+    let db = TestDb::new();
+    let mut conn = db.conn();
+    let mail = put(&mut conn, "email.send", JobOptions::new().queue("mail"));
+    let _other_queue = put(&mut conn, "email.send", JobOptions::new().queue("bulk"));
+    let _other_type = put(&mut conn, "sms.send", JobOptions::new().queue("mail"));
+    let got = claim(
+        &mut conn,
+        &Claim::new("worker-7")
+            .queues(["mail"])
+            .job_types(["email.send"])
+            .lease(Duration::from_secs(60)),
+    )
+    .expect("claim");
+    assert_eq!(got.len(), 1);
+    let row = &got[0];
+    assert_eq!(row.id, mail);
+    assert_eq!(row.status, JobStatus::Claimed);
+    assert_eq!(row.worker_id.as_deref(), Some("worker-7"));
+    assert_eq!((row.attempts, row.claim_count), (1, 1));
+    let lease =
+        (row.lease_expires_at.expect("lease") - row.claimed_at.expect("claimed")).num_seconds();
+    assert_eq!(lease, 60);
+    assert_eq!(
+        get_job(&mut conn, mail).expect("read").expect("row").status,
+        JobStatus::Claimed
+    );
+}

@@ -1,0 +1,139 @@
+//! Enqueue joins the caller's transaction; options and batches land as asked.
+
+use std::time::Duration;
+
+use diesel::prelude::*;
+use jobqueue_core::{Job, JobOptions, JobStatus, NewJob, enqueue_many, get_job};
+use jobqueue_tests::{TestDb, count_where};
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, PartialEq, Serialize, Deserialize)]
+struct SendEmail {
+    to: String,
+}
+
+impl Job for SendEmail {
+    const JOB_TYPE: &'static str = "email.send";
+    const PRIORITY: i32 = 150;
+    const QUEUE: &'static str = "mail";
+    const MAX_ATTEMPTS: i32 = 5;
+}
+
+fn email(to: &str) -> SendEmail {
+    SendEmail { to: to.into() }
+}
+
+#[test]
+fn rolled_back_transaction_leaves_no_job() {
+    let db = TestDb::new();
+    let mut conn = db.conn();
+    let result: Result<(), diesel::result::Error> = conn.transaction(|conn| {
+        email("a@example.com").enqueue(conn).expect("enqueue");
+        assert_eq!(
+            count_where(conn, "true"),
+            1,
+            "visible inside the transaction"
+        );
+        Err(diesel::result::Error::RollbackTransaction)
+    });
+    assert!(result.is_err());
+    assert_eq!(count_where(&mut db.conn(), "true"), 0);
+}
+
+#[test]
+fn committed_transaction_leaves_exactly_one_job() {
+    let db = TestDb::new();
+    let mut conn = db.conn();
+    let id = conn
+        .transaction(|conn| email("a@example.com").enqueue(conn))
+        .expect("enqueue");
+    let mut other = db.conn();
+    assert_eq!(count_where(&mut other, "true"), 1);
+    let row = get_job(&mut other, id).expect("read").expect("row exists");
+    assert_eq!(row.job_type, "email.send");
+    assert_eq!(row.queue, "mail");
+    assert_eq!(row.priority, 150);
+    assert_eq!(row.max_attempts, 5);
+    assert_eq!(row.status, JobStatus::Pending);
+    assert_eq!(row.attempts, 0);
+    assert_eq!(
+        row.payload_as::<SendEmail>().expect("payload"),
+        email("a@example.com")
+    );
+}
+
+#[test]
+fn options_override_the_type_defaults() {
+    let db = TestDb::new();
+    let mut conn = db.conn();
+    let id = email("b@example.com")
+        .options()
+        .priority(900)
+        .queue("urgent")
+        .max_attempts(1)
+        .delay(Duration::from_secs(3600))
+        .unique_key("welcome:b")
+        .enqueue(&mut conn)
+        .expect("enqueue");
+    let row = get_job(&mut conn, id).expect("read").expect("row");
+    assert_eq!(
+        (row.priority, row.queue.as_str(), row.max_attempts),
+        (900, "urgent", 1)
+    );
+    assert_eq!(row.unique_key.as_deref(), Some("welcome:b"));
+    let ahead = (row.run_at - row.created_at).num_seconds();
+    assert!(
+        (3599..=3601).contains(&ahead),
+        "run_at is {ahead}s after created_at"
+    );
+}
+
+#[test]
+fn batch_enqueue_inserts_all_in_one_statement_and_keeps_order() {
+    let db = TestDb::new();
+    let mut conn = db.conn();
+    let jobs: Vec<NewJob> = (0..5000)
+        .map(|i| {
+            NewJob::from_job(
+                &email(&format!("u{i}@example.com")),
+                JobOptions::new().priority(i % 7),
+            )
+        })
+        .collect::<Result<_, _>>()
+        .expect("build");
+    let done = conn
+        .transaction(|conn| enqueue_many(conn, &jobs))
+        .expect("enqueue_many");
+    assert_eq!(done.inserted.len(), 5000);
+    assert!(done.skipped.is_empty());
+    assert_eq!(
+        count_where(&mut conn, "job_type = 'email.send' AND status = 'pending'"),
+        5000
+    );
+    assert_eq!(
+        count_where(&mut conn, "priority = 6"),
+        (0..5000).filter(|i| i % 7 == 6).count() as i64
+    );
+    // UUIDv7 ids: creation order is id order.
+    let mut sorted = done.inserted.clone();
+    sorted.sort();
+    assert_eq!(sorted, done.inserted);
+
+    let typed = SendEmail::enqueue_batch(&mut conn, &[email("x@a"), email("y@a")]).expect("batch");
+    assert_eq!(typed.inserted.len(), 2);
+}
+
+#[test]
+fn raw_json_jobs_enqueue_with_queue_defaults() {
+    let db = TestDb::new();
+    let mut conn = db.conn();
+    let job =
+        NewJob::new("report.build", r#"{"month": "2026-11"}"#, JobOptions::new()).expect("valid");
+    let id = jobqueue_core::enqueue(&mut conn, &job).expect("enqueue");
+    let row = get_job(&mut conn, id).expect("read").expect("row");
+    assert_eq!(
+        (row.priority, row.queue.as_str(), row.max_attempts),
+        (100, "default", 3)
+    );
+    assert_eq!(row.payload["month"], "2026-11");
+}

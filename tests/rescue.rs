@@ -1,0 +1,122 @@
+//! Jobs whose lease expired are recovered; a lost last attempt is `failed`,
+//! never left running.
+
+use std::time::Duration;
+
+use jobqueue_core::{
+    Claim, JobOptions, JobStatus, NewJob, claim, enqueue, get_job, heartbeat_many, rescue_stale,
+    start_many,
+};
+use jobqueue_tests::{TestDb, count_where, expire_leases};
+
+#[test]
+fn expired_lease_goes_back_to_pending_and_last_attempt_fails() {
+    let db = TestDb::new();
+    let mut conn = db.conn();
+    let id = enqueue(
+        &mut conn,
+        &NewJob::new("t", "{}", JobOptions::new().max_attempts(2)).expect("valid"),
+    )
+    .expect("enqueue");
+
+    // Attempt 1: the worker starts it, then vanishes.
+    let rows = claim(&mut conn, &Claim::new("dead-worker")).expect("claim");
+    start_many(&mut conn, &[rows[0].lease()]).expect("start");
+    assert!(
+        rescue_stale(&mut conn, 100)
+            .expect("rescue")
+            .requeued
+            .is_empty(),
+        "live lease untouched"
+    );
+    expire_leases(&mut conn);
+    let rescued = rescue_stale(&mut conn, 100).expect("rescue");
+    assert_eq!(rescued.requeued, vec![id]);
+    let row = get_job(&mut conn, id).expect("read").expect("row");
+    assert_eq!(row.status, JobStatus::Pending);
+    assert_eq!(row.attempts, 1);
+    assert!(row.worker_id.is_none());
+    assert!(
+        row.last_error
+            .as_deref()
+            .expect("error")
+            .contains("worker lost")
+    );
+
+    // Attempt 2 (the last) is lost too: failed, with the reason.
+    let rows = claim(&mut conn, &Claim::new("dead-worker-2")).expect("claim");
+    assert_eq!(rows[0].attempts, 2);
+    start_many(&mut conn, &[rows[0].lease()]).expect("start");
+    expire_leases(&mut conn);
+    let rescued = rescue_stale(&mut conn, 100).expect("rescue");
+    assert_eq!(rescued.failed, vec![id]);
+    let row = get_job(&mut conn, id).expect("read").expect("row");
+    assert_eq!(row.status, JobStatus::Failed);
+    assert!(row.finished_at.is_some());
+    let error = row.last_error.expect("error");
+    assert!(
+        error.contains("worker lost")
+            && error.contains("dead-worker-2")
+            && error.contains("attempt 2 of 2"),
+        "{error}"
+    );
+    assert_eq!(
+        count_where(&mut conn, "status IN ('claimed', 'running')"),
+        0
+    );
+}
+
+#[test]
+fn heartbeats_keep_a_lease_alive() {
+    let db = TestDb::new();
+    let mut conn = db.conn();
+    enqueue(
+        &mut conn,
+        &NewJob::new("t", "{}", JobOptions::new()).expect("valid"),
+    )
+    .expect("enqueue");
+    let rows = claim(
+        &mut conn,
+        &Claim::new("w").lease(Duration::from_millis(300)),
+    )
+    .expect("claim");
+    let lease = rows[0].lease();
+    for _ in 0..4 {
+        std::thread::sleep(Duration::from_millis(150));
+        let beat = heartbeat_many(&mut conn, &[lease], Duration::from_millis(300)).expect("beat");
+        assert_eq!(beat.renewed, vec![lease.job_id]);
+        assert_eq!(
+            rescue_stale(&mut conn, 10).expect("rescue").total(),
+            0,
+            "renewed lease not recovered"
+        );
+    }
+    // Without heartbeats it expires on the database's clock.
+    std::thread::sleep(Duration::from_millis(400));
+    assert_eq!(
+        rescue_stale(&mut conn, 10).expect("rescue").requeued,
+        vec![lease.job_id]
+    );
+    let beat = heartbeat_many(&mut conn, &[lease], Duration::from_secs(30)).expect("beat");
+    assert_eq!(
+        beat.lost,
+        vec![lease.job_id],
+        "a recovered job's old lease cannot be renewed"
+    );
+}
+
+#[test]
+fn recovery_takes_batches() {
+    let db = TestDb::new();
+    let mut conn = db.conn();
+    let jobs: Vec<NewJob> = (0..25)
+        .map(|_| NewJob::new("t", "{}", JobOptions::new()).expect("valid"))
+        .collect();
+    jobqueue_core::enqueue_many(&mut conn, &jobs).expect("enqueue");
+    claim(&mut conn, &Claim::new("w").limit(25)).expect("claim");
+    expire_leases(&mut conn);
+    assert_eq!(rescue_stale(&mut conn, 10).expect("rescue").total(), 10);
+    assert_eq!(rescue_stale(&mut conn, 10).expect("rescue").total(), 10);
+    assert_eq!(rescue_stale(&mut conn, 10).expect("rescue").total(), 5);
+    assert_eq!(count_where(&mut conn, "status = 'pending'"), 25);
+}
