@@ -8,6 +8,10 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use diesel::prelude::*;
 use diesel::sql_types::BigInt;
 
+pub mod jobs;
+
+pub use jobqueue_runner::postgres::with_database;
+
 /// The server all test databases live on, found once per process.
 pub fn server_url() -> &'static str {
     static URL: OnceLock<String> = OnceLock::new();
@@ -15,23 +19,6 @@ pub fn server_url() -> &'static str {
         Ok(url) => url,
         Err(e) => panic!("no PostgreSQL server for the tests: {e}"),
     })
-}
-
-/// `url` with its database name replaced by `database`.
-pub fn with_database(url: &str, database: &str) -> String {
-    let (head, query) = match url.split_once('?') {
-        Some((head, query)) => (head, Some(query)),
-        None => (url, None),
-    };
-    let authority_start = head.find("://").map(|i| i + 3).unwrap_or(0);
-    let base = match head[authority_start..].find('/') {
-        Some(slash) => &head[..authority_start + slash],
-        None => head,
-    };
-    match query {
-        Some(query) => format!("{base}/{database}?{query}"),
-        None => format!("{base}/{database}"),
-    }
 }
 
 /// A database of its own for one test, migrated; dropped when this value is.
@@ -125,23 +112,25 @@ pub fn expire_leases(conn: &mut PgConnection) {
     .expect("expire leases");
 }
 
-#[cfg(test)]
-mod tests {
-    use super::with_database;
-
-    #[test]
-    fn replaces_the_database() {
-        assert_eq!(
-            with_database("postgres://u@h:5432/postgres", "x"),
-            "postgres://u@h:5432/x"
+/// Polls `condition` every 20 ms until it holds; panics naming `what` after
+/// `timeout`. For waiting on other threads and processes through the database.
+pub fn wait_for(what: &str, timeout: std::time::Duration, mut condition: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + timeout;
+    while !condition() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out after {timeout:?} waiting for {what}"
         );
-        assert_eq!(
-            with_database("postgres://u@h:5432", "x"),
-            "postgres://u@h:5432/x"
-        );
-        assert_eq!(
-            with_database("postgres://u@h/db?sslmode=disable", "x"),
-            "postgres://u@h/x?sslmode=disable"
-        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
     }
+}
+
+/// `SELECT count(*)` of side-table rows matching a SQL condition (test code only).
+pub fn effects_where(conn: &mut PgConnection, condition: &str) -> i64 {
+    diesel::sql_query(format!(
+        "SELECT count(*) AS n FROM test_effects WHERE {condition}"
+    ))
+    .get_result::<Count>(conn)
+    .expect("count effects")
+    .n
 }

@@ -5,7 +5,7 @@ use std::time::Duration;
 use diesel::prelude::*;
 use diesel::sql_types::{Array, BigInt, Double, Text};
 
-use crate::isolation::read_committed;
+use crate::isolation::{CLAIM_BEGIN, in_transaction};
 use crate::{Error, JobRow, Result, limits, sql};
 
 /// Default lease: how long a claim holds a job without a heartbeat.
@@ -100,7 +100,7 @@ impl Claim {
 /// from the database's `now()`. Concurrent claimers never get the same job.
 pub fn claim(conn: &mut PgConnection, claim: &Claim) -> Result<Vec<JobRow>> {
     claim.validate()?;
-    let mut rows = read_committed(conn, |conn| {
+    let mut rows = in_transaction(conn, CLAIM_BEGIN, |conn| {
         Ok(diesel::sql_query(sql::JOB_CLAIM_MANY)
             .bind::<Array<Text>, _>(&claim.queues)
             .bind::<Array<Text>, _>(&claim.job_types)
@@ -129,13 +129,17 @@ pub fn explain_claim(conn: &mut PgConnection, claim: &Claim) -> Result<String> {
         line: String,
     }
     claim.validate()?;
-    let lines = diesel::sql_query(format!("EXPLAIN {}", sql::JOB_CLAIM_MANY))
-        .bind::<Array<Text>, _>(&claim.queues)
-        .bind::<Array<Text>, _>(&claim.job_types)
-        .bind::<BigInt, _>(claim.limit)
-        .bind::<Text, _>(&claim.worker_id)
-        .bind::<Double, _>(claim.lease.as_secs_f64())
-        .load::<PlanLine>(conn)?;
+    let lines = in_transaction(conn, CLAIM_BEGIN, |conn| {
+        Ok(
+            diesel::sql_query(format!("EXPLAIN {}", sql::JOB_CLAIM_MANY))
+                .bind::<Array<Text>, _>(&claim.queues)
+                .bind::<Array<Text>, _>(&claim.job_types)
+                .bind::<BigInt, _>(claim.limit)
+                .bind::<Text, _>(&claim.worker_id)
+                .bind::<Double, _>(claim.lease.as_secs_f64())
+                .load::<PlanLine>(conn)?,
+        )
+    })?;
     Ok(lines
         .into_iter()
         .map(|l| l.line)

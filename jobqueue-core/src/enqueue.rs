@@ -1,5 +1,9 @@
 //! Inserting jobs: one at a time or many in one statement.
 //!
+//! Each insert also wakes idle workers with `pg_notify` (see
+//! [`crate::NOTIFY_CHANNEL`]); the notification is delivered when, and only
+//! if, the transaction commits.
+//!
 //! Enqueue runs on the caller's connection and inside the caller's open
 //! transaction, if any: the jobs exist if and only if it commits. A unique-key
 //! clash is resolved with `ON CONFLICT DO NOTHING`, so it never aborts the
@@ -47,6 +51,7 @@ pub fn enqueue(conn: &mut PgConnection, job: &NewJob) -> Result<JobId> {
             .bind::<Nullable<Timestamptz>, _>(job.run_at)
             .bind::<Double, _>(job.delay_secs)
             .bind::<Nullable<Text>, _>(job.unique_key.as_deref())
+            .bind::<Text, _>(crate::NOTIFY_CHANNEL)
             .get_result::<IdRow>(conn)
             .optional()?;
         if let Some(row) = inserted {
@@ -125,6 +130,7 @@ pub fn enqueue_many(conn: &mut PgConnection, jobs: &[NewJob]) -> Result<Enqueued
         .bind::<Array<Nullable<Timestamptz>>, _>(&run_ats)
         .bind::<Array<Double>, _>(&delays)
         .bind::<Array<Nullable<Text>>, _>(&keys)
+        .bind::<Text, _>(crate::NOTIFY_CHANNEL)
         .load::<IdRow>(conn)?;
     let inserted: std::collections::HashSet<JobId> = rows.iter().map(|row| row.id).collect();
     let (inserted, skipped): (Vec<JobId>, Vec<JobId>) =

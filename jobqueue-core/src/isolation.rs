@@ -14,12 +14,41 @@ pub(crate) fn read_committed<T>(
     conn: &mut PgConnection,
     f: impl FnOnce(&mut PgConnection) -> Result<T>,
 ) -> Result<T> {
+    in_transaction(conn, "BEGIN ISOLATION LEVEL READ COMMITTED", f)
+}
+
+/// Opening of the claim's transaction: READ COMMITTED, and a plan that walks
+/// the fetch index in order. A queue table's statistics are often stale (a
+/// burst of inserts since the last ANALYZE); the planner may then pick a
+/// bitmap scan and sort every pending row to return the first few. Ruling
+/// out bitmap scans and sorts for this one transaction leaves the ordered
+/// scan of `jobqueue_jobs_fetch_idx`, which stops after LIMIT rows.
+pub(crate) const CLAIM_BEGIN: &str = "BEGIN ISOLATION LEVEL READ COMMITTED; \
+     SET LOCAL enable_bitmapscan = off; SET LOCAL enable_sort = off";
+
+/// Runs `f` in a transaction opened by `begin` (one round trip), or, when
+/// `conn` is already inside a transaction, in that one as it is.
+pub(crate) fn in_transaction<T>(
+    conn: &mut PgConnection,
+    begin: &str,
+    f: impl FnOnce(&mut PgConnection) -> Result<T>,
+) -> Result<T> {
     let depth = AnsiTransactionManager::transaction_manager_status_mut(conn)
         .transaction_depth()
         .map_err(Error::Database)?;
     if depth.is_some() {
-        f(conn)
-    } else {
-        conn.build_transaction().read_committed().run(f)
+        return f(conn);
+    }
+    AnsiTransactionManager::begin_transaction_sql(&mut *conn, begin)?;
+    match f(conn) {
+        Ok(value) => {
+            AnsiTransactionManager::commit_transaction(&mut *conn)?;
+            Ok(value)
+        }
+        Err(e) => {
+            // The error that ended the transaction is the one to report.
+            let _ = AnsiTransactionManager::rollback_transaction(&mut *conn);
+            Err(e)
+        }
     }
 }

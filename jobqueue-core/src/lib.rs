@@ -42,6 +42,10 @@
 //! # }
 //! ```
 
+// Lets `#[derive(Job)]`'s `::jobqueue_core::...` paths resolve inside this crate too.
+extern crate self as jobqueue_core;
+
+mod admin;
 mod cancel;
 mod claim;
 mod enqueue;
@@ -65,6 +69,7 @@ mod sql;
 mod stats;
 mod status;
 
+pub use admin::{JobFilter, list_jobs, retry_failed, retry_job};
 pub use cancel::{CancelOutcome, cancel};
 pub use claim::{Claim, DEFAULT_LEASE, claim, explain_claim};
 pub use enqueue::{Enqueued, enqueue, enqueue_many};
@@ -76,6 +81,45 @@ pub use finish::{
 pub use heartbeat::{Heartbeat, Progress, heartbeat_many, report_progress};
 pub use id::JobId;
 pub use job::{EnqueueBuilder, Job};
+/// `#[derive(Job)]`: implements [`Job`](trait@Job) from a `#[job(...)]`
+/// attribute, checking its values at compile time.
+///
+/// `use jobqueue_core::Job;` brings both the trait and the derive.
+///
+/// ```
+/// use jobqueue_core::Job;
+/// use serde::{Deserialize, Serialize};
+///
+/// #[derive(Serialize, Deserialize, Job)]
+/// #[job(type = "email.send", priority = 150, queue = "mail", max_attempts = 5)]
+/// struct SendEmail {
+///     to: String,
+/// }
+///
+/// // Keys left out keep the trait's defaults.
+/// #[derive(Serialize, Deserialize, Job)]
+/// #[job(type = "report.build")]
+/// enum Report {
+///     Daily,
+///     Monthly { month: u32 },
+/// }
+///
+/// assert_eq!(SendEmail::JOB_TYPE, "email.send");
+/// assert_eq!(SendEmail::PRIORITY, 150);
+/// assert_eq!(<Report as Job>::QUEUE, "default");
+/// assert_eq!(<Report as Job>::MAX_ATTEMPTS, 3);
+///
+/// # fn run(conn: &mut diesel::PgConnection) -> jobqueue_core::Result<()> {
+/// SendEmail { to: "a@example.com".into() }.enqueue(conn)?;
+/// Report::Monthly { month: 11 }.options().queue("reports").enqueue(conn)?;
+/// # Ok(())
+/// # }
+/// ```
+///
+/// A crate that re-exports `jobqueue_core` under another path names it with
+/// `#[job(type = "...", crate = "my_app::jobqueue")]`.
+#[cfg(feature = "derive")]
+pub use jobqueue_derive::Job;
 pub use lease::{Fenced, Lease};
 pub use migrate::{MIGRATIONS, run_migrations};
 pub use new_job::NewJob;
@@ -84,8 +128,14 @@ pub use prune::{Pruned, Retention, prune};
 pub use rescue::{DEFAULT_RESCUE_BATCH, Rescued, rescue_stale};
 pub use retry_policy::RetryPolicy;
 pub use row::{JobRow, get_job};
-pub use stats::{QueueStats, queue_stats};
+pub use stats::{QueueStats, TypeStats, queue_stats, type_stats};
 pub use status::JobStatus;
+
+/// What `#[derive(Job)]`'s generated code names; not a public API.
+#[doc(hidden)]
+pub mod __private {
+    pub use serde;
+}
 
 /// The `LISTEN`/`NOTIFY` channel on which enqueues announce available jobs.
 pub const NOTIFY_CHANNEL: &str = "jobqueue_jobs";

@@ -30,36 +30,57 @@ macro_rules! push_error {
     };
 }
 
-/// Inserts one job; returns its id, or no row if a live job holds its unique key.
+/// Wakes idle workers: one `pg_notify(channel, queue)` per distinct queue
+/// that just got a due job. PostgreSQL folds identical notifications of one
+/// transaction into one, so a transaction wakes each queue at most once.
+/// `$10` is the channel ([`crate::NOTIFY_CHANNEL`]), a bound parameter.
+macro_rules! notify_and_return_ids {
+    () => {
+        "),
+        wake AS (
+            SELECT count(pg_notify($10, q.queue)) AS notified
+            FROM (SELECT DISTINCT queue FROM inserted WHERE run_at <= now()) AS q
+        )
+        SELECT inserted.id FROM inserted, wake"
+    };
+}
+
+/// Inserts one job and wakes its queue; returns its id, or no row if a live
+/// job holds its unique key.
 ///
 /// `$1` id, `$2` job_type, `$3` queue, `$4` priority, `$5` payload (JSON text),
 /// `$6` max_attempts, `$7` run_at (nullable), `$8` delay in seconds (used when
-/// `$7` is null), `$9` unique_key (nullable).
+/// `$7` is null), `$9` unique_key (nullable), `$10` notify channel.
 pub(crate) const JOB_INSERT: &str = concat!(
-    "INSERT INTO jobqueue_jobs
-        (id, job_type, queue, priority, payload, max_attempts, run_at, unique_key)
-     VALUES ($1, $2, $3, $4, CAST($5 AS jsonb), $6,
-             COALESCE($7, now() + make_interval(secs => $8)), $9)
-     ON CONFLICT (unique_key) WHERE ",
+    "WITH inserted AS (
+        INSERT INTO jobqueue_jobs
+            (id, job_type, queue, priority, payload, max_attempts, run_at, unique_key)
+        VALUES ($1, $2, $3, $4, CAST($5 AS jsonb), $6,
+                COALESCE($7, now() + make_interval(secs => $8)), $9)
+        ON CONFLICT (unique_key) WHERE ",
     live_predicate!(),
     " DO NOTHING
-     RETURNING id"
+        RETURNING id, queue, run_at",
+    notify_and_return_ids!()
 );
 
 /// Inserts many jobs in one statement from parallel arrays (same order as
-/// [`JOB_INSERT`]'s parameters); returns the ids actually inserted.
+/// [`JOB_INSERT`]'s parameters) and wakes their queues; returns the ids
+/// actually inserted.
 pub(crate) const JOB_INSERT_MANY: &str = concat!(
-    "INSERT INTO jobqueue_jobs
-        (id, job_type, queue, priority, payload, max_attempts, run_at, unique_key)
-     SELECT t.id, t.job_type, t.queue, t.priority, CAST(t.payload AS jsonb), t.max_attempts,
-            COALESCE(t.run_at, now() + make_interval(secs => t.delay)), t.unique_key
-     FROM unnest($1::uuid[], $2::text[], $3::text[], $4::int4[], $5::text[], $6::int4[],
-                 $7::timestamptz[], $8::float8[], $9::text[])
-          AS t(id, job_type, queue, priority, payload, max_attempts, run_at, delay, unique_key)
-     ON CONFLICT (unique_key) WHERE ",
+    "WITH inserted AS (
+        INSERT INTO jobqueue_jobs
+            (id, job_type, queue, priority, payload, max_attempts, run_at, unique_key)
+        SELECT t.id, t.job_type, t.queue, t.priority, CAST(t.payload AS jsonb), t.max_attempts,
+               COALESCE(t.run_at, now() + make_interval(secs => t.delay)), t.unique_key
+        FROM unnest($1::uuid[], $2::text[], $3::text[], $4::int4[], $5::text[], $6::int4[],
+                    $7::timestamptz[], $8::float8[], $9::text[])
+             AS t(id, job_type, queue, priority, payload, max_attempts, run_at, delay, unique_key)
+        ON CONFLICT (unique_key) WHERE ",
     live_predicate!(),
     " DO NOTHING
-     RETURNING id"
+        RETURNING id, queue, run_at",
+    notify_and_return_ids!()
 );
 
 /// Claims up to `$3` due pending jobs for worker `$4` in one statement.
@@ -284,8 +305,48 @@ pub(crate) const JOB_STATS: &str = "
     GROUP BY queue, status
     ORDER BY queue, status";
 
+/// Counts live jobs (pending, claimed, running) by job type and status: a
+/// type nobody handles shows up as pending here.
+pub(crate) const JOB_STATS_BY_TYPE: &str = "
+    SELECT job_type, status, count(*) AS jobs
+    FROM jobqueue_jobs
+    WHERE status IN ('pending', 'claimed', 'running')
+    GROUP BY job_type, status
+    ORDER BY job_type, status";
+
 /// Reads one job by id.
 pub(crate) const JOB_GET: &str = "SELECT * FROM jobqueue_jobs WHERE id = $1";
 
 /// Reads the status of one job by id.
 pub(crate) const JOB_GET_STATUS: &str = "SELECT status FROM jobqueue_jobs WHERE id = $1";
+
+/// Puts finished jobs back to `pending`, due now, with their attempts reset
+/// (their error history is kept), and wakes their queues. `$1` a job id
+/// (failed or cancelled), or null for every failed job; `$2` notify channel.
+/// A job whose unique key is held by a live job meanwhile is left alone.
+/// Returns the ids requeued.
+pub(crate) const JOB_RETRY: &str = "
+    WITH requeued AS (
+        UPDATE jobqueue_jobs AS j
+        SET status = 'pending',
+            run_at = now(),
+            attempts = 0,
+            finished_at = NULL,
+            worker_id = NULL,
+            lease_expires_at = NULL,
+            cancel_requested = false,
+            progress = 0,
+            current_stage = NULL
+        WHERE CASE WHEN $1::uuid IS NULL THEN j.status = 'failed'
+                   ELSE j.id = $1 AND j.status IN ('failed', 'cancelled') END
+          AND (j.unique_key IS NULL OR NOT EXISTS (
+                SELECT 1 FROM jobqueue_jobs AS live
+                WHERE live.unique_key = j.unique_key
+                  AND live.status IN ('pending', 'claimed', 'running')))
+        RETURNING j.id, j.queue
+    ),
+    wake AS (
+        SELECT count(pg_notify($2, q.queue)) AS notified
+        FROM (SELECT DISTINCT queue FROM requeued) AS q
+    )
+    SELECT requeued.id FROM requeued, wake";

@@ -61,3 +61,42 @@ pub fn queue_stats(conn: &mut PgConnection) -> Result<Vec<QueueStats>> {
     }
     Ok(out)
 }
+
+/// Live jobs of one type.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TypeStats {
+    /// The job type.
+    pub job_type: String,
+    /// Live jobs per status (pending, claimed, running; absent if none).
+    pub counts: BTreeMap<JobStatus, i64>,
+}
+
+#[derive(QueryableByName)]
+struct TypeRow {
+    #[diesel(sql_type = Text)]
+    job_type: String,
+    #[diesel(sql_type = Text)]
+    status: JobStatus,
+    #[diesel(sql_type = BigInt)]
+    jobs: i64,
+}
+
+/// Counts live jobs by job type and status, sorted by type.
+pub fn type_stats(conn: &mut PgConnection) -> Result<Vec<TypeStats>> {
+    let rows = read_committed(conn, |conn| {
+        Ok(diesel::sql_query(sql::JOB_STATS_BY_TYPE).load::<TypeRow>(conn)?)
+    })?;
+    let mut out: Vec<TypeStats> = Vec::new();
+    for row in rows {
+        if out.last().is_none_or(|last| last.job_type != row.job_type) {
+            out.push(TypeStats {
+                job_type: row.job_type.clone(),
+                counts: BTreeMap::new(),
+            });
+        }
+        if let Some(entry) = out.last_mut() {
+            entry.counts.insert(row.status, row.jobs);
+        }
+    }
+    Ok(out)
+}

@@ -1,0 +1,76 @@
+//! An application's own worker binary: its job types, derived, with their
+//! handlers, and the whole `jobqueue` command line in three lines of `main`.
+//!
+//! ```sh
+//! cargo run --example app_worker -- migrate
+//! cargo run --example app_worker -- enqueue email.send '{"to": "a@example.com", "subject": "Hi"}'
+//! cargo run --example app_worker -- work --concurrency 4      # Ctrl-C to stop
+//! cargo run --example app_worker -- stats
+//! ```
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use jobqueue_core::Job;
+use jobqueue_runner::{JobContext, JobError, Perform};
+use serde::{Deserialize, Serialize};
+
+/// Sends an email (here: prints it).
+#[derive(Debug, Serialize, Deserialize, Job)]
+#[job(type = "email.send", priority = 150, queue = "mail", max_attempts = 5)]
+struct SendEmail {
+    to: String,
+    subject: String,
+}
+
+impl Perform for SendEmail {
+    fn perform(&self, ctx: &mut JobContext<'_>) -> Result<(), JobError> {
+        if !self.to.contains('@') {
+            return Err(JobError::permanent(format!(
+                "`{}` is not an email address",
+                self.to
+            )));
+        }
+        println!(
+            "attempt {}: mail to {}: {}",
+            ctx.attempt(),
+            self.to,
+            self.subject
+        );
+        Ok(())
+    }
+}
+
+/// Builds a report in stages, reporting progress, stopping when asked.
+#[derive(Debug, Serialize, Deserialize, Job)]
+#[job(type = "report.build", queue = "reports")]
+struct BuildReport {
+    month: String,
+}
+
+impl Perform for BuildReport {
+    const TIMEOUT: Option<Duration> = Some(Duration::from_secs(600));
+
+    fn perform(&self, ctx: &mut JobContext<'_>) -> Result<(), JobError> {
+        for (percent, stage) in [
+            (25, "query"),
+            (50, "aggregate"),
+            (75, "render"),
+            (100, "upload"),
+        ] {
+            if ctx.is_cancelled() {
+                return Err(JobError::Cancelled);
+            }
+            std::thread::sleep(Duration::from_millis(200));
+            ctx.progress(percent, &format!("{stage} {}", self.month))?;
+        }
+        Ok(())
+    }
+}
+
+fn main() -> ExitCode {
+    jobqueue_runner::cli::Cli::new()
+        .register::<SendEmail>()
+        .register::<BuildReport>()
+        .main()
+}

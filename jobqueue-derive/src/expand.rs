@@ -1,0 +1,107 @@
+//! Code generation: the `impl Job`, or on error the errors plus a stub impl
+//! so that uses of the type do not pile further errors on the real ones.
+
+use proc_macro2::TokenStream;
+use quote::{ToTokens, quote};
+use syn::{Data, DeriveInput, LitStr};
+
+use crate::attr::JobAttrs;
+use crate::ctxt::Ctxt;
+use crate::valid;
+
+/// `#[derive(Job)]` on `input`.
+pub fn derive(input: &DeriveInput) -> TokenStream {
+    let mut cx = Ctxt::new();
+    let attrs = JobAttrs::from_input(&mut cx, input);
+    valid::check(&mut cx, input, &attrs);
+    match (cx.check(), &attrs.job_type) {
+        (Ok(()), Some(job_type)) => impl_job(input, &attrs, job_type),
+        // Without a type name there is an error: `valid` reports it.
+        (Ok(()), None) => fallback(input, &attrs),
+        (Err(errors), _) => {
+            let mut tokens = errors.to_compile_error();
+            tokens.extend(fallback(input, &attrs));
+            tokens
+        }
+    }
+}
+
+/// The path to the core crate: `crate = "..."`, else `::jobqueue_core`.
+fn core_path(attrs: &JobAttrs) -> TokenStream {
+    match &attrs.krate {
+        Some(path) => path.to_token_stream(),
+        None => quote!(::jobqueue_core),
+    }
+}
+
+/// `impl Job for Ty`, with only the constants the attribute gave, each
+/// value written as (and spanned like) the checked literal.
+fn impl_job(input: &DeriveInput, attrs: &JobAttrs, job_type: &LitStr) -> TokenStream {
+    let priority = attrs.priority.as_ref().map(|lit| {
+        let lit = lit.unsigned();
+        quote!(const PRIORITY: i32 = #lit;)
+    });
+    let queue = attrs
+        .queue
+        .as_ref()
+        .map(|lit| quote!(const QUEUE: &'static str = #lit;));
+    let max_attempts = attrs.max_attempts.as_ref().map(|lit| {
+        let lit = lit.unsigned();
+        quote!(const MAX_ATTEMPTS: i32 = #lit;)
+    });
+    let max_payload_bytes = attrs.max_payload_bytes.as_ref().map(|lit| {
+        let lit = lit.unsigned();
+        quote!(const MAX_PAYLOAD_BYTES: usize = #lit;)
+    });
+    impl_block(
+        input,
+        attrs,
+        quote! {
+            const JOB_TYPE: &'static str = #job_type;
+            #priority
+            #queue
+            #max_attempts
+            #max_payload_bytes
+        },
+    )
+}
+
+/// After an error: an impl with a placeholder type name, so code using the
+/// type as a job reports nothing more. Nothing for a union (no payload can
+/// be one) or when the core crate's path is itself the error.
+fn fallback(input: &DeriveInput, attrs: &JobAttrs) -> TokenStream {
+    if matches!(input.data, Data::Union(_)) || attrs.bad_krate {
+        return TokenStream::new();
+    }
+    impl_block(
+        input,
+        attrs,
+        quote!(
+            const JOB_TYPE: &'static str = "";
+        ),
+    )
+}
+
+/// `const _: () = { impl<..> Job for Ty<..> where .., Self: Serialize + DeserializeOwned { body } };`
+fn impl_block(input: &DeriveInput, attrs: &JobAttrs, body: TokenStream) -> TokenStream {
+    let core = core_path(attrs);
+    let ident = &input.ident;
+    let (impl_generics, ty_generics, where_clause) = input.generics.split_for_impl();
+    let predicates = where_clause
+        .map(|clause| clause.predicates.iter())
+        .into_iter()
+        .flatten();
+    quote! {
+        const _: () = {
+            #[automatically_derived]
+            impl #impl_generics #core::Job for #ident #ty_generics
+            where
+                #(#predicates,)*
+                Self: #core::__private::serde::Serialize
+                    + #core::__private::serde::de::DeserializeOwned,
+            {
+                #body
+            }
+        };
+    }
+}

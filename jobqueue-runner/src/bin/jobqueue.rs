@@ -1,0 +1,9 @@
+//! The `jobqueue` command: the admin CLI and a worker with the built-in demo
+//! handlers. Applications build their own with
+//! `jobqueue_runner::cli::Cli::new().register::<TheirJob>().main()`.
+
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    jobqueue_runner::demo::register(jobqueue_runner::cli::Cli::new()).main()
+}

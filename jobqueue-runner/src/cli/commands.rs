@@ -1,0 +1,363 @@
+//! What each subcommand does.
+
+use std::time::Duration;
+
+use diesel::{Connection, PgConnection};
+use jobqueue_core::{CancelOutcome, JobFilter, JobId, JobOptions, JobStatus, NewJob, Retention};
+
+use super::args::{Args, Command, EnqueueArgs, ListArgs, PruneArgs, RetryArgs, WorkArgs};
+use crate::{Registry, Runner, RunnerConfig, RunnerError};
+
+type Result<T, E = RunnerError> = std::result::Result<T, E>;
+
+pub(super) fn run(args: Args, registry: Registry) -> Result<()> {
+    let url = match args.database_url {
+        Some(url) => url,
+        None => crate::postgres::database_url()?,
+    };
+    match args.command {
+        Command::Migrate => migrate(&url),
+        Command::Work(work_args) => work(&url, work_args, registry),
+        Command::Enqueue(enqueue_args) => enqueue(&url, enqueue_args),
+        Command::List(list_args) => list(&url, list_args),
+        Command::Show { id } => show(&url, &id),
+        Command::Stats => stats(&url),
+        Command::Retry(retry_args) => retry(&url, retry_args),
+        Command::Cancel { id } => cancel(&url, &id),
+        Command::Prune(prune_args) => prune(&url, prune_args),
+        Command::Demo(demo_args) => crate::demo::run(
+            &url,
+            &demo_args.database,
+            demo_args.jobs,
+            demo_args.concurrency,
+        ),
+    }
+}
+
+fn connect(url: &str) -> Result<PgConnection> {
+    Ok(PgConnection::establish(url).map_err(jobqueue_core::Error::from)?)
+}
+
+/// A duration from a number of seconds given on the command line.
+fn secs(name: &str, value: f64) -> Result<Duration> {
+    Duration::try_from_secs_f64(value).map_err(|_| {
+        RunnerError::Usage(format!(
+            "--{name} must be a non-negative number of seconds, not {value}"
+        ))
+    })
+}
+
+fn hours(name: &str, value: f64) -> Result<Duration> {
+    secs(name, value * 3600.0)
+}
+
+fn migrate(url: &str) -> Result<()> {
+    let applied = jobqueue_core::run_migrations(&mut connect(url)?)?;
+    if applied.is_empty() {
+        println!("schema is up to date");
+    } else {
+        println!(
+            "applied {} migration(s): {}",
+            applied.len(),
+            applied.join(", ")
+        );
+    }
+    Ok(())
+}
+
+fn work(url: &str, args: WorkArgs, registry: Registry) -> Result<()> {
+    let mut config = RunnerConfig::new(url)
+        .concurrency(args.concurrency)
+        .lease(secs("lease-secs", args.lease_secs)?);
+    config.queues = args.queues;
+    config.batch_size = args.batch_size;
+    config.poll_interval = Duration::from_millis(args.poll_interval_ms);
+    config.shutdown_grace = secs("grace-secs", args.grace_secs)?;
+    config.rescue_interval = secs("rescue-secs", args.rescue_secs)?;
+    config.retry = jobqueue_core::RetryPolicy {
+        base: Duration::from_millis(args.retry_base_ms),
+        max: secs("retry-max-secs", args.retry_max_secs)?,
+        ..jobqueue_core::RetryPolicy::default()
+    };
+    config.retention = Retention {
+        completed: Some(hours(
+            "retain-completed-hours",
+            args.retain_completed_hours,
+        )?),
+        failed: Some(hours("retain-failed-hours", args.retain_failed_hours)?),
+        cancelled: Some(hours(
+            "retain-cancelled-hours",
+            args.retain_cancelled_hours,
+        )?),
+        ..Retention::default()
+    };
+    if let Some(worker_id) = args.worker_id {
+        config.worker_id = worker_id;
+    }
+    check_schema(url)?;
+    let handle = Runner::new(config, registry).start()?;
+    let trigger = handle.trigger();
+    let mut signals = signal_hook::iterator::Signals::new([
+        signal_hook::consts::SIGINT,
+        signal_hook::consts::SIGTERM,
+    ])?;
+    std::thread::Builder::new()
+        .name("jobqueue-signals".into())
+        .spawn(move || {
+            let mut seen = 0;
+            for signal in signals.forever() {
+                seen += 1;
+                if seen == 1 {
+                    log::info!(
+                        "signal {signal}: shutting down gracefully (send again to exit at once)"
+                    );
+                    trigger.shutdown();
+                } else {
+                    eprintln!(
+                        "jobqueue: second signal: exiting now; leases of running jobs will expire"
+                    );
+                    std::process::exit(130);
+                }
+            }
+        })?;
+    let summary = handle.wait();
+    if summary.abandoned > 0 {
+        eprintln!(
+            "jobqueue: {} handlers were still running at exit; their jobs will be recovered when their leases expire",
+            summary.abandoned
+        );
+    }
+    Ok(())
+}
+
+/// Refuses to start against a database without the schema; lets the runner
+/// start (and wait) when the database is not reachable yet.
+fn check_schema(url: &str) -> Result<()> {
+    use diesel::RunQueryDsl;
+    #[derive(diesel::QueryableByName)]
+    struct Exists {
+        #[diesel(sql_type = diesel::sql_types::Bool)]
+        exists: bool,
+    }
+    let Ok(mut conn) = PgConnection::establish(url) else {
+        log::warn!("the database is not reachable yet; the runner will keep trying");
+        return Ok(());
+    };
+    let found = diesel::sql_query("SELECT to_regclass('jobqueue_jobs') IS NOT NULL AS exists")
+        .get_result::<Exists>(&mut conn)
+        .map_err(jobqueue_core::Error::from)?;
+    if found.exists {
+        Ok(())
+    } else {
+        Err(RunnerError::Usage(
+            "the database has no jobqueue schema: run `jobqueue migrate` first".into(),
+        ))
+    }
+}
+
+fn enqueue(url: &str, args: EnqueueArgs) -> Result<()> {
+    let mut options = JobOptions::new();
+    if let Some(priority) = args.priority {
+        options = options.priority(priority);
+    }
+    if let Some(queue) = args.queue {
+        options = options.queue(queue);
+    }
+    if let Some(max_attempts) = args.max_attempts {
+        options = options.max_attempts(max_attempts);
+    }
+    if let Some(key) = args.unique_key {
+        options = options.unique_key(key);
+    }
+    if let Some(run_at) = args.run_at {
+        let at = chrono::DateTime::parse_from_rfc3339(&run_at).map_err(|e| {
+            RunnerError::Usage(format!("--run-at `{run_at}` is not an RFC 3339 time: {e}"))
+        })?;
+        options = options.run_at(at.with_timezone(&chrono::Utc));
+    }
+    if let Some(delay) = args.delay_secs {
+        options = options.delay(secs("delay-secs", delay)?);
+    }
+    let job = NewJob::new(&args.job_type, &args.payload, options)?;
+    let id = jobqueue_core::enqueue(&mut connect(url)?, &job)?;
+    println!("{id}");
+    Ok(())
+}
+
+fn parse_id(id: &str) -> Result<JobId> {
+    Ok(id.parse::<JobId>()?)
+}
+
+fn list(url: &str, args: ListArgs) -> Result<()> {
+    let filter = JobFilter {
+        status: args
+            .status
+            .as_deref()
+            .map(str::parse::<JobStatus>)
+            .transpose()?,
+        queue: args.queue,
+        job_type: args.job_type,
+        limit: args.limit,
+    };
+    let jobs = jobqueue_core::list_jobs(&mut connect(url)?, &filter)?;
+    println!(
+        "{:<36}  {:<20} {:<12} {:<9} {:>4} {:>7}  {:<20}  last error",
+        "id", "type", "queue", "status", "prio", "tries", "run at"
+    );
+    for job in jobs {
+        let error = job.last_error.as_deref().unwrap_or("").replace('\n', " ");
+        let error: String = error.chars().take(60).collect();
+        println!(
+            "{:<36}  {:<20} {:<12} {:<9} {:>4} {:>7}  {:<20}  {}",
+            job.id,
+            job.job_type,
+            job.queue,
+            job.status,
+            job.priority,
+            format!("{}/{}", job.attempts, job.max_attempts),
+            job.run_at.format("%Y-%m-%d %H:%M:%S"),
+            error
+        );
+    }
+    Ok(())
+}
+
+fn show(url: &str, id: &str) -> Result<()> {
+    let id = parse_id(id)?;
+    let job = jobqueue_core::get_job(&mut connect(url)?, id)?
+        .ok_or(jobqueue_core::Error::NotFound(id))?;
+    let time = |t: Option<chrono::DateTime<chrono::Utc>>| {
+        t.map(|t| t.to_rfc3339()).unwrap_or_else(|| "-".into())
+    };
+    println!("id:            {}", job.id);
+    println!("type:          {}", job.job_type);
+    println!("queue:         {}", job.queue);
+    println!("status:        {}", job.status);
+    println!("priority:      {}", job.priority);
+    println!("attempts:      {} of {}", job.attempts, job.max_attempts);
+    println!(
+        "unique key:    {}",
+        job.unique_key.as_deref().unwrap_or("-")
+    );
+    println!("created at:    {}", job.created_at.to_rfc3339());
+    println!("run at:        {}", job.run_at.to_rfc3339());
+    println!("claimed at:    {}", time(job.claimed_at));
+    println!("started at:    {}", time(job.started_at));
+    println!("finished at:   {}", time(job.finished_at));
+    println!("worker:        {}", job.worker_id.as_deref().unwrap_or("-"));
+    println!("lease expires: {}", time(job.lease_expires_at));
+    println!(
+        "progress:      {}% {} ({} events)",
+        job.progress,
+        job.current_stage.as_deref().unwrap_or(""),
+        job.events_count
+    );
+    if job.cancel_requested {
+        println!("cancel:        requested");
+    }
+    println!(
+        "last error:    {}",
+        job.last_error.as_deref().unwrap_or("-")
+    );
+    println!("payload:       {}", job.payload);
+    if let Some(errors) = job.errors.as_array().filter(|e| !e.is_empty()) {
+        println!("errors:");
+        for error in errors {
+            println!(
+                "  attempt {} at {}: {}",
+                error["attempt"],
+                error["at"].as_str().unwrap_or("?"),
+                error["error"].as_str().unwrap_or("?")
+            );
+        }
+    }
+    Ok(())
+}
+
+fn stats(url: &str) -> Result<()> {
+    let mut conn = connect(url)?;
+    let queues = jobqueue_core::queue_stats(&mut conn)?;
+    println!(
+        "{:<16} {:>9} {:>9} {:>9} {:>10} {:>9} {:>10} {:>12}",
+        "queue", "pending", "claimed", "running", "completed", "failed", "cancelled", "oldest due"
+    );
+    for q in &queues {
+        let age = q
+            .oldest_due_age
+            .map(|a| format!("{:.1}s", a.as_secs_f64()))
+            .unwrap_or_else(|| "-".into());
+        println!(
+            "{:<16} {:>9} {:>9} {:>9} {:>10} {:>9} {:>10} {:>12}",
+            q.queue,
+            q.count(JobStatus::Pending),
+            q.count(JobStatus::Claimed),
+            q.count(JobStatus::Running),
+            q.count(JobStatus::Completed),
+            q.count(JobStatus::Failed),
+            q.count(JobStatus::Cancelled),
+            age
+        );
+    }
+    let types = jobqueue_core::type_stats(&mut conn)?;
+    if !types.is_empty() {
+        println!(
+            "\n{:<32} {:>9} {:>9} {:>9}",
+            "live jobs by type", "pending", "claimed", "running"
+        );
+        for t in types {
+            let count = |s| t.counts.get(&s).copied().unwrap_or(0);
+            println!(
+                "{:<32} {:>9} {:>9} {:>9}",
+                t.job_type,
+                count(JobStatus::Pending),
+                count(JobStatus::Claimed),
+                count(JobStatus::Running)
+            );
+        }
+    }
+    Ok(())
+}
+
+fn retry(url: &str, args: RetryArgs) -> Result<()> {
+    let mut conn = connect(url)?;
+    if args.failed {
+        let ids = jobqueue_core::retry_failed(&mut conn)?;
+        println!("requeued {} failed job(s)", ids.len());
+    } else if let Some(id) = args.id {
+        let id = parse_id(&id)?;
+        jobqueue_core::retry_job(&mut conn, id)?;
+        println!("requeued {id}");
+    }
+    Ok(())
+}
+
+fn cancel(url: &str, id: &str) -> Result<()> {
+    let id = parse_id(id)?;
+    match jobqueue_core::cancel(&mut connect(url)?, id)? {
+        CancelOutcome::Cancelled => println!("cancelled {id}"),
+        CancelOutcome::Requested => {
+            println!("cancel requested: {id} is running; its handler will be told")
+        }
+        CancelOutcome::AlreadyFinished(status) => {
+            return Err(RunnerError::Usage(format!(
+                "job {id} already finished: {status}"
+            )));
+        }
+    }
+    Ok(())
+}
+
+fn prune(url: &str, args: PruneArgs) -> Result<()> {
+    let retention = Retention {
+        completed: Some(hours("completed-hours", args.completed_hours)?),
+        failed: Some(hours("failed-hours", args.failed_hours)?),
+        cancelled: Some(hours("cancelled-hours", args.cancelled_hours)?),
+        ..Retention::default()
+    };
+    let pruned = jobqueue_core::prune(&mut connect(url)?, &retention)?;
+    println!(
+        "pruned {} completed, {} failed, {} cancelled job(s)",
+        pruned.completed, pruned.failed, pruned.cancelled
+    );
+    Ok(())
+}

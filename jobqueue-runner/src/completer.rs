@@ -1,0 +1,198 @@
+//! The completer: writes outcomes in batches — one statement per kind per
+//! flush — and retries a flush until the database takes it.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, select};
+use jobqueue_core::{FailOutcome, Failure, Lease};
+
+use crate::db::Db;
+use crate::shared::{Backoff, Counters, Shared};
+
+/// What became of one attempt.
+#[derive(Debug)]
+pub(crate) struct Outcome {
+    pub(crate) lease: Lease,
+    pub(crate) kind: OutcomeKind,
+}
+
+#[derive(Debug)]
+pub(crate) enum OutcomeKind {
+    /// The handler succeeded: complete the job.
+    Complete,
+    /// The handler completed the job in its own transaction: nothing to write.
+    Handled,
+    /// The attempt failed; `retry` false fails the job for good.
+    Fail { error: String, retry: bool },
+    /// The handler stopped on a cancel request.
+    Cancelled,
+    /// Claimed but never started (shutdown): hand it back.
+    Release,
+    /// The lease was lost while the handler ran: nothing to write.
+    Lost,
+}
+
+pub(crate) fn run(shared: Arc<Shared>, outcomes: Receiver<Outcome>, stop: Receiver<()>) {
+    let mut db = Db::new(&shared.config.database_url, "completer");
+    let mut backoff = Backoff::new();
+    let mut pending: Vec<Outcome> = Vec::new();
+    let mut stop_deadline: Option<Instant> = None;
+    let batch = shared.config.completion_batch;
+    loop {
+        if pending.is_empty() {
+            if stop_deadline.is_some() {
+                match outcomes.try_recv() {
+                    Ok(outcome) => pending.push(outcome),
+                    Err(_) => break,
+                }
+            } else {
+                let next = select! {
+                    recv(outcomes) -> msg => msg.ok(),
+                    recv(stop) -> _ => None,
+                };
+                match next {
+                    Some(outcome) => pending.push(outcome),
+                    None => {
+                        // Stop: write what is left, then exit.
+                        stop_deadline = Some(Instant::now() + shared.config.shutdown_grace);
+                        continue;
+                    }
+                }
+            }
+        }
+        while pending.len() < batch {
+            match outcomes.try_recv() {
+                Ok(outcome) => pending.push(outcome),
+                Err(_) => break,
+            }
+        }
+        flush(&shared, &mut db, &mut pending);
+        if pending.is_empty() {
+            backoff.reset();
+            continue;
+        }
+        // The database refused the flush: wait, then try again.
+        if stop_deadline.is_some_and(|deadline| Instant::now() >= deadline) {
+            log::error!(
+                "shutting down with {} outcomes unwritten: their leases will expire and the jobs run again",
+                pending.len()
+            );
+            break;
+        }
+        let delay = backoff.next_delay();
+        if stop_deadline.is_none() {
+            if crate::shared::stopped_within(&stop, delay) {
+                stop_deadline = Some(Instant::now() + shared.config.shutdown_grace);
+            }
+        } else {
+            std::thread::sleep(delay.min(Duration::from_millis(200)));
+        }
+    }
+    log::debug!("completer stopped");
+}
+
+/// Writes every pending outcome, one statement per kind; what was written
+/// leaves `pending`, what the database refused stays for the next flush.
+fn flush(shared: &Shared, db: &mut Db, pending: &mut Vec<Outcome>) {
+    let mut complete = Vec::new();
+    let mut release = Vec::new();
+    let mut cancel = Vec::new();
+    let mut failures = Vec::new();
+    for outcome in pending.iter() {
+        match &outcome.kind {
+            OutcomeKind::Complete => complete.push(outcome.lease),
+            OutcomeKind::Release => release.push(outcome.lease),
+            OutcomeKind::Cancelled => cancel.push(outcome.lease),
+            OutcomeKind::Fail { error, retry } => failures.push(if *retry {
+                Failure::retry(outcome.lease, error.clone(), &shared.config.retry)
+            } else {
+                Failure::permanent(outcome.lease, error.clone())
+            }),
+            OutcomeKind::Handled => {
+                Counters::add(&shared.counters.completed, 1);
+                shared.inflight.remove(&outcome.lease);
+            }
+            OutcomeKind::Lost => {
+                Counters::add(&shared.counters.lost, 1);
+                shared.inflight.remove(&outcome.lease);
+            }
+        }
+    }
+    pending.retain(|o| !matches!(o.kind, OutcomeKind::Handled | OutcomeKind::Lost));
+    let counters = &shared.counters;
+
+    let written = |pending: &mut Vec<Outcome>, keep: fn(&OutcomeKind) -> bool| {
+        pending.retain(|o| keep(&o.kind));
+    };
+    if !complete.is_empty()
+        && let Ok(done) = db.run(&shared.health, |conn| {
+            jobqueue_core::complete_many(conn, &complete)
+        })
+    {
+        Counters::add(&counters.completed, done.applied.len());
+        note_lost(shared, "completion", &done.lost);
+        written(pending, |k| !matches!(k, OutcomeKind::Complete));
+    }
+    if !failures.is_empty()
+        && let Ok(done) = db.run(&shared.health, |conn| {
+            jobqueue_core::fail_many(conn, &failures)
+        })
+    {
+        for (_, outcome) in &done.outcomes {
+            let counter = match outcome {
+                FailOutcome::Retrying { .. } => &counters.retried,
+                FailOutcome::Failed => &counters.failed,
+                FailOutcome::Cancelled => &counters.cancelled,
+            };
+            Counters::add(counter, 1);
+        }
+        note_lost(shared, "failure", &done.lost);
+        written(pending, |k| !matches!(k, OutcomeKind::Fail { .. }));
+    }
+    if !release.is_empty()
+        && let Ok(done) = db.run(&shared.health, |conn| {
+            jobqueue_core::release_many(conn, &release)
+        })
+    {
+        Counters::add(&counters.released, done.applied.len());
+        note_lost(shared, "release", &done.lost);
+        written(pending, |k| !matches!(k, OutcomeKind::Release));
+    }
+    if !cancel.is_empty()
+        && let Ok(done) = db.run(&shared.health, |conn| {
+            jobqueue_core::cancel_held_many(conn, &cancel)
+        })
+    {
+        Counters::add(&counters.cancelled, done.applied.len());
+        note_lost(shared, "cancellation", &done.lost);
+        written(pending, |k| !matches!(k, OutcomeKind::Cancelled));
+    }
+    // Whatever was written is no longer in flight.
+    let unwritten: std::collections::HashSet<_> = pending.iter().map(|o| o.lease.job_id).collect();
+    for lease in complete
+        .iter()
+        .chain(&release)
+        .chain(&cancel)
+        .chain(failures.iter().map(|f| &f.lease))
+    {
+        if !unwritten.contains(&lease.job_id) {
+            shared.inflight.remove(lease);
+        }
+    }
+}
+
+fn note_lost(shared: &Shared, what: &str, lost: &[jobqueue_core::JobId]) {
+    if lost.is_empty() {
+        return;
+    }
+    Counters::add(&shared.counters.lost, lost.len());
+    log::warn!(
+        "{} {what}(s) not written: the jobs were recovered by another worker after their lease expired ({})",
+        lost.len(),
+        lost.iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+}

@@ -1,0 +1,157 @@
+//! Runner configuration: every knob, its default, and its validation.
+
+use std::time::Duration;
+
+use jobqueue_core::{Retention, RetryPolicy};
+
+use crate::RunnerError;
+
+/// How a runner works. Build with [`RunnerConfig::new`] and adjust fields.
+#[derive(Debug, Clone)]
+pub struct RunnerConfig {
+    /// PostgreSQL URL (libpq syntax, multi-host URLs included).
+    pub database_url: String,
+    /// Stored on claimed rows. Default: `host-pid-random`.
+    pub worker_id: String,
+    /// Worker threads running handlers. Default 8.
+    pub concurrency: usize,
+    /// Queues to work; empty means every queue. Default: every queue.
+    pub queues: Vec<String>,
+    /// Most jobs claimed by one statement. Default 100.
+    pub batch_size: usize,
+    /// Jobs claimed beyond what the workers can start at once. Small, so a
+    /// runner never hoards jobs another runner could take. Default
+    /// `concurrency / 4`, at least 1.
+    pub prefetch: usize,
+    /// Fallback poll when no notification arrives (jobs that become due by
+    /// time: scheduled jobs, retries). Default 1 s.
+    pub poll_interval: Duration,
+    /// How long a claim holds a job without a heartbeat. Default 30 s.
+    pub lease: Duration,
+    /// How often leases of in-flight jobs are renewed. Default `lease / 3`.
+    pub heartbeat_interval: Duration,
+    /// Backoff between attempts. Default: [`RetryPolicy::default`].
+    pub retry: RetryPolicy,
+    /// How long finished jobs are kept. Default: [`Retention::default`].
+    pub retention: Retention,
+    /// How often expired leases are recovered. Default 5 s.
+    pub rescue_interval: Duration,
+    /// How often finished jobs are pruned. Default 60 s.
+    pub prune_interval: Duration,
+    /// How long in-flight jobs may run on after shutdown begins. Default 30 s.
+    pub shutdown_grace: Duration,
+    /// Timeout for job types that set none. Default: none.
+    pub default_timeout: Option<Duration>,
+    /// Most outcomes written by one statement. Default 1000.
+    pub completion_batch: usize,
+    /// Database connections handlers may use at once. Default `concurrency`.
+    pub handler_pool_size: u32,
+}
+
+impl RunnerConfig {
+    /// Defaults for a runner on `database_url`.
+    pub fn new(database_url: impl Into<String>) -> Self {
+        let concurrency = 8;
+        let lease = jobqueue_core::DEFAULT_LEASE;
+        RunnerConfig {
+            database_url: database_url.into(),
+            worker_id: default_worker_id(),
+            concurrency,
+            queues: Vec::new(),
+            batch_size: 100,
+            prefetch: (concurrency / 4).max(1),
+            poll_interval: Duration::from_secs(1),
+            lease,
+            heartbeat_interval: lease / 3,
+            retry: RetryPolicy::default(),
+            retention: Retention::default(),
+            rescue_interval: Duration::from_secs(5),
+            prune_interval: Duration::from_secs(60),
+            shutdown_grace: Duration::from_secs(30),
+            default_timeout: None,
+            completion_batch: 1000,
+            handler_pool_size: concurrency as u32,
+        }
+    }
+
+    /// Sets `concurrency`, and the fields derived from it (`prefetch`,
+    /// `handler_pool_size`).
+    pub fn concurrency(mut self, concurrency: usize) -> Self {
+        self.concurrency = concurrency;
+        self.prefetch = (concurrency / 4).max(1);
+        self.handler_pool_size = concurrency.clamp(1, 256) as u32;
+        self
+    }
+
+    /// Sets `lease`, and `heartbeat_interval` to a third of it.
+    pub fn lease(mut self, lease: Duration) -> Self {
+        self.lease = lease;
+        self.heartbeat_interval = lease / 3;
+        self
+    }
+
+    /// Checks every field; the error names the field and what is allowed.
+    pub fn validate(&self) -> Result<(), RunnerError> {
+        let bad = |msg: String| Err(RunnerError::Config(msg));
+        if self.database_url.trim().is_empty() {
+            return bad("database_url is empty".into());
+        }
+        if !(1..=4096).contains(&self.concurrency) {
+            return bad(format!(
+                "concurrency {} is out of range (1 to 4096)",
+                self.concurrency
+            ));
+        }
+        if !(1..=10_000).contains(&self.batch_size) {
+            return bad(format!(
+                "batch_size {} is out of range (1 to 10000)",
+                self.batch_size
+            ));
+        }
+        if self.prefetch > 10_000 {
+            return bad(format!("prefetch {} is over 10000", self.prefetch));
+        }
+        for queue in &self.queues {
+            jobqueue_core::limits::check_queue(queue)?;
+        }
+        if self.lease < Duration::from_millis(500) {
+            return bad(format!("lease {:?} is shorter than 500 ms", self.lease));
+        }
+        if self.heartbeat_interval.is_zero() || self.heartbeat_interval >= self.lease {
+            return bad(format!(
+                "heartbeat_interval {:?} must be above zero and shorter than the lease {:?}",
+                self.heartbeat_interval, self.lease
+            ));
+        }
+        for (name, value) in [
+            ("poll_interval", self.poll_interval),
+            ("rescue_interval", self.rescue_interval),
+            ("prune_interval", self.prune_interval),
+        ] {
+            if value < Duration::from_millis(1) {
+                return bad(format!("{name} {value:?} is shorter than 1 ms"));
+            }
+        }
+        if !(1..=100_000).contains(&self.completion_batch) {
+            return bad(format!(
+                "completion_batch {} is out of range (1 to 100000)",
+                self.completion_batch
+            ));
+        }
+        if self.handler_pool_size == 0 {
+            return bad("handler_pool_size is 0".into());
+        }
+        self.retry.validate()?;
+        Ok(())
+    }
+}
+
+/// `host-pid-random`: unique per process, readable in `list` output.
+fn default_worker_id() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|h| h.trim().to_owned())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "host".to_owned());
+    format!("{host}-{}-{:04x}", std::process::id(), fastrand::u16(..))
+}

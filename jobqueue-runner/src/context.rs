@@ -1,0 +1,215 @@
+//! What a handler sees of its job and the runner while it works.
+
+use std::sync::atomic::Ordering;
+
+use chrono::{DateTime, Utc};
+use diesel::PgConnection;
+use diesel::r2d2::{ConnectionManager, PooledConnection};
+use jobqueue_core::{JobId, JobRow, Progress};
+
+use crate::JobError;
+use crate::shared::{JobState, Shared};
+
+/// The running job's context: its identity, progress reporting, the flags
+/// that ask it to stop, and a database connection.
+pub struct JobContext<'a> {
+    shared: &'a Shared,
+    row: &'a JobRow,
+    state: &'a JobState,
+    conn: Option<PooledConnection<ConnectionManager<PgConnection>>>,
+}
+
+impl std::fmt::Debug for JobContext<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("JobContext")
+            .field("job_id", &self.row.id)
+            .field("job_type", &self.row.job_type)
+            .field("attempt", &self.row.attempts)
+            .finish()
+    }
+}
+
+/// A failure inside [`JobContext::complete_in_transaction`]'s transaction.
+enum TxError {
+    Job(JobError),
+    Db(diesel::result::Error),
+}
+
+impl From<diesel::result::Error> for TxError {
+    fn from(e: diesel::result::Error) -> Self {
+        TxError::Db(e)
+    }
+}
+
+impl<'a> JobContext<'a> {
+    pub(crate) fn new(shared: &'a Shared, row: &'a JobRow, state: &'a JobState) -> Self {
+        JobContext {
+            shared,
+            row,
+            state,
+            conn: None,
+        }
+    }
+
+    /// The job's id.
+    pub fn job_id(&self) -> JobId {
+        self.row.id
+    }
+
+    /// The job's type.
+    pub fn job_type(&self) -> &str {
+        &self.row.job_type
+    }
+
+    /// The job's queue.
+    pub fn queue(&self) -> &str {
+        &self.row.queue
+    }
+
+    /// This attempt's number, 1 for the first.
+    pub fn attempt(&self) -> i32 {
+        self.row.attempts
+    }
+
+    /// Attempts allowed in all.
+    pub fn max_attempts(&self) -> i32 {
+        self.row.max_attempts
+    }
+
+    /// When the job was enqueued (database clock).
+    pub fn enqueued_at(&self) -> DateTime<Utc> {
+        self.row.created_at
+    }
+
+    /// When the job became due (database clock).
+    pub fn due_at(&self) -> DateTime<Utc> {
+        self.row.run_at
+    }
+
+    /// The whole row as claimed.
+    pub fn row(&self) -> &JobRow {
+        self.row
+    }
+
+    /// Whether someone asked to cancel this job; the handler should stop and
+    /// return [`JobError::Cancelled`].
+    pub fn is_cancelled(&self) -> bool {
+        self.state.cancel.load(Ordering::Relaxed)
+    }
+
+    /// Whether the runner is shutting down; a long handler should wrap up
+    /// within the shutdown grace period.
+    pub fn is_shutting_down(&self) -> bool {
+        self.shared.is_stopping()
+    }
+
+    /// Whether this attempt ran past its timeout.
+    pub fn is_timed_out(&self) -> bool {
+        self.state.timed_out.load(Ordering::Relaxed)
+    }
+
+    /// Whether the runner lost this job (lease expired, job recovered):
+    /// nothing more the handler reports will count.
+    pub fn is_lease_lost(&self) -> bool {
+        self.state.lost.load(Ordering::Relaxed)
+    }
+
+    /// Any reason to stop: cancelled, shutting down, timed out or lease lost.
+    pub fn should_stop(&self) -> bool {
+        self.is_cancelled()
+            || self.is_shutting_down()
+            || self.is_timed_out()
+            || self.is_lease_lost()
+    }
+
+    /// Records progress: `percent` done (capped at 100) and the current stage.
+    pub fn progress(&mut self, percent: u8, stage: &str) -> Result<(), JobError> {
+        self.report(Progress {
+            percent: Some(i16::from(percent.min(100))),
+            stage: Some(stage.to_owned()),
+            events: 0,
+        })
+    }
+
+    /// Adds `count` to the job's event counter.
+    pub fn events(&mut self, count: u32) -> Result<(), JobError> {
+        self.report(Progress {
+            percent: None,
+            stage: None,
+            events: i32::try_from(count).unwrap_or(i32::MAX),
+        })
+    }
+
+    fn report(&mut self, progress: Progress) -> Result<(), JobError> {
+        let lease = self.state.lease;
+        let conn = self.conn()?;
+        match jobqueue_core::report_progress(conn, &lease, &progress) {
+            Ok(cancel) => {
+                self.state.marked_running.store(true, Ordering::Relaxed);
+                if cancel {
+                    self.state.cancel.store(true, Ordering::Relaxed);
+                }
+                Ok(())
+            }
+            Err(jobqueue_core::Error::LeaseLost { .. }) => {
+                self.state.lost.store(true, Ordering::Relaxed);
+                Err(JobError::LeaseLost)
+            }
+            Err(e) => Err(JobError::retry(e)),
+        }
+    }
+
+    /// A database connection for the handler's own work, from the runner's
+    /// handler pool. Writes made on it outside
+    /// [`complete_in_transaction`](Self::complete_in_transaction) commit on
+    /// their own: at-least-once, like the job.
+    pub fn conn(&mut self) -> Result<&mut PgConnection, JobError> {
+        let conn = match &mut self.conn {
+            Some(conn) => conn,
+            slot => {
+                let pooled = self.shared.pool.get().map_err(|e| {
+                    JobError::retry(format!("no database connection for the handler: {e}"))
+                })?;
+                slot.insert(pooled)
+            }
+        };
+        Ok(&mut **conn)
+    }
+
+    /// Runs `work` and completes the job in ONE transaction (READ
+    /// COMMITTED): the handler's database writes and the completion commit
+    /// together or not at all, so they happen exactly once.
+    ///
+    /// If the runner no longer holds the job (its lease expired and it was
+    /// recovered), the transaction rolls back and this returns
+    /// [`JobError::LeaseLost`]. On success the handler should return `Ok(())`.
+    pub fn complete_in_transaction<T>(
+        &mut self,
+        work: impl FnOnce(&mut PgConnection) -> Result<T, JobError>,
+    ) -> Result<T, JobError> {
+        let lease = self.state.lease;
+        let conn = self.conn()?;
+        let result = conn.build_transaction().read_committed().run(|conn| {
+            let value = work(conn).map_err(TxError::Job)?;
+            match jobqueue_core::complete(conn, &lease) {
+                Ok(()) => Ok(value),
+                Err(jobqueue_core::Error::LeaseLost { .. }) => {
+                    Err(TxError::Job(JobError::LeaseLost))
+                }
+                Err(e) => Err(TxError::Job(JobError::retry(e))),
+            }
+        });
+        match result {
+            Ok(value) => {
+                self.state.handled.store(true, Ordering::Relaxed);
+                Ok(value)
+            }
+            Err(TxError::Job(JobError::LeaseLost)) => {
+                self.state.lost.store(true, Ordering::Relaxed);
+                Err(JobError::LeaseLost)
+            }
+            Err(TxError::Job(e)) => Err(e),
+            Err(TxError::Db(e)) => Err(JobError::retry(e)),
+        }
+    }
+}

@@ -1,0 +1,402 @@
+//! The demo: a realistic mix of jobs worked by an in-process runner, with a
+//! progress bar and a summary (throughput, pickup latency, final statuses).
+//!
+//! Its handlers are also registered in the `jobqueue` binary, so `jobqueue
+//! work` can work jobs the demo (or `jobqueue enqueue demo.email '{...}'`)
+//! puts in the queue.
+
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use chrono::Utc;
+use diesel::{Connection, PgConnection, RunQueryDsl};
+use jobqueue_core::{Job, JobOptions, JobStatus, NewJob, RetryPolicy};
+use serde::{Deserialize, Serialize};
+
+use crate::cli::Cli;
+use crate::shared::lock;
+use crate::{JobContext, JobError, Perform, Registry, Runner, RunnerConfig, RunnerError};
+
+/// Pickup latencies (due time to handler start, ms) seen by demo handlers.
+static PICKUP_MS: Mutex<Vec<f64>> = Mutex::new(Vec::new());
+
+fn record_pickup(ctx: &JobContext<'_>) {
+    let due = ctx.due_at().max(ctx.enqueued_at());
+    let ms = (Utc::now() - due).num_microseconds().unwrap_or(0) as f64 / 1000.0;
+    lock(&PICKUP_MS).push(ms.max(0.0));
+}
+
+/// A welcome email (queue `mail`, priority 150).
+#[derive(Debug, Serialize, Deserialize)]
+pub struct DemoEmail {
+    /// Recipient.
+    pub to: String,
+}
+
+impl Job for DemoEmail {
+    const JOB_TYPE: &'static str = "demo.email";
+    const PRIORITY: i32 = 150;
+    const QUEUE: &'static str = "mail";
+    const MAX_ATTEMPTS: i32 = 5;
+}
+
+impl Perform for DemoEmail {
+    fn perform(&self, ctx: &mut JobContext<'_>) -> Result<(), JobError> {
+        record_pickup(ctx);
+        if !self.to.contains('@') {
+            return Err(JobError::permanent(format!(
+                "`{}` is not an email address",
+                self.to
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// An image thumbnail (queue `media`): a little CPU work.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct DemoThumbnail {
+    /// Image id.
+    pub image: u64,
+    /// Target width.
+    pub width: u32,
+}
+
+impl Job for DemoThumbnail {
+    const JOB_TYPE: &'static str = "demo.thumbnail";
+    const QUEUE: &'static str = "media";
+}
+
+impl Perform for DemoThumbnail {
+    fn perform(&self, ctx: &mut JobContext<'_>) -> Result<(), JobError> {
+        record_pickup(ctx);
+        let mut acc = self.image;
+        for i in 0..(self.width as u64 * 50) {
+            acc = acc.wrapping_mul(6364136223846793005).wrapping_add(i);
+        }
+        std::hint::black_box(acc);
+        Ok(())
+    }
+}
+
+/// A webhook call that fails now and then (`flaky`: first attempt fails;
+/// `broken`: every attempt fails, so the job ends `failed`).
+#[derive(Debug, Serialize, Deserialize)]
+pub struct DemoWebhook {
+    /// Target URL (not called).
+    pub url: String,
+    /// Fails on the first attempt.
+    pub flaky: bool,
+    /// Fails on every attempt.
+    pub broken: bool,
+}
+
+impl Job for DemoWebhook {
+    const JOB_TYPE: &'static str = "demo.webhook";
+    const PRIORITY: i32 = 50;
+    const MAX_ATTEMPTS: i32 = 3;
+}
+
+impl Perform for DemoWebhook {
+    fn perform(&self, ctx: &mut JobContext<'_>) -> Result<(), JobError> {
+        record_pickup(ctx);
+        if self.broken || (self.flaky && ctx.attempt() == 1) {
+            return Err(JobError::retry(format!(
+                "POST {} answered 503 Service Unavailable",
+                self.url
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// A digest email scheduled for later (queue `mail`).
+#[derive(Debug, Serialize, Deserialize)]
+pub struct DemoDigest {
+    /// Recipient.
+    pub to: String,
+}
+
+impl Job for DemoDigest {
+    const JOB_TYPE: &'static str = "demo.digest";
+    const QUEUE: &'static str = "mail";
+}
+
+impl Perform for DemoDigest {
+    fn perform(&self, ctx: &mut JobContext<'_>) -> Result<(), JobError> {
+        record_pickup(ctx);
+        Ok(())
+    }
+}
+
+/// A long report that reports its progress stage by stage.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct DemoReport {
+    /// Stages to go through.
+    pub stages: u8,
+    /// Time per stage, in milliseconds.
+    pub stage_ms: u64,
+}
+
+impl Job for DemoReport {
+    const JOB_TYPE: &'static str = "demo.report";
+    const QUEUE: &'static str = "reports";
+    const PRIORITY: i32 = 200;
+}
+
+impl Perform for DemoReport {
+    fn perform(&self, ctx: &mut JobContext<'_>) -> Result<(), JobError> {
+        record_pickup(ctx);
+        let stages = self.stages.max(1);
+        for stage in 1..=stages {
+            if ctx.is_cancelled() {
+                return Err(JobError::Cancelled);
+            }
+            std::thread::sleep(Duration::from_millis(self.stage_ms));
+            let percent = (u32::from(stage) * 100 / u32::from(stages)) as u8;
+            ctx.progress(percent, &format!("stage {stage} of {stages}"))?;
+            ctx.events(1)?;
+        }
+        Ok(())
+    }
+}
+
+/// The demo's handlers.
+pub fn registry() -> Registry {
+    Registry::new()
+        .register::<DemoEmail>()
+        .register::<DemoThumbnail>()
+        .register::<DemoWebhook>()
+        .register::<DemoDigest>()
+        .register::<DemoReport>()
+}
+
+/// Adds the demo's handlers to a CLI.
+pub fn register(cli: Cli) -> Cli {
+    cli.register::<DemoEmail>()
+        .register::<DemoThumbnail>()
+        .register::<DemoWebhook>()
+        .register::<DemoDigest>()
+        .register::<DemoReport>()
+}
+
+/// The demo's mix of `total` jobs (at least 200), in enqueue order.
+fn mix(total: usize) -> Result<Vec<NewJob>, jobqueue_core::Error> {
+    let total = total.max(200);
+    let mut jobs = Vec::with_capacity(total);
+    jobs.push(NewJob::from_job(
+        &DemoReport {
+            stages: 10,
+            stage_ms: 300,
+        },
+        JobOptions::new(),
+    )?);
+    let scheduled = total / 100;
+    for i in 0..scheduled {
+        let digest = DemoDigest {
+            to: format!("digest{i}@example.com"),
+        };
+        jobs.push(NewJob::from_job(
+            &digest,
+            JobOptions::new().delay(Duration::from_secs(3)),
+        )?);
+    }
+    let mut i = 0usize;
+    while jobs.len() < total {
+        let job = match i % 10 {
+            0..=4 => NewJob::from_job(
+                &DemoEmail {
+                    to: if i.is_multiple_of(997) {
+                        format!("user{i} at example.com")
+                    } else {
+                        format!("user{i}@example.com")
+                    },
+                },
+                JobOptions::new(),
+            )?,
+            5..=7 => NewJob::from_job(
+                &DemoThumbnail {
+                    image: i as u64,
+                    width: 320,
+                },
+                JobOptions::new().priority(if i.is_multiple_of(7) { 500 } else { 100 }),
+            )?,
+            _ => NewJob::from_job(
+                &DemoWebhook {
+                    url: format!("https://hooks.example.com/{i}"),
+                    flaky: i.is_multiple_of(5),
+                    broken: i % 50 == 8,
+                },
+                JobOptions::new(),
+            )?,
+        };
+        jobs.push(job);
+        i += 1;
+    }
+    Ok(jobs)
+}
+
+#[derive(diesel::QueryableByName)]
+struct Count {
+    #[diesel(sql_type = diesel::sql_types::BigInt)]
+    n: i64,
+}
+
+fn finished(conn: &mut PgConnection) -> Result<i64, jobqueue_core::Error> {
+    Ok(diesel::sql_query(
+        "SELECT count(*) AS n FROM jobqueue_jobs WHERE status IN ('completed', 'failed', 'cancelled')",
+    )
+    .get_result::<Count>(conn)?
+    .n)
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let rank = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[rank.min(sorted.len() - 1)]
+}
+
+/// Runs the demo in database `database` (recreated) on the server at
+/// `server_url`: enqueues `jobs` jobs while a runner with `concurrency`
+/// workers works them, then prints a summary.
+pub fn run(
+    server_url: &str,
+    database: &str,
+    jobs: usize,
+    concurrency: usize,
+) -> Result<(), RunnerError> {
+    jobqueue_core::limits::check_queue(database).map_err(|_| {
+        RunnerError::Usage(format!(
+            "--database `{database}` must be a plain name ([A-Za-z0-9_])"
+        ))
+    })?;
+    if database.contains(['.', ':', '-']) {
+        return Err(RunnerError::Usage(format!(
+            "--database `{database}` must be a plain name ([A-Za-z0-9_])"
+        )));
+    }
+    let mut admin = PgConnection::establish(server_url).map_err(jobqueue_core::Error::from)?;
+    diesel::sql_query(format!("DROP DATABASE IF EXISTS {database} WITH (FORCE)"))
+        .execute(&mut admin)
+        .map_err(jobqueue_core::Error::from)?;
+    diesel::sql_query(format!("CREATE DATABASE {database}"))
+        .execute(&mut admin)
+        .map_err(jobqueue_core::Error::from)?;
+    let url = crate::postgres::with_database(server_url, database);
+    let mut conn = PgConnection::establish(&url).map_err(jobqueue_core::Error::from)?;
+    jobqueue_core::run_migrations(&mut conn)?;
+    let mix = mix(jobs)?;
+    let total = mix.len();
+    println!("demo database: {url}");
+    println!(
+        "working {total} jobs with {concurrency} workers: emails, thumbnails, webhooks (some flaky, some broken), scheduled digests, one long report"
+    );
+
+    let mut config = RunnerConfig::new(&url).concurrency(concurrency);
+    config.retry = RetryPolicy {
+        base: Duration::from_millis(250),
+        max: Duration::from_secs(2),
+        jitter: 0.2,
+    };
+    config.poll_interval = Duration::from_millis(250);
+    lock(&PICKUP_MS).clear();
+    let started = Instant::now();
+    let runner = Runner::new(config, registry()).start()?;
+
+    // Enqueue in waves, each its own transaction, while the runner works.
+    for wave in mix.chunks(500) {
+        conn.transaction(|conn| jobqueue_core::enqueue_many(conn, wave))?;
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let bar = indicatif::ProgressBar::new(total as u64);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(
+            "{bar:40} {pos}/{len} jobs finished, {per_sec}, {elapsed}",
+        )
+        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    let deadline = Instant::now() + Duration::from_secs(300);
+    loop {
+        let done = finished(&mut conn)?;
+        bar.set_position(done as u64);
+        if done as usize >= total {
+            break;
+        }
+        if Instant::now() > deadline {
+            bar.abandon();
+            let _ = runner.shutdown();
+            return Err(RunnerError::Usage(format!(
+                "demo timed out with {done} of {total} jobs finished"
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let elapsed = started.elapsed();
+    bar.finish();
+    let summary = runner.shutdown();
+
+    let mut pickups = std::mem::take(&mut *lock(&PICKUP_MS));
+    pickups.sort_by(f64::total_cmp);
+    let mut finals = [
+        (JobStatus::Completed, 0i64),
+        (JobStatus::Failed, 0),
+        (JobStatus::Cancelled, 0),
+    ];
+    for queue in jobqueue_core::queue_stats(&mut conn)? {
+        for (status, n) in &mut finals {
+            *n += queue.count(*status);
+        }
+    }
+    let report = jobqueue_core::list_jobs(
+        &mut conn,
+        &jobqueue_core::JobFilter {
+            job_type: Some(DemoReport::JOB_TYPE.into()),
+            ..Default::default()
+        },
+    )?;
+    println!();
+    println!(
+        "finished {total} jobs in {:.2} s: {:.0} jobs/s",
+        elapsed.as_secs_f64(),
+        total as f64 / elapsed.as_secs_f64()
+    );
+    println!(
+        "pickup latency (due -> handler start, {} attempts): p50 {:.1} ms, p95 {:.1} ms",
+        pickups.len(),
+        percentile(&pickups, 0.50),
+        percentile(&pickups, 0.95)
+    );
+    println!(
+        "final status: {} completed, {} failed, {} cancelled; {} failed attempts retried",
+        finals[0].1, finals[1].1, finals[2].1, summary.stats.retried
+    );
+    if let Some(job) = report.first() {
+        println!(
+            "long report job: {} at {}% ({}), {} progress events",
+            job.status,
+            job.progress,
+            job.current_stage.as_deref().unwrap_or("-"),
+            job.events_count
+        );
+    }
+    let failed = jobqueue_core::list_jobs(
+        &mut conn,
+        &jobqueue_core::JobFilter {
+            status: Some(JobStatus::Failed),
+            limit: 1,
+            ..Default::default()
+        },
+    )?;
+    if let Some(job) = failed.first() {
+        println!(
+            "a dead-lettered job: {} {} after {} attempts: {}",
+            job.job_type,
+            job.id,
+            job.attempts,
+            job.last_error.as_deref().unwrap_or("-")
+        );
+    }
+    Ok(())
+}

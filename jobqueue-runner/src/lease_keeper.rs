@@ -1,0 +1,100 @@
+//! The lease keeper: renews the leases of in-flight jobs in one statement per
+//! beat, on a connection of its own (so a pool drained by slow handlers never
+//! lets a live lease expire); passes cancel requests and lost leases to the
+//! handlers; flags timeouts and abandons handlers that overrun them.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+use crossbeam_channel::Receiver;
+use jobqueue_core::Lease;
+
+use crate::db::Db;
+use crate::shared::{JobState, Shared, stopped_within};
+
+pub(crate) fn run(shared: Arc<Shared>, stop: Receiver<()>, spawn_worker: impl Fn()) {
+    let config = &shared.config;
+    let mut db = Db::new(&config.database_url, "lease keeper");
+    loop {
+        if stopped_within(&stop, config.heartbeat_interval) {
+            break;
+        }
+        let jobs = shared.inflight.snapshot();
+        if jobs.is_empty() {
+            continue;
+        }
+        let now = Instant::now();
+        for job in &jobs {
+            check_timeout(&shared, job, now, &spawn_worker);
+        }
+        let live: Vec<Arc<JobState>> = jobs
+            .into_iter()
+            .filter(|job| !job.abandoned.load(Ordering::Acquire))
+            .collect();
+        let leases: Vec<Lease> = live.iter().map(|job| job.lease).collect();
+        let Ok(beat) = db.run(&shared.health, |conn| {
+            jobqueue_core::heartbeat_many(conn, &leases, config.lease)
+        }) else {
+            continue;
+        };
+        for job in &live {
+            if beat.cancel_requested.contains(&job.lease.job_id) {
+                job.cancel.store(true, Ordering::Relaxed);
+            }
+            if beat.lost.contains(&job.lease.job_id) {
+                job.lost.store(true, Ordering::Relaxed);
+            }
+        }
+        // Jobs whose handlers have been running since the last beat show as
+        // `running` (short jobs finish first and are never written twice).
+        let started: Vec<&Arc<JobState>> = live
+            .iter()
+            .filter(|job| job.started().is_some() && !job.marked_running.load(Ordering::Relaxed))
+            .collect();
+        if !started.is_empty() {
+            let leases: Vec<Lease> = started.iter().map(|job| job.lease).collect();
+            if db
+                .run(&shared.health, |conn| {
+                    jobqueue_core::start_many(conn, &leases)
+                })
+                .is_ok()
+            {
+                for job in started {
+                    job.marked_running.store(true, Ordering::Relaxed);
+                }
+            }
+        }
+    }
+    log::debug!("lease keeper stopped");
+}
+
+/// Flags a handler past its timeout; once it is a whole lease past it, stops
+/// renewing its lease (another runner recovers the job) and replaces its
+/// worker thread, so a handler that never returns costs one thread, not a slot.
+fn check_timeout(shared: &Shared, job: &JobState, now: Instant, spawn_worker: &impl Fn()) {
+    let Some(deadline) = job.deadline() else {
+        return;
+    };
+    if now < deadline {
+        return;
+    }
+    if !job.timed_out.swap(true, Ordering::AcqRel) {
+        log::warn!(
+            "job {} ({}) ran past its timeout",
+            job.lease.job_id,
+            job.job_type
+        );
+    }
+    if now >= deadline + shared.config.lease && !job.abandoned.swap(true, Ordering::AcqRel) {
+        log::error!(
+            "job {} ({}) is still running a lease past its timeout: its lease is no longer renewed \
+             and its worker thread is replaced",
+            job.lease.job_id,
+            job.job_type
+        );
+        shared.inflight.remove(&job.lease);
+        shared.job_done();
+        spawn_worker();
+    }
+}

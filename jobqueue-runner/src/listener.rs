@@ -1,0 +1,61 @@
+//! The listener: waits on `LISTEN jobqueue_jobs` and wakes the fetcher when a
+//! job becomes available in one of this runner's queues.
+//!
+//! Diesel can only drain notifications that already arrived, so the listener
+//! uses the `postgres` crate, which blocks on the socket: pickup latency is a
+//! round trip, not a poll interval. After a reconnect it wakes the fetcher
+//! once, for notifications missed while disconnected.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crossbeam_channel::Receiver;
+use postgres::fallible_iterator::FallibleIterator;
+
+use crate::shared::{Backoff, Shared, is_stopped, stopped_within};
+
+/// How often the listener looks up from its socket to check for shutdown.
+const STOP_CHECK: Duration = Duration::from_millis(250);
+
+pub(crate) fn run(shared: Arc<Shared>, stop: Receiver<()>) {
+    let mut backoff = Backoff::new();
+    let listen = format!("LISTEN \"{}\"", jobqueue_core::NOTIFY_CHANNEL);
+    while !is_stopped(&stop) {
+        let connected = postgres::Client::connect(&shared.config.database_url, postgres::NoTls)
+            .and_then(|mut client| client.batch_execute(&listen).map(|()| client));
+        let mut client = match connected {
+            Ok(client) => client,
+            Err(e) => {
+                shared.health.report_down("listener", &e);
+                if stopped_within(&stop, backoff.next_delay()) {
+                    break;
+                }
+                continue;
+            }
+        };
+        backoff.reset();
+        shared.wake_fetcher();
+        loop {
+            if is_stopped(&stop) {
+                return;
+            }
+            let mut notifications = client.notifications();
+            match notifications.timeout_iter(STOP_CHECK).next() {
+                Ok(Some(notification)) => {
+                    let queue = notification.payload();
+                    if shared.config.queues.is_empty()
+                        || shared.config.queues.iter().any(|q| q == queue)
+                    {
+                        shared.wake_fetcher();
+                    }
+                }
+                Err(e) => {
+                    shared.health.report_down("listener", &e);
+                    break;
+                }
+                Ok(None) => {}
+            }
+        }
+    }
+    log::debug!("listener stopped");
+}

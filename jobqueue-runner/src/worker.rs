@@ -1,0 +1,81 @@
+//! Worker threads: run handlers, catch their panics, hand outcomes to the
+//! completer.
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use crossbeam_channel::{Receiver, Sender};
+
+use crate::completer::{Outcome, OutcomeKind};
+use crate::fetcher::Claimed;
+use crate::shared::{Counters, Shared};
+use crate::{JobContext, JobError};
+
+pub(crate) fn run(shared: Arc<Shared>, jobs: Receiver<Claimed>, outcomes: Sender<Outcome>) {
+    for claimed in jobs.iter() {
+        let lease = claimed.state.lease;
+        if shared.is_stopping() {
+            let _ = outcomes.send(Outcome {
+                lease,
+                kind: OutcomeKind::Release,
+            });
+            shared.job_done();
+            continue;
+        }
+        let kind = execute(&shared, &claimed);
+        let _ = outcomes.send(Outcome { lease, kind });
+        if claimed.state.abandoned.load(Ordering::Acquire) {
+            // Replaced by a new worker while this handler overran: bow out.
+            log::warn!(
+                "job {} ({}) finally returned after it was abandoned",
+                lease.job_id,
+                claimed.state.job_type
+            );
+            return;
+        }
+        shared.job_done();
+    }
+}
+
+/// Runs the job's handler and turns what happened into an outcome.
+fn execute(shared: &Shared, claimed: &Claimed) -> OutcomeKind {
+    let row = &claimed.row;
+    let state = &claimed.state;
+    let Some(handler) = shared.registry.get(&row.job_type) else {
+        return OutcomeKind::Fail {
+            error: format!("no handler for job type `{}` in this runner", row.job_type),
+            retry: false,
+        };
+    };
+    state.start(handler.timeout.or(shared.config.default_timeout));
+    let mut ctx = JobContext::new(shared, row, state);
+    let result = catch_unwind(AssertUnwindSafe(|| (handler.run)(&row.payload, &mut ctx)));
+    drop(ctx);
+    match result {
+        Ok(Ok(())) if state.handled.load(Ordering::Relaxed) => OutcomeKind::Handled,
+        Ok(Ok(())) => OutcomeKind::Complete,
+        Ok(Err(JobError::Retry(error))) => OutcomeKind::Fail { error, retry: true },
+        Ok(Err(JobError::Permanent(error))) => OutcomeKind::Fail {
+            error,
+            retry: false,
+        },
+        Ok(Err(JobError::Cancelled)) => OutcomeKind::Cancelled,
+        Ok(Err(JobError::LeaseLost)) => OutcomeKind::Lost,
+        Err(panic) => {
+            Counters::add(&shared.counters.panicked, 1);
+            let message = panic
+                .downcast_ref::<&str>()
+                .map(|s| (*s).to_owned())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "a non-string panic payload".to_owned());
+            OutcomeKind::Fail {
+                error: format!(
+                    "handler for job type `{}` panicked: {message}",
+                    row.job_type
+                ),
+                retry: true,
+            }
+        }
+    }
+}

@@ -1,0 +1,179 @@
+//! Derived jobs enqueue with the constants their `#[job(...)]` gave, and the
+//! trait's defaults for the rest.
+
+use jobqueue_core::{Error, Job, JobRow, get_job};
+use jobqueue_tests::TestDb;
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, PartialEq, Serialize, Deserialize, Job)]
+#[job(type = "email.send", priority = 150, queue = "mail", max_attempts = 5)]
+struct SendEmail {
+    to: String,
+}
+
+#[derive(Debug, PartialEq, Serialize, Deserialize, Job)]
+#[job(type = "image.resize")]
+struct Resize(String, u32);
+
+#[derive(Debug, PartialEq, Serialize, Deserialize, Job)]
+#[job(type = "cache.flush", priority = 900, max_attempts = 1)]
+struct FlushCache;
+
+#[derive(Debug, PartialEq, Serialize, Deserialize, Job)]
+#[job(type = "report.build", queue = "reports")]
+enum Report {
+    Daily,
+    Monthly { month: u32 },
+}
+
+#[derive(Debug, PartialEq, Serialize, Deserialize, Job)]
+#[job(type = "webhook.deliver", queue = "hooks", priority = 10)]
+struct Deliver<T>
+where
+    T: Clone,
+{
+    url: String,
+    body: T,
+}
+
+#[derive(Debug, Serialize, Deserialize, Job)]
+#[job(type = "tiny", max_payload_bytes = 32)]
+struct Tiny {
+    text: String,
+}
+
+fn row(conn: &mut diesel::PgConnection, id: jobqueue_core::JobId) -> JobRow {
+    get_job(conn, id).expect("read").expect("row exists")
+}
+
+fn settings(row: &JobRow) -> (&str, i32, &str, i32) {
+    (
+        row.job_type.as_str(),
+        row.priority,
+        row.queue.as_str(),
+        row.max_attempts,
+    )
+}
+
+#[test]
+fn attribute_values_land_on_the_row() {
+    let db = TestDb::new();
+    let mut conn = db.conn();
+    let email = SendEmail {
+        to: "a@example.com".into(),
+    };
+    let id = email.enqueue(&mut conn).expect("enqueue");
+    let row = row(&mut conn, id);
+    assert_eq!(settings(&row), ("email.send", 150, "mail", 5));
+    assert_eq!(row.payload_as::<SendEmail>().expect("payload"), email);
+}
+
+#[test]
+fn keys_left_out_take_the_defaults() {
+    let db = TestDb::new();
+    let mut conn = db.conn();
+    let id = Resize("cat.png".into(), 640)
+        .enqueue(&mut conn)
+        .expect("enqueue");
+    let row = row(&mut conn, id);
+    assert_eq!(settings(&row), ("image.resize", 100, "default", 3));
+    assert_eq!(row.payload, serde_json::json!(["cat.png", 640]));
+}
+
+#[test]
+fn unit_struct_and_enum_jobs() {
+    let db = TestDb::new();
+    let mut conn = db.conn();
+    let flush = FlushCache.enqueue(&mut conn).expect("enqueue unit");
+    let daily = Report::Daily.enqueue(&mut conn).expect("enqueue daily");
+    let monthly = Report::Monthly { month: 11 }
+        .enqueue(&mut conn)
+        .expect("enqueue monthly");
+
+    let flush = row(&mut conn, flush);
+    assert_eq!(settings(&flush), ("cache.flush", 900, "default", 1));
+    assert_eq!(
+        flush.payload_as::<FlushCache>().expect("payload"),
+        FlushCache
+    );
+
+    let daily = row(&mut conn, daily);
+    assert_eq!(settings(&daily), ("report.build", 100, "reports", 3));
+    assert_eq!(
+        daily.payload_as::<Report>().expect("payload"),
+        Report::Daily
+    );
+
+    let monthly = row(&mut conn, monthly);
+    assert_eq!(
+        monthly.payload,
+        serde_json::json!({"Monthly": {"month": 11}})
+    );
+    assert_eq!(
+        monthly.payload_as::<Report>().expect("payload"),
+        Report::Monthly { month: 11 }
+    );
+}
+
+#[test]
+fn generic_job() {
+    let db = TestDb::new();
+    let mut conn = db.conn();
+    let job = Deliver {
+        url: "https://example.com/hook".into(),
+        body: vec![1, 2, 3],
+    };
+    let id = job.enqueue(&mut conn).expect("enqueue");
+    let row = row(&mut conn, id);
+    assert_eq!(settings(&row), ("webhook.deliver", 10, "hooks", 3));
+    assert_eq!(row.payload_as::<Deliver<Vec<i32>>>().expect("payload"), job);
+
+    let batch = Deliver::enqueue_batch(
+        &mut conn,
+        &[
+            Deliver {
+                url: "a".into(),
+                body: "x".to_owned(),
+            },
+            Deliver {
+                url: "b".into(),
+                body: "y".to_owned(),
+            },
+        ],
+    )
+    .expect("batch");
+    assert_eq!(batch.inserted.len(), 2);
+}
+
+#[test]
+fn options_override_the_derived_defaults() {
+    let db = TestDb::new();
+    let mut conn = db.conn();
+    let id = SendEmail {
+        to: "b@example.com".into(),
+    }
+    .options()
+    .queue("urgent")
+    .priority(1000)
+    .enqueue(&mut conn)
+    .expect("enqueue");
+    let row = row(&mut conn, id);
+    assert_eq!(settings(&row), ("email.send", 1000, "urgent", 5));
+}
+
+#[test]
+fn payload_limit_from_the_attribute() {
+    let db = TestDb::new();
+    let mut conn = db.conn();
+    Tiny { text: "ok".into() }
+        .enqueue(&mut conn)
+        .expect("a small payload fits");
+    let refused = Tiny {
+        text: "x".repeat(64),
+    }
+    .enqueue(&mut conn);
+    assert!(
+        matches!(refused, Err(Error::PayloadTooLarge { limit: 32, .. })),
+        "{refused:?}"
+    );
+}

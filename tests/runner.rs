@@ -1,0 +1,261 @@
+//! The runner in process: every job once, wake-ups by NOTIFY, panics, bad
+//! payloads, cancellation, exactly-once effects.
+
+use std::time::Duration;
+
+use diesel::prelude::*;
+use jobqueue_core::{
+    CancelOutcome, Job, JobOptions, JobStatus, NewJob, RetryPolicy, enqueue_many, get_job,
+};
+use jobqueue_runner::{Runner, RunnerConfig};
+use jobqueue_tests::jobs::{self, Cancellable, Effect, Noop, Panic};
+use jobqueue_tests::{TestDb, count_where, effects_where, wait_for};
+
+fn config(db: &TestDb, concurrency: usize) -> RunnerConfig {
+    let mut config = RunnerConfig::new(&db.url)
+        .concurrency(concurrency)
+        .lease(Duration::from_secs(3));
+    config.retry = RetryPolicy {
+        base: Duration::from_millis(50),
+        max: Duration::from_millis(200),
+        jitter: 0.1,
+    };
+    config.poll_interval = Duration::from_millis(200);
+    config.shutdown_grace = Duration::from_secs(10);
+    config
+}
+
+fn setup() -> (TestDb, PgConnection) {
+    let db = TestDb::new();
+    let mut conn = db.conn();
+    jobs::create_side_tables(&mut conn);
+    (db, conn)
+}
+
+#[test]
+fn sixteen_workers_complete_every_job_exactly_once() {
+    let (db, mut conn) = setup();
+    const N: usize = 3000;
+    let batch: Vec<NewJob> = (0..N as u64)
+        .map(|n| NewJob::from_job(&Noop { n }, JobOptions::new().priority((n % 3) as i32)))
+        .collect::<Result<_, _>>()
+        .expect("build");
+    enqueue_many(&mut conn, &batch).expect("enqueue");
+    let runner = Runner::new(config(&db, 16), jobs::registry())
+        .start()
+        .expect("start");
+    wait_for("all jobs completed", Duration::from_secs(60), || {
+        count_where(&mut conn, "status = 'completed'") == N as i64
+    });
+    let summary = runner.shutdown();
+    assert_eq!(summary.stats.completed, N as u64);
+    assert_eq!(summary.abandoned, 0);
+    assert_eq!(
+        effects_where(&mut conn, "kind = 'run'"),
+        N as i64,
+        "one execution per job"
+    );
+    let distinct: i64 = diesel::sql_query("SELECT count(DISTINCT job_id) AS n FROM test_effects")
+        .get_result::<jobqueue_tests_count::Count>(&mut conn)
+        .expect("distinct")
+        .n;
+    assert_eq!(distinct, N as i64);
+    assert_eq!(count_where(&mut conn, "attempts <> 1"), 0);
+}
+
+mod jobqueue_tests_count {
+    #[derive(diesel::QueryableByName)]
+    pub struct Count {
+        #[diesel(sql_type = diesel::sql_types::BigInt)]
+        pub n: i64,
+    }
+}
+
+#[test]
+fn an_idle_runner_with_a_60s_poll_is_woken_by_notify() {
+    let (db, mut conn) = setup();
+    let mut config = config(&db, 2);
+    config.poll_interval = Duration::from_secs(60);
+    let runner = Runner::new(config, jobs::registry())
+        .start()
+        .expect("start");
+    // Let the runner make its first (empty) claim and go to sleep on the poll.
+    std::thread::sleep(Duration::from_millis(500));
+    let started = std::time::Instant::now();
+    let id = Noop { n: 1 }.enqueue(&mut conn).expect("enqueue");
+    wait_for("the job to complete", Duration::from_secs(10), || {
+        get_job(&mut conn, id)
+            .expect("read")
+            .is_some_and(|j| j.status == JobStatus::Completed)
+    });
+    let waited = started.elapsed();
+    runner.shutdown();
+    assert!(
+        waited < Duration::from_secs(10),
+        "woken after {waited:?}, not by the 60 s poll"
+    );
+}
+
+#[test]
+fn a_panicking_handler_is_retried_then_failed_with_the_message() {
+    let (db, mut conn) = setup();
+    let panic_id = Panic {}.enqueue(&mut conn).expect("enqueue");
+    let ok_id = Noop { n: 7 }.enqueue(&mut conn).expect("enqueue");
+    let runner = Runner::new(config(&db, 2), jobs::registry())
+        .start()
+        .expect("start");
+    wait_for("the panicking job to fail", Duration::from_secs(20), || {
+        get_job(&mut conn, panic_id)
+            .expect("read")
+            .is_some_and(|j| j.status == JobStatus::Failed)
+    });
+    wait_for("the other job to complete", Duration::from_secs(20), || {
+        get_job(&mut conn, ok_id)
+            .expect("read")
+            .is_some_and(|j| j.status == JobStatus::Completed)
+    });
+    let summary = runner.shutdown();
+    assert_eq!(summary.stats.panicked, 2);
+    let job = get_job(&mut conn, panic_id).expect("read").expect("row");
+    assert_eq!(job.attempts, 2);
+    let error = job.last_error.expect("error kept");
+    assert!(
+        error.contains("test.panic")
+            && error.contains("panicked")
+            && error.contains("deliberate panic in attempt 2"),
+        "{error}"
+    );
+    assert_eq!(job.errors.as_array().map(Vec::len), Some(2));
+    assert_eq!(
+        effects_where(&mut conn, &format!("job_id = '{panic_id}'")),
+        2
+    );
+}
+
+#[test]
+fn a_malformed_payload_fails_at_once_and_the_runner_goes_on() {
+    let (db, mut conn) = setup();
+    diesel::sql_query(
+        "INSERT INTO jobqueue_jobs (id, job_type, payload, max_attempts)
+         VALUES (gen_random_uuid(), 'test.noop', '{\"n\": \"not a number\"}', 5),
+                (gen_random_uuid(), 'test.noop', '[1, 2, 3]', 5)",
+    )
+    .execute(&mut conn)
+    .expect("insert malformed jobs");
+    let good: Vec<NewJob> = (0..50)
+        .map(|n| NewJob::from_job(&Noop { n }, JobOptions::new()))
+        .collect::<Result<_, _>>()
+        .expect("build");
+    enqueue_many(&mut conn, &good).expect("enqueue");
+    let runner = Runner::new(config(&db, 4), jobs::registry())
+        .start()
+        .expect("start");
+    wait_for("every job finished", Duration::from_secs(20), || {
+        count_where(&mut conn, "status IN ('completed', 'failed')") == 52
+    });
+    runner.shutdown();
+    assert_eq!(count_where(&mut conn, "status = 'completed'"), 50);
+    assert_eq!(
+        count_where(&mut conn, "status = 'failed' AND attempts = 1"),
+        2,
+        "failed at once, no retries"
+    );
+    let errors: Vec<String> = jobqueue_core::list_jobs(
+        &mut conn,
+        &jobqueue_core::JobFilter {
+            status: Some(JobStatus::Failed),
+            ..Default::default()
+        },
+    )
+    .expect("list")
+    .into_iter()
+    .filter_map(|j| j.last_error)
+    .collect();
+    for error in &errors {
+        assert!(
+            error.contains("payload of job type `test.noop` does not decode"),
+            "{error}"
+        );
+    }
+    assert!(
+        errors
+            .iter()
+            .any(|e| e.contains("invalid type: string \"not a number\"")),
+        "{errors:?}"
+    );
+}
+
+#[test]
+fn cancelling_a_running_job_is_seen_by_its_handler() {
+    let (db, mut conn) = setup();
+    let id = Cancellable {}.enqueue(&mut conn).expect("enqueue");
+    let mut config = config(&db, 1);
+    config = config.lease(Duration::from_millis(900));
+    let runner = Runner::new(config, jobs::registry())
+        .start()
+        .expect("start");
+    wait_for("the handler to start", Duration::from_secs(10), || {
+        effects_where(&mut conn, "kind = 'start'") == 1
+    });
+    assert_eq!(
+        jobqueue_core::cancel(&mut conn, id).expect("cancel"),
+        CancelOutcome::Requested
+    );
+    wait_for("the job to be cancelled", Duration::from_secs(10), || {
+        get_job(&mut conn, id)
+            .expect("read")
+            .is_some_and(|j| j.status == JobStatus::Cancelled)
+    });
+    runner.shutdown();
+    assert_eq!(
+        effects_where(&mut conn, "kind = 'saw-cancel'"),
+        1,
+        "the handler saw the request"
+    );
+}
+
+#[test]
+fn an_unknown_job_type_stays_pending_and_shows_in_stats() {
+    let (db, mut conn) = setup();
+    let stranger = jobqueue_core::enqueue(
+        &mut conn,
+        &NewJob::new("nobody.handles.this", "{}", JobOptions::new()).expect("valid"),
+    )
+    .expect("enqueue");
+    let known = Noop { n: 1 }.enqueue(&mut conn).expect("enqueue");
+    let runner = Runner::new(config(&db, 2), jobs::registry())
+        .start()
+        .expect("start");
+    wait_for("the known job to complete", Duration::from_secs(10), || {
+        get_job(&mut conn, known)
+            .expect("read")
+            .is_some_and(|j| j.status == JobStatus::Completed)
+    });
+    runner.shutdown();
+    let row = get_job(&mut conn, stranger).expect("read").expect("row");
+    assert_eq!((row.status, row.attempts), (JobStatus::Pending, 0));
+    let types = jobqueue_core::type_stats(&mut conn).expect("stats");
+    assert_eq!(types.len(), 1);
+    assert_eq!(types[0].job_type, "nobody.handles.this");
+    assert_eq!(types[0].counts.get(&JobStatus::Pending), Some(&1));
+}
+
+#[test]
+fn a_handler_transaction_writes_its_effect_and_completion_together() {
+    let (db, mut conn) = setup();
+    let ids: Vec<_> = (0..20)
+        .map(|_| Effect { pause: false }.enqueue(&mut conn).expect("enqueue"))
+        .collect();
+    let runner = Runner::new(config(&db, 4), jobs::registry())
+        .start()
+        .expect("start");
+    wait_for("all effects", Duration::from_secs(20), || {
+        count_where(&mut conn, "status = 'completed'") == 20
+    });
+    let summary = runner.shutdown();
+    assert_eq!(summary.stats.completed, 20);
+    assert_eq!(effects_where(&mut conn, "kind = 'effect'"), 20);
+    for id in ids {
+        assert_eq!(effects_where(&mut conn, &format!("job_id = '{id}'")), 1);
+    }
+}

@@ -1,0 +1,10 @@
+use jobqueue_core::Job;
+use serde::{Deserialize, Serialize};
+
+#[derive(Serialize, Deserialize, Job)]
+#[job(type = "email.send", max_payload_bytes = 0)]
+struct SendEmail {
+    to: String,
+}
+
+fn main() {}

@@ -1,0 +1,9 @@
+use jobqueue_core::Job;
+use serde::{Deserialize, Serialize};
+
+#[derive(Serialize, Deserialize, Job)]
+struct SendEmail {
+    to: String,
+}
+
+fn main() {}

@@ -1,0 +1,10 @@
+use jobqueue_core::Job;
+use serde::{Deserialize, Serialize};
+
+#[derive(Serialize, Deserialize, Job)]
+#[job(type = "email.send", priority = -1)]
+struct SendEmail {
+    to: String,
+}
+
+fn main() {}
