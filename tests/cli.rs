@@ -288,3 +288,62 @@ fn demo_runs_a_small_mix() {
         .execute(&mut admin)
         .expect("drop demo database");
 }
+
+#[test]
+fn bench_runs_every_measurement_and_refuses_a_database_with_jobs() {
+    let db = TestDb::new();
+    ok(&db, &["enqueue", "x.y", "{}"]);
+    let own = db.url.rsplit('/').next().expect("db name").to_owned();
+    fails(
+        &db,
+        &["bench", "--quick", "--database", &own],
+        "holds 1 jobs",
+    );
+    fails(
+        &db,
+        &["bench", "--only", "nonsense"],
+        "unknown measurement `nonsense`",
+    );
+
+    let name = format!("jq_bench_{}", fastrand::u32(..));
+    let out = ok(
+        &db,
+        &[
+            "bench",
+            "--quick",
+            "--runs",
+            "1",
+            "--steady-secs",
+            "1",
+            "--database",
+            &name,
+        ],
+    );
+    for row in [
+        "bulk enqueue",
+        "transactional enqueue / commit ceiling",
+        "burn-down, 8 workers",
+        "bare-SQL floor",
+        "runner best burn-down / bare-SQL floor",
+        "pickup latency p95",
+        "claim cost with history / empty",
+        "max due backlog",
+        "idle runner CPU",
+        "peak RSS",
+    ] {
+        assert!(out.contains(row), "no `{row}` row in:\n{out}");
+    }
+    let mut admin = db.conn();
+    #[derive(QueryableByName)]
+    struct N {
+        #[diesel(sql_type = diesel::sql_types::BigInt)]
+        n: i64,
+    }
+    let left = diesel::sql_query(format!(
+        "SELECT count(*) AS n FROM pg_database WHERE datname = '{name}'"
+    ))
+    .get_result::<N>(&mut admin)
+    .expect("query")
+    .n;
+    assert_eq!(left, 0, "the bench drops its database");
+}

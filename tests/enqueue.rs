@@ -137,3 +137,47 @@ fn raw_json_jobs_enqueue_with_queue_defaults() {
     );
     assert_eq!(row.payload["month"], "2026-11");
 }
+
+#[test]
+fn large_batches_stream_through_copy_with_payloads_intact() {
+    let db = TestDb::new();
+    let mut conn = db.conn();
+    let tricky = [
+        r#"{"s": "tab\there, back\\slash, newline\nend, quote \" and ünïcode ✓"}"#,
+        "{\n\t\"pretty\": [1,\r\n 2]\n}",
+        r#"{"null_escape": "\\N", "empty": ""}"#,
+    ];
+    let jobs: Vec<NewJob> = (0..600)
+        .map(|i| {
+            NewJob::new(
+                "copy.test",
+                tricky[i % tricky.len()],
+                JobOptions::new().queue(format!("q{}", i % 3)),
+            )
+        })
+        .collect::<Result<_, _>>()
+        .expect("build");
+    // In a transaction that rolls back: nothing stays.
+    let rolled: Result<(), jobqueue_core::Error> = conn.transaction(|conn| {
+        enqueue_many(conn, &jobs)?;
+        Err(jobqueue_core::Error::NotFound(jobs[0].id()))
+    });
+    assert!(rolled.is_err());
+    assert_eq!(count_where(&mut conn, "true"), 0);
+
+    let done = enqueue_many(&mut conn, &jobs).expect("enqueue");
+    assert_eq!(done.inserted.len(), 600);
+    for (i, job) in jobs.iter().enumerate().take(3) {
+        let row = get_job(&mut conn, job.id()).expect("read").expect("row");
+        let expected: serde_json::Value = serde_json::from_str(tricky[i]).expect("json");
+        assert_eq!(row.payload, expected, "payload {i} survives COPY");
+        assert_eq!(
+            (row.queue.as_str(), row.status),
+            (format!("q{i}").as_str(), JobStatus::Pending)
+        );
+    }
+    assert_eq!(
+        count_where(&mut conn, "queue = 'q2' AND run_at <= now()"),
+        200
+    );
+}

@@ -4,16 +4,53 @@
 //! [`crate::NOTIFY_CHANNEL`]); the notification is delivered when, and only
 //! if, the transaction commits.
 //!
+//! NOTIFY serializes the commits of notifying transactions (PostgreSQL takes
+//! a database-wide lock from pre-commit to the end of commit, WAL flush
+//! included), so one notification per enqueue would cap transactional
+//! enqueue at one commit per disk flush. A process therefore notifies a
+//! queue at most once per [`NOTIFY_DEBOUNCE`]; the enqueues in between ride
+//! on that wake-up: a runner that found work re-polls at short, growing
+//! intervals before it falls back to its slow poll, so it also finds jobs
+//! whose transactions commit shortly after the one that notified.
+//!
 //! Enqueue runs on the caller's connection and inside the caller's open
 //! transaction, if any: the jobs exist if and only if it commits. A unique-key
 //! clash is resolved with `ON CONFLICT DO NOTHING`, so it never aborts the
 //! caller's transaction.
 
+use std::collections::HashMap;
+use std::sync::{Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
 use chrono::{DateTime, Utc};
 use diesel::prelude::*;
-use diesel::sql_types::{Array, Double, Integer, Nullable, Text, Timestamptz, Uuid};
+use diesel::sql_types::{Array, Bool, Double, Integer, Nullable, Text, Timestamptz, Uuid};
 
 use crate::{Error, JobId, NewJob, Result, sql};
+
+/// Least time between two notifications of one queue from this process.
+pub const NOTIFY_DEBOUNCE: Duration = Duration::from_millis(2);
+
+/// When this process last notified each queue.
+static LAST_NOTIFY: Mutex<Option<HashMap<String, Instant>>> = Mutex::new(None);
+
+/// Whether an enqueue into `queue` should notify now (and, if so, notes it).
+fn should_notify(queue: &str) -> bool {
+    let now = Instant::now();
+    let mut last = LAST_NOTIFY.lock().unwrap_or_else(PoisonError::into_inner);
+    let map = last.get_or_insert_with(HashMap::new);
+    match map.get_mut(queue) {
+        Some(at) if now.duration_since(*at) < NOTIFY_DEBOUNCE => false,
+        Some(at) => {
+            *at = now;
+            true
+        }
+        None => {
+            map.insert(queue.to_owned(), now);
+            true
+        }
+    }
+}
 
 /// How often an enqueue retries when the job holding its unique key finished
 /// between the insert and the look-up of that job.
@@ -52,6 +89,7 @@ pub fn enqueue(conn: &mut PgConnection, job: &NewJob) -> Result<JobId> {
             .bind::<Double, _>(job.delay_secs)
             .bind::<Nullable<Text>, _>(job.unique_key.as_deref())
             .bind::<Text, _>(crate::NOTIFY_CHANNEL)
+            .bind::<Bool, _>(should_notify(&job.queue))
             .get_result::<IdRow>(conn)
             .optional()?;
         if let Some(row) = inserted {
@@ -90,15 +128,94 @@ fn live_holder(conn: &mut PgConnection, key: &str) -> Result<Option<JobId>> {
     Ok(holder.map(JobId::from))
 }
 
-/// Inserts many jobs in ONE statement (`INSERT ... SELECT FROM unnest(...)`).
+/// Smallest batch that goes through `COPY` instead of `INSERT ... unnest`.
+const COPY_THRESHOLD: usize = 256;
+
+/// Inserts many jobs in ONE statement.
 ///
-/// Jobs whose unique key is held by a live job, or by an earlier job of the
-/// same batch, are skipped and reported in [`Enqueued::skipped`]; the others
-/// are inserted. Runs inside the caller's open transaction, if any.
+/// A large batch of jobs due now without unique keys streams through
+/// `COPY ... FROM STDIN` (the fastest way into PostgreSQL), followed by one
+/// `pg_notify` per distinct queue; any other batch is one
+/// `INSERT ... SELECT FROM unnest(...) ON CONFLICT DO NOTHING`. Jobs whose
+/// unique key is held by a live job, or by an earlier job of the same batch,
+/// are skipped and reported in [`Enqueued::skipped`]; the others are
+/// inserted. Runs inside the caller's open transaction, if any (else in one
+/// of its own): all of the batch or none of it.
 pub fn enqueue_many(conn: &mut PgConnection, jobs: &[NewJob]) -> Result<Enqueued> {
     if jobs.is_empty() {
         return Ok(Enqueued::default());
     }
+    let copyable = jobs.len() >= COPY_THRESHOLD
+        && jobs
+            .iter()
+            .all(|job| job.unique_key.is_none() && job.run_at.is_none() && job.delay_secs == 0.0);
+    if copyable {
+        return crate::isolation::in_transaction(conn, "BEGIN", |conn| copy_many(conn, jobs));
+    }
+    insert_many(conn, jobs)
+}
+
+/// Appends `field` to a `COPY` text-format line, escaped.
+fn push_field(line: &mut String, field: &str) {
+    for c in field.chars() {
+        match c {
+            '\\' => line.push_str("\\\\"),
+            '\t' => line.push_str("\\t"),
+            '\n' => line.push_str("\\n"),
+            '\r' => line.push_str("\\r"),
+            c => line.push(c),
+        }
+    }
+}
+
+/// `COPY` the jobs (all due now, none with a unique key), then wake their queues.
+fn copy_many(conn: &mut PgConnection, jobs: &[NewJob]) -> Result<Enqueued> {
+    use diesel::ExecuteCopyFromDsl;
+
+    use crate::schema::jobqueue_jobs::dsl;
+    let mut data = String::with_capacity(jobs.len() * 96);
+    for job in jobs {
+        use std::fmt::Write as _;
+        let _ = write!(data, "{}\t", job.id);
+        push_field(&mut data, &job.job_type);
+        data.push('\t');
+        push_field(&mut data, &job.queue);
+        let _ = write!(data, "\t{}\t", job.priority);
+        push_field(&mut data, &job.payload);
+        let _ = writeln!(data, "\t{}", job.max_attempts);
+    }
+    diesel::copy_from(dsl::jobqueue_jobs)
+        .from_raw_data(
+            (
+                dsl::id,
+                dsl::job_type,
+                dsl::queue,
+                dsl::priority,
+                dsl::payload,
+                dsl::max_attempts,
+            ),
+            |out: &mut dyn std::io::Write| -> Result<()> {
+                out.write_all(data.as_bytes()).map_err(|e| {
+                    Error::Database(diesel::result::Error::SerializationError(Box::new(e)))
+                })
+            },
+        )
+        .execute(conn)?;
+    let mut queues: Vec<&str> = jobs.iter().map(|job| job.queue.as_str()).collect();
+    queues.sort_unstable();
+    queues.dedup();
+    diesel::sql_query(sql::JOB_NOTIFY_QUEUES)
+        .bind::<Text, _>(crate::NOTIFY_CHANNEL)
+        .bind::<Array<Text>, _>(&queues)
+        .execute(conn)?;
+    Ok(Enqueued {
+        inserted: jobs.iter().map(|job| job.id).collect(),
+        skipped: Vec::new(),
+    })
+}
+
+/// `INSERT ... SELECT FROM unnest(...)` of the jobs.
+fn insert_many(conn: &mut PgConnection, jobs: &[NewJob]) -> Result<Enqueued> {
     let n = jobs.len();
     let mut ids = Vec::with_capacity(n);
     let mut types = Vec::with_capacity(n);
@@ -131,6 +248,7 @@ pub fn enqueue_many(conn: &mut PgConnection, jobs: &[NewJob]) -> Result<Enqueued
         .bind::<Array<Double>, _>(&delays)
         .bind::<Array<Nullable<Text>>, _>(&keys)
         .bind::<Text, _>(crate::NOTIFY_CHANNEL)
+        .bind::<Bool, _>(true)
         .load::<IdRow>(conn)?;
     let inserted: std::collections::HashSet<JobId> = rows.iter().map(|row| row.id).collect();
     let (inserted, skipped): (Vec<JobId>, Vec<JobId>) =

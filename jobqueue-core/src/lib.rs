@@ -72,7 +72,7 @@ mod status;
 pub use admin::{JobFilter, list_jobs, retry_failed, retry_job};
 pub use cancel::{CancelOutcome, cancel};
 pub use claim::{Claim, DEFAULT_LEASE, claim, explain_claim};
-pub use enqueue::{Enqueued, enqueue, enqueue_many};
+pub use enqueue::{Enqueued, NOTIFY_DEBOUNCE, enqueue, enqueue_many};
 pub use error::{Error, Result};
 pub use finish::{
     FailOutcome, FailedMany, Failure, cancel_held_many, complete, complete_many, fail, fail_many,

@@ -33,13 +33,14 @@ macro_rules! push_error {
 /// Wakes idle workers: one `pg_notify(channel, queue)` per distinct queue
 /// that just got a due job. PostgreSQL folds identical notifications of one
 /// transaction into one, so a transaction wakes each queue at most once.
-/// `$10` is the channel ([`crate::NOTIFY_CHANNEL`]), a bound parameter.
+/// `$10` is the channel ([`crate::NOTIFY_CHANNEL`]), a bound parameter;
+/// `$11` false skips the notification (see `enqueue.rs`: debounce).
 macro_rules! notify_and_return_ids {
     () => {
         "),
         wake AS (
             SELECT count(pg_notify($10, q.queue)) AS notified
-            FROM (SELECT DISTINCT queue FROM inserted WHERE run_at <= now()) AS q
+            FROM (SELECT DISTINCT queue FROM inserted WHERE $11 AND run_at <= now()) AS q
         )
         SELECT inserted.id FROM inserted, wake"
     };
@@ -50,7 +51,8 @@ macro_rules! notify_and_return_ids {
 ///
 /// `$1` id, `$2` job_type, `$3` queue, `$4` priority, `$5` payload (JSON text),
 /// `$6` max_attempts, `$7` run_at (nullable), `$8` delay in seconds (used when
-/// `$7` is null), `$9` unique_key (nullable), `$10` notify channel.
+/// `$7` is null), `$9` unique_key (nullable), `$10` notify channel, `$11`
+/// whether to notify.
 pub(crate) const JOB_INSERT: &str = concat!(
     "WITH inserted AS (
         INSERT INTO jobqueue_jobs
@@ -82,6 +84,9 @@ pub(crate) const JOB_INSERT_MANY: &str = concat!(
         RETURNING id, queue, run_at",
     notify_and_return_ids!()
 );
+
+/// Wakes the queues in `$2` (distinct names) on channel `$1`: after a `COPY`.
+pub(crate) const JOB_NOTIFY_QUEUES: &str = "SELECT pg_notify($1, q) FROM unnest($2::text[]) AS q";
 
 /// Claims up to `$3` due pending jobs for worker `$4` in one statement.
 ///

@@ -11,6 +11,9 @@ use jobqueue_core::{Claim, JobRow};
 use crate::db::Db;
 use crate::shared::{Backoff, JobState, Shared};
 
+/// First re-poll after a claim that found work.
+const QUICK_REPOLL: Duration = Duration::from_millis(2);
+
 /// A claimed job on its way to a worker.
 pub(crate) struct Claimed {
     pub(crate) row: JobRow,
@@ -39,6 +42,10 @@ pub(crate) fn run(
     let capacity = config.concurrency + config.prefetch;
     // Claim in chunks: wait until at least this much room, unless idle.
     let chunk = (capacity.min(config.batch_size) / 2).max(1);
+    // After finding work, re-poll at short, growing intervals before falling
+    // back to the slow poll: jobs whose enqueue skipped its notification
+    // (debounced) commit shortly after one that did.
+    let mut repoll = config.poll_interval;
     let mut claim = Claim::new(config.worker_id.clone())
         .queues(config.queues.iter().cloned())
         .job_types(shared.job_types.iter().cloned())
@@ -71,7 +78,12 @@ pub(crate) fn run(
                         return;
                     }
                 }
-                if got < room && !wait(&wake, &stop, config.poll_interval) {
+                repoll = if got > 0 {
+                    QUICK_REPOLL
+                } else {
+                    (repoll * 2).min(config.poll_interval)
+                };
+                if got < room && !wait(&wake, &stop, repoll.min(config.poll_interval)) {
                     break;
                 }
             }

@@ -30,6 +30,7 @@
 //! }
 //! ```
 
+pub mod bench;
 pub mod cli;
 mod completer;
 mod config;

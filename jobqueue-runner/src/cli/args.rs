@@ -51,6 +51,11 @@ pub enum Command {
     Prune(PruneArgs),
     /// Enqueue a realistic mix of jobs, work them, and report.
     Demo(DemoArgs),
+    /// Measure throughput and latency (in a database of its own).
+    Bench(BenchArgs),
+    /// A worker for the bench's own job type (started by `bench`).
+    #[command(hide = true)]
+    BenchWorker(WorkArgs),
 }
 
 /// `jobqueue work`.
@@ -178,4 +183,31 @@ pub struct DemoArgs {
     /// Database to create (or recreate) for the demo.
     #[arg(long, default_value = "jobqueue_demo")]
     pub database: String,
+}
+
+/// `jobqueue bench`.
+#[derive(Debug, clap::Args)]
+pub struct BenchArgs {
+    /// Runs per measurement.
+    #[arg(long, default_value_t = 3)]
+    pub runs: usize,
+    /// Small sizes, for a smoke test (figures not comparable).
+    #[arg(long)]
+    pub quick: bool,
+    /// Only these measurements, comma-separated: bulk, txn, burn, floor,
+    /// pickup, history, steady, footprint.
+    #[arg(long, value_delimiter = ',')]
+    pub only: Vec<String>,
+    /// Database to create for the bench (dropped at the end).
+    #[arg(long, default_value = "jobqueue_bench")]
+    pub database: String,
+    /// Use the database even if it holds jobs (they are deleted).
+    #[arg(long)]
+    pub force: bool,
+    /// Producer rate of the steady-state run, jobs/s.
+    #[arg(long, default_value_t = 5000)]
+    pub steady_rate: u32,
+    /// Length of each steady-state run, seconds.
+    #[arg(long, default_value_t = 60)]
+    pub steady_secs: u64,
 }

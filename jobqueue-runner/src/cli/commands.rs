@@ -31,7 +31,38 @@ pub(super) fn run(args: Args, registry: Registry) -> Result<()> {
             demo_args.jobs,
             demo_args.concurrency,
         ),
+        Command::Bench(bench) => run_bench(&url, bench),
+        Command::BenchWorker(work_args) => work(&url, work_args, crate::bench::registry()),
     }
+}
+
+fn run_bench(url: &str, bench: super::args::BenchArgs) -> Result<()> {
+    let known = [
+        "bulk",
+        "txn",
+        "burn",
+        "floor",
+        "pickup",
+        "history",
+        "steady",
+        "footprint",
+    ];
+    if let Some(unknown) = bench.only.iter().find(|o| !known.contains(&o.as_str())) {
+        return Err(RunnerError::Usage(format!(
+            "--only: unknown measurement `{unknown}` (known: {})",
+            known.join(", ")
+        )));
+    }
+    let options = crate::bench::BenchOptions {
+        runs: bench.runs,
+        quick: bench.quick,
+        only: bench.only,
+        database: bench.database,
+        force: bench.force,
+        steady_rate: bench.steady_rate,
+        steady_secs: bench.steady_secs,
+    };
+    crate::bench::run(url, &options)
 }
 
 fn connect(url: &str) -> Result<PgConnection> {

@@ -1,0 +1,69 @@
+//! Claim cost with an empty table against one holding a long history of
+//! finished (not yet pruned) rows.
+
+use std::time::Instant;
+
+use diesel::{Connection, PgConnection, RunQueryDsl};
+use jobqueue_core::Claim;
+
+use super::enqueue::{build, insert};
+use super::{Row, Sizes, db, median, reset};
+use crate::RunnerError;
+
+/// Jobs per measured claim.
+const BATCH: i64 = 100;
+
+/// Median latency (ms) of `claims` claims of `BATCH` jobs from a backlog.
+fn claim_latency(conn: &mut PgConnection, claims: usize) -> Result<f64, RunnerError> {
+    insert(conn, &build(claims * BATCH as usize)?)?;
+    let claim = Claim::new("bench-history").limit(BATCH);
+    let mut times = Vec::with_capacity(claims);
+    for _ in 0..claims {
+        let started = Instant::now();
+        let rows = jobqueue_core::claim(conn, &claim)?;
+        times.push(started.elapsed().as_secs_f64() * 1000.0);
+        let leases: Vec<_> = rows.iter().map(|row| row.lease()).collect();
+        jobqueue_core::complete_many(conn, &leases)?;
+    }
+    Ok(median(&times))
+}
+
+pub(crate) fn claim_cost(url: &str, sizes: &Sizes, runs: usize) -> Result<Vec<Row>, RunnerError> {
+    let mut conn = PgConnection::establish(url).map_err(db)?;
+    let (mut empty, mut full, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..runs {
+        reset(&mut conn)?;
+        let base = claim_latency(&mut conn, sizes.history_claims)?;
+        diesel::sql_query(
+            "INSERT INTO jobqueue_jobs (id, job_type, status, payload, attempts, claim_count, worker_id,
+                                        claimed_at, started_at, finished_at, created_at, run_at)
+             SELECT gen_random_uuid(), 'bench.noop', 'completed', '{\"seq\":0}', 1, 1, 'history',
+                    now() - g * interval '1 ms', now() - g * interval '1 ms', now() - g * interval '1 ms',
+                    now() - g * interval '1 ms', now() - g * interval '1 ms'
+             FROM generate_series(1, $1) AS g",
+        )
+        .bind::<diesel::sql_types::Integer, _>(sizes.history_rows as i32)
+        .execute(&mut conn)
+        .map_err(db)?;
+        let loaded = claim_latency(&mut conn, sizes.history_claims)?;
+        empty.push(base);
+        full.push(loaded);
+        ratios.push(loaded / base);
+    }
+    Ok(vec![
+        Row::new(
+            format!("claim {BATCH}, empty history (median of claims)"),
+            "ms",
+            empty,
+        ),
+        Row::new(
+            format!(
+                "claim {BATCH}, {} finished rows present",
+                sizes.history_rows
+            ),
+            "ms",
+            full,
+        ),
+        Row::new("claim cost with history / empty", "ratio", ratios),
+    ])
+}

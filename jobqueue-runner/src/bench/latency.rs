@@ -1,0 +1,170 @@
+//! Pickup latency (enqueue commit to handler start) of an idle runner, and a
+//! steady-state run: a producer at a fixed rate against a runner.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::time::{Duration, Instant};
+
+use diesel::{Connection, PgConnection, RunQueryDsl};
+use jobqueue_core::{Job, JobOptions, NewJob};
+
+use super::noop::{self, BenchNoop};
+use super::{Row, Sizes, count, db, quantile, reset};
+use crate::{Runner, RunnerConfig, RunnerError};
+
+/// Latencies in ms from commit instants to recorded handler starts.
+fn latencies(commits: &HashMap<u64, Instant>, starts: &HashMap<u64, Instant>) -> Vec<f64> {
+    let mut out: Vec<f64> = commits
+        .iter()
+        .filter_map(|(seq, committed)| {
+            let started = starts.get(seq)?;
+            Some(started.saturating_duration_since(*committed).as_secs_f64() * 1000.0)
+        })
+        .collect();
+    out.sort_by(f64::total_cmp);
+    out
+}
+
+fn wait_started(commits: &HashMap<u64, Instant>, timeout: Duration) {
+    let deadline = Instant::now() + timeout;
+    while Instant::now() < deadline && commits.keys().any(|seq| noop::started(*seq).is_none()) {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+pub(crate) fn pickup(url: &str, sizes: &Sizes, runs: usize) -> Result<Vec<Row>, RunnerError> {
+    let mut conn = PgConnection::establish(url).map_err(db)?;
+    let (mut p50, mut p95, mut p99) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..runs {
+        reset(&mut conn)?;
+        let runner = Runner::new(RunnerConfig::new(url), super::registry()).start()?;
+        std::thread::sleep(Duration::from_millis(500));
+        noop::record_starts();
+        let mut commits = HashMap::new();
+        for seq in 1..=sizes.pickup_jobs as u64 {
+            BenchNoop { seq }.enqueue(&mut conn)?;
+            commits.insert(seq, Instant::now());
+            std::thread::sleep(sizes.pickup_pause);
+        }
+        wait_started(&commits, Duration::from_secs(10));
+        let lat = latencies(&commits, &noop::take_starts());
+        runner.shutdown();
+        if lat.len() < commits.len() {
+            return Err(RunnerError::Usage(format!(
+                "pickup: only {} of {} jobs started",
+                lat.len(),
+                commits.len()
+            )));
+        }
+        p50.push(quantile(&lat, 0.50));
+        p95.push(quantile(&lat, 0.95));
+        p99.push(quantile(&lat, 0.99));
+    }
+    let name = |p| {
+        format!(
+            "pickup latency p{p}, idle runner, {} jobs",
+            sizes.pickup_jobs
+        )
+    };
+    Ok(vec![
+        Row::new(name(50), "ms", p50).note("enqueue commit -> handler start"),
+        Row::new(name(95), "ms", p95),
+        Row::new(name(99), "ms", p99),
+    ])
+}
+
+#[derive(diesel::QueryableByName)]
+struct Dead {
+    #[diesel(sql_type = diesel::sql_types::BigInt)]
+    n: i64,
+}
+
+fn dead_tuples(conn: &mut PgConnection) -> Result<i64, RunnerError> {
+    let _ = diesel::sql_query("SELECT pg_stat_force_next_flush()").execute(conn);
+    Ok(diesel::sql_query(
+        "SELECT coalesce(n_dead_tup, 0) AS n FROM pg_stat_user_tables WHERE relname = 'jobqueue_jobs'",
+    )
+    .get_result::<Dead>(conn)
+    .map_err(db)?
+    .n)
+}
+
+pub(crate) fn steady(
+    url: &str,
+    rate: u32,
+    duration: Duration,
+    runs: usize,
+) -> Result<Vec<Row>, RunnerError> {
+    let mut conn = PgConnection::establish(url).map_err(db)?;
+    let (mut depths, mut p95s, mut deads, mut done_rates) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    const TICK: Duration = Duration::from_millis(10);
+    let per_tick = (rate as usize / 100).max(1);
+    for _ in 0..runs {
+        reset(&mut conn)?;
+        let runner =
+            Runner::new(RunnerConfig::new(url).concurrency(32), super::registry()).start()?;
+        std::thread::sleep(Duration::from_millis(300));
+        noop::record_starts();
+        // Sample the due backlog once a second from another connection.
+        let max_depth = Arc::new(AtomicI64::new(0));
+        let sampling = Arc::new(AtomicBool::new(true));
+        let sampler = {
+            let (url, max_depth, sampling) = (
+                url.to_owned(),
+                Arc::clone(&max_depth),
+                Arc::clone(&sampling),
+            );
+            std::thread::spawn(move || -> Result<(), RunnerError> {
+                let mut conn = PgConnection::establish(&url).map_err(db)?;
+                while sampling.load(Ordering::Relaxed) {
+                    let depth = count(&mut conn, "status = 'pending'")?;
+                    max_depth.fetch_max(depth, Ordering::Relaxed);
+                    std::thread::sleep(Duration::from_secs(1));
+                }
+                Ok(())
+            })
+        };
+        let mut commits = HashMap::new();
+        let started = Instant::now();
+        let mut next = started;
+        let mut seq = 0u64;
+        while started.elapsed() < duration {
+            let batch: Vec<NewJob> = (0..per_tick)
+                .map(|_| {
+                    seq += 1;
+                    NewJob::from_job(&BenchNoop { seq }, JobOptions::new())
+                })
+                .collect::<Result<_, _>>()?;
+            conn.transaction(|conn| jobqueue_core::enqueue_many(conn, &batch))?;
+            let committed = Instant::now();
+            for job_seq in seq + 1 - per_tick as u64..=seq {
+                commits.insert(job_seq, committed);
+            }
+            next += TICK;
+            std::thread::sleep(next.saturating_duration_since(Instant::now()));
+        }
+        let produced = seq as f64 / started.elapsed().as_secs_f64();
+        wait_started(&commits, Duration::from_secs(30));
+        sampling.store(false, Ordering::Relaxed);
+        let _ = sampler.join();
+        let lat = latencies(&commits, &noop::take_starts());
+        runner.shutdown();
+        depths.push(max_depth.load(Ordering::Relaxed) as f64);
+        p95s.push(quantile(&lat, 0.95));
+        deads.push(dead_tuples(&mut conn)? as f64);
+        done_rates.push(produced);
+    }
+    let label = format!(
+        "steady {rate} jobs/s for {} s, 32 workers",
+        duration.as_secs()
+    );
+    Ok(vec![
+        Row::new(format!("{label}: producer rate"), "jobs/s", done_rates),
+        Row::new(format!("{label}: max due backlog"), "jobs", depths).note("sampled each second"),
+        Row::new(format!("{label}: pickup p95"), "ms", p95s),
+        Row::new(format!("{label}: dead tuples at end"), "tuples", deads)
+            .note("pg_stat_user_tables, autovacuum on"),
+    ])
+}

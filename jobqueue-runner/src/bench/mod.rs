@@ -1,0 +1,353 @@
+//! `jobqueue bench`: measured throughput and latency of the queue, printed
+//! as rows of median and min–max over several runs, with ratios against
+//! baselines run in the same process.
+//!
+//! The bench works in a database of its own (default `jobqueue_bench`,
+//! created and dropped by the bench); it refuses a database that holds jobs
+//! unless given `--force`. PostgreSQL's settings are left as they are (run
+//! it against a server at its durable defaults: fsync and
+//! synchronous_commit on).
+
+mod burn;
+mod enqueue;
+mod footprint;
+mod history;
+mod latency;
+mod noop;
+
+use std::time::Duration;
+
+use diesel::{Connection, PgConnection, RunQueryDsl};
+
+use crate::RunnerError;
+
+pub use noop::{BenchNoop, registry};
+
+/// What to run, and how big.
+#[derive(Debug, Clone)]
+pub struct BenchOptions {
+    /// Runs per measurement (at least 1; 3 for published figures).
+    pub runs: usize,
+    /// Small sizes for a smoke test: figures are not comparable.
+    pub quick: bool,
+    /// Only these measurements (empty: all). Names: bulk, txn, burn, floor,
+    /// pickup, history, steady, footprint.
+    pub only: Vec<String>,
+    /// Database to create for the bench.
+    pub database: String,
+    /// Use the database even if it holds jobs (they are deleted).
+    pub force: bool,
+    /// Producer rate of the steady-state run, jobs/s.
+    pub steady_rate: u32,
+    /// Length of one steady-state run.
+    pub steady_secs: u64,
+}
+
+/// Sizes of each measurement, full or quick.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Sizes {
+    pub(crate) bulk_jobs: usize,
+    pub(crate) txn_threads: usize,
+    pub(crate) txn_duration: Duration,
+    pub(crate) burn_jobs: usize,
+    pub(crate) burn_workers: &'static [usize],
+    pub(crate) floor_threads: usize,
+    pub(crate) floor_batch: i64,
+    pub(crate) pickup_jobs: usize,
+    pub(crate) pickup_pause: Duration,
+    pub(crate) history_rows: usize,
+    pub(crate) history_claims: usize,
+    pub(crate) footprint_workers: usize,
+    pub(crate) idle_window: Duration,
+}
+
+impl Sizes {
+    fn new(quick: bool) -> Self {
+        if quick {
+            Sizes {
+                bulk_jobs: 5_000,
+                txn_threads: 8,
+                txn_duration: Duration::from_millis(300),
+                burn_jobs: 3_000,
+                burn_workers: &[1, 8],
+                floor_threads: 8,
+                floor_batch: 100,
+                pickup_jobs: 20,
+                pickup_pause: Duration::from_millis(5),
+                history_rows: 20_000,
+                history_claims: 20,
+                footprint_workers: 16,
+                idle_window: Duration::from_secs(1),
+            }
+        } else {
+            Sizes {
+                bulk_jobs: 200_000,
+                txn_threads: 8,
+                txn_duration: Duration::from_secs(3),
+                burn_jobs: 200_000,
+                burn_workers: &[1, 8, 32, 128],
+                floor_threads: 8,
+                floor_batch: 100,
+                pickup_jobs: 500,
+                pickup_pause: Duration::from_millis(10),
+                history_rows: 1_000_000,
+                history_claims: 200,
+                footprint_workers: 128,
+                idle_window: Duration::from_secs(10),
+            }
+        }
+    }
+}
+
+/// One printed row: a figure measured over several runs.
+#[derive(Debug, Clone)]
+pub(crate) struct Row {
+    pub(crate) name: String,
+    pub(crate) unit: &'static str,
+    pub(crate) values: Vec<f64>,
+    pub(crate) note: String,
+}
+
+impl Row {
+    pub(crate) fn new(name: impl Into<String>, unit: &'static str, values: Vec<f64>) -> Self {
+        Row {
+            name: name.into(),
+            unit,
+            values,
+            note: String::new(),
+        }
+    }
+
+    pub(crate) fn note(mut self, note: impl Into<String>) -> Self {
+        self.note = note.into();
+        self
+    }
+
+    pub(crate) fn median(&self) -> f64 {
+        median(&self.values)
+    }
+
+    fn print(&self) {
+        let min = self.values.iter().copied().fold(f64::INFINITY, f64::min);
+        let max = self
+            .values
+            .iter()
+            .copied()
+            .fold(f64::NEG_INFINITY, f64::max);
+        println!(
+            "{:<46} {:>12} {:>25} {:<8} {}",
+            self.name,
+            fmt(self.median()),
+            format!("{} – {}", fmt(min), fmt(max)),
+            self.unit,
+            self.note
+        );
+    }
+}
+
+fn fmt(value: f64) -> String {
+    if !value.is_finite() {
+        "-".to_owned()
+    } else if value.abs() >= 100.0 {
+        format!("{value:.0}")
+    } else if value.abs() >= 1.0 {
+        format!("{value:.2}")
+    } else {
+        format!("{value:.3}")
+    }
+}
+
+/// The median of `values` (NaN if empty).
+pub(crate) fn median(values: &[f64]) -> f64 {
+    if values.is_empty() {
+        return f64::NAN;
+    }
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    let mid = sorted.len() / 2;
+    if sorted.len().is_multiple_of(2) {
+        (sorted[mid - 1] + sorted[mid]) / 2.0
+    } else {
+        sorted[mid]
+    }
+}
+
+/// The `p` quantile (0..=1) of `sorted`.
+pub(crate) fn quantile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let rank = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[rank.min(sorted.len() - 1)]
+}
+
+/// A database error as a runner error.
+pub(crate) fn db<E: Into<jobqueue_core::Error>>(e: E) -> RunnerError {
+    RunnerError::Queue(e.into())
+}
+
+/// Empties the jobs table between runs.
+pub(crate) fn reset(conn: &mut PgConnection) -> Result<(), RunnerError> {
+    diesel::sql_query("TRUNCATE jobqueue_jobs")
+        .execute(conn)
+        .map_err(db)?;
+    Ok(())
+}
+
+#[derive(diesel::QueryableByName)]
+struct Count {
+    #[diesel(sql_type = diesel::sql_types::BigInt)]
+    n: i64,
+}
+
+/// `SELECT count(*) FROM jobqueue_jobs WHERE condition` (bench code only).
+pub(crate) fn count(conn: &mut PgConnection, condition: &str) -> Result<i64, RunnerError> {
+    Ok(diesel::sql_query(format!(
+        "SELECT count(*) AS n FROM jobqueue_jobs WHERE {condition}"
+    ))
+    .get_result::<Count>(conn)
+    .map_err(db)?
+    .n)
+}
+
+/// Creates the bench's database on `server_url` (refusing one that holds
+/// jobs unless `force`); returns its URL.
+fn prepare_database(server_url: &str, options: &BenchOptions) -> Result<String, RunnerError> {
+    let name = &options.database;
+    if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+        return Err(RunnerError::Usage(format!(
+            "--database `{name}` must be a plain name ([A-Za-z0-9_])"
+        )));
+    }
+    let url = crate::postgres::with_database(server_url, name);
+    if let Ok(mut existing) = PgConnection::establish(&url) {
+        let jobs = count(&mut existing, "true").unwrap_or(0);
+        if jobs > 0 && !options.force {
+            return Err(RunnerError::Usage(format!(
+                "database `{name}` holds {jobs} jobs: the bench would delete them; pass --force, or --database another name"
+            )));
+        }
+    }
+    let mut admin = PgConnection::establish(server_url).map_err(db)?;
+    diesel::sql_query(format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+        .execute(&mut admin)
+        .map_err(db)?;
+    diesel::sql_query(format!("CREATE DATABASE {name}"))
+        .execute(&mut admin)
+        .map_err(db)?;
+    let mut conn = PgConnection::establish(&url).map_err(db)?;
+    jobqueue_core::run_migrations(&mut conn)?;
+    Ok(url)
+}
+
+#[derive(diesel::QueryableByName)]
+struct Setting {
+    #[diesel(sql_type = diesel::sql_types::Text)]
+    setting: String,
+}
+
+fn setting(conn: &mut PgConnection, name: &str) -> String {
+    diesel::sql_query("SELECT current_setting($1) AS setting")
+        .bind::<diesel::sql_types::Text, _>(name)
+        .get_result::<Setting>(conn)
+        .map(|s| s.setting)
+        .unwrap_or_else(|_| "?".to_owned())
+}
+
+/// Runs the bench against the server at `server_url`.
+pub fn run(server_url: &str, options: &BenchOptions) -> Result<(), RunnerError> {
+    let sizes = Sizes::new(options.quick);
+    let runs = options.runs.max(1);
+    let url = prepare_database(server_url, options)?;
+    let mut conn = PgConnection::establish(&url).map_err(db)?;
+    let wanted = |name: &str| options.only.is_empty() || options.only.iter().any(|o| o == name);
+    println!(
+        "jobqueue bench: {} runs per row{}; PostgreSQL {} (fsync={}, synchronous_commit={}, wal_sync_method={}); {} CPUs",
+        runs,
+        if options.quick {
+            " (quick sizes: not comparable)"
+        } else {
+            ""
+        },
+        setting(&mut conn, "server_version"),
+        setting(&mut conn, "fsync"),
+        setting(&mut conn, "synchronous_commit"),
+        setting(&mut conn, "wal_sync_method"),
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1)
+    );
+    println!(
+        "{:<46} {:>12} {:>25} {:<8} note",
+        "measurement", "median", "min – max", "unit"
+    );
+    let mut burn_best: Option<Row> = None;
+    if wanted("bulk") {
+        enqueue::bulk(&url, &sizes, runs)?.print();
+    }
+    if wanted("txn") {
+        for row in enqueue::transactional(&url, &sizes, runs)? {
+            row.print();
+        }
+    }
+    if wanted("burn") {
+        for row in burn::burn_down(&url, &sizes, runs)? {
+            row.print();
+            if burn_best
+                .as_ref()
+                .is_none_or(|best| row.median() > best.median())
+            {
+                burn_best = Some(row);
+            }
+        }
+    }
+    if wanted("floor") {
+        let floor = burn::floor(&url, &sizes, runs)?;
+        floor.print();
+        if let Some(best) = &burn_best {
+            let ratios: Vec<f64> = best
+                .values
+                .iter()
+                .zip(&floor.values)
+                .map(|(runner, bare)| runner / bare)
+                .collect();
+            Row::new("runner best burn-down / bare-SQL floor", "ratio", ratios)
+                .note(format!("best: {}", best.name))
+                .print();
+        }
+    }
+    if wanted("pickup") {
+        latency::pickup(&url, &sizes, runs)?
+            .into_iter()
+            .for_each(|row| row.print());
+    }
+    if wanted("history") {
+        history::claim_cost(&url, &sizes, runs)?
+            .into_iter()
+            .for_each(|row| row.print());
+    }
+    if wanted("steady") {
+        let secs = if options.quick {
+            options.steady_secs.min(3)
+        } else {
+            options.steady_secs
+        };
+        latency::steady(&url, options.steady_rate, Duration::from_secs(secs), runs)?
+            .into_iter()
+            .for_each(|row| row.print());
+    }
+    if wanted("footprint") {
+        footprint::measure(&url, &sizes, runs)?
+            .into_iter()
+            .for_each(|row| row.print());
+    }
+    drop(conn);
+    let mut admin = PgConnection::establish(server_url).map_err(db)?;
+    diesel::sql_query(format!(
+        "DROP DATABASE IF EXISTS {} WITH (FORCE)",
+        options.database
+    ))
+    .execute(&mut admin)
+    .map_err(db)?;
+    Ok(())
+}

@@ -1,0 +1,59 @@
+//! The bench's job type: does nothing, optionally notes when it started.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::Instant;
+
+use jobqueue_core::Job;
+use serde::{Deserialize, Serialize};
+
+use crate::shared::lock;
+use crate::{JobContext, JobError, Perform, Registry};
+
+/// Handler start times by `seq`, while a latency measurement is recording.
+static STARTS: Mutex<Option<HashMap<u64, Instant>>> = Mutex::new(None);
+
+/// A no-op job; `seq` identifies it to latency measurements.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct BenchNoop {
+    /// Sequence number (0: not timed).
+    pub seq: u64,
+}
+
+impl Job for BenchNoop {
+    const JOB_TYPE: &'static str = "bench.noop";
+}
+
+impl Perform for BenchNoop {
+    fn perform(&self, _ctx: &mut JobContext<'_>) -> Result<(), JobError> {
+        if self.seq > 0 {
+            let now = Instant::now();
+            if let Some(starts) = lock(&STARTS).as_mut() {
+                starts.insert(self.seq, now);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The bench's handlers.
+pub fn registry() -> Registry {
+    Registry::new().register::<BenchNoop>()
+}
+
+/// Starts recording handler start times.
+pub(crate) fn record_starts() {
+    *lock(&STARTS) = Some(HashMap::new());
+}
+
+/// Stops recording; returns what was recorded.
+pub(crate) fn take_starts() -> HashMap<u64, Instant> {
+    lock(&STARTS).take().unwrap_or_default()
+}
+
+/// Start time of `seq`, if its handler started.
+pub(crate) fn started(seq: u64) -> Option<Instant> {
+    lock(&STARTS)
+        .as_ref()
+        .and_then(|starts| starts.get(&seq).copied())
+}
