@@ -5,7 +5,8 @@ use std::time::Duration;
 use diesel::prelude::*;
 use diesel::sql_types::{Array, BigInt, Double, Text};
 
-use crate::isolation::{CLAIM_BEGIN, in_transaction};
+use crate::isolation::{CLAIM_BEGIN, Scope, in_transaction, scoped};
+use crate::prepared::prepared;
 use crate::{Error, JobRow, Result, limits, sql};
 
 /// Default lease: how long a claim holds a job without a heartbeat.
@@ -99,9 +100,17 @@ impl Claim {
 /// used, a new fencing token ([`JobRow::lease`]) and a lease of `claim.lease`
 /// from the database's `now()`. Concurrent claimers never get the same job.
 pub fn claim(conn: &mut PgConnection, claim: &Claim) -> Result<Vec<JobRow>> {
+    claim_in(conn, Scope::Own, claim)
+}
+
+pub(crate) fn claim_in(
+    conn: &mut PgConnection,
+    scope: Scope,
+    claim: &Claim,
+) -> Result<Vec<JobRow>> {
     claim.validate()?;
-    let mut rows = in_transaction(conn, CLAIM_BEGIN, |conn| {
-        Ok(diesel::sql_query(sql::JOB_CLAIM_MANY)
+    let mut rows = scoped(conn, scope, CLAIM_BEGIN, |conn| {
+        Ok(prepared::<sql::JobClaimMany>()
             .bind::<Array<Text>, _>(&claim.queues)
             .bind::<Array<Text>, _>(&claim.job_types)
             .bind::<BigInt, _>(claim.limit)

@@ -29,7 +29,7 @@ use diesel::sql_types::{Array, Bool, Double, Integer, Nullable, Text, Timestampt
 use crate::{Error, JobId, NewJob, Result, sql};
 
 /// Least time between two notifications of one queue from this process.
-pub const NOTIFY_DEBOUNCE: Duration = Duration::from_millis(2);
+pub const NOTIFY_DEBOUNCE: Duration = Duration::from_millis(5);
 
 /// When this process last notified each queue.
 static LAST_NOTIFY: Mutex<Option<HashMap<String, Instant>>> = Mutex::new(None);
@@ -78,7 +78,7 @@ pub struct Enqueued {
 /// job already holds the job's unique key.
 pub fn enqueue(conn: &mut PgConnection, job: &NewJob) -> Result<JobId> {
     for _ in 0..UNIQUE_RETRIES {
-        let inserted = diesel::sql_query(sql::JOB_INSERT)
+        let inserted = crate::prepared::prepared::<sql::JobInsert>()
             .bind::<Uuid, _>(job.id)
             .bind::<Text, _>(&job.job_type)
             .bind::<Text, _>(&job.queue)

@@ -8,8 +8,9 @@ use chrono::{DateTime, Utc};
 use diesel::prelude::*;
 use diesel::sql_types::{Array, Double, Integer, Nullable, Text, Timestamptz, Uuid};
 
-use crate::isolation::read_committed;
+use crate::isolation::{READ_COMMITTED_BEGIN, Scope, scoped};
 use crate::lease::columns;
+use crate::prepared::{Statement, prepared};
 use crate::{Error, Fenced, JobId, JobStatus, Lease, Result, RetryPolicy, limits, sql};
 
 #[derive(QueryableByName)]
@@ -19,17 +20,17 @@ struct IdRow {
 }
 
 /// Runs one of the `(ids, tokens) -> RETURNING id` statements.
-fn fenced_update(
+pub(crate) fn fenced_update<S: Statement>(
     conn: &mut PgConnection,
-    statement: &'static str,
+    scope: Scope,
     leases: &[Lease],
 ) -> Result<Fenced> {
     if leases.is_empty() {
         return Ok(Fenced::default());
     }
     let (ids, tokens) = columns(leases);
-    let rows = read_committed(conn, |conn| {
-        Ok(diesel::sql_query(statement)
+    let rows = scoped(conn, scope, READ_COMMITTED_BEGIN, |conn| {
+        Ok(prepared::<S>()
             .bind::<Array<Uuid>, _>(&ids)
             .bind::<Array<Integer>, _>(&tokens)
             .load::<IdRow>(conn)?)
@@ -53,7 +54,7 @@ fn single(lease: &Lease, fenced: Fenced) -> Result<()> {
 
 /// Marks held jobs as `running` (their handlers started).
 pub fn start_many(conn: &mut PgConnection, leases: &[Lease]) -> Result<Fenced> {
-    fenced_update(conn, sql::JOB_START_MANY, leases)
+    fenced_update::<sql::JobStartMany>(conn, Scope::Own, leases)
 }
 
 /// Completes many held jobs in ONE statement. Jobs no longer held under their
@@ -62,7 +63,7 @@ pub fn start_many(conn: &mut PgConnection, leases: &[Lease]) -> Result<Fenced> {
 /// Called inside the caller's transaction, the completion commits or rolls
 /// back with the handler's own writes: exactly-once database effects.
 pub fn complete_many(conn: &mut PgConnection, leases: &[Lease]) -> Result<Fenced> {
-    fenced_update(conn, sql::JOB_COMPLETE_MANY, leases)
+    fenced_update::<sql::JobCompleteMany>(conn, Scope::Own, leases)
 }
 
 /// Completes one held job; [`Error::LeaseLost`] (and no change) if it is no
@@ -74,12 +75,12 @@ pub fn complete(conn: &mut PgConnection, lease: &Lease) -> Result<()> {
 /// Hands held jobs back to `pending` without using up an attempt: for a runner
 /// that claimed them but will not start them (shutting down).
 pub fn release_many(conn: &mut PgConnection, leases: &[Lease]) -> Result<Fenced> {
-    fenced_update(conn, sql::JOB_RELEASE_MANY, leases)
+    fenced_update::<sql::JobReleaseMany>(conn, Scope::Own, leases)
 }
 
 /// Finishes held jobs as `cancelled` (their handlers stopped on a cancel request).
 pub fn cancel_held_many(conn: &mut PgConnection, leases: &[Lease]) -> Result<Fenced> {
-    fenced_update(conn, sql::JOB_CANCEL_HELD_MANY, leases)
+    fenced_update::<sql::JobCancelHeldMany>(conn, Scope::Own, leases)
 }
 
 /// One failed attempt to record.
@@ -151,6 +152,14 @@ struct FailRow {
 /// `pending` after its delay while it has attempts left, else goes to
 /// `failed`; its error is kept as `last_error` and in its error history.
 pub fn fail_many(conn: &mut PgConnection, failures: &[Failure]) -> Result<FailedMany> {
+    fail_many_in(conn, Scope::Own, failures)
+}
+
+pub(crate) fn fail_many_in(
+    conn: &mut PgConnection,
+    scope: Scope,
+    failures: &[Failure],
+) -> Result<FailedMany> {
     if failures.is_empty() {
         return Ok(FailedMany::default());
     }
@@ -165,8 +174,8 @@ pub fn fail_many(conn: &mut PgConnection, failures: &[Failure]) -> Result<Failed
         delays.push(failure.retry_in.map(|d| d.as_secs_f64()));
         errors.push(limits::clip_error(&failure.error));
     }
-    let rows = read_committed(conn, |conn| {
-        Ok(diesel::sql_query(sql::JOB_FAIL_MANY)
+    let rows = scoped(conn, scope, READ_COMMITTED_BEGIN, |conn| {
+        Ok(prepared::<sql::JobFailMany>()
             .bind::<Array<Uuid>, _>(&ids)
             .bind::<Array<Integer>, _>(&tokens)
             .bind::<Array<Nullable<Double>>, _>(&delays)

@@ -5,8 +5,9 @@ use std::time::Duration;
 use diesel::prelude::*;
 use diesel::sql_types::{Array, Bool, Double, Integer, Nullable, SmallInt, Text, Uuid};
 
-use crate::isolation::read_committed;
+use crate::isolation::{READ_COMMITTED_BEGIN, Scope, read_committed, scoped};
 use crate::lease::columns;
+use crate::prepared::prepared;
 use crate::{Error, JobId, Lease, Result, sql};
 
 #[derive(QueryableByName)]
@@ -36,12 +37,21 @@ pub fn heartbeat_many(
     leases: &[Lease],
     lease: Duration,
 ) -> Result<Heartbeat> {
+    heartbeat_many_in(conn, Scope::Own, leases, lease)
+}
+
+pub(crate) fn heartbeat_many_in(
+    conn: &mut PgConnection,
+    scope: Scope,
+    leases: &[Lease],
+    lease: Duration,
+) -> Result<Heartbeat> {
     if leases.is_empty() {
         return Ok(Heartbeat::default());
     }
     let (ids, tokens) = columns(leases);
-    let rows = read_committed(conn, |conn| {
-        Ok(diesel::sql_query(sql::JOB_HEARTBEAT_MANY)
+    let rows = scoped(conn, scope, READ_COMMITTED_BEGIN, |conn| {
+        Ok(prepared::<sql::JobHeartbeatMany>()
             .bind::<Array<Uuid>, _>(&ids)
             .bind::<Array<Integer>, _>(&tokens)
             .bind::<Double, _>(lease.as_secs_f64())

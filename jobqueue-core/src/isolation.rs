@@ -8,13 +8,45 @@ use diesel::connection::{AnsiTransactionManager, TransactionManager};
 
 use crate::{Error, Result};
 
+/// How a queue statement gets its isolation and planner settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Scope {
+    /// In a transaction of its own opened with the needed settings (or in
+    /// the caller's open transaction, as it is).
+    Own,
+    /// On a [`crate::QueueSession`], whose session already has them: one
+    /// statement, one round trip.
+    Session,
+}
+
+/// Opening of a queue statement's own transaction.
+pub(crate) const READ_COMMITTED_BEGIN: &str = "BEGIN ISOLATION LEVEL READ COMMITTED";
+
+/// Session settings of a [`crate::QueueSession`]: what [`READ_COMMITTED_BEGIN`]
+/// and [`CLAIM_BEGIN`] set per transaction, set once for the session.
+pub(crate) const SESSION_SETUP: &str = "SET SESSION CHARACTERISTICS AS TRANSACTION ISOLATION LEVEL READ COMMITTED; \
+     SET enable_bitmapscan = off; SET enable_sort = off";
+
 /// Runs `f` in a READ COMMITTED transaction of its own, or, when `conn` is
 /// already inside a transaction, in that one (the caller chose its isolation).
 pub(crate) fn read_committed<T>(
     conn: &mut PgConnection,
     f: impl FnOnce(&mut PgConnection) -> Result<T>,
 ) -> Result<T> {
-    in_transaction(conn, "BEGIN ISOLATION LEVEL READ COMMITTED", f)
+    in_transaction(conn, READ_COMMITTED_BEGIN, f)
+}
+
+/// Runs `f` as `scope` says: in a transaction opened by `begin`, or as is.
+pub(crate) fn scoped<T>(
+    conn: &mut PgConnection,
+    scope: Scope,
+    begin: &str,
+    f: impl FnOnce(&mut PgConnection) -> Result<T>,
+) -> Result<T> {
+    match scope {
+        Scope::Own => in_transaction(conn, begin, f),
+        Scope::Session => f(conn),
+    }
 }
 
 /// Opening of the claim's transaction: READ COMMITTED, and a plan that walks

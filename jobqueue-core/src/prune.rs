@@ -5,7 +5,7 @@ use std::time::Duration;
 use diesel::prelude::*;
 use diesel::sql_types::{BigInt, Double, Text};
 
-use crate::isolation::read_committed;
+use crate::isolation::{READ_COMMITTED_BEGIN, Scope, scoped};
 use crate::{Error, JobStatus, Result, sql};
 
 /// How long finished jobs are kept, per status. `None` keeps them forever.
@@ -49,6 +49,14 @@ pub struct Pruned {
 /// Deletes finished jobs older than their retention (by `finished_at` and the
 /// database's clock), `retention.batch` rows per statement until none are left.
 pub fn prune(conn: &mut PgConnection, retention: &Retention) -> Result<Pruned> {
+    prune_in(conn, Scope::Own, retention)
+}
+
+pub(crate) fn prune_in(
+    conn: &mut PgConnection,
+    scope: Scope,
+    retention: &Retention,
+) -> Result<Pruned> {
     if !(1..=1_000_000).contains(&retention.batch) {
         return Err(Error::invalid(
             "batch",
@@ -65,7 +73,7 @@ pub fn prune(conn: &mut PgConnection, retention: &Retention) -> Result<Pruned> {
         let Some(keep) = keep else { continue };
         let mut deleted = 0u64;
         loop {
-            let n = read_committed(conn, |conn| {
+            let n = scoped(conn, scope, READ_COMMITTED_BEGIN, |conn| {
                 Ok(diesel::sql_query(sql::JOB_PRUNE)
                     .bind::<Text, _>(status)
                     .bind::<Double, _>(keep.as_secs_f64())

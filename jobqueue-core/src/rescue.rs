@@ -3,7 +3,7 @@
 use diesel::prelude::*;
 use diesel::sql_types::{BigInt, Text, Uuid};
 
-use crate::isolation::read_committed;
+use crate::isolation::{READ_COMMITTED_BEGIN, Scope, scoped};
 use crate::{Error, JobId, JobStatus, Result, sql};
 
 /// Default number of stale jobs recovered per statement.
@@ -40,13 +40,21 @@ struct RescueRow {
 /// "worker lost" error — never left `running`. Safe to run from many
 /// processes at once.
 pub fn rescue_stale(conn: &mut PgConnection, limit: i64) -> Result<Rescued> {
+    rescue_stale_in(conn, Scope::Own, limit)
+}
+
+pub(crate) fn rescue_stale_in(
+    conn: &mut PgConnection,
+    scope: Scope,
+    limit: i64,
+) -> Result<Rescued> {
     if !(1..=100_000).contains(&limit) {
         return Err(Error::invalid(
             "limit",
             format!("{limit} is out of range (1 to 100000)"),
         ));
     }
-    let rows = read_committed(conn, |conn| {
+    let rows = scoped(conn, scope, READ_COMMITTED_BEGIN, |conn| {
         Ok(diesel::sql_query(sql::JOB_RESCUE_STALE)
             .bind::<BigInt, _>(limit)
             .load::<RescueRow>(conn)?)

@@ -355,3 +355,15 @@ pub(crate) const JOB_RETRY: &str = "
         FROM (SELECT DISTINCT queue FROM requeued) AS q
     )
     SELECT requeued.id FROM requeued, wake";
+
+// The hot-path statements, run prepared (see `prepared.rs`).
+crate::prepared::statements! {
+    JobInsert => JOB_INSERT,
+    JobClaimMany => JOB_CLAIM_MANY,
+    JobStartMany => JOB_START_MANY,
+    JobCompleteMany => JOB_COMPLETE_MANY,
+    JobFailMany => JOB_FAIL_MANY,
+    JobReleaseMany => JOB_RELEASE_MANY,
+    JobCancelHeldMany => JOB_CANCEL_HELD_MANY,
+    JobHeartbeatMany => JOB_HEARTBEAT_MANY,
+}

@@ -126,18 +126,14 @@ fn flush(shared: &Shared, db: &mut Db, pending: &mut Vec<Outcome>) {
         pending.retain(|o| keep(&o.kind));
     };
     if !complete.is_empty()
-        && let Ok(done) = db.run(&shared.health, |conn| {
-            jobqueue_core::complete_many(conn, &complete)
-        })
+        && let Ok(done) = db.run(&shared.health, |conn| conn.complete_many(&complete))
     {
         Counters::add(&counters.completed, done.applied.len());
         note_lost(shared, "completion", &done.lost);
         written(pending, |k| !matches!(k, OutcomeKind::Complete));
     }
     if !failures.is_empty()
-        && let Ok(done) = db.run(&shared.health, |conn| {
-            jobqueue_core::fail_many(conn, &failures)
-        })
+        && let Ok(done) = db.run(&shared.health, |conn| conn.fail_many(&failures))
     {
         for (_, outcome) in &done.outcomes {
             let counter = match outcome {
@@ -151,18 +147,14 @@ fn flush(shared: &Shared, db: &mut Db, pending: &mut Vec<Outcome>) {
         written(pending, |k| !matches!(k, OutcomeKind::Fail { .. }));
     }
     if !release.is_empty()
-        && let Ok(done) = db.run(&shared.health, |conn| {
-            jobqueue_core::release_many(conn, &release)
-        })
+        && let Ok(done) = db.run(&shared.health, |conn| conn.release_many(&release))
     {
         Counters::add(&counters.released, done.applied.len());
         note_lost(shared, "release", &done.lost);
         written(pending, |k| !matches!(k, OutcomeKind::Release));
     }
     if !cancel.is_empty()
-        && let Ok(done) = db.run(&shared.health, |conn| {
-            jobqueue_core::cancel_held_many(conn, &cancel)
-        })
+        && let Ok(done) = db.run(&shared.health, |conn| conn.cancel_held_many(&cancel))
     {
         Counters::add(&counters.cancelled, done.applied.len());
         note_lost(shared, "cancellation", &done.lost);

@@ -20,8 +20,10 @@ pub struct RunnerConfig {
     /// Most jobs claimed by one statement. Default 100.
     pub batch_size: usize,
     /// Jobs claimed beyond what the workers can start at once. Small, so a
-    /// runner never hoards jobs another runner could take. Default
-    /// `concurrency / 4`, at least 1.
+    /// runner never hoards jobs another runner could take. The runner raises
+    /// it, up to `batch_size`, for short jobs: to what its workers finish
+    /// during one claim round trip (such jobs would not start sooner
+    /// elsewhere). Default `concurrency / 4`, at least 1.
     pub prefetch: usize,
     /// Fallback poll when no notification arrives (jobs that become due by
     /// time: scheduled jobs, retries). Default 1 s.

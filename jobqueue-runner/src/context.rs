@@ -3,8 +3,8 @@
 use std::sync::atomic::Ordering;
 
 use chrono::{DateTime, Utc};
-use diesel::PgConnection;
 use diesel::r2d2::{ConnectionManager, PooledConnection};
+use diesel::{Connection, PgConnection};
 use jobqueue_core::{JobId, JobRow, Progress};
 
 use crate::JobError;
@@ -16,7 +16,36 @@ pub struct JobContext<'a> {
     shared: &'a Shared,
     row: &'a JobRow,
     state: &'a JobState,
-    conn: Option<PooledConnection<ConnectionManager<PgConnection>>>,
+    conn: Option<HandlerConn>,
+}
+
+/// A handler's database connection: from the runner's handler pool, or one
+/// of its own when abandoned handlers hold pool connections and none is idle.
+enum HandlerConn {
+    Pooled(PooledConnection<ConnectionManager<PgConnection>>),
+    Own(PgConnection),
+}
+
+impl HandlerConn {
+    fn get(&mut self) -> &mut PgConnection {
+        match self {
+            HandlerConn::Pooled(conn) => conn,
+            HandlerConn::Own(conn) => conn,
+        }
+    }
+}
+
+impl Drop for JobContext<'_> {
+    fn drop(&mut self) {
+        // An abandoned handler that returns at last gives its connection back.
+        if self.state.abandoned.load(Ordering::Acquire) {
+            let _ = self.shared.counters.abandoned_running.fetch_update(
+                Ordering::AcqRel,
+                Ordering::Acquire,
+                |n| n.checked_sub(1),
+            );
+        }
+    }
 }
 
 impl std::fmt::Debug for JobContext<'_> {
@@ -163,17 +192,33 @@ impl<'a> JobContext<'a> {
     /// handler pool. Writes made on it outside
     /// [`complete_in_transaction`](Self::complete_in_transaction) commit on
     /// their own: at-least-once, like the job.
+    ///
+    /// Handlers abandoned past their timeout keep their pool connections
+    /// until they return, if ever; while there are any, a handler that finds
+    /// the pool empty opens a connection of its own (closed when it returns)
+    /// instead of waiting for one.
     pub fn conn(&mut self) -> Result<&mut PgConnection, JobError> {
         let conn = match &mut self.conn {
             Some(conn) => conn,
             slot => {
-                let pooled = self.shared.pool.get().map_err(|e| {
+                let shared = self.shared;
+                let unavailable = |e: &dyn std::fmt::Display| {
                     JobError::retry(format!("no database connection for the handler: {e}"))
-                })?;
-                slot.insert(pooled)
+                };
+                let conn = if shared.counters.abandoned_running.load(Ordering::Acquire) == 0 {
+                    HandlerConn::Pooled(shared.pool.get().map_err(|e| unavailable(&e))?)
+                } else if let Some(pooled) = shared.pool.try_get() {
+                    HandlerConn::Pooled(pooled)
+                } else {
+                    HandlerConn::Own(
+                        PgConnection::establish(&shared.config.database_url)
+                            .map_err(|e| unavailable(&e))?,
+                    )
+                };
+                slot.insert(conn)
             }
         };
-        Ok(&mut **conn)
+        Ok(conn.get())
     }
 
     /// Runs `work` and completes the job in ONE transaction (READ

@@ -33,8 +33,8 @@ pub(crate) fn run(shared: Arc<Shared>, stop: Receiver<()>, spawn_worker: impl Fn
             .filter(|job| !job.abandoned.load(Ordering::Acquire))
             .collect();
         let leases: Vec<Lease> = live.iter().map(|job| job.lease).collect();
-        let Ok(beat) = db.run(&shared.health, |conn| {
-            jobqueue_core::heartbeat_many(conn, &leases, config.lease)
+        let Ok(beat) = db.run(&shared.health, |session| {
+            session.heartbeat_many(&leases, config.lease)
         }) else {
             continue;
         };
@@ -55,9 +55,7 @@ pub(crate) fn run(shared: Arc<Shared>, stop: Receiver<()>, spawn_worker: impl Fn
         if !started.is_empty() {
             let leases: Vec<Lease> = started.iter().map(|job| job.lease).collect();
             if db
-                .run(&shared.health, |conn| {
-                    jobqueue_core::start_many(conn, &leases)
-                })
+                .run(&shared.health, |conn| conn.start_many(&leases))
                 .is_ok()
             {
                 for job in started {
@@ -93,6 +91,10 @@ fn check_timeout(shared: &Shared, job: &JobState, now: Instant, spawn_worker: &i
             job.lease.job_id,
             job.job_type
         );
+        shared
+            .counters
+            .abandoned_running
+            .fetch_add(1, Ordering::AcqRel);
         shared.inflight.remove(&job.lease);
         shared.job_done();
         spawn_worker();

@@ -36,9 +36,7 @@ pub(crate) fn run(shared: Arc<Shared>, stop: Receiver<()>) {
         }
         if now >= next_prune {
             next_prune = now + jittered(config.prune_interval);
-            match db.run(&shared.health, |conn| {
-                jobqueue_core::prune(conn, &config.retention)
-            }) {
+            match db.run(&shared.health, |conn| conn.prune(&config.retention)) {
                 Ok(pruned) if pruned.completed + pruned.failed + pruned.cancelled > 0 => {
                     log::info!(
                         "pruned {} completed, {} failed, {} cancelled jobs",
@@ -57,9 +55,7 @@ pub(crate) fn run(shared: Arc<Shared>, stop: Receiver<()>) {
 
 fn rescue(shared: &Shared, db: &mut Db) {
     loop {
-        match db.run(&shared.health, |conn| {
-            jobqueue_core::rescue_stale(conn, RESCUE_BATCH)
-        }) {
+        match db.run(&shared.health, |conn| conn.rescue_stale(RESCUE_BATCH)) {
             Ok(rescued) => {
                 if rescued.total() > 0 {
                     log::warn!(

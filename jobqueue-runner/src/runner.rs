@@ -61,7 +61,8 @@ impl Runner {
             .test_on_check_out(true)
             .build_unchecked(ConnectionManager::<PgConnection>::new(&config.database_url));
         let (wake_tx, wake_rx) = bounded(1);
-        let (job_tx, job_rx) = bounded::<Claimed>(config.concurrency + config.prefetch);
+        let (job_tx, job_rx) =
+            bounded::<Claimed>(config.concurrency + config.prefetch.max(config.batch_size));
         let (outcome_tx, outcome_rx) = unbounded::<Outcome>();
         let (stop_fetch_tx, stop_fetch_rx) = bounded::<()>(0);
         let (stop_complete_tx, stop_complete_rx) = bounded::<()>(0);
@@ -81,6 +82,8 @@ impl Runner {
             pool,
             stopping: AtomicBool::new(false),
             outstanding: AtomicUsize::new(0),
+            wake_below: AtomicUsize::new(0),
+            job_micros: std::sync::atomic::AtomicU64::new(0),
             wake: wake_tx,
             config,
         });

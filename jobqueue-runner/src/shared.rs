@@ -121,6 +121,9 @@ impl Health {
         let mut down = lock(&self.down_since);
         if down.is_none() {
             *down = Some(Instant::now());
+            // libpq's messages span several lines; keep the log line one line.
+            let error = error.to_string();
+            let error = error.split_whitespace().collect::<Vec<_>>().join(" ");
             log::error!("database unavailable ({who}: {error}); retrying with backoff");
         }
     }
@@ -147,6 +150,12 @@ pub(crate) struct Counters {
     pub(crate) released: AtomicU64,
     pub(crate) lost: AtomicU64,
     pub(crate) panicked: AtomicU64,
+    /// Handlers abandoned past their timeout that have not returned yet.
+    /// Each may hold a handler pool connection for good, so while there are
+    /// any, handlers that find the pool empty open a connection of their own
+    /// (see [`crate::JobContext::conn`]) instead of waiting for one that may
+    /// never come back.
+    pub(crate) abandoned_running: AtomicUsize,
 }
 
 /// A snapshot of a runner's counters.
@@ -203,6 +212,12 @@ pub(crate) struct Shared {
     pub(crate) stopping: AtomicBool,
     /// Jobs claimed and not yet finished by a worker.
     pub(crate) outstanding: AtomicUsize,
+    /// A finishing job wakes the fetcher when `outstanding` drops to this
+    /// (the fetcher sets it before it waits for room; 0 when it waits for
+    /// new jobs instead, which finishing jobs cannot bring).
+    pub(crate) wake_below: AtomicUsize,
+    /// Moving average of handler run time, in microseconds.
+    pub(crate) job_micros: AtomicU64,
     /// Wakes the fetcher (capacity 1: wake-ups coalesce, none is lost).
     pub(crate) wake: Sender<()>,
 }
@@ -216,10 +231,28 @@ impl Shared {
         let _ = self.wake.try_send(());
     }
 
-    /// A worker is done with a job: room for another.
+    /// A worker is done with a job: room for another. Wakes the fetcher
+    /// only when that makes the room it waits for, not once per job.
     pub(crate) fn job_done(&self) {
-        self.outstanding.fetch_sub(1, Ordering::AcqRel);
-        self.wake_fetcher();
+        let left = self
+            .outstanding
+            .fetch_sub(1, Ordering::AcqRel)
+            .saturating_sub(1);
+        if left <= self.wake_below.load(Ordering::Acquire) {
+            self.wake_fetcher();
+        }
+    }
+
+    /// Folds one handler run time into the moving average (1/16 weight).
+    pub(crate) fn note_job_time(&self, took: Duration) {
+        let sample = took.as_micros().min(u128::from(u32::MAX)) as u64;
+        let old = self.job_micros.load(Ordering::Relaxed);
+        let new = if old == 0 {
+            sample.max(1)
+        } else {
+            (old * 15 + sample) / 16
+        };
+        self.job_micros.store(new.max(1), Ordering::Relaxed);
     }
 }
 

@@ -23,7 +23,9 @@ pub(crate) fn run(shared: Arc<Shared>, jobs: Receiver<Claimed>, outcomes: Sender
             shared.job_done();
             continue;
         }
+        let started = std::time::Instant::now();
         let kind = execute(&shared, &claimed);
+        shared.note_job_time(started.elapsed());
         let _ = outcomes.send(Outcome { lease, kind });
         if claimed.state.abandoned.load(Ordering::Acquire) {
             // Replaced by a new worker while this handler overran: bow out.

@@ -6,7 +6,7 @@ use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
 use diesel::{Connection, PgConnection};
-use jobqueue_core::Claim;
+use jobqueue_core::{Claim, QueueSession};
 
 use super::enqueue::{build, insert};
 use super::{Row, Sizes, db, reset};
@@ -65,16 +65,16 @@ pub(crate) fn floor(url: &str, sizes: &Sizes, runs: usize) -> Result<Row, Runner
                 let (url, barrier, batch) =
                     (url.to_owned(), Arc::clone(&barrier), sizes.floor_batch);
                 std::thread::spawn(move || -> Result<(), RunnerError> {
-                    let mut conn = PgConnection::establish(&url).map_err(db)?;
+                    let mut session = QueueSession::establish(&url)?;
                     let claim = Claim::new(format!("floor-{t}")).limit(batch);
                     barrier.wait();
                     loop {
-                        let rows = jobqueue_core::claim(&mut conn, &claim)?;
+                        let rows = session.claim(&claim)?;
                         if rows.is_empty() {
                             return Ok(());
                         }
                         let leases: Vec<_> = rows.iter().map(|row| row.lease()).collect();
-                        jobqueue_core::complete_many(&mut conn, &leases)?;
+                        session.complete_many(&leases)?;
                     }
                 })
             })

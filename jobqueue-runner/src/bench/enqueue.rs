@@ -107,10 +107,14 @@ pub(crate) fn transactional(
             .execute(&mut conn)
             .map_err(db)?;
         let ceiling = hammer(url, sizes, |conn| {
-            diesel::sql_query("INSERT INTO bench_plain (id, payload) VALUES ($1, '{\"seq\":0}')")
+            conn.transaction(|conn| {
+                diesel::sql_query(
+                    "INSERT INTO bench_plain (id, payload) VALUES ($1, '{\"seq\":0}')",
+                )
                 .bind::<diesel::sql_types::Uuid, _>(jobqueue_core::JobId::new())
                 .execute(conn)
-                .map_err(db)?;
+            })
+            .map_err(db)?;
             Ok(())
         })?;
         let rate = hammer(url, sizes, |conn| {

@@ -4,7 +4,7 @@
 use std::time::Instant;
 
 use diesel::{Connection, PgConnection, RunQueryDsl};
-use jobqueue_core::Claim;
+use jobqueue_core::{Claim, QueueSession};
 
 use super::enqueue::{build, insert};
 use super::{Row, Sizes, db, median, reset};
@@ -14,16 +14,25 @@ use crate::RunnerError;
 const BATCH: i64 = 100;
 
 /// Median latency (ms) of `claims` claims of `BATCH` jobs from a backlog.
-fn claim_latency(conn: &mut PgConnection, claims: usize) -> Result<f64, RunnerError> {
-    insert(conn, &build(claims * BATCH as usize)?)?;
+/// Each phase starts vacuumed and from a checkpoint, so neither pays for
+/// the other's autovacuum run or full-page writes.
+fn claim_latency(url: &str, claims: usize) -> Result<f64, RunnerError> {
+    let mut session = QueueSession::establish(url)?;
+    insert(session.conn(), &build(claims * BATCH as usize)?)?;
+    diesel::sql_query("VACUUM (ANALYZE) jobqueue_jobs")
+        .execute(session.conn())
+        .map_err(db)?;
+    diesel::sql_query("CHECKPOINT")
+        .execute(session.conn())
+        .map_err(db)?;
     let claim = Claim::new("bench-history").limit(BATCH);
     let mut times = Vec::with_capacity(claims);
     for _ in 0..claims {
         let started = Instant::now();
-        let rows = jobqueue_core::claim(conn, &claim)?;
+        let rows = session.claim(&claim)?;
         times.push(started.elapsed().as_secs_f64() * 1000.0);
         let leases: Vec<_> = rows.iter().map(|row| row.lease()).collect();
-        jobqueue_core::complete_many(conn, &leases)?;
+        session.complete_many(&leases)?;
     }
     Ok(median(&times))
 }
@@ -33,7 +42,7 @@ pub(crate) fn claim_cost(url: &str, sizes: &Sizes, runs: usize) -> Result<Vec<Ro
     let (mut empty, mut full, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..runs {
         reset(&mut conn)?;
-        let base = claim_latency(&mut conn, sizes.history_claims)?;
+        let base = claim_latency(url, sizes.history_claims)?;
         diesel::sql_query(
             "INSERT INTO jobqueue_jobs (id, job_type, status, payload, attempts, claim_count, worker_id,
                                         claimed_at, started_at, finished_at, created_at, run_at)
@@ -45,7 +54,7 @@ pub(crate) fn claim_cost(url: &str, sizes: &Sizes, runs: usize) -> Result<Vec<Ro
         .bind::<diesel::sql_types::Integer, _>(sizes.history_rows as i32)
         .execute(&mut conn)
         .map_err(db)?;
-        let loaded = claim_latency(&mut conn, sizes.history_claims)?;
+        let loaded = claim_latency(url, sizes.history_claims)?;
         empty.push(base);
         full.push(loaded);
         ratios.push(loaded / base);

@@ -1,0 +1,102 @@
+//! A connection dedicated to queue work, with its session set up once.
+
+use std::time::Duration;
+
+use diesel::connection::SimpleConnection;
+use diesel::{Connection, PgConnection, RunQueryDsl};
+
+use crate::finish::fenced_update;
+use crate::isolation::{SESSION_SETUP, Scope};
+use crate::{
+    Claim, FailedMany, Failure, Fenced, Heartbeat, JobRow, Lease, Pruned, Rescued, Result,
+    Retention, sql,
+};
+
+/// A connection used only for the queue's own statements (a runner's
+/// fetcher, completer, lease keeper, maintenance).
+///
+/// Its session is set once to what each queue statement otherwise sets in a
+/// transaction of its own — READ COMMITTED, and the claim's ordered index
+/// scan (`enable_bitmapscan` and `enable_sort` off) — so every operation
+/// here is one autocommitted statement: one round trip instead of three.
+/// Use it for nothing else: the planner settings would apply to other
+/// queries too.
+pub struct QueueSession {
+    conn: PgConnection,
+}
+
+impl std::fmt::Debug for QueueSession {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("QueueSession").finish_non_exhaustive()
+    }
+}
+
+impl QueueSession {
+    /// Connects to `url` and sets the session up.
+    pub fn establish(url: &str) -> Result<Self> {
+        Self::new(PgConnection::establish(url)?)
+    }
+
+    /// Sets up the session of `conn`, which becomes dedicated to the queue.
+    pub fn new(mut conn: PgConnection) -> Result<Self> {
+        conn.batch_execute(SESSION_SETUP)?;
+        Ok(QueueSession { conn })
+    }
+
+    /// The underlying connection (for reads; keep the session's settings).
+    pub fn conn(&mut self) -> &mut PgConnection {
+        &mut self.conn
+    }
+
+    /// Whether the connection still answers (`SELECT 1`).
+    pub fn is_alive(&mut self) -> bool {
+        diesel::sql_query("SELECT 1")
+            .execute(&mut self.conn)
+            .is_ok()
+    }
+
+    /// [`crate::claim`], in one round trip.
+    pub fn claim(&mut self, claim: &Claim) -> Result<Vec<JobRow>> {
+        crate::claim::claim_in(&mut self.conn, Scope::Session, claim)
+    }
+
+    /// [`crate::complete_many`], in one round trip.
+    pub fn complete_many(&mut self, leases: &[Lease]) -> Result<Fenced> {
+        fenced_update::<sql::JobCompleteMany>(&mut self.conn, Scope::Session, leases)
+    }
+
+    /// [`crate::fail_many`], in one round trip.
+    pub fn fail_many(&mut self, failures: &[Failure]) -> Result<FailedMany> {
+        crate::finish::fail_many_in(&mut self.conn, Scope::Session, failures)
+    }
+
+    /// [`crate::release_many`], in one round trip.
+    pub fn release_many(&mut self, leases: &[Lease]) -> Result<Fenced> {
+        fenced_update::<sql::JobReleaseMany>(&mut self.conn, Scope::Session, leases)
+    }
+
+    /// [`crate::cancel_held_many`], in one round trip.
+    pub fn cancel_held_many(&mut self, leases: &[Lease]) -> Result<Fenced> {
+        fenced_update::<sql::JobCancelHeldMany>(&mut self.conn, Scope::Session, leases)
+    }
+
+    /// [`crate::start_many`], in one round trip.
+    pub fn start_many(&mut self, leases: &[Lease]) -> Result<Fenced> {
+        fenced_update::<sql::JobStartMany>(&mut self.conn, Scope::Session, leases)
+    }
+
+    /// [`crate::heartbeat_many`], in one round trip.
+    pub fn heartbeat_many(&mut self, leases: &[Lease], lease: Duration) -> Result<Heartbeat> {
+        crate::heartbeat::heartbeat_many_in(&mut self.conn, Scope::Session, leases, lease)
+    }
+
+    /// [`crate::rescue_stale`], in one round trip.
+    pub fn rescue_stale(&mut self, limit: i64) -> Result<Rescued> {
+        crate::rescue::rescue_stale_in(&mut self.conn, Scope::Session, limit)
+    }
+
+    /// [`crate::prune`], one round trip per batch.
+    pub fn prune(&mut self, retention: &Retention) -> Result<Pruned> {
+        crate::prune::prune_in(&mut self.conn, Scope::Session, retention)
+    }
+}
