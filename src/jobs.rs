@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use diesel::prelude::*;
-use diesel::sql_types::{Integer, Text, Uuid};
+use diesel::sql_types::{Integer, Nullable, Text, Timestamptz, Uuid};
 use jobqueue_core::Job;
 use jobqueue_runner::{JobContext, JobError, Perform};
 use serde::{Deserialize, Serialize};
@@ -17,7 +17,9 @@ pub fn create_side_tables(conn: &mut PgConnection) {
              job_id uuid NOT NULL,
              attempt int NOT NULL,
              kind text NOT NULL,
-             at timestamptz NOT NULL DEFAULT clock_timestamp())",
+             at timestamptz NOT NULL DEFAULT clock_timestamp(),
+             runner text,
+             local_at timestamptz)",
     )
     .execute(conn)
     .expect("create test_effects");
@@ -35,6 +37,29 @@ fn record_on(
         .bind::<Integer, _>(attempt)
         .bind::<Text, _>(kind)
         .execute(conn)?;
+    Ok(())
+}
+
+/// Records `kind` for the running attempt, on `conn`, with the worker id
+/// that claimed it (`runner`) and the handler process's own clock
+/// (`local_at`), which may differ from the database's.
+fn record_detailed(
+    conn: &mut PgConnection,
+    ctx_id: jobqueue_core::JobId,
+    attempt: i32,
+    kind: &str,
+    runner: Option<&str>,
+) -> Result<(), JobError> {
+    diesel::sql_query(
+        "INSERT INTO test_effects (job_id, attempt, kind, runner, local_at) \
+         VALUES ($1, $2, $3, $4, $5)",
+    )
+    .bind::<Uuid, _>(ctx_id)
+    .bind::<Integer, _>(attempt)
+    .bind::<Text, _>(kind)
+    .bind::<Nullable<Text>, _>(runner)
+    .bind::<Timestamptz, _>(chrono::Utc::now())
+    .execute(conn)?;
     Ok(())
 }
 
@@ -144,6 +169,184 @@ impl Perform for Cancellable {
     }
 }
 
+/// The crash-chaos workload. With `exactly_once`, writes its `effect` row
+/// and completes the job in one transaction, sleeping `ms` inside it (a kill
+/// there must leave neither); otherwise records its `attempt` (committed at
+/// once), sleeps `ms` and lets the runner complete it (at-least-once). Both
+/// rows carry the claiming worker's id in `runner`.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct Chaos {
+    /// Effect and completion in one transaction.
+    pub exactly_once: bool,
+    /// How long each execution takes, in milliseconds.
+    pub ms: u64,
+}
+
+impl Job for Chaos {
+    const JOB_TYPE: &'static str = "test.chaos";
+    // Many kills may hit the same job; it must never run out of attempts.
+    const MAX_ATTEMPTS: i32 = 50;
+}
+
+impl Perform for Chaos {
+    fn perform(&self, ctx: &mut JobContext<'_>) -> Result<(), JobError> {
+        let (id, attempt) = (ctx.job_id(), ctx.attempt());
+        let runner = ctx.row().worker_id.clone();
+        let pause = Duration::from_millis(self.ms);
+        if self.exactly_once {
+            ctx.complete_in_transaction(|conn| {
+                record_detailed(conn, id, attempt, "effect", runner.as_deref())?;
+                std::thread::sleep(pause);
+                Ok(())
+            })
+        } else {
+            record_detailed(ctx.conn()?, id, attempt, "attempt", runner.as_deref())?;
+            std::thread::sleep(pause);
+            Ok(())
+        }
+    }
+}
+
+/// Records `start`, then never returns (ignoring every stop request) on its
+/// first attempt, or on every attempt with `every_attempt`; a later attempt
+/// records `done` and succeeds. No timeout: only the runner's exit ends its
+/// lease.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct Hang {
+    /// Hang on every attempt, not just the first.
+    pub every_attempt: bool,
+}
+
+impl Job for Hang {
+    const JOB_TYPE: &'static str = "test.hang";
+}
+
+impl Perform for Hang {
+    fn perform(&self, ctx: &mut JobContext<'_>) -> Result<(), JobError> {
+        record(ctx, "start")?;
+        if self.every_attempt || ctx.attempt() == 1 {
+            hang_forever();
+        }
+        record(ctx, "done")
+    }
+}
+
+/// Like [`Hang`], with a 500 ms timeout: the runner stops renewing its lease
+/// a lease after the timeout, so the job is recovered while the stuck
+/// handler's runner lives on.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct HangTimeout {
+    /// Hang on every attempt, not just the first.
+    pub every_attempt: bool,
+}
+
+impl Job for HangTimeout {
+    const JOB_TYPE: &'static str = "test.hang-timeout";
+}
+
+impl Perform for HangTimeout {
+    const TIMEOUT: Option<Duration> = Some(Duration::from_millis(500));
+
+    fn perform(&self, ctx: &mut JobContext<'_>) -> Result<(), JobError> {
+        record(ctx, "start")?;
+        if self.every_attempt || ctx.attempt() == 1 {
+            hang_forever();
+        }
+        record(ctx, "done")
+    }
+}
+
+/// A handler that never returns and ignores every request to stop.
+fn hang_forever() -> ! {
+    loop {
+        std::thread::sleep(Duration::from_secs(3600));
+    }
+}
+
+/// For a runner frozen mid-job (SIGSTOP). Records `start` (committed), then
+/// on its first attempt pauses `pause_ms`: with `exactly_once` inside the
+/// transaction that writes its `effect` and completes the job, after which it
+/// records `late-ok` or `late-refused`; otherwise before recording `done`
+/// and letting the runner complete it. Later attempts do not pause.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct Stale {
+    /// Effect and completion in one transaction.
+    pub exactly_once: bool,
+    /// The first attempt's pause, in milliseconds.
+    pub pause_ms: u64,
+}
+
+impl Job for Stale {
+    const JOB_TYPE: &'static str = "test.stale";
+}
+
+impl Perform for Stale {
+    fn perform(&self, ctx: &mut JobContext<'_>) -> Result<(), JobError> {
+        let (id, attempt) = (ctx.job_id(), ctx.attempt());
+        let runner = ctx.row().worker_id.clone();
+        let pause = (attempt == 1).then(|| Duration::from_millis(self.pause_ms));
+        record_detailed(ctx.conn()?, id, attempt, "start", runner.as_deref())?;
+        if self.exactly_once {
+            let result = ctx.complete_in_transaction(|conn| {
+                record_detailed(conn, id, attempt, "effect", runner.as_deref())?;
+                if let Some(pause) = pause {
+                    std::thread::sleep(pause);
+                }
+                Ok(())
+            });
+            if pause.is_some() {
+                let kind = if result.is_ok() {
+                    "late-ok"
+                } else {
+                    "late-refused"
+                };
+                record_detailed(ctx.conn()?, id, attempt, kind, runner.as_deref())?;
+            }
+            result
+        } else {
+            if let Some(pause) = pause {
+                std::thread::sleep(pause);
+            }
+            record_detailed(ctx.conn()?, id, attempt, "done", runner.as_deref())
+        }
+    }
+}
+
+/// Records `clock` with the handler process's own clock in `local_at` (the
+/// row's `at` is the database's clock).
+#[derive(Debug, Serialize, Deserialize)]
+pub struct ClockProbe {}
+
+impl Job for ClockProbe {
+    const JOB_TYPE: &'static str = "test.clock";
+}
+
+impl Perform for ClockProbe {
+    fn perform(&self, ctx: &mut JobContext<'_>) -> Result<(), JobError> {
+        let (id, attempt) = (ctx.job_id(), ctx.attempt());
+        let runner = ctx.row().worker_id.clone();
+        record_detailed(ctx.conn()?, id, attempt, "clock", runner.as_deref())
+    }
+}
+
+/// A job whose type caps its payload at 4 KiB.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct Blob {
+    /// Any text.
+    pub data: String,
+}
+
+impl Job for Blob {
+    const JOB_TYPE: &'static str = "test.blob";
+    const MAX_PAYLOAD_BYTES: usize = 4096;
+}
+
+impl Perform for Blob {
+    fn perform(&self, ctx: &mut JobContext<'_>) -> Result<(), JobError> {
+        record(ctx, "run")
+    }
+}
+
 /// Registers every test job type.
 pub fn registry() -> jobqueue_runner::Registry {
     jobqueue_runner::Registry::new()
@@ -152,4 +355,10 @@ pub fn registry() -> jobqueue_runner::Registry {
         .register::<Panic>()
         .register::<Effect>()
         .register::<Cancellable>()
+        .register::<Chaos>()
+        .register::<Hang>()
+        .register::<HangTimeout>()
+        .register::<Stale>()
+        .register::<ClockProbe>()
+        .register::<Blob>()
 }

@@ -134,3 +134,428 @@ pub fn effects_where(conn: &mut PgConnection, condition: &str) -> i64 {
     .expect("count effects")
     .n
 }
+
+/// `SELECT` of one `bigint` column named `n` (test code only).
+pub fn scalar(conn: &mut PgConnection, query: &str) -> i64 {
+    diesel::sql_query(query)
+        .get_result::<Count>(conn)
+        .unwrap_or_else(|e| panic!("query failed: {e}\n{query}"))
+        .n
+}
+
+pub mod fault {
+    //! Fault injection: runner processes that are killed, frozen and
+    //! signalled; PostgreSQL clusters of a test's own that can be stopped and
+    //! restarted; the tally of what became of the jobs; and the one-line
+    //! summary every fault test prints and asserts on.
+
+    use std::fs::File;
+    use std::io::Write;
+    use std::path::PathBuf;
+    use std::process::{Child, Command, ExitStatus, Stdio};
+    use std::time::Duration;
+
+    use diesel::prelude::*;
+    use diesel::sql_types::{BigInt, Text};
+    use jobqueue_runner::postgres::{PrivateCluster, StopMode, free_port};
+
+    use super::wait_for;
+
+    /// A child process of a test (usually a runner), killed with SIGKILL and
+    /// reaped when dropped, whatever state it is in (a stopped one too), so
+    /// a failing assertion never leaves it behind. Its stderr goes to a
+    /// file, so a chatty child never blocks on a full pipe; if the test is
+    /// panicking, the end of that file is printed when the process is dropped.
+    pub struct Proc {
+        name: String,
+        child: Child,
+        stderr_path: PathBuf,
+        status: Option<ExitStatus>,
+    }
+
+    impl std::fmt::Debug for Proc {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.debug_struct("Proc")
+                .field("name", &self.name)
+                .field("pid", &self.child.id())
+                .field("status", &self.status)
+                .finish()
+        }
+    }
+
+    impl Proc {
+        /// Starts `command` (stdin and stdout to /dev/null, stderr to a file).
+        pub fn spawn(name: &str, mut command: Command) -> Self {
+            let safe: String = name
+                .chars()
+                .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+                .take(40)
+                .collect();
+            let stderr_path = std::env::temp_dir().join(format!(
+                "jobqueue-fault-{}-{safe}-{:08x}.stderr",
+                std::process::id(),
+                fastrand::u32(..)
+            ));
+            let file = File::create(&stderr_path)
+                .unwrap_or_else(|e| panic!("create {}: {e}", stderr_path.display()));
+            command
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(file);
+            let child = command
+                .spawn()
+                .unwrap_or_else(|e| panic!("start {name}: {e}"));
+            Proc {
+                name: name.to_owned(),
+                child,
+                stderr_path,
+                status: None,
+            }
+        }
+
+        /// Starts `bin work` (a worker binary built on the `jobqueue` CLI)
+        /// on `url` as worker `worker_id`, with `args` after `work`, logging
+        /// warnings and errors.
+        pub fn runner(bin: &str, url: &str, worker_id: &str, args: &[&str]) -> Self {
+            Self::spawn(worker_id, runner_command(bin, url, worker_id, args))
+        }
+
+        /// The name it was started under (a runner's worker id).
+        pub fn name(&self) -> &str {
+            &self.name
+        }
+
+        /// Its process id.
+        pub fn pid(&self) -> u32 {
+            self.child.id()
+        }
+
+        /// Sends `signal` (`KILL`, `TERM`, `STOP`, `CONT`, ...) with `kill`.
+        /// Panics if the process was already reaped (its pid may be reused).
+        pub fn signal(&self, signal: &str) {
+            assert!(
+                self.status.is_none(),
+                "{} already exited ({:?}); not signalling a pid that may be reused",
+                self.name,
+                self.status
+            );
+            let status = Command::new("kill")
+                .arg(format!("-{signal}"))
+                .arg(self.child.id().to_string())
+                .status()
+                .expect("run kill");
+            assert!(status.success(), "kill -{signal} {} failed", self.name);
+        }
+
+        /// Whether it is still running (or stopped); reaps it if it exited.
+        pub fn is_running(&mut self) -> bool {
+            if self.status.is_some() {
+                return false;
+            }
+            match self.child.try_wait() {
+                Ok(Some(status)) => {
+                    self.status = Some(status);
+                    false
+                }
+                Ok(None) => true,
+                Err(e) => panic!("wait for {}: {e}", self.name),
+            }
+        }
+
+        /// Waits up to `within` for it to exit; returns how it exited.
+        pub fn wait_exit(&mut self, within: Duration) -> ExitStatus {
+            let name = self.name.clone();
+            wait_for(&format!("{name} to exit"), within, || !self.is_running());
+            self.status.expect("reaped")
+        }
+
+        /// What it wrote to stderr so far.
+        pub fn stderr(&self) -> String {
+            std::fs::read(&self.stderr_path)
+                .map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
+                .unwrap_or_default()
+        }
+    }
+
+    impl Drop for Proc {
+        fn drop(&mut self) {
+            if self.status.is_none() {
+                // SIGKILL ends a stopped process too.
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+            }
+            if std::thread::panicking() {
+                let stderr = self.stderr();
+                let lines: Vec<&str> = stderr.lines().collect();
+                let tail = &lines[lines.len().saturating_sub(30)..];
+                let mut out = std::io::stderr().lock();
+                let _ = writeln!(out, "--- last stderr lines of {} ---", self.name);
+                for line in tail {
+                    let _ = writeln!(out, "{line}");
+                }
+            }
+            let _ = std::fs::remove_file(&self.stderr_path);
+        }
+    }
+
+    /// The command [`Proc::runner`] runs, to adjust before [`Proc::spawn`].
+    pub fn runner_command(bin: &str, url: &str, worker_id: &str, args: &[&str]) -> Command {
+        let mut command = Command::new(bin);
+        command
+            .arg("--database-url")
+            .arg(url)
+            .arg("work")
+            .arg("--worker-id")
+            .arg(worker_id)
+            .args(args)
+            .env("RUST_LOG", "warn");
+        command
+    }
+
+    /// Asserts that a child exited with code 0, showing its stderr if not.
+    pub fn assert_exit_0(proc: &Proc, status: ExitStatus) {
+        assert_eq!(
+            status.code(),
+            Some(0),
+            "{} exited with {status}; stderr:\n{}",
+            proc.name(),
+            proc.stderr()
+        );
+    }
+
+    /// A PostgreSQL cluster of one test's own, started from the machine's
+    /// binaries on a free port (never the shared server), holding one
+    /// migrated database with the test side tables. Stopped (immediate mode)
+    /// and deleted when dropped.
+    pub struct OwnCluster {
+        cluster: PrivateCluster,
+        base: PathBuf,
+        /// URL of its migrated database.
+        pub url: String,
+    }
+
+    impl std::fmt::Debug for OwnCluster {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.debug_struct("OwnCluster")
+                .field("port", &self.cluster.port())
+                .field("base", &self.base)
+                .finish()
+        }
+    }
+
+    impl OwnCluster {
+        /// Initializes and starts the cluster and prepares its database.
+        pub fn start() -> Self {
+            let port = free_port().expect("a free port");
+            let base = std::env::temp_dir()
+                .join(format!("jobqueue-fault-pg-{port}-{}", std::process::id()));
+            let cluster = PrivateCluster::new(&base, port)
+                .expect("PostgreSQL binaries on this machine (apt-get install postgresql)");
+            // Built before starting, so a failed start is cleaned up too.
+            let own = OwnCluster {
+                url: cluster.url("jq_fault"),
+                cluster,
+                base,
+            };
+            own.cluster
+                .ensure_running()
+                .expect("start a private PostgreSQL cluster");
+            let mut admin = PgConnection::establish(&own.cluster.url("postgres"))
+                .expect("connect to the private cluster");
+            diesel::sql_query("CREATE DATABASE jq_fault")
+                .execute(&mut admin)
+                .expect("create the database");
+            let mut conn = own.conn();
+            jobqueue_core::run_migrations(&mut conn).expect("migrate");
+            crate::jobs::create_side_tables(&mut conn);
+            own
+        }
+
+        /// The cluster, to stop and start.
+        pub fn cluster(&self) -> &PrivateCluster {
+            &self.cluster
+        }
+
+        /// A new connection to its database.
+        pub fn conn(&self) -> PgConnection {
+            PgConnection::establish(&self.url).expect("connect to the private cluster")
+        }
+    }
+
+    impl Drop for OwnCluster {
+        fn drop(&mut self) {
+            if self.cluster.is_running() {
+                let _ = self.cluster.stop(StopMode::Immediate);
+            }
+            let _ = std::fs::remove_dir_all(&self.base);
+            let _ = std::fs::remove_file(self.base.with_extension("lock"));
+        }
+    }
+
+    /// What became of the jobs of one job type whose payload has an
+    /// `exactly_once` flag: exactly-once jobs write an `effect` row in their
+    /// completion's transaction; the others write an `execution_kind` row,
+    /// committed at once, per execution.
+    #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+    pub struct Tally {
+        /// Jobs of the type.
+        pub jobs: i64,
+        /// Jobs `completed`.
+        pub completed: i64,
+        /// Jobs still `claimed` or `running`.
+        pub held: i64,
+        /// Completed exactly-once jobs without an effect row.
+        pub missing_effects: i64,
+        /// Exactly-once jobs with more than one effect row.
+        pub duplicate_effects: i64,
+        /// Effect rows of an attempt other than the job's completing one
+        /// (an effect that survived its attempt's failure).
+        pub stray_effects: i64,
+        /// Completed at-least-once jobs without an execution row of their
+        /// completing attempt.
+        pub missing_executions: i64,
+        /// (job, attempt) pairs executed more than once: one claim run twice.
+        pub replayed_attempts: i64,
+        /// At-least-once executions beyond one per job (attempts that ran
+        /// and did not complete the job).
+        pub reexecutions: i64,
+    }
+
+    impl Tally {
+        /// Counts, for job type `job_type`.
+        pub fn of(conn: &mut PgConnection, job_type: &str, execution_kind: &str) -> Self {
+            #[derive(QueryableByName)]
+            struct Row {
+                #[diesel(sql_type = BigInt)]
+                jobs: i64,
+                #[diesel(sql_type = BigInt)]
+                completed: i64,
+                #[diesel(sql_type = BigInt)]
+                held: i64,
+                #[diesel(sql_type = BigInt)]
+                missing_effects: i64,
+                #[diesel(sql_type = BigInt)]
+                duplicate_effects: i64,
+                #[diesel(sql_type = BigInt)]
+                stray_effects: i64,
+                #[diesel(sql_type = BigInt)]
+                missing_executions: i64,
+                #[diesel(sql_type = BigInt)]
+                replayed_attempts: i64,
+                #[diesel(sql_type = BigInt)]
+                reexecutions: i64,
+            }
+            // Per job: its effect rows, those of another attempt than the
+            // completing one, whether its completing attempt executed, its
+            // executions of other attempts, and its (attempt, kind) pairs
+            // recorded more than once.
+            let row = diesel::sql_query(
+                "WITH j AS (
+                     SELECT id, status, attempts,
+                            coalesce((payload->>'exactly_once')::boolean, false) AS eo
+                     FROM jobqueue_jobs WHERE job_type = $1),
+                 e AS (
+                     SELECT j.id,
+                            count(*) FILTER (WHERE t.kind = 'effect') AS effects,
+                            count(*) FILTER (WHERE t.kind = 'effect'
+                                             AND t.attempt <> j.attempts) AS stray,
+                            count(*) FILTER (WHERE t.kind = $2
+                                             AND t.attempt = j.attempts) AS final_runs,
+                            count(*) FILTER (WHERE t.kind = $2
+                                             AND t.attempt <> j.attempts) AS other_runs
+                     FROM j JOIN test_effects t ON t.job_id = j.id
+                     GROUP BY j.id),
+                 r AS (
+                     SELECT count(*) AS replayed FROM (
+                         SELECT t.job_id FROM j JOIN test_effects t ON t.job_id = j.id
+                         WHERE t.kind IN ('effect', $2)
+                         GROUP BY t.job_id, t.attempt, t.kind HAVING count(*) > 1) AS x)
+                 SELECT count(*) AS jobs,
+                        count(*) FILTER (WHERE j.status = 'completed') AS completed,
+                        count(*) FILTER (WHERE j.status IN ('claimed', 'running')) AS held,
+                        count(*) FILTER (WHERE j.eo AND j.status = 'completed'
+                                         AND coalesce(e.effects, 0) = 0) AS missing_effects,
+                        count(*) FILTER (WHERE j.eo AND e.effects > 1) AS duplicate_effects,
+                        coalesce(sum(e.stray) FILTER (WHERE j.eo), 0)::bigint AS stray_effects,
+                        count(*) FILTER (WHERE NOT j.eo AND j.status = 'completed'
+                                         AND coalesce(e.final_runs, 0) = 0) AS missing_executions,
+                        (SELECT replayed FROM r) AS replayed_attempts,
+                        coalesce(sum(e.other_runs) FILTER (WHERE NOT j.eo), 0)::bigint
+                            AS reexecutions
+                 FROM j LEFT JOIN e ON e.id = j.id",
+            )
+            .bind::<Text, _>(job_type)
+            .bind::<Text, _>(execution_kind)
+            .get_result::<Row>(conn)
+            .expect("tally the jobs");
+            Tally {
+                jobs: row.jobs,
+                completed: row.completed,
+                held: row.held,
+                missing_effects: row.missing_effects,
+                duplicate_effects: row.duplicate_effects,
+                stray_effects: row.stray_effects,
+                missing_executions: row.missing_executions,
+                replayed_attempts: row.replayed_attempts,
+                reexecutions: row.reexecutions,
+            }
+        }
+
+        /// Jobs lost: not completed, or completed without their effect.
+        pub fn lost(&self) -> i64 {
+            (self.jobs - self.completed) + self.missing_effects + self.missing_executions
+        }
+
+        /// Work done twice where once was promised: a second effect, an
+        /// effect of a failed attempt, or one claim executed twice.
+        pub fn duplicated(&self) -> i64 {
+            self.duplicate_effects + self.stray_effects + self.replayed_attempts
+        }
+    }
+
+    /// One fault test's outcome: printed as one line (straight to the
+    /// process's stderr, so it shows even when the test harness captures
+    /// output) and asserted on.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub struct Summary {
+        /// Which scenario.
+        pub scenario: &'static str,
+        /// Jobs in play.
+        pub jobs: i64,
+        /// Faults injected.
+        pub faults: i64,
+        /// Jobs lost (not in their expected final state, or missing an effect).
+        pub lost: i64,
+        /// Jobs done twice where once was promised.
+        pub duplicated: i64,
+        /// Scenario-specific figures, `key=value` separated by spaces.
+        pub detail: String,
+    }
+
+    impl Summary {
+        /// The one-line summary.
+        pub fn line(&self) -> String {
+            format!(
+                "fault summary [{}]: jobs={} faults={} lost={} duplicated={}{}{}",
+                self.scenario,
+                self.jobs,
+                self.faults,
+                self.lost,
+                self.duplicated,
+                if self.detail.is_empty() { "" } else { " " },
+                self.detail
+            )
+        }
+
+        /// Prints the line, then asserts that faults were injected and
+        /// nothing was lost or duplicated.
+        pub fn print_and_check(&self) {
+            let line = self.line();
+            let _ = writeln!(std::io::stderr().lock(), "{line}");
+            assert!(self.faults > 0, "no fault was injected: {line}");
+            assert!(self.jobs > 0, "no jobs: {line}");
+            assert_eq!(self.lost, 0, "jobs lost: {line}");
+            assert_eq!(self.duplicated, 0, "jobs duplicated: {line}");
+        }
+    }
+}

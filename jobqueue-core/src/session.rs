@@ -95,6 +95,27 @@ impl QueueSession {
         crate::rescue::rescue_stale_in(&mut self.conn, Scope::Session, limit)
     }
 
+    /// Vacuums the jobs table if it holds at least `min_dead` dead row
+    /// versions (and no other session is vacuuming it); returns whether it
+    /// did. Every claim and completion leaves a dead version behind, and
+    /// until they are vacuumed the claim's index scan steps over their
+    /// entries; autovacuum visits a table at most once a minute.
+    pub fn vacuum_if_needed(&mut self, min_dead: i64) -> Result<bool> {
+        #[derive(diesel::QueryableByName)]
+        struct Dead {
+            #[diesel(sql_type = diesel::sql_types::BigInt)]
+            dead: i64,
+        }
+        let dead = diesel::sql_query(sql::JOB_DEAD_TUPLES)
+            .get_result::<Dead>(&mut self.conn)?
+            .dead;
+        if dead < min_dead {
+            return Ok(false);
+        }
+        diesel::sql_query(sql::JOB_VACUUM).execute(&mut self.conn)?;
+        Ok(true)
+    }
+
     /// [`crate::prune`], one round trip per batch.
     pub fn prune(&mut self, retention: &Retention) -> Result<Pruned> {
         crate::prune::prune_in(&mut self.conn, Scope::Session, retention)

@@ -319,6 +319,15 @@ pub(crate) const JOB_STATS_BY_TYPE: &str = "
     GROUP BY job_type, status
     ORDER BY job_type, status";
 
+/// Dead row versions in `jobqueue_jobs`, from the statistics views.
+pub(crate) const JOB_DEAD_TUPLES: &str = "
+    SELECT coalesce(n_dead_tup, 0) AS dead
+    FROM pg_stat_user_tables
+    WHERE relid = 'jobqueue_jobs'::regclass";
+
+/// Vacuums the jobs table, unless another session already is.
+pub(crate) const JOB_VACUUM: &str = "VACUUM (SKIP_LOCKED) jobqueue_jobs";
+
 /// Reads one job by id.
 pub(crate) const JOB_GET: &str = "SELECT * FROM jobqueue_jobs WHERE id = $1";
 

@@ -40,6 +40,11 @@ pub struct RunnerConfig {
     pub rescue_interval: Duration,
     /// How often finished jobs are pruned. Default 60 s.
     pub prune_interval: Duration,
+    /// How often the jobs table's dead row versions are checked, and the
+    /// table vacuumed when there are at least `vacuum_min_dead`. Default 10 s.
+    pub vacuum_interval: Duration,
+    /// Dead row versions that make maintenance vacuum. Default 20,000.
+    pub vacuum_min_dead: i64,
     /// How long in-flight jobs may run on after shutdown begins. Default 30 s.
     pub shutdown_grace: Duration,
     /// Timeout for job types that set none. Default: none.
@@ -69,6 +74,8 @@ impl RunnerConfig {
             retention: Retention::default(),
             rescue_interval: Duration::from_secs(5),
             prune_interval: Duration::from_secs(60),
+            vacuum_interval: Duration::from_secs(10),
+            vacuum_min_dead: 20_000,
             shutdown_grace: Duration::from_secs(30),
             default_timeout: None,
             completion_batch: 1000,
@@ -129,6 +136,7 @@ impl RunnerConfig {
             ("poll_interval", self.poll_interval),
             ("rescue_interval", self.rescue_interval),
             ("prune_interval", self.prune_interval),
+            ("vacuum_interval", self.vacuum_interval),
         ] {
             if value < Duration::from_millis(1) {
                 return bad(format!("{name} {value:?} is shorter than 1 ms"));

@@ -22,6 +22,7 @@ pub(crate) fn run(shared: Arc<Shared>, stop: Receiver<()>) {
     let mut db = Db::new(&config.database_url, "maintenance");
     let mut next_rescue = Instant::now() + jittered(config.rescue_interval);
     let mut next_prune = Instant::now() + jittered(config.prune_interval);
+    let mut next_vacuum = Instant::now() + jittered(config.vacuum_interval);
     loop {
         let wait = next_rescue
             .min(next_prune)
@@ -33,6 +34,20 @@ pub(crate) fn run(shared: Arc<Shared>, stop: Receiver<()>) {
         if now >= next_rescue {
             next_rescue = now + jittered(config.rescue_interval);
             rescue(&shared, &mut db);
+        }
+        if now >= next_vacuum {
+            next_vacuum = now + jittered(config.vacuum_interval);
+            let started = Instant::now();
+            match db.run(&shared.health, |conn| {
+                conn.vacuum_if_needed(config.vacuum_min_dead)
+            }) {
+                Ok(true) => log::info!(
+                    "vacuumed the jobs table in {:.0} ms",
+                    started.elapsed().as_secs_f64() * 1000.0
+                ),
+                Ok(false) => {}
+                Err(e) => log::debug!("vacuum failed: {e}"),
+            }
         }
         if now >= next_prune {
             next_prune = now + jittered(config.prune_interval);

@@ -59,6 +59,7 @@ impl Runner {
             .min_idle(Some(0))
             .connection_timeout(Duration::from_secs(10))
             .test_on_check_out(true)
+            .error_handler(Box::new(PoolErrors))
             .build_unchecked(ConnectionManager::<PgConnection>::new(&config.database_url));
         let (wake_tx, wake_rx) = bounded(1);
         let (job_tx, job_rx) =
@@ -151,6 +152,25 @@ impl Runner {
             stop_background: stop_background_tx,
             unstarted: job_rx,
         })
+    }
+}
+
+/// Connection errors of the handler pool: a handler that gets no
+/// connection fails its attempt with the reason, and outages are logged once
+/// by the runner's own threads, so the pool's own reports are debug lines.
+#[derive(Debug)]
+struct PoolErrors;
+
+impl diesel::r2d2::HandleError<diesel::r2d2::Error> for PoolErrors {
+    fn handle_error(&self, error: diesel::r2d2::Error) {
+        log::debug!(
+            "handler pool: {}",
+            error
+                .to_string()
+                .split_whitespace()
+                .collect::<Vec<_>>()
+                .join(" ")
+        );
     }
 }
 

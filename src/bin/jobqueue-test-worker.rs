@@ -3,7 +3,9 @@
 
 use std::process::ExitCode;
 
-use jobqueue_tests::jobs::{Cancellable, Effect, Noop, Panic, Sleep};
+use jobqueue_tests::jobs::{
+    Blob, Cancellable, Chaos, ClockProbe, Effect, Hang, HangTimeout, Noop, Panic, Sleep, Stale,
+};
 
 fn main() -> ExitCode {
     jobqueue_runner::cli::Cli::new()
@@ -12,5 +14,11 @@ fn main() -> ExitCode {
         .register::<Panic>()
         .register::<Effect>()
         .register::<Cancellable>()
+        .register::<Chaos>()
+        .register::<Hang>()
+        .register::<HangTimeout>()
+        .register::<Stale>()
+        .register::<ClockProbe>()
+        .register::<Blob>()
         .main()
 }
