@@ -1,0 +1,90 @@
+//! Structural facts behind the speed: a claim and a batch completion are one
+//! statement each on a queue session, however many jobs they carry.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use diesel::connection::{Connection, InstrumentationEvent};
+use jobqueue_core::{Claim, Failure, JobOptions, NewJob, QueueSession, enqueue_many};
+use jobqueue_tests::{TestDb, count_where};
+
+/// Counts the statements `session` sends from now on.
+fn count_statements(session: &mut QueueSession) -> Arc<AtomicUsize> {
+    let count = Arc::new(AtomicUsize::new(0));
+    let seen = Arc::clone(&count);
+    session
+        .conn()
+        .set_instrumentation(move |event: InstrumentationEvent<'_>| {
+            if let InstrumentationEvent::StartQuery { .. } = event {
+                seen.fetch_add(1, Ordering::Relaxed);
+            }
+        });
+    count
+}
+
+#[test]
+fn a_batch_of_1000_is_one_statement_to_claim_and_one_to_complete() {
+    let db = TestDb::new();
+    let jobs: Vec<NewJob> = (0..1500)
+        .map(|_| NewJob::new("t", "{}", JobOptions::new()))
+        .collect::<Result<_, _>>()
+        .expect("build");
+    enqueue_many(&mut db.conn(), &jobs).expect("enqueue");
+
+    let mut session = QueueSession::establish(&db.url).expect("session");
+    let statements = count_statements(&mut session);
+    let rows = session.claim(&Claim::new("w").limit(1000)).expect("claim");
+    assert_eq!(rows.len(), 1000);
+    assert_eq!(
+        statements.swap(0, Ordering::Relaxed),
+        1,
+        "one statement claims 1000 jobs"
+    );
+
+    let leases: Vec<_> = rows.iter().map(|row| row.lease()).collect();
+    let done = session.complete_many(&leases[..900]).expect("complete");
+    assert_eq!(done.applied.len(), 900);
+    assert_eq!(
+        statements.swap(0, Ordering::Relaxed),
+        1,
+        "one statement completes 900 jobs"
+    );
+
+    let failures: Vec<_> = leases[900..]
+        .iter()
+        .map(|lease| Failure::permanent(*lease, "x"))
+        .collect();
+    session.fail_many(&failures).expect("fail");
+    assert_eq!(
+        statements.swap(0, Ordering::Relaxed),
+        1,
+        "one statement fails 100 jobs"
+    );
+
+    let mut conn = db.conn();
+    assert_eq!(count_where(&mut conn, "status = 'completed'"), 900);
+    assert_eq!(count_where(&mut conn, "status = 'failed'"), 100);
+    assert_eq!(count_where(&mut conn, "status = 'pending'"), 500);
+}
+
+#[test]
+fn outside_a_session_each_operation_is_its_own_read_committed_transaction() {
+    let db = TestDb::new();
+    let jobs: Vec<NewJob> = (0..10)
+        .map(|_| NewJob::new("t", "{}", JobOptions::new()))
+        .collect::<Result<_, _>>()
+        .expect("build");
+    let mut conn = db.conn();
+    enqueue_many(&mut conn, &jobs).expect("enqueue");
+    let count = Arc::new(AtomicUsize::new(0));
+    let seen = Arc::clone(&count);
+    conn.set_instrumentation(move |event: InstrumentationEvent<'_>| {
+        if let InstrumentationEvent::StartQuery { .. } = event {
+            seen.fetch_add(1, Ordering::Relaxed);
+        }
+    });
+    let rows = jobqueue_core::claim(&mut conn, &Claim::new("w").limit(10)).expect("claim");
+    assert_eq!(rows.len(), 10);
+    // BEGIN (with the claim's settings), the claim, COMMIT.
+    assert_eq!(count.swap(0, Ordering::Relaxed), 3);
+}
