@@ -13,7 +13,6 @@ use diesel::{Connection, PgConnection, RunQueryDsl};
 use jobqueue_core::{Job, JobOptions, JobStatus, NewJob, RetryPolicy};
 use serde::{Deserialize, Serialize};
 
-use crate::cli::Cli;
 use crate::shared::lock;
 use crate::{JobContext, JobError, Perform, Registry, Runner, RunnerConfig, RunnerError};
 
@@ -165,15 +164,6 @@ impl Perform for DemoReport {
 pub fn registry() -> Registry {
     Registry::new()
         .register::<DemoEmail>()
-        .register::<DemoThumbnail>()
-        .register::<DemoWebhook>()
-        .register::<DemoDigest>()
-        .register::<DemoReport>()
-}
-
-/// Adds the demo's handlers to a CLI.
-pub fn register(cli: Cli) -> Cli {
-    cli.register::<DemoEmail>()
         .register::<DemoThumbnail>()
         .register::<DemoWebhook>()
         .register::<DemoDigest>()

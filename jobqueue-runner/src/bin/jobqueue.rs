@@ -5,5 +5,5 @@
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
-    jobqueue_runner::demo::register(jobqueue_runner::cli::Cli::new()).main()
+    jobqueue_runner::cli::Cli::with_registry(jobqueue_runner::demo::registry()).main()
 }

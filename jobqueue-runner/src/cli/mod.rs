@@ -27,6 +27,11 @@ impl Cli {
         Self::default()
     }
 
+    /// A CLI whose `work` runs the handlers of `registry`.
+    pub fn with_registry(registry: Registry) -> Self {
+        Cli { registry }
+    }
+
     /// Adds `T`'s handler for `work`.
     pub fn register<T: Perform>(mut self) -> Self {
         self.registry = self.registry.register::<T>();
