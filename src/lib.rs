@@ -50,6 +50,14 @@ impl TestDb {
         db
     }
 
+    /// A fresh database with the test jobs' side tables, and a connection.
+    pub fn with_side_tables() -> (Self, PgConnection) {
+        let db = Self::new();
+        let mut conn = db.conn();
+        jobs::create_side_tables(&mut conn);
+        (db, conn)
+    }
+
     /// A new connection to it.
     pub fn conn(&self) -> PgConnection {
         PgConnection::establish(&self.url).expect("connect to the test database")

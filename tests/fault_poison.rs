@@ -12,7 +12,7 @@ use diesel::prelude::*;
 use diesel::sql_types::{Nullable, Text};
 use jobqueue_core::{Error, Job, JobOptions, NewJob, enqueue, enqueue_many};
 use jobqueue_tests::fault::{Proc, Summary, assert_exit_0};
-use jobqueue_tests::jobs::{self, Blob, Noop, Panic};
+use jobqueue_tests::jobs::{Blob, Noop, Panic};
 use jobqueue_tests::{TestDb, count_where, effects_where, scalar, wait_for};
 
 const WORKER: &str = env!("CARGO_BIN_EXE_jobqueue-test-worker");
@@ -43,10 +43,7 @@ const HOSTILE: &[&str] = &[
 ];
 
 fn setup() -> (TestDb, PgConnection) {
-    let db = TestDb::new();
-    let mut conn = db.conn();
-    jobs::create_side_tables(&mut conn);
-    (db, conn)
+    TestDb::with_side_tables()
 }
 
 fn cli(db: &TestDb, args: &[&str]) -> Output {

@@ -9,16 +9,13 @@ use diesel::prelude::*;
 use diesel::sql_types::Uuid;
 use jobqueue_core::{Job, JobId, JobOptions, JobStatus, NewJob, enqueue_many, get_job};
 use jobqueue_tests::fault::{Proc, Summary, assert_exit_0};
-use jobqueue_tests::jobs::{self, Hang, HangTimeout, Noop, Sleep};
+use jobqueue_tests::jobs::{Hang, HangTimeout, Noop, Sleep};
 use jobqueue_tests::{TestDb, count_where, effects_where, wait_for};
 
 const WORKER: &str = env!("CARGO_BIN_EXE_jobqueue-test-worker");
 
 fn setup() -> (TestDb, PgConnection) {
-    let db = TestDb::new();
-    let mut conn = db.conn();
-    jobs::create_side_tables(&mut conn);
-    (db, conn)
+    TestDb::with_side_tables()
 }
 
 #[derive(QueryableByName)]

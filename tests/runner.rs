@@ -26,10 +26,7 @@ fn config(db: &TestDb, concurrency: usize) -> RunnerConfig {
 }
 
 fn setup() -> (TestDb, PgConnection) {
-    let db = TestDb::new();
-    let mut conn = db.conn();
-    jobs::create_side_tables(&mut conn);
-    (db, conn)
+    TestDb::with_side_tables()
 }
 
 #[test]

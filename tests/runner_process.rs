@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use diesel::prelude::*;
 use jobqueue_core::{Job, JobOptions, JobStatus, NewJob, enqueue_many, get_job};
-use jobqueue_tests::jobs::{self, Effect, Noop, Sleep};
+use jobqueue_tests::jobs::{Effect, Noop, Sleep};
 use jobqueue_tests::{TestDb, count_where, effects_where, wait_for};
 
 const WORKER: &str = env!("CARGO_BIN_EXE_jobqueue-test-worker");
@@ -43,10 +43,7 @@ fn finish(child: Child) -> (Option<i32>, String) {
 }
 
 fn setup() -> (TestDb, PgConnection) {
-    let db = TestDb::new();
-    let mut conn = db.conn();
-    jobs::create_side_tables(&mut conn);
-    (db, conn)
+    TestDb::with_side_tables()
 }
 
 #[test]
