@@ -7,6 +7,7 @@ use diesel::prelude::*;
 use jobqueue_core::{
     CancelOutcome, Job, JobOptions, JobStatus, NewJob, RetryPolicy, enqueue_many, get_job,
 };
+use jobqueue_runner::bench::BenchNoop;
 use jobqueue_runner::{Runner, RunnerConfig};
 use jobqueue_tests::jobs::{self, Cancellable, Effect, Noop, Panic};
 use jobqueue_tests::{TestDb, count_where, effects_where, wait_for};
@@ -255,4 +256,60 @@ fn a_handler_transaction_writes_its_effect_and_completion_together() {
     for id in ids {
         assert_eq!(effects_where(&mut conn, &format!("job_id = '{id}'")), 1);
     }
+}
+
+#[test]
+fn a_busy_runner_hands_back_prefetched_jobs_another_runner_can_start() {
+    let (db, mut conn) = setup();
+    // Runner A, one worker, learns that jobs are short (no-ops): its
+    // prefetch grows to a whole batch.
+    let warmup: Vec<NewJob> = (0..3000)
+        .map(|_| NewJob::from_job(&BenchNoop { seq: 0 }, JobOptions::new()))
+        .collect::<Result<_, _>>()
+        .expect("build");
+    enqueue_many(&mut conn, &warmup).expect("enqueue");
+    let mut config_a = config(&db, 1);
+    config_a.worker_id = "runner-a".into();
+    let registry = jobs::registry().register::<BenchNoop>();
+    let a = Runner::new(config_a, registry).start().expect("start A");
+    wait_for("the warm-up jobs", Duration::from_secs(30), || {
+        count_where(&mut conn, "status = 'completed'") == 3000
+    });
+    // Then long jobs arrive: A claims many at once, but can start one at a time.
+    let long: Vec<NewJob> = (0..12)
+        .map(|_| NewJob::from_job(&jobqueue_tests::jobs::Sleep { ms: 700 }, JobOptions::new()))
+        .collect::<Result<_, _>>()
+        .expect("build");
+    enqueue_many(&mut conn, &long).expect("enqueue");
+    let mut config_b = config(&db, 6);
+    config_b.worker_id = "runner-b".into();
+    let b = Runner::new(config_b, jobs::registry())
+        .start()
+        .expect("start B");
+    wait_for("the long jobs", Duration::from_secs(30), || {
+        count_where(
+            &mut conn,
+            "job_type = 'test.sleep' AND status = 'completed'",
+        ) == 12
+    });
+    a.shutdown();
+    b.shutdown();
+    let by_b = count_where(
+        &mut conn,
+        "job_type = 'test.sleep' AND worker_id = 'runner-b'",
+    );
+    assert!(
+        by_b >= 6,
+        "runner B ran only {by_b} of the 12 long jobs: A hoarded them"
+    );
+    assert_eq!(
+        count_where(&mut conn, "job_type = 'test.sleep' AND attempts <> 1"),
+        0,
+        "handed-back jobs keep their attempt"
+    );
+    assert_eq!(
+        effects_where(&mut conn, "kind = 'done'"),
+        12,
+        "each long job ran once"
+    );
 }

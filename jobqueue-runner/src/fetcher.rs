@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, Sender, select};
 use jobqueue_core::{Claim, JobRow};
 
+use crate::completer::{Outcome, OutcomeKind};
 use crate::db::Db;
 use crate::shared::{Backoff, JobState, Shared};
 
@@ -45,9 +46,57 @@ fn wait(wake: &Receiver<()>, stop: &Receiver<()>, timeout: Duration) -> bool {
     !stopped
 }
 
+/// What the fetcher needs to hand back claimed jobs nobody is starting.
+pub(crate) struct Shed {
+    /// The workers' queue, to take unstarted jobs back out of.
+    pub(crate) queued: Receiver<Claimed>,
+    /// Where released jobs go (the completer writes the release).
+    pub(crate) outcomes: Sender<Outcome>,
+}
+
+/// How long the workers may start nothing while claimed jobs wait before the
+/// waiting jobs beyond the configured prefetch are handed back.
+const SHED_AFTER: Duration = Duration::from_millis(100);
+
+/// Hands back claimed jobs beyond the configured prefetch when every worker
+/// has been busy for `SHED_AFTER`: the prefetch grew while jobs were short,
+/// the jobs now are long, and another runner could start the waiting ones.
+/// They go back to pending without using up an attempt.
+fn shed(shared: &Shared, jobs: &Sender<Claimed>, shed: &Shed, last_claim: u64) {
+    let waiting = jobs.len();
+    if waiting <= shared.config.prefetch {
+        return;
+    }
+    // Since the last job start or the last claim, whichever came later.
+    let idle_for = shared
+        .micros_now()
+        .saturating_sub(shared.last_start.load(Ordering::Relaxed).max(last_claim));
+    if idle_for < SHED_AFTER.as_micros() as u64 {
+        return;
+    }
+    // Jobs run at least this long now: the prefetch drops at once.
+    shared.job_micros.fetch_max(idle_for, Ordering::Relaxed);
+    let mut released = 0;
+    for _ in shared.config.prefetch..waiting {
+        let Ok(claimed) = shed.queued.try_recv() else {
+            break;
+        };
+        let _ = shed.outcomes.send(Outcome {
+            lease: claimed.state.lease,
+            kind: OutcomeKind::Release,
+        });
+        shared.outstanding.fetch_sub(1, Ordering::AcqRel);
+        released += 1;
+    }
+    if released > 0 {
+        log::info!("handed back {released} claimed jobs: every worker is busy with long jobs");
+    }
+}
+
 pub(crate) fn run(
     shared: Arc<Shared>,
     jobs: Sender<Claimed>,
+    shedding: Shed,
     wake: Receiver<()>,
     stop: Receiver<()>,
 ) {
@@ -60,6 +109,8 @@ pub(crate) fn run(
     let mut repoll = config.poll_interval;
     // Moving average of a claim's round trip, in microseconds.
     let mut claim_micros = 0u64;
+    // When the last claim returned, in the runner's microseconds.
+    let mut last_claim = 0u64;
     let mut claim = Claim::new(config.worker_id.clone())
         .queues(config.queues.iter().cloned())
         .job_types(shared.job_types.iter().cloned())
@@ -68,6 +119,7 @@ pub(crate) fn run(
         if shared.is_stopping() {
             break;
         }
+        shed(&shared, &jobs, &shedding, last_claim);
         let capacity = config.concurrency + prefetch(&shared, claim_micros);
         // Claim in chunks: wait until at least this much room, unless idle.
         let chunk = (capacity.min(config.batch_size) / 2).max(1);
@@ -96,6 +148,7 @@ pub(crate) fn run(
                     (claim_micros * 7 + took) / 8
                 };
                 let got = rows.len();
+                last_claim = shared.micros_now();
                 shared.outstanding.fetch_add(got, Ordering::AcqRel);
                 crate::shared::Counters::add(&shared.counters.claimed, got);
                 for row in rows {

@@ -85,6 +85,8 @@ impl Runner {
             outstanding: AtomicUsize::new(0),
             wake_below: AtomicUsize::new(0),
             job_micros: std::sync::atomic::AtomicU64::new(0),
+            last_start: std::sync::atomic::AtomicU64::new(0),
+            epoch: Instant::now(),
             wake: wake_tx,
             config,
         });
@@ -101,8 +103,12 @@ impl Runner {
         }
         let mut threads = Vec::new();
         let s = Arc::clone(&shared);
+        let shed = crate::fetcher::Shed {
+            queued: job_rx.clone(),
+            outcomes: workers.outcomes.clone(),
+        };
         threads.push(spawn("jobqueue-fetcher", move || {
-            crate::fetcher::run(s, job_tx, wake_rx, stop_fetch_rx)
+            crate::fetcher::run(s, job_tx, shed, wake_rx, stop_fetch_rx)
         })?);
         let s = Arc::clone(&shared);
         let completer = spawn("jobqueue-completer", move || {

@@ -218,6 +218,10 @@ pub(crate) struct Shared {
     pub(crate) wake_below: AtomicUsize,
     /// Moving average of handler run time, in microseconds.
     pub(crate) job_micros: AtomicU64,
+    /// When a worker last started a job, in microseconds since `epoch`.
+    pub(crate) last_start: AtomicU64,
+    /// The runner's start, the origin of `last_start`.
+    pub(crate) epoch: Instant,
     /// Wakes the fetcher (capacity 1: wake-ups coalesce, none is lost).
     pub(crate) wake: Sender<()>,
 }
@@ -241,6 +245,11 @@ impl Shared {
         if left <= self.wake_below.load(Ordering::Acquire) {
             self.wake_fetcher();
         }
+    }
+
+    /// Microseconds since the runner started.
+    pub(crate) fn micros_now(&self) -> u64 {
+        self.epoch.elapsed().as_micros().min(u128::from(u64::MAX)) as u64
     }
 
     /// Folds one handler run time into the moving average (1/16 weight).

@@ -24,6 +24,9 @@ pub(crate) fn run(shared: Arc<Shared>, jobs: Receiver<Claimed>, outcomes: Sender
             continue;
         }
         let started = std::time::Instant::now();
+        shared
+            .last_start
+            .store(shared.micros_now(), Ordering::Relaxed);
         let kind = execute(&shared, &claimed);
         shared.note_job_time(started.elapsed());
         let _ = outcomes.send(Outcome { lease, kind });
