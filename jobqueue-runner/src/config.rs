@@ -17,7 +17,7 @@ pub struct RunnerConfig {
     pub concurrency: usize,
     /// Queues to work; empty means every queue. Default: every queue.
     pub queues: Vec<String>,
-    /// Most jobs claimed by one statement. Default 100.
+    /// Most jobs claimed by one statement. Default 200.
     pub batch_size: usize,
     /// Jobs claimed beyond what the workers can start at once. Small, so a
     /// runner never hoards jobs another runner could take. The runner raises
@@ -65,7 +65,7 @@ impl RunnerConfig {
             worker_id: default_worker_id(),
             concurrency,
             queues: Vec::new(),
-            batch_size: 100,
+            batch_size: 200,
             prefetch: (concurrency / 4).max(1),
             poll_interval: Duration::from_secs(1),
             lease,
