@@ -77,6 +77,20 @@ pub struct Enqueued {
 /// Fails with [`Error::UniqueConflict`] (and inserts nothing) when a live
 /// job already holds the job's unique key.
 pub fn enqueue(conn: &mut PgConnection, job: &NewJob) -> Result<JobId> {
+    let notify = should_notify(&job.queue);
+    if job.unique_key.is_none() && !notify {
+        crate::prepared::prepared::<sql::JobInsertQuiet>()
+            .bind::<Uuid, _>(job.id)
+            .bind::<Text, _>(&job.job_type)
+            .bind::<Text, _>(&job.queue)
+            .bind::<Integer, _>(job.priority)
+            .bind::<Text, _>(&job.payload)
+            .bind::<Integer, _>(job.max_attempts)
+            .bind::<Nullable<Timestamptz>, _>(job.run_at)
+            .bind::<Double, _>(job.delay_secs)
+            .execute(conn)?;
+        return Ok(job.id);
+    }
     for _ in 0..UNIQUE_RETRIES {
         let inserted = crate::prepared::prepared::<sql::JobInsert>()
             .bind::<Uuid, _>(job.id)
@@ -89,7 +103,7 @@ pub fn enqueue(conn: &mut PgConnection, job: &NewJob) -> Result<JobId> {
             .bind::<Double, _>(job.delay_secs)
             .bind::<Nullable<Text>, _>(job.unique_key.as_deref())
             .bind::<Text, _>(crate::NOTIFY_CHANNEL)
-            .bind::<Bool, _>(should_notify(&job.queue))
+            .bind::<Bool, _>(notify)
             .get_result::<IdRow>(conn)
             .optional()?;
         if let Some(row) = inserted {

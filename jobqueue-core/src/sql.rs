@@ -66,6 +66,15 @@ pub(crate) const JOB_INSERT: &str = concat!(
     notify_and_return_ids!()
 );
 
+/// Inserts one job without a unique key and without waking anyone (the
+/// common case under load, when the notification is debounced): `$1` to
+/// `$8` as in [`JOB_INSERT`].
+pub(crate) const JOB_INSERT_QUIET: &str = "
+    INSERT INTO jobqueue_jobs
+        (id, job_type, queue, priority, payload, max_attempts, run_at)
+    VALUES ($1, $2, $3, $4, CAST($5 AS jsonb), $6,
+            COALESCE($7, now() + make_interval(secs => $8)))";
+
 /// Inserts many jobs in one statement from parallel arrays (same order as
 /// [`JOB_INSERT`]'s parameters) and wakes their queues; returns the ids
 /// actually inserted.
@@ -368,6 +377,7 @@ pub(crate) const JOB_RETRY: &str = "
 // The hot-path statements, run prepared (see `prepared.rs`).
 crate::prepared::statements! {
     JobInsert => JOB_INSERT,
+    JobInsertQuiet => JOB_INSERT_QUIET,
     JobClaimMany => JOB_CLAIM_MANY,
     JobStartMany => JOB_START_MANY,
     JobCompleteMany => JOB_COMPLETE_MANY,
