@@ -26,6 +26,7 @@ use chrono::{DateTime, Utc};
 use diesel::prelude::*;
 use diesel::sql_types::{Array, Bool, Double, Integer, Nullable, Text, Timestamptz, Uuid};
 
+use crate::prepared::{Prepared, Statement, prepared};
 use crate::{Error, JobId, NewJob, Result, sql};
 
 /// Least time between two notifications of one queue from this process.
@@ -72,6 +73,20 @@ pub struct Enqueued {
     pub skipped: Vec<JobId>,
 }
 
+/// Statement `S` with the job's columns bound as `$1` to `$8` (the order of
+/// [`sql::JOB_INSERT`]).
+fn job_columns<S: Statement>(job: &NewJob) -> Prepared<'_, S> {
+    prepared::<S>()
+        .bind::<Uuid, _>(job.id)
+        .bind::<Text, _>(&job.job_type)
+        .bind::<Text, _>(&job.queue)
+        .bind::<Integer, _>(job.priority)
+        .bind::<Text, _>(&job.payload)
+        .bind::<Integer, _>(job.max_attempts)
+        .bind::<Nullable<Timestamptz>, _>(job.run_at)
+        .bind::<Double, _>(job.delay_secs)
+}
+
 /// Inserts one job; returns its id.
 ///
 /// Fails with [`Error::UniqueConflict`] (and inserts nothing) when a live
@@ -79,28 +94,11 @@ pub struct Enqueued {
 pub fn enqueue(conn: &mut PgConnection, job: &NewJob) -> Result<JobId> {
     let notify = should_notify(&job.queue);
     if job.unique_key.is_none() && !notify {
-        crate::prepared::prepared::<sql::JobInsertQuiet>()
-            .bind::<Uuid, _>(job.id)
-            .bind::<Text, _>(&job.job_type)
-            .bind::<Text, _>(&job.queue)
-            .bind::<Integer, _>(job.priority)
-            .bind::<Text, _>(&job.payload)
-            .bind::<Integer, _>(job.max_attempts)
-            .bind::<Nullable<Timestamptz>, _>(job.run_at)
-            .bind::<Double, _>(job.delay_secs)
-            .execute(conn)?;
+        job_columns::<sql::JobInsertQuiet>(job).execute(conn)?;
         return Ok(job.id);
     }
     for _ in 0..UNIQUE_RETRIES {
-        let inserted = crate::prepared::prepared::<sql::JobInsert>()
-            .bind::<Uuid, _>(job.id)
-            .bind::<Text, _>(&job.job_type)
-            .bind::<Text, _>(&job.queue)
-            .bind::<Integer, _>(job.priority)
-            .bind::<Text, _>(&job.payload)
-            .bind::<Integer, _>(job.max_attempts)
-            .bind::<Nullable<Timestamptz>, _>(job.run_at)
-            .bind::<Double, _>(job.delay_secs)
+        let inserted = job_columns::<sql::JobInsert>(job)
             .bind::<Nullable<Text>, _>(job.unique_key.as_deref())
             .bind::<Text, _>(crate::NOTIFY_CHANNEL)
             .bind::<Bool, _>(notify)

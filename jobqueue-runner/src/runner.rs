@@ -95,6 +95,7 @@ impl Runner {
             jobs: job_rx.clone(),
             outcomes: outcome_tx,
             alive: AtomicUsize::new(0),
+            exited: unbounded(),
             next_index: AtomicUsize::new(0),
             handles: Mutex::new(Vec::new()),
         });
@@ -190,6 +191,8 @@ struct WorkerSet {
     jobs: Receiver<Claimed>,
     outcomes: Sender<Outcome>,
     alive: AtomicUsize,
+    /// One message per worker thread that exits.
+    exited: (Sender<()>, Receiver<()>),
     next_index: AtomicUsize,
     handles: Mutex<Vec<JoinHandle<()>>>,
 }
@@ -206,6 +209,7 @@ impl WorkerSet {
                 set.outcomes.clone(),
             );
             set.alive.fetch_sub(1, Ordering::AcqRel);
+            let _ = set.exited.0.send(());
         });
         match spawned {
             Ok(handle) => {
@@ -309,9 +313,10 @@ impl RunnerHandle {
         // The fetcher dropped its sender: workers hand back what is queued
         // and exit when idle. Give busy ones the grace period.
         let deadline = Instant::now() + self.shared.config.shutdown_grace;
-        while self.workers.alive.load(Ordering::Acquire) > 0 && Instant::now() < deadline {
-            // Claims no worker will start (all busy past the grace) go back now.
-            std::thread::sleep(Duration::from_millis(10));
+        while self.workers.alive.load(Ordering::Acquire) > 0 {
+            if self.workers.exited.1.recv_deadline(deadline).is_err() {
+                break;
+            }
         }
         let mut abandoned = 0;
         if self.workers.alive.load(Ordering::Acquire) > 0 {
