@@ -103,11 +103,23 @@ pub fn count_where(conn: &mut PgConnection, condition: &str) -> i64 {
     .n
 }
 
-/// Makes every pending job due now (skips the wait of a retry backoff).
+/// Makes every waiting job due now and claimable (skips the wait of a
+/// retry backoff or a delay).
 pub fn make_due(conn: &mut PgConnection) {
-    diesel::sql_query("UPDATE jobqueue_jobs SET run_at = now() WHERE status = 'pending'")
-        .execute(conn)
-        .expect("make jobs due");
+    diesel::sql_query(
+        "UPDATE jobqueue_jobs SET run_at = now(), status = 'pending' \
+         WHERE status IN ('scheduled', 'pending')",
+    )
+    .execute(conn)
+    .expect("make jobs due");
+}
+
+/// How many migrations the schema has (the folders of `migrations/`).
+pub fn migration_count() -> usize {
+    std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/migrations"))
+        .expect("read migrations/")
+        .filter(|entry| entry.as_ref().is_ok_and(|e| e.path().is_dir()))
+        .count()
 }
 
 /// Makes the lease of every held job expire (as if its worker died).

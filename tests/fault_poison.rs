@@ -175,7 +175,8 @@ fn poison_payloads_panics_and_unknown_types_fail_clearly_and_the_runner_goes_on(
         Panic {}.enqueue(&mut conn).expect("enqueue");
         faults += 1;
     }
-    // A job type no runner handles: never claimed, pending, listed by `stats`.
+    // A job type no runner handles: set aside as unhandled, no attempt used,
+    // listed by `stats`.
     enqueue(
         &mut conn,
         &NewJob::new("nobody.handles.this", "{}", JobOptions::new()).expect("valid"),
@@ -207,16 +208,24 @@ fn poison_payloads_panics_and_unknown_types_fail_clearly_and_the_runner_goes_on(
          AND last_error LIKE 'handler for job type `test.panic` panicked: deliberate panic in attempt 2'
          AND jsonb_array_length(errors) = 2",
     );
-    let unknown_pending = count_where(
+    wait_for(
+        "the unknown type set aside",
+        Duration::from_secs(30),
+        || count_where(&mut conn, "status = 'unhandled'") == 1,
+    );
+    let unknown_set_aside = count_where(
         &mut conn,
-        "job_type = 'nobody.handles.this' AND status = 'pending' AND attempts = 0",
+        "job_type = 'nobody.handles.this' AND status = 'unhandled' AND attempts = 0",
     );
     let stats = cli(&db, &["stats"]);
     let stats = String::from_utf8_lossy(&stats.stdout).into_owned();
     let listed = stats.lines().any(|l| {
-        l.split_whitespace().collect::<Vec<_>>() == ["nobody.handles.this", "1", "0", "0"]
+        l.split_whitespace().collect::<Vec<_>>() == ["nobody.handles.this", "0", "0", "1", "0", "0"]
     });
-    assert!(listed, "stats lists the unknown type as pending:\n{stats}");
+    assert!(
+        listed,
+        "stats lists the unknown type as unhandled:\n{stats}"
+    );
     runner.signal("TERM");
     let status = runner.wait_exit(Duration::from_secs(30));
     assert_exit_0(&runner, status);
@@ -237,7 +246,7 @@ fn poison_payloads_panics_and_unknown_types_fail_clearly_and_the_runner_goes_on(
     let lost = (201 - good_done)
         + (misfit_count - decode_errors)
         + (2 - panic_errors)
-        + (1 - unknown_pending);
+        + (1 - unknown_set_aside);
     let duplicated = scalar(
         &mut conn,
         "SELECT count(*) AS n FROM (SELECT job_id FROM test_effects
@@ -253,7 +262,7 @@ fn poison_payloads_panics_and_unknown_types_fail_clearly_and_the_runner_goes_on(
         duplicated,
         detail: format!(
             "misfit_payloads_failed_at_once={decode_errors} panics_failed_after_retry={panic_errors} \
-             unknown_type_pending={unknown_pending} refused_at_enqueue=5 good_jobs_done={good_done}"
+             unknown_type_set_aside={unknown_set_aside} refused_at_enqueue=5 good_jobs_done={good_done}"
         ),
     }
     .print_and_check();
@@ -370,9 +379,14 @@ fn hostile_names_are_refused_or_kept_verbatim_and_never_run_as_sql() {
         faults += 4;
     }
     let workable = 2 * HOSTILE.len() as i64 + stored_queues;
-    wait_for("every workable job done", Duration::from_secs(30), || {
-        count_where(&mut conn, "status = 'completed'") == workable
-    });
+    wait_for(
+        "every workable job done, the others set aside",
+        Duration::from_secs(30),
+        || {
+            count_where(&mut conn, "status = 'completed'") == workable
+                && count_where(&mut conn, "status = 'unhandled'") == stored_types
+        },
+    );
     // Reading by a hostile name is a query like any other.
     for name in HOSTILE {
         for filter in ["--queue", "--type"] {
@@ -421,12 +435,12 @@ fn hostile_names_are_refused_or_kept_verbatim_and_never_run_as_sql() {
     .expect("count")
     .n;
     let canary = scalar(&mut conn, "SELECT count(*) AS n FROM canary");
-    let unknown_pending = count_where(
+    let unknown_set_aside = count_where(
         &mut conn,
-        "job_type NOT LIKE 'test.%' AND status = 'pending' AND attempts = 0",
+        "job_type NOT LIKE 'test.%' AND status = 'unhandled' AND attempts = 0",
     );
 
-    let lost = (workable - by_hostile_worker) + (stored_types - unknown_pending);
+    let lost = (workable - by_hostile_worker) + (stored_types - unknown_set_aside);
     let duplicated = scalar(
         &mut conn,
         "SELECT count(*) AS n FROM (SELECT job_id FROM test_effects

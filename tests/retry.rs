@@ -57,7 +57,8 @@ fn backoff_grows_and_the_last_attempt_is_dead_lettered() {
             "{outcome:?}"
         );
         let row = get_job(&mut conn, id).expect("read").expect("row");
-        assert_eq!(row.status, JobStatus::Pending);
+        // Waiting out its backoff: not in the claim's index until due.
+        assert_eq!(row.status, JobStatus::Scheduled);
         assert_eq!(
             row.last_error.as_deref(),
             Some(format!("boom {attempt}").as_str())

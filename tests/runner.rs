@@ -212,30 +212,68 @@ fn cancelling_a_running_job_is_seen_by_its_handler() {
     );
 }
 
+/// A type the test registry does not have.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Stranger {}
+
+impl Job for Stranger {
+    const JOB_TYPE: &'static str = "nobody.handles.this";
+}
+
+impl jobqueue_runner::Perform for Stranger {
+    fn perform(
+        &self,
+        ctx: &mut jobqueue_runner::JobContext<'_>,
+    ) -> Result<(), jobqueue_runner::JobError> {
+        jobs::record(ctx, "stranger")
+    }
+}
+
 #[test]
-fn an_unknown_job_type_stays_pending_and_shows_in_stats() {
+fn an_unknown_job_type_is_set_aside_until_a_runner_handles_it() {
     let (db, mut conn) = setup();
-    let stranger = jobqueue_core::enqueue(
-        &mut conn,
-        &NewJob::new("nobody.handles.this", "{}", JobOptions::new()).expect("valid"),
-    )
-    .expect("enqueue");
+    let stranger = Stranger {}.enqueue(&mut conn).expect("enqueue");
     let known = Noop { n: 1 }.enqueue(&mut conn).expect("enqueue");
     let runner = Runner::new(config(&db, 2), jobs::registry())
         .start()
         .expect("start");
-    wait_for("the known job to complete", Duration::from_secs(10), || {
-        get_job(&mut conn, known)
-            .expect("read")
-            .is_some_and(|j| j.status == JobStatus::Completed)
+    wait_for("both jobs dealt with", Duration::from_secs(10), || {
+        let mut status = |id| get_job(&mut conn, id).expect("read").map(|j| j.status);
+        status(known) == Some(JobStatus::Completed)
+            && status(stranger) == Some(JobStatus::Unhandled)
     });
-    runner.shutdown();
+    let stats = runner.shutdown().stats;
+    assert_eq!(stats.unhandled, 1);
     let row = get_job(&mut conn, stranger).expect("read").expect("row");
-    assert_eq!((row.status, row.attempts), (JobStatus::Pending, 0));
+    assert_eq!(row.attempts, 0, "setting a job aside uses up no attempt");
+    let error = row.last_error.expect("the reason is on the row");
+    assert!(
+        error.contains("no handler for job type nobody.handles.this")
+            && error.contains("queue default"),
+        "{error}"
+    );
     let types = jobqueue_core::type_stats(&mut conn).expect("stats");
     assert_eq!(types.len(), 1);
     assert_eq!(types[0].job_type, "nobody.handles.this");
-    assert_eq!(types[0].counts.get(&JobStatus::Pending), Some(&1));
+    assert_eq!(types[0].counts.get(&JobStatus::Unhandled), Some(&1));
+
+    // A runner that handles the type takes it back when it starts.
+    let runner = Runner::new(config(&db, 2), jobs::registry().register::<Stranger>())
+        .start()
+        .expect("start");
+    wait_for(
+        "the set-aside job to complete",
+        Duration::from_secs(10),
+        || {
+            get_job(&mut conn, stranger)
+                .expect("read")
+                .is_some_and(|j| j.status == JobStatus::Completed)
+        },
+    );
+    runner.shutdown();
+    assert_eq!(effects_where(&mut conn, "kind = 'stranger'"), 1);
+    let row = get_job(&mut conn, stranger).expect("read").expect("row");
+    assert_eq!(row.attempts, 1);
 }
 
 #[test]

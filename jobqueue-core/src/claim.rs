@@ -5,22 +5,26 @@ use std::time::Duration;
 use diesel::prelude::*;
 use diesel::sql_types::{Array, BigInt, Double, Text};
 
-use crate::isolation::{CLAIM_BEGIN, Scope, in_transaction, scoped};
-use crate::prepared::prepared;
+use crate::isolation::{QUEUE_BEGIN, Scope, scoped};
+use crate::prepared::{Prepared, Statement, prepared};
 use crate::{Error, JobRow, Result, limits, sql};
 
 /// Default lease: how long a claim holds a job without a heartbeat.
 pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
 
 /// What to claim, and for whom.
+///
+/// A claim takes due jobs of its queues, whatever their type: queues are
+/// the unit of routing. A runner that claims a job it has no handler for
+/// sets it aside as [`crate::JobStatus::Unhandled`] (see [`crate::park_many`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Claim {
     /// Who claims: stored on the row while it is held.
     pub worker_id: String,
-    /// Queues to claim from; empty means every queue.
+    /// Queues to claim from; empty means every queue. The claim's jobs are
+    /// split evenly among the queues that have due jobs; within a queue,
+    /// highest priority first.
     pub queues: Vec<String>,
-    /// Job types to claim; empty means every type.
-    pub job_types: Vec<String>,
     /// Most jobs to claim at once. Default 10.
     pub limit: i64,
     /// How long the claim holds each job without a heartbeat. Default 30 s.
@@ -33,21 +37,17 @@ impl Claim {
         Claim {
             worker_id: worker_id.into(),
             queues: Vec::new(),
-            job_types: Vec::new(),
             limit: 10,
             lease: DEFAULT_LEASE,
         }
     }
 
-    /// Only from these queues.
+    /// Only from these queues (a name given twice counts once).
     pub fn queues<S: Into<String>>(mut self, queues: impl IntoIterator<Item = S>) -> Self {
-        self.queues = queues.into_iter().map(Into::into).collect();
-        self
-    }
-
-    /// Only these job types.
-    pub fn job_types<S: Into<String>>(mut self, types: impl IntoIterator<Item = S>) -> Self {
-        self.job_types = types.into_iter().map(Into::into).collect();
+        let mut queues: Vec<String> = queues.into_iter().map(Into::into).collect();
+        queues.sort_unstable();
+        queues.dedup();
+        self.queues = queues;
         self
     }
 
@@ -63,7 +63,7 @@ impl Claim {
         self
     }
 
-    fn validate(&self) -> Result<()> {
+    pub(crate) fn validate(&self) -> Result<()> {
         if self.worker_id.is_empty() || self.worker_id.len() > 200 || self.worker_id.contains('\0')
         {
             return Err(Error::invalid(
@@ -73,9 +73,6 @@ impl Claim {
         }
         for queue in &self.queues {
             limits::check_queue(queue)?;
-        }
-        for job_type in &self.job_types {
-            limits::check_job_type(job_type)?;
         }
         if !(1..=10_000).contains(&self.limit) {
             return Err(Error::invalid(
@@ -93,14 +90,25 @@ impl Claim {
     }
 }
 
-/// Claims up to `claim.limit` due pending jobs in ONE statement and returns
-/// them, highest priority first, then by `run_at`, then by id.
+/// Claims up to `claim.limit` due jobs in ONE statement and returns them,
+/// highest priority first, then by `run_at`, then by id.
 ///
 /// Each claimed row is `claimed` by `claim.worker_id`, with one more attempt
 /// used, a new fencing token ([`JobRow::lease`]) and a lease of `claim.lease`
 /// from the database's `now()`. Concurrent claimers never get the same job.
+/// The claim's cost depends on its own queues' due jobs only: other queues'
+/// backlogs, scheduled jobs and set-aside jobs are not in its index range.
 pub fn claim(conn: &mut PgConnection, claim: &Claim) -> Result<Vec<JobRow>> {
     claim_in(conn, Scope::Own, claim)
+}
+
+/// The claim statement for `claim`, bound, as `S` (one of the two claims).
+pub(crate) fn query<S: Statement>(claim: &Claim) -> Prepared<'_, S> {
+    prepared::<S>()
+        .bind::<Array<Text>, _>(&claim.queues)
+        .bind::<BigInt, _>(claim.limit)
+        .bind::<Text, _>(&claim.worker_id)
+        .bind::<Double, _>(claim.lease.as_secs_f64())
 }
 
 pub(crate) fn claim_in(
@@ -109,14 +117,12 @@ pub(crate) fn claim_in(
     claim: &Claim,
 ) -> Result<Vec<JobRow>> {
     claim.validate()?;
-    let mut rows = scoped(conn, scope, CLAIM_BEGIN, |conn| {
-        Ok(prepared::<sql::JobClaimMany>()
-            .bind::<Array<Text>, _>(&claim.queues)
-            .bind::<Array<Text>, _>(&claim.job_types)
-            .bind::<BigInt, _>(claim.limit)
-            .bind::<Text, _>(&claim.worker_id)
-            .bind::<Double, _>(claim.lease.as_secs_f64())
-            .load::<JobRow>(conn)?)
+    let mut rows = scoped(conn, scope, QUEUE_BEGIN, |conn| {
+        Ok(if claim.queues.is_empty() {
+            query::<sql::JobClaimAny>(claim).load::<JobRow>(conn)?
+        } else {
+            query::<sql::JobClaimQueues>(claim).load::<JobRow>(conn)?
+        })
     })?;
     // UPDATE ... RETURNING does not keep the CTE's order.
     rows.sort_by(|a, b| {
@@ -126,32 +132,4 @@ pub(crate) fn claim_in(
             .then(a.id.cmp(&b.id))
     });
     Ok(rows)
-}
-
-/// The query plan PostgreSQL chooses for `claim` (`EXPLAIN` of the claim
-/// statement with its parameters bound), one line per plan node. For
-/// checking that the claim is served by the pending-jobs index.
-pub fn explain_claim(conn: &mut PgConnection, claim: &Claim) -> Result<String> {
-    #[derive(QueryableByName)]
-    struct PlanLine {
-        #[diesel(sql_type = Text, column_name = "QUERY PLAN")]
-        line: String,
-    }
-    claim.validate()?;
-    let lines = in_transaction(conn, CLAIM_BEGIN, |conn| {
-        Ok(
-            diesel::sql_query(format!("EXPLAIN {}", sql::JOB_CLAIM_MANY))
-                .bind::<Array<Text>, _>(&claim.queues)
-                .bind::<Array<Text>, _>(&claim.job_types)
-                .bind::<BigInt, _>(claim.limit)
-                .bind::<Text, _>(&claim.worker_id)
-                .bind::<Double, _>(claim.lease.as_secs_f64())
-                .load::<PlanLine>(conn)?,
-        )
-    })?;
-    Ok(lines
-        .into_iter()
-        .map(|l| l.line)
-        .collect::<Vec<_>>()
-        .join("\n"))
 }

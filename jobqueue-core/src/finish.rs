@@ -8,9 +8,9 @@ use chrono::{DateTime, Utc};
 use diesel::prelude::*;
 use diesel::sql_types::{Array, Double, Integer, Nullable, Text, Timestamptz, Uuid};
 
-use crate::isolation::{READ_COMMITTED_BEGIN, Scope, scoped};
+use crate::isolation::{QUEUE_BEGIN, Scope, scoped};
 use crate::lease::columns;
-use crate::prepared::{Statement, prepared};
+use crate::prepared::{Prepared, Statement, prepared};
 use crate::{Error, Fenced, JobId, JobStatus, Lease, Result, RetryPolicy, limits, sql};
 
 #[derive(QueryableByName)]
@@ -19,26 +19,46 @@ struct IdRow {
     id: JobId,
 }
 
+/// One of the `(ids, tokens) -> RETURNING id` statements, bound to
+/// `leases` (sorted by id).
+pub(crate) fn fenced_query<S: Statement>(leases: &[Lease]) -> Prepared<'static, S> {
+    let (ids, tokens) = columns(leases);
+    prepared::<S>()
+        .bind::<Array<Uuid>, _>(ids)
+        .bind::<Array<Integer>, _>(tokens)
+}
+
+/// Runs a bound `(ids, tokens, ...) -> RETURNING id` statement on `leases`.
+pub(crate) fn run_fenced<S: Statement>(
+    conn: &mut PgConnection,
+    scope: Scope,
+    leases: &[Lease],
+    query: Prepared<'_, S>,
+) -> Result<Fenced> {
+    if leases.is_empty() {
+        return Ok(Fenced::default());
+    }
+    let rows = scoped(conn, scope, QUEUE_BEGIN, |conn| {
+        Ok(query.load::<IdRow>(conn)?)
+    })?;
+    Ok(Fenced::sort(
+        leases,
+        rows.into_iter().map(|row| row.id).collect(),
+    ))
+}
+
 /// Runs one of the `(ids, tokens) -> RETURNING id` statements.
 pub(crate) fn fenced_update<S: Statement>(
     conn: &mut PgConnection,
     scope: Scope,
     leases: &[Lease],
 ) -> Result<Fenced> {
-    if leases.is_empty() {
-        return Ok(Fenced::default());
-    }
-    let (ids, tokens) = columns(leases);
-    let rows = scoped(conn, scope, READ_COMMITTED_BEGIN, |conn| {
-        Ok(prepared::<S>()
-            .bind::<Array<Uuid>, _>(&ids)
-            .bind::<Array<Integer>, _>(&tokens)
-            .load::<IdRow>(conn)?)
-    })?;
-    Ok(Fenced::sort(
-        leases,
-        rows.into_iter().map(|row| row.id).collect(),
-    ))
+    run_fenced(conn, scope, leases, fenced_query::<S>(leases))
+}
+
+/// The statement that sets held jobs aside as `unhandled`, bound.
+pub(crate) fn park_query(leases: &[Lease], runner: &str) -> Prepared<'static, sql::JobParkMany> {
+    fenced_query::<sql::JobParkMany>(leases).bind::<Text, _>(runner.to_owned())
 }
 
 fn single(lease: &Lease, fenced: Fenced) -> Result<()> {
@@ -83,6 +103,15 @@ pub fn cancel_held_many(conn: &mut PgConnection, leases: &[Lease]) -> Result<Fen
     fenced_update::<sql::JobCancelHeldMany>(conn, Scope::Own, leases)
 }
 
+/// Sets held jobs aside as [`JobStatus::Unhandled`] without using up an
+/// attempt: `runner` claimed them from a queue it works but has no handler
+/// for their type. Their error names the type, the runner and the queue.
+/// [`crate::reclaim_unhandled`] puts them back when a runner that handles
+/// the type runs.
+pub fn park_many(conn: &mut PgConnection, leases: &[Lease], runner: &str) -> Result<Fenced> {
+    run_fenced(conn, Scope::Own, leases, park_query(leases, runner))
+}
+
 /// One failed attempt to record.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Failure {
@@ -118,7 +147,7 @@ impl Failure {
 /// Where a failed job went.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FailOutcome {
-    /// Back to `pending`, due again at `run_at`.
+    /// Back to `scheduled` (or `pending`, with no delay), due again at `run_at`.
     Retrying {
         /// When the next attempt is due (database time).
         run_at: DateTime<Utc>,
@@ -155,6 +184,32 @@ pub fn fail_many(conn: &mut PgConnection, failures: &[Failure]) -> Result<Failed
     fail_many_in(conn, Scope::Own, failures)
 }
 
+/// The failure statement bound to `failures` (sorted by id); also returns
+/// their ids.
+pub(crate) fn fail_query(
+    failures: &[Failure],
+) -> (Prepared<'static, sql::JobFailMany>, Vec<JobId>) {
+    let mut sorted: Vec<&Failure> = failures.iter().collect();
+    sorted.sort_unstable_by_key(|failure| failure.lease.job_id);
+    let n = sorted.len();
+    let mut ids = Vec::with_capacity(n);
+    let mut tokens = Vec::with_capacity(n);
+    let mut delays = Vec::with_capacity(n);
+    let mut errors = Vec::with_capacity(n);
+    for failure in sorted {
+        ids.push(failure.lease.job_id);
+        tokens.push(failure.lease.token);
+        delays.push(failure.retry_in.map(|d| d.as_secs_f64()));
+        errors.push(limits::clip_error(&failure.error));
+    }
+    let query = prepared::<sql::JobFailMany>()
+        .bind::<Array<Uuid>, _>(ids.clone())
+        .bind::<Array<Integer>, _>(tokens)
+        .bind::<Array<Nullable<Double>>, _>(delays)
+        .bind::<Array<Text>, _>(errors);
+    (query, ids)
+}
+
 pub(crate) fn fail_many_in(
     conn: &mut PgConnection,
     scope: Scope,
@@ -163,24 +218,9 @@ pub(crate) fn fail_many_in(
     if failures.is_empty() {
         return Ok(FailedMany::default());
     }
-    let n = failures.len();
-    let mut ids = Vec::with_capacity(n);
-    let mut tokens = Vec::with_capacity(n);
-    let mut delays = Vec::with_capacity(n);
-    let mut errors = Vec::with_capacity(n);
-    for failure in failures {
-        ids.push(failure.lease.job_id);
-        tokens.push(failure.lease.token);
-        delays.push(failure.retry_in.map(|d| d.as_secs_f64()));
-        errors.push(limits::clip_error(&failure.error));
-    }
-    let rows = scoped(conn, scope, READ_COMMITTED_BEGIN, |conn| {
-        Ok(prepared::<sql::JobFailMany>()
-            .bind::<Array<Uuid>, _>(&ids)
-            .bind::<Array<Integer>, _>(&tokens)
-            .bind::<Array<Nullable<Double>>, _>(&delays)
-            .bind::<Array<Text>, _>(&errors)
-            .load::<FailRow>(conn)?)
+    let (query, ids) = fail_query(failures);
+    let rows = scoped(conn, scope, QUEUE_BEGIN, |conn| {
+        Ok(query.load::<FailRow>(conn)?)
     })?;
     let changed: std::collections::HashSet<JobId> = rows.iter().map(|row| row.id).collect();
     let lost = ids.into_iter().filter(|id| !changed.contains(id)).collect();
@@ -188,7 +228,9 @@ pub(crate) fn fail_many_in(
         .into_iter()
         .map(|row| {
             let outcome = match row.status {
-                JobStatus::Pending => FailOutcome::Retrying { run_at: row.run_at },
+                JobStatus::Pending | JobStatus::Scheduled => {
+                    FailOutcome::Retrying { run_at: row.run_at }
+                }
                 JobStatus::Cancelled => FailOutcome::Cancelled,
                 _ => FailOutcome::Failed,
             };

@@ -5,9 +5,9 @@ use std::time::Duration;
 use diesel::prelude::*;
 use diesel::sql_types::{Array, Bool, Double, Integer, Nullable, SmallInt, Text, Uuid};
 
-use crate::isolation::{READ_COMMITTED_BEGIN, Scope, read_committed, scoped};
+use crate::isolation::{QUEUE_BEGIN, Scope, read_committed, scoped};
 use crate::lease::columns;
-use crate::prepared::prepared;
+use crate::prepared::{Prepared, prepared};
 use crate::{Error, JobId, Lease, Result, sql};
 
 #[derive(QueryableByName)]
@@ -40,6 +40,18 @@ pub fn heartbeat_many(
     heartbeat_many_in(conn, Scope::Own, leases, lease)
 }
 
+/// The lease renewal statement bound to `leases` (sorted by id).
+pub(crate) fn heartbeat_query(
+    leases: &[Lease],
+    lease: Duration,
+) -> Prepared<'static, sql::JobHeartbeatMany> {
+    let (ids, tokens) = columns(leases);
+    prepared::<sql::JobHeartbeatMany>()
+        .bind::<Array<Uuid>, _>(ids)
+        .bind::<Array<Integer>, _>(tokens)
+        .bind::<Double, _>(lease.as_secs_f64())
+}
+
 pub(crate) fn heartbeat_many_in(
     conn: &mut PgConnection,
     scope: Scope,
@@ -49,13 +61,9 @@ pub(crate) fn heartbeat_many_in(
     if leases.is_empty() {
         return Ok(Heartbeat::default());
     }
-    let (ids, tokens) = columns(leases);
-    let rows = scoped(conn, scope, READ_COMMITTED_BEGIN, |conn| {
-        Ok(prepared::<sql::JobHeartbeatMany>()
-            .bind::<Array<Uuid>, _>(&ids)
-            .bind::<Array<Integer>, _>(&tokens)
-            .bind::<Double, _>(lease.as_secs_f64())
-            .load::<BeatRow>(conn)?)
+    let query = heartbeat_query(leases, lease);
+    let rows = scoped(conn, scope, QUEUE_BEGIN, |conn| {
+        Ok(query.load::<BeatRow>(conn)?)
     })?;
     let cancel_requested = rows
         .iter()

@@ -22,10 +22,49 @@ pub(crate) enum Scope {
 /// Opening of a queue statement's own transaction.
 pub(crate) const READ_COMMITTED_BEGIN: &str = "BEGIN ISOLATION LEVEL READ COMMITTED";
 
-/// Session settings of a [`crate::QueueSession`]: what [`READ_COMMITTED_BEGIN`]
-/// and [`CLAIM_BEGIN`] set per transaction, set once for the session.
-pub(crate) const SESSION_SETUP: &str = "SET SESSION CHARACTERISTICS AS TRANSACTION ISOLATION LEVEL READ COMMITTED; \
-     SET enable_bitmapscan = off; SET enable_sort = off";
+/// Planner settings of the hot-path statements (claim, and the batch writes
+/// on held jobs), as `SET` commands with `{scope}` for `SESSION` or `LOCAL`.
+///
+/// A queue table's statistics are stale as a rule: a bulk load since the
+/// last ANALYZE, a backlog claimed since, a TRUNCATE. With them the planner
+/// may sort every pending row to return the first few (a bitmap scan), or
+/// drive a batch UPDATE from another index and probe the whole id array for
+/// every row it finds (measured: 6 s per batch of 1,000 with 47,000 jobs
+/// held). Ruled out here are the plans whose cost grows with the table or
+/// with rows other than the statement's own: sorts, bitmap scans, sequential
+/// scans, hash and merge joins. What is left is an ordered scan of the
+/// fetch index for the claim, and for a batch write a nested loop over the
+/// id array probing the primary key: its cost is the batch's size, in the
+/// array's order (by id: see `lease::columns`), whatever the statistics say.
+/// `tests/plans.rs` checks both in every table state.
+macro_rules! planner_settings {
+    ($scope:literal) => {
+        concat!(
+            "SET ",
+            $scope,
+            " enable_bitmapscan = off; ",
+            "SET ",
+            $scope,
+            " enable_sort = off; ",
+            "SET ",
+            $scope,
+            " enable_seqscan = off; ",
+            "SET ",
+            $scope,
+            " enable_hashjoin = off; ",
+            "SET ",
+            $scope,
+            " enable_mergejoin = off"
+        )
+    };
+}
+
+/// Session settings of a [`crate::QueueSession`]: what [`QUEUE_BEGIN`] sets
+/// per transaction, set once for the session.
+pub(crate) const SESSION_SETUP: &str = concat!(
+    "SET SESSION CHARACTERISTICS AS TRANSACTION ISOLATION LEVEL READ COMMITTED; ",
+    planner_settings!("SESSION")
+);
 
 /// Runs `f` in a READ COMMITTED transaction of its own, or, when `conn` is
 /// already inside a transaction, in that one (the caller chose its isolation).
@@ -49,14 +88,13 @@ pub(crate) fn scoped<T>(
     }
 }
 
-/// Opening of the claim's transaction: READ COMMITTED, and a plan that walks
-/// the fetch index in order. A queue table's statistics are often stale (a
-/// burst of inserts since the last ANALYZE); the planner may then pick a
-/// bitmap scan and sort every pending row to return the first few. Ruling
-/// out bitmap scans and sorts for this one transaction leaves the ordered
-/// scan of `jobqueue_jobs_fetch_idx`, which stops after LIMIT rows.
-pub(crate) const CLAIM_BEGIN: &str = "BEGIN ISOLATION LEVEL READ COMMITTED; \
-     SET LOCAL enable_bitmapscan = off; SET LOCAL enable_sort = off";
+/// Opening of a hot-path statement's own transaction (claim, batch writes on
+/// held jobs): READ COMMITTED, and the planner settings above for this
+/// transaction only.
+pub(crate) const QUEUE_BEGIN: &str = concat!(
+    "BEGIN ISOLATION LEVEL READ COMMITTED; ",
+    planner_settings!("LOCAL")
+);
 
 /// Runs `f` in a transaction opened by `begin` (one round trip), or, when
 /// `conn` is already inside a transaction, in that one as it is.

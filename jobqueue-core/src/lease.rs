@@ -42,10 +42,19 @@ impl Fenced {
     }
 }
 
-/// Splits leases into the parallel id and token arrays the SQL takes.
+/// Splits leases into the parallel id and token arrays the SQL takes,
+/// sorted by id.
+///
+/// A batch statement locks its rows in the array's order (a nested loop
+/// over the array: see `isolation::planner_settings`), so every statement
+/// that locks several job rows takes them in one order, by id, and two of
+/// them (a completion and a heartbeat on overlapping jobs) can wait for each
+/// other but never deadlock.
 pub(crate) fn columns(leases: &[Lease]) -> (Vec<JobId>, Vec<i32>) {
-    leases
+    let mut pairs: Vec<(JobId, i32)> = leases
         .iter()
         .map(|lease| (lease.job_id, lease.token))
-        .unzip()
+        .collect();
+    pairs.sort_unstable();
+    pairs.into_iter().unzip()
 }

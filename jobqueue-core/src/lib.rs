@@ -60,8 +60,10 @@ pub mod limits;
 mod migrate;
 mod new_job;
 mod options;
+mod plan;
 mod prepared;
 mod prune;
+mod ready;
 mod rescue;
 mod retry_policy;
 mod row;
@@ -73,12 +75,12 @@ mod status;
 
 pub use admin::{JobFilter, list_jobs, retry_failed, retry_job};
 pub use cancel::{CancelOutcome, cancel};
-pub use claim::{Claim, DEFAULT_LEASE, claim, explain_claim};
+pub use claim::{Claim, DEFAULT_LEASE, claim};
 pub use enqueue::{Enqueued, NOTIFY_DEBOUNCE, enqueue, enqueue_many};
 pub use error::{Error, Result};
 pub use finish::{
     FailOutcome, FailedMany, Failure, cancel_held_many, complete, complete_many, fail, fail_many,
-    release_many, start_many,
+    park_many, release_many, start_many,
 };
 pub use heartbeat::{Heartbeat, Progress, heartbeat_many, report_progress};
 pub use id::JobId;
@@ -126,7 +128,9 @@ pub use lease::{Fenced, Lease};
 pub use migrate::{MIGRATIONS, run_migrations};
 pub use new_job::NewJob;
 pub use options::{JobOptions, Schedule};
+pub use plan::{HotStatement, Plan, TableRead};
 pub use prune::{Pruned, Retention, prune};
+pub use ready::{DEFAULT_PROMOTE_BATCH, promote_due, reclaim_unhandled};
 pub use rescue::{DEFAULT_RESCUE_BATCH, Rescued, rescue_stale};
 pub use retry_policy::RetryPolicy;
 pub use row::{JobRow, get_job};

@@ -128,3 +128,26 @@ impl<S: Statement> Query for Prepared<'_, S> {
 }
 
 impl<S: Statement, Conn> RunQueryDsl<Conn> for Prepared<'_, S> {}
+
+/// `EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON)` of a bound statement: planned afresh
+/// each time (no static query id), so it shows the plan the statement's
+/// parameters get now.
+pub(crate) struct ExplainAnalyze<'q, 'a, S>(pub(crate) &'q Prepared<'a, S>);
+
+impl<S: Statement> QueryFragment<Pg> for ExplainAnalyze<'_, '_, S> {
+    fn walk_ast<'b>(&'b self, mut out: AstPass<'_, 'b, Pg>) -> QueryResult<()> {
+        out.push_sql("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) ");
+        self.0.walk_ast(out)
+    }
+}
+
+impl<S: Statement> QueryId for ExplainAnalyze<'_, '_, S> {
+    type QueryId = ();
+    const HAS_STATIC_QUERY_ID: bool = false;
+}
+
+impl<S: Statement> Query for ExplainAnalyze<'_, '_, S> {
+    type SqlType = Untyped;
+}
+
+impl<S: Statement, Conn> RunQueryDsl<Conn> for ExplainAnalyze<'_, '_, S> {}

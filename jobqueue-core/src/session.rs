@@ -8,8 +8,8 @@ use diesel::{Connection, PgConnection, RunQueryDsl};
 use crate::finish::fenced_update;
 use crate::isolation::{SESSION_SETUP, Scope};
 use crate::{
-    Claim, FailedMany, Failure, Fenced, Heartbeat, JobRow, Lease, Pruned, Rescued, Result,
-    Retention, sql,
+    Claim, FailedMany, Failure, Fenced, Heartbeat, HotStatement, JobRow, Lease, Plan, Pruned,
+    Rescued, Result, Retention, sql,
 };
 
 /// A connection used only for the queue's own statements (a runner's
@@ -73,6 +73,39 @@ impl QueueSession {
     /// [`crate::release_many`], in one round trip.
     pub fn release_many(&mut self, leases: &[Lease]) -> Result<Fenced> {
         fenced_update::<sql::JobReleaseMany>(&mut self.conn, Scope::Session, leases)
+    }
+
+    /// [`crate::park_many`], in one round trip.
+    pub fn park_many(&mut self, leases: &[Lease], runner: &str) -> Result<Fenced> {
+        crate::finish::run_fenced(
+            &mut self.conn,
+            Scope::Session,
+            leases,
+            crate::finish::park_query(leases, runner),
+        )
+    }
+
+    /// [`crate::promote_due`], in one round trip.
+    pub fn promote_due(&mut self, limit: i64) -> Result<i64> {
+        crate::ready::promote_due_in(&mut self.conn, Scope::Session, limit)
+    }
+
+    /// [`crate::reclaim_unhandled`], in one round trip.
+    pub fn reclaim_unhandled(
+        &mut self,
+        job_types: &[String],
+        queues: &[String],
+        limit: i64,
+    ) -> Result<i64> {
+        crate::ready::reclaim_unhandled_in(&mut self.conn, Scope::Session, job_types, queues, limit)
+    }
+
+    /// Runs `statement` under `EXPLAIN ANALYZE` with this session's
+    /// settings, rolls it back, and returns its plan: which indexes serve
+    /// it and how many rows it examined. For checking that the hot path's
+    /// cost is its own batch's, whatever the table holds.
+    pub fn explain(&mut self, statement: HotStatement<'_>) -> Result<Plan> {
+        crate::plan::explain(&mut self.conn, statement)
     }
 
     /// [`crate::cancel_held_many`], in one round trip.

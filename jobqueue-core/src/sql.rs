@@ -1,11 +1,13 @@
 //! Every SQL statement the queue runs against `jobqueue_jobs`, in one place.
 //!
-//! Statements are named Noun+Verb (`JOB_CLAIM_MANY`, `JOB_COMPLETE_MANY`) so
+//! Statements are named Noun+Verb (`JOB_CLAIM_QUEUES`, `JOB_COMPLETE_MANY`) so
 //! they sort by table. Every value is a bound parameter; nothing is ever
 //! interpolated into these strings. Time always comes from the database's
 //! `now()`, never from the caller's clock.
 //!
-//! "Held" means `status IN ('claimed', 'running')`. A write that acts for a
+//! "Due" jobs are `pending`; jobs whose `run_at` is still ahead are
+//! `scheduled` until [`JOB_PROMOTE_DUE`] moves them. "Held" means
+//! `status IN ('claimed', 'running')`. A write that acts for a
 //! worker (complete, fail, heartbeat, progress) names the job AND the fencing
 //! token it got from the claim (`claim_count`), and only touches the row while
 //! it is still held under that token.
@@ -13,7 +15,20 @@
 /// The live statuses covered by the unique-key index.
 macro_rules! live_predicate {
     () => {
-        "unique_key IS NOT NULL AND status IN ('pending', 'claimed', 'running')"
+        "unique_key IS NOT NULL \
+         AND status IN ('scheduled', 'pending', 'unhandled', 'claimed', 'running')"
+    };
+}
+
+/// The status of a job inserted with run_at `$run_at` (an SQL expression):
+/// `pending` if it is due by the database's clock, else `scheduled`.
+macro_rules! status_for_run_at {
+    ($run_at:literal) => {
+        concat!(
+            "CASE WHEN ",
+            $run_at,
+            " <= now() THEN 'pending' ELSE 'scheduled' END"
+        )
     };
 }
 
@@ -40,7 +55,7 @@ macro_rules! notify_and_return_ids {
         "),
         wake AS (
             SELECT count(pg_notify($10, q.queue)) AS notified
-            FROM (SELECT DISTINCT queue FROM inserted WHERE $11 AND run_at <= now()) AS q
+            FROM (SELECT DISTINCT queue FROM inserted WHERE $11 AND status = 'pending') AS q
         )
         SELECT inserted.id FROM inserted, wake"
     };
@@ -56,24 +71,29 @@ macro_rules! notify_and_return_ids {
 pub(crate) const JOB_INSERT: &str = concat!(
     "WITH inserted AS (
         INSERT INTO jobqueue_jobs
-            (id, job_type, queue, priority, payload, max_attempts, run_at, unique_key)
-        VALUES ($1, $2, $3, $4, CAST($5 AS jsonb), $6,
-                COALESCE($7, now() + make_interval(secs => $8)), $9)
+            (id, job_type, queue, priority, payload, max_attempts, run_at, status, unique_key)
+        SELECT $1, $2, $3, $4, CAST($5 AS jsonb), $6, t.run_at, ",
+    status_for_run_at!("t.run_at"),
+    ", $9
+        FROM (SELECT COALESCE($7, now() + make_interval(secs => $8)) AS run_at) AS t
         ON CONFLICT (unique_key) WHERE ",
     live_predicate!(),
     " DO NOTHING
-        RETURNING id, queue, run_at",
+        RETURNING id, queue, status",
     notify_and_return_ids!()
 );
 
 /// Inserts one job without a unique key and without waking anyone (the
 /// common case under load, when the notification is debounced): `$1` to
 /// `$8` as in [`JOB_INSERT`].
-pub(crate) const JOB_INSERT_QUIET: &str = "
-    INSERT INTO jobqueue_jobs
-        (id, job_type, queue, priority, payload, max_attempts, run_at)
-    VALUES ($1, $2, $3, $4, CAST($5 AS jsonb), $6,
-            COALESCE($7, now() + make_interval(secs => $8)))";
+pub(crate) const JOB_INSERT_QUIET: &str = concat!(
+    "INSERT INTO jobqueue_jobs
+        (id, job_type, queue, priority, payload, max_attempts, run_at, status)
+    SELECT $1, $2, $3, $4, CAST($5 AS jsonb), $6, t.run_at, ",
+    status_for_run_at!("t.run_at"),
+    "
+    FROM (SELECT COALESCE($7, now() + make_interval(secs => $8)) AS run_at) AS t"
+);
 
 /// Inserts many jobs in one statement from parallel arrays (same order as
 /// [`JOB_INSERT`]'s parameters) and wakes their queues; returns the ids
@@ -81,53 +101,105 @@ pub(crate) const JOB_INSERT_QUIET: &str = "
 pub(crate) const JOB_INSERT_MANY: &str = concat!(
     "WITH inserted AS (
         INSERT INTO jobqueue_jobs
-            (id, job_type, queue, priority, payload, max_attempts, run_at, unique_key)
+            (id, job_type, queue, priority, payload, max_attempts, run_at, status, unique_key)
         SELECT t.id, t.job_type, t.queue, t.priority, CAST(t.payload AS jsonb), t.max_attempts,
-               COALESCE(t.run_at, now() + make_interval(secs => t.delay)), t.unique_key
-        FROM unnest($1::uuid[], $2::text[], $3::text[], $4::int4[], $5::text[], $6::int4[],
-                    $7::timestamptz[], $8::float8[], $9::text[])
-             AS t(id, job_type, queue, priority, payload, max_attempts, run_at, delay, unique_key)
+               t.run_at, ",
+    status_for_run_at!("t.run_at"),
+    ", t.unique_key
+        FROM (SELECT u.id, u.job_type, u.queue, u.priority, u.payload, u.max_attempts,
+                     COALESCE(u.run_at, now() + make_interval(secs => u.delay)) AS run_at,
+                     u.unique_key
+              FROM unnest($1::uuid[], $2::text[], $3::text[], $4::int4[], $5::text[],
+                          $6::int4[], $7::timestamptz[], $8::float8[], $9::text[])
+                   AS u(id, job_type, queue, priority, payload, max_attempts, run_at, delay,
+                        unique_key)) AS t
         ON CONFLICT (unique_key) WHERE ",
     live_predicate!(),
     " DO NOTHING
-        RETURNING id, queue, run_at",
+        RETURNING id, queue, status",
     notify_and_return_ids!()
 );
 
 /// Wakes the queues in `$2` (distinct names) on channel `$1`: after a `COPY`.
 pub(crate) const JOB_NOTIFY_QUEUES: &str = "SELECT pg_notify($1, q) FROM unnest($2::text[]) AS q";
 
-/// Claims up to `$3` due pending jobs for worker `$4` in one statement.
-///
-/// `$1` queues and `$2` job types (an empty array means "any"), `$5` lease in
-/// seconds. Served by `jobqueue_jobs_fetch_idx`, whose key is this ORDER BY.
-/// Each claim uses up an attempt and bumps the fencing token.
-pub(crate) const JOB_CLAIM_MANY: &str = "
-    WITH picked AS (
-        SELECT id
-        FROM jobqueue_jobs
-        WHERE status = 'pending'
-          AND run_at <= now()
-          AND (cardinality($1::text[]) = 0 OR queue = ANY($1::text[]))
-          AND (cardinality($2::text[]) = 0 OR job_type = ANY($2::text[]))
-        ORDER BY priority DESC, run_at, id
-        LIMIT $3
-        FOR UPDATE SKIP LOCKED
-    )
-    UPDATE jobqueue_jobs AS j
-    SET status = 'claimed',
-        worker_id = $4,
-        attempts = j.attempts + 1,
-        claim_count = j.claim_count + 1,
-        claimed_at = now(),
-        heartbeat_at = now(),
-        lease_expires_at = now() + make_interval(secs => $5),
-        started_at = NULL,
-        progress = 0,
-        current_stage = NULL
-    FROM picked
-    WHERE j.id = picked.id
-    RETURNING j.*";
+/// The end of both claim statements: takes up to `$2` jobs, split evenly
+/// among the queues in `ready` (those with due jobs), best first within
+/// each queue, and claims them for worker `$3` with a lease of `$4`
+/// seconds. Each queue's part is one ordered range of
+/// `jobqueue_jobs_fetch_idx`, so a claim never steps over another queue's
+/// backlog. Each claim uses up an attempt and bumps the fencing token.
+macro_rules! claim_from_ready {
+    () => {
+        "share AS (
+            SELECT ceil($2::float8 / greatest(count(*), 1))::int8 AS n FROM ready
+        ),
+        picked AS (
+            SELECT c.id
+            FROM ready
+            CROSS JOIN share
+            CROSS JOIN LATERAL (
+                SELECT p.id
+                FROM jobqueue_jobs AS p
+                WHERE p.status = 'pending' AND p.queue = ready.queue
+                ORDER BY p.priority DESC, p.run_at, p.id
+                LIMIT share.n
+                FOR UPDATE SKIP LOCKED
+            ) AS c
+            LIMIT $2
+        )
+        UPDATE jobqueue_jobs AS j
+        SET status = 'claimed',
+            worker_id = $3,
+            attempts = j.attempts + 1,
+            claim_count = j.claim_count + 1,
+            claimed_at = now(),
+            heartbeat_at = now(),
+            lease_expires_at = now() + make_interval(secs => $4),
+            started_at = NULL,
+            progress = 0,
+            current_stage = NULL
+        FROM picked
+        WHERE j.id = picked.id
+        RETURNING j.*"
+    };
+}
+
+/// Claims up to `$2` due jobs from the queues named in `$1` (distinct
+/// names), for worker `$3`, lease `$4` seconds: see `claim_from_ready!`.
+/// Queues without due jobs take no part of the claim.
+pub(crate) const JOB_CLAIM_QUEUES: &str = concat!(
+    "WITH ready AS (
+        SELECT q.queue
+        FROM unnest($1::text[]) AS q(queue)
+        WHERE EXISTS (
+            SELECT 1 FROM jobqueue_jobs AS p WHERE p.status = 'pending' AND p.queue = q.queue)
+    ),
+    ",
+    claim_from_ready!()
+);
+
+/// Claims up to `$2` due jobs from every queue that has some, for worker
+/// `$3`, lease `$4` seconds: see `claim_from_ready!`. The queues are found
+/// by skipping through `jobqueue_jobs_fetch_idx` one queue name at a time
+/// (one index descent per queue, whatever each queue's backlog). There is
+/// no `$1`, so both claims bind the same parameters.
+pub(crate) const JOB_CLAIM_ANY: &str = concat!(
+    "WITH RECURSIVE queues AS (
+        (SELECT p.queue FROM jobqueue_jobs AS p
+         WHERE p.status = 'pending'
+         ORDER BY p.queue LIMIT 1)
+        UNION ALL
+        SELECT (SELECT p.queue FROM jobqueue_jobs AS p
+                WHERE p.status = 'pending' AND p.queue > queues.queue
+                ORDER BY p.queue LIMIT 1)
+        FROM queues
+        WHERE queues.queue IS NOT NULL
+    ),
+    ready AS (SELECT queue FROM queues WHERE queue IS NOT NULL),
+    ",
+    claim_from_ready!()
+);
 
 /// Marks held jobs as started (`claimed` -> `running`). Arrays `$1` ids, `$2` tokens.
 pub(crate) const JOB_START_MANY: &str = "
@@ -159,8 +231,8 @@ pub(crate) const JOB_COMPLETE_MANY: &str = "
 /// Records failed attempts of held jobs in one statement.
 ///
 /// Arrays: `$1` ids, `$2` tokens, `$3` retry delay in seconds (null: permanent
-/// failure), `$4` error text. A job goes back to `pending` at
-/// `now() + delay` while it has attempts left, to `failed` otherwise, and to
+/// failure), `$4` error text. A job goes back to `scheduled` (`pending` if
+/// the delay is zero) at `now() + delay` while it has attempts left, to `failed` otherwise, and to
 /// `cancelled` if a cancel was requested meanwhile. Returns id, new status and
 /// run_at of each job it changed.
 pub(crate) const JOB_FAIL_MANY: &str = concat!(
@@ -168,7 +240,8 @@ pub(crate) const JOB_FAIL_MANY: &str = concat!(
         SELECT j.id, l.delay, l.error,
                CASE WHEN j.cancel_requested THEN 'cancelled'
                     WHEN l.delay IS NULL OR j.attempts >= j.max_attempts THEN 'failed'
-                    ELSE 'pending' END AS next_status
+                    WHEN l.delay <= 0 THEN 'pending'
+                    ELSE 'scheduled' END AS next_status
         FROM jobqueue_jobs AS j
         JOIN unnest($1::uuid[], $2::int4[], $3::float8[], $4::text[]) AS l(id, token, delay, error)
           ON j.id = l.id
@@ -178,10 +251,10 @@ pub(crate) const JOB_FAIL_MANY: &str = concat!(
     )
     UPDATE jobqueue_jobs AS j
     SET status = f.next_status,
-        run_at = CASE WHEN f.next_status = 'pending'
+        run_at = CASE WHEN f.next_status IN ('pending', 'scheduled')
                       THEN now() + make_interval(secs => f.delay) ELSE j.run_at END,
-        finished_at = CASE WHEN f.next_status = 'pending' THEN NULL ELSE now() END,
-        worker_id = CASE WHEN f.next_status = 'pending' THEN NULL ELSE j.worker_id END,
+        finished_at = CASE WHEN f.next_status IN ('pending', 'scheduled') THEN NULL ELSE now() END,
+        worker_id = CASE WHEN f.next_status IN ('pending', 'scheduled') THEN NULL ELSE j.worker_id END,
         lease_expires_at = NULL,
         last_error = f.error,
         errors = ",
@@ -220,16 +293,17 @@ pub(crate) const JOB_PROGRESS: &str = "
       AND j.status IN ('claimed', 'running')
     RETURNING j.cancel_requested";
 
-/// Cancels job `$1`: a pending job at once, a held one by raising its cancel
-/// flag (its handler sees it; its runner finishes it as `cancelled`).
-/// Returns the resulting status; no row if the job is finished or unknown.
+/// Cancels job `$1`: a waiting job (scheduled, pending, unhandled) at once,
+/// a held one by raising its cancel flag (its handler sees it; its runner
+/// finishes it as `cancelled`). Returns the resulting status; no row if the
+/// job is finished or unknown.
 pub(crate) const JOB_CANCEL: &str = "
     UPDATE jobqueue_jobs AS j
-    SET status = CASE WHEN j.status = 'pending' THEN 'cancelled' ELSE j.status END,
-        finished_at = CASE WHEN j.status = 'pending' THEN now() ELSE j.finished_at END,
-        cancel_requested = (j.status <> 'pending')
+    SET status = CASE WHEN j.status IN ('claimed', 'running') THEN j.status ELSE 'cancelled' END,
+        finished_at = CASE WHEN j.status IN ('claimed', 'running') THEN j.finished_at ELSE now() END,
+        cancel_requested = j.status IN ('claimed', 'running')
     WHERE j.id = $1
-      AND j.status IN ('pending', 'claimed', 'running')
+      AND j.status IN ('scheduled', 'pending', 'unhandled', 'claimed', 'running')
     RETURNING j.status";
 
 /// Marks held jobs as cancelled (their handler stopped after a cancel request).
@@ -260,6 +334,77 @@ pub(crate) const JOB_RELEASE_MANY: &str = "
       AND j.claim_count = l.token
       AND j.status IN ('claimed', 'running')
     RETURNING j.id";
+
+/// Sets held jobs aside as `unhandled` without using up an attempt: the
+/// claiming runner has no handler for their type. Arrays `$1` ids, `$2`
+/// tokens; `$3` names the runner (for the error text). Returns the ids.
+pub(crate) const JOB_PARK_MANY: &str = "
+    UPDATE jobqueue_jobs AS j
+    SET status = CASE WHEN j.cancel_requested THEN 'cancelled' ELSE 'unhandled' END,
+        finished_at = CASE WHEN j.cancel_requested THEN now() ELSE NULL END,
+        attempts = j.attempts - 1,
+        worker_id = NULL,
+        lease_expires_at = NULL,
+        started_at = NULL,
+        last_error = format('no handler for job type %s in runner %s, which works queue %s; \
+                             set aside until a runner that handles it starts', j.job_type, $3, j.queue)
+    FROM unnest($1::uuid[], $2::int4[]) AS l(id, token)
+    WHERE j.id = l.id
+      AND j.claim_count = l.token
+      AND j.status IN ('claimed', 'running')
+    RETURNING j.id";
+
+/// Moves up to `$1` scheduled jobs that are due by the database's clock to
+/// `pending`, and wakes their queues on channel `$2`. Safe to run from many
+/// processes at once (SKIP LOCKED). Returns the number moved.
+pub(crate) const JOB_PROMOTE_DUE: &str = "
+    WITH due AS (
+        SELECT id
+        FROM jobqueue_jobs
+        WHERE status = 'scheduled'
+          AND run_at <= now()
+        ORDER BY run_at
+        LIMIT $1
+        FOR UPDATE SKIP LOCKED
+    ),
+    promoted AS (
+        UPDATE jobqueue_jobs AS j
+        SET status = 'pending'
+        FROM due
+        WHERE j.id = due.id
+        RETURNING j.queue
+    ),
+    wake AS (
+        SELECT count(pg_notify($2, q.queue)) AS notified
+        FROM (SELECT DISTINCT queue FROM promoted) AS q
+    )
+    SELECT count(*) AS n FROM promoted, wake";
+
+/// Takes back up to `$3` jobs set aside as `unhandled` whose type is in `$1`
+/// and whose queue is in `$2` (an empty array: any queue): back to
+/// `pending`, their queues woken on channel `$4`. Returns the number moved.
+pub(crate) const JOB_UNPARK: &str = "
+    WITH parked AS (
+        SELECT id
+        FROM jobqueue_jobs
+        WHERE status = 'unhandled'
+          AND job_type = ANY($1::text[])
+          AND (cardinality($2::text[]) = 0 OR queue = ANY($2::text[]))
+        LIMIT $3
+        FOR UPDATE SKIP LOCKED
+    ),
+    back AS (
+        UPDATE jobqueue_jobs AS j
+        SET status = 'pending'
+        FROM parked
+        WHERE j.id = parked.id
+        RETURNING j.queue
+    ),
+    wake AS (
+        SELECT count(pg_notify($4, q.queue)) AS notified
+        FROM (SELECT DISTINCT queue FROM back) AS q
+    )
+    SELECT count(*) AS n FROM back, wake";
 
 /// Recovers up to `$1` held jobs whose lease expired before the database's
 /// `now()`: back to `pending` while attempts remain, `failed` ("worker lost")
@@ -314,17 +459,17 @@ pub(crate) const JOB_STATS: &str = "
            status,
            count(*) AS jobs,
            EXTRACT(EPOCH FROM now() - min(run_at) FILTER (
-               WHERE status = 'pending' AND run_at <= now()))::float8 AS oldest_due_secs
+               WHERE status = 'pending'))::float8 AS oldest_due_secs
     FROM jobqueue_jobs
     GROUP BY queue, status
     ORDER BY queue, status";
 
-/// Counts live jobs (pending, claimed, running) by job type and status: a
-/// type nobody handles shows up as pending here.
+/// Counts live jobs (scheduled, pending, unhandled, claimed, running) by job
+/// type and status: a type no runner handles shows up as unhandled here.
 pub(crate) const JOB_STATS_BY_TYPE: &str = "
     SELECT job_type, status, count(*) AS jobs
     FROM jobqueue_jobs
-    WHERE status IN ('pending', 'claimed', 'running')
+    WHERE status IN ('scheduled', 'pending', 'unhandled', 'claimed', 'running')
     GROUP BY job_type, status
     ORDER BY job_type, status";
 
@@ -365,7 +510,7 @@ pub(crate) const JOB_RETRY: &str = "
           AND (j.unique_key IS NULL OR NOT EXISTS (
                 SELECT 1 FROM jobqueue_jobs AS live
                 WHERE live.unique_key = j.unique_key
-                  AND live.status IN ('pending', 'claimed', 'running')))
+                  AND live.status IN ('scheduled', 'pending', 'unhandled', 'claimed', 'running')))
         RETURNING j.id, j.queue
     ),
     wake AS (
@@ -378,11 +523,13 @@ pub(crate) const JOB_RETRY: &str = "
 crate::prepared::statements! {
     JobInsert => JOB_INSERT,
     JobInsertQuiet => JOB_INSERT_QUIET,
-    JobClaimMany => JOB_CLAIM_MANY,
+    JobClaimQueues => JOB_CLAIM_QUEUES,
+    JobClaimAny => JOB_CLAIM_ANY,
     JobStartMany => JOB_START_MANY,
     JobCompleteMany => JOB_COMPLETE_MANY,
     JobFailMany => JOB_FAIL_MANY,
     JobReleaseMany => JOB_RELEASE_MANY,
+    JobParkMany => JOB_PARK_MANY,
     JobCancelHeldMany => JOB_CANCEL_HELD_MANY,
     JobHeartbeatMany => JOB_HEARTBEAT_MANY,
 }

@@ -13,8 +13,15 @@ use diesel::sql_types::Text;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, AsExpression, FromSqlRow)]
 #[diesel(sql_type = Text)]
 pub enum JobStatus {
-    /// Waiting to be claimed once `run_at` has passed.
+    /// Waiting for its `run_at` (a delayed job, or a retry's backoff); moved
+    /// to `pending` by a runner once due by the database's clock.
+    Scheduled,
+    /// Due: waiting to be claimed.
     Pending,
+    /// Set aside by a runner that works its queue but has no handler for its
+    /// type; moved back to `pending` when a runner that handles the type
+    /// runs. No attempt is used up.
+    Unhandled,
     /// Claimed by a worker, handler not started yet; the lease is running.
     Claimed,
     /// The handler is running; the lease is running.
@@ -29,8 +36,10 @@ pub enum JobStatus {
 
 impl JobStatus {
     /// Every status, in lifecycle order.
-    pub const ALL: [JobStatus; 6] = [
+    pub const ALL: [JobStatus; 8] = [
+        JobStatus::Scheduled,
         JobStatus::Pending,
+        JobStatus::Unhandled,
         JobStatus::Claimed,
         JobStatus::Running,
         JobStatus::Completed,
@@ -41,7 +50,9 @@ impl JobStatus {
     /// The name stored in the database.
     pub fn as_str(self) -> &'static str {
         match self {
+            JobStatus::Scheduled => "scheduled",
             JobStatus::Pending => "pending",
+            JobStatus::Unhandled => "unhandled",
             JobStatus::Claimed => "claimed",
             JobStatus::Running => "running",
             JobStatus::Completed => "completed",
@@ -55,6 +66,14 @@ impl JobStatus {
         matches!(
             self,
             JobStatus::Completed | JobStatus::Failed | JobStatus::Cancelled
+        )
+    }
+
+    /// Whether the job waits to run (scheduled, pending or unhandled).
+    pub fn is_waiting(self) -> bool {
+        matches!(
+            self,
+            JobStatus::Scheduled | JobStatus::Pending | JobStatus::Unhandled
         )
     }
 
@@ -81,8 +100,8 @@ impl FromStr for JobStatus {
                 crate::Error::invalid(
                     "status",
                     format!(
-                        "`{s}` is not a status (expected one of pending, claimed, running, \
-                         completed, failed, cancelled)"
+                        "`{s}` is not a status (expected one of scheduled, pending, unhandled, \
+                         claimed, running, completed, failed, cancelled)"
                     ),
                 )
             })

@@ -1,37 +1,17 @@
 //! The completer: writes outcomes in batches — one statement per kind per
-//! flush — and retries a flush until the database takes it.
+//! flush — and retries a flush until the database takes it. A job's slot in
+//! the runner is free only once its outcome is written: a slow database
+//! makes the runner claim less, never more.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, select};
-use jobqueue_core::{FailOutcome, Failure, Lease};
+use jobqueue_core::{FailOutcome, Failure};
 
 use crate::db::Db;
+use crate::messages::{Outcome, OutcomeKind};
 use crate::shared::{Backoff, Counters, Shared};
-
-/// What became of one attempt.
-#[derive(Debug)]
-pub(crate) struct Outcome {
-    pub(crate) lease: Lease,
-    pub(crate) kind: OutcomeKind,
-}
-
-#[derive(Debug)]
-pub(crate) enum OutcomeKind {
-    /// The handler succeeded: complete the job.
-    Complete,
-    /// The handler completed the job in its own transaction: nothing to write.
-    Handled,
-    /// The attempt failed; `retry` false fails the job for good.
-    Fail { error: String, retry: bool },
-    /// The handler stopped on a cancel request.
-    Cancelled,
-    /// Claimed but never started (shutdown): hand it back.
-    Release,
-    /// The lease was lost while the handler ran: nothing to write.
-    Lost,
-}
 
 pub(crate) fn run(shared: Arc<Shared>, outcomes: Receiver<Outcome>, stop: Receiver<()>) {
     let mut db = Db::new(&shared.config.database_url, "completer");
@@ -93,44 +73,50 @@ pub(crate) fn run(shared: Arc<Shared>, outcomes: Receiver<Outcome>, stop: Receiv
 }
 
 /// Writes every pending outcome, one statement per kind; what was written
-/// leaves `pending`, what the database refused stays for the next flush.
+/// leaves `pending` and frees its job's slot, what the database refused
+/// stays for the next flush.
 fn flush(shared: &Shared, db: &mut Db, pending: &mut Vec<Outcome>) {
     let mut complete = Vec::new();
     let mut release = Vec::new();
     let mut cancel = Vec::new();
+    let mut park = Vec::new();
     let mut failures = Vec::new();
     for outcome in pending.iter() {
+        let lease = outcome.lease();
         match &outcome.kind {
-            OutcomeKind::Complete => complete.push(outcome.lease),
-            OutcomeKind::Release => release.push(outcome.lease),
-            OutcomeKind::Cancelled => cancel.push(outcome.lease),
+            OutcomeKind::Complete => complete.push(lease),
+            OutcomeKind::Release => release.push(lease),
+            OutcomeKind::Cancelled => cancel.push(lease),
+            OutcomeKind::Park => park.push(lease),
             OutcomeKind::Fail { error, retry } => failures.push(if *retry {
-                Failure::retry(outcome.lease, error.clone(), &shared.config.retry)
+                Failure::retry(lease, error.clone(), &shared.config.retry)
             } else {
-                Failure::permanent(outcome.lease, error.clone())
+                Failure::permanent(lease, error.clone())
             }),
-            OutcomeKind::Handled => {
-                Counters::add(&shared.counters.completed, 1);
-                shared.inflight.remove(&outcome.lease);
-            }
-            OutcomeKind::Lost => {
-                Counters::add(&shared.counters.lost, 1);
-                shared.inflight.remove(&outcome.lease);
-            }
+            OutcomeKind::Handled => Counters::add(&shared.counters.completed, 1),
+            OutcomeKind::Lost => Counters::add(&shared.counters.lost, 1),
         }
     }
-    pending.retain(|o| !matches!(o.kind, OutcomeKind::Handled | OutcomeKind::Lost));
     let counters = &shared.counters;
-
-    let written = |pending: &mut Vec<Outcome>, keep: fn(&OutcomeKind) -> bool| {
-        pending.retain(|o| keep(&o.kind));
+    let written = |pending: &mut Vec<Outcome>, done: fn(&OutcomeKind) -> bool| {
+        pending.retain(|outcome| {
+            if done(&outcome.kind) {
+                shared.finished(&outcome.state);
+                false
+            } else {
+                true
+            }
+        });
     };
+    written(pending, |k| {
+        matches!(k, OutcomeKind::Handled | OutcomeKind::Lost)
+    });
     if !complete.is_empty()
         && let Ok(done) = db.run(&shared.health, |conn| conn.complete_many(&complete))
     {
         Counters::add(&counters.completed, done.applied.len());
         note_lost(shared, "completion", &done.lost);
-        written(pending, |k| !matches!(k, OutcomeKind::Complete));
+        written(pending, |k| matches!(k, OutcomeKind::Complete));
     }
     if !failures.is_empty()
         && let Ok(done) = db.run(&shared.health, |conn| conn.fail_many(&failures))
@@ -144,33 +130,30 @@ fn flush(shared: &Shared, db: &mut Db, pending: &mut Vec<Outcome>) {
             Counters::add(counter, 1);
         }
         note_lost(shared, "failure", &done.lost);
-        written(pending, |k| !matches!(k, OutcomeKind::Fail { .. }));
+        written(pending, |k| matches!(k, OutcomeKind::Fail { .. }));
     }
     if !release.is_empty()
         && let Ok(done) = db.run(&shared.health, |conn| conn.release_many(&release))
     {
         Counters::add(&counters.released, done.applied.len());
         note_lost(shared, "release", &done.lost);
-        written(pending, |k| !matches!(k, OutcomeKind::Release));
+        written(pending, |k| matches!(k, OutcomeKind::Release));
     }
     if !cancel.is_empty()
         && let Ok(done) = db.run(&shared.health, |conn| conn.cancel_held_many(&cancel))
     {
         Counters::add(&counters.cancelled, done.applied.len());
         note_lost(shared, "cancellation", &done.lost);
-        written(pending, |k| !matches!(k, OutcomeKind::Cancelled));
+        written(pending, |k| matches!(k, OutcomeKind::Cancelled));
     }
-    // Whatever was written is no longer in flight.
-    let unwritten: std::collections::HashSet<_> = pending.iter().map(|o| o.lease.job_id).collect();
-    for lease in complete
-        .iter()
-        .chain(&release)
-        .chain(&cancel)
-        .chain(failures.iter().map(|f| &f.lease))
+    if !park.is_empty()
+        && let Ok(done) = db.run(&shared.health, |conn| {
+            conn.park_many(&park, &shared.config.worker_id)
+        })
     {
-        if !unwritten.contains(&lease.job_id) {
-            shared.inflight.remove(lease);
-        }
+        Counters::add(&counters.unhandled, done.applied.len());
+        note_lost(shared, "set-aside", &done.lost);
+        written(pending, |k| matches!(k, OutcomeKind::Park));
     }
 }
 

@@ -21,7 +21,7 @@ pub struct RunnerConfig {
     pub batch_size: usize,
     /// Jobs claimed beyond what the workers can start at once. Small, so a
     /// runner never hoards jobs another runner could take. The runner raises
-    /// it, up to `batch_size`, for short jobs: to what its workers finish
+    /// it, up to two batches, for short jobs: to what its workers finish
     /// during one claim round trip (such jobs would not start sooner
     /// elsewhere). Default `concurrency / 4`, at least 1.
     pub prefetch: usize,
@@ -97,6 +97,21 @@ impl RunnerConfig {
         self.lease = lease;
         self.heartbeat_interval = lease / 3;
         self
+    }
+
+    /// The most the prefetch grows to for short jobs: two batches (one
+    /// being claimed while the last one's outcomes are written), or the
+    /// configured prefetch if that is more.
+    pub fn max_prefetch(&self) -> usize {
+        self.prefetch.max(2 * self.batch_size)
+    }
+
+    /// The most jobs this runner holds at once: claimed, running, or
+    /// finished with the outcome not yet written (`concurrency` +
+    /// [`RunnerConfig::max_prefetch`]). A job's place frees up only once its
+    /// outcome is written, so a slow database makes the runner claim less.
+    pub fn max_held(&self) -> usize {
+        self.concurrency + self.max_prefetch()
     }
 
     /// Checks every field; the error names the field and what is allowed.

@@ -6,18 +6,18 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender, select};
-use jobqueue_core::{Claim, JobRow};
+use jobqueue_core::Claim;
 
-use crate::completer::{Outcome, OutcomeKind};
 use crate::db::Db;
+use crate::messages::{Claimed, Outcome, OutcomeKind};
 use crate::shared::{Backoff, JobState, Shared};
 
 /// First re-poll after a claim that found work.
 const QUICK_REPOLL: Duration = Duration::from_millis(2);
 
 /// Jobs to claim beyond what the workers can start at once: the configured
-/// prefetch, raised (up to one batch) to what the workers finish during one
-/// claim round trip. A job prefetched so would not start sooner on another
+/// prefetch, raised (up to two batches: one being claimed while the last is
+/// written) to what the workers finish during one claim round trip. A job prefetched so would not start sooner on another
 /// runner, since it starts before a new claim could return; for jobs that
 /// take longer than a round trip, this stays at the configured prefetch.
 fn prefetch(shared: &Shared, claim_micros: u64) -> usize {
@@ -27,13 +27,7 @@ fn prefetch(shared: &Shared, claim_micros: u64) -> usize {
         return config.prefetch;
     }
     let finished_per_claim = (config.concurrency as u64).saturating_mul(claim_micros) / job_micros;
-    (finished_per_claim as usize).clamp(config.prefetch, config.batch_size.max(config.prefetch))
-}
-
-/// A claimed job on its way to a worker.
-pub(crate) struct Claimed {
-    pub(crate) row: JobRow,
-    pub(crate) state: Arc<JobState>,
+    (finished_per_claim as usize).clamp(config.prefetch, config.max_prefetch())
 }
 
 /// Waits for a wake-up, a stop, or `timeout`. Returns false on stop.
@@ -46,11 +40,13 @@ fn wait(wake: &Receiver<()>, stop: &Receiver<()>, timeout: Duration) -> bool {
     !stopped
 }
 
-/// What the fetcher needs to hand back claimed jobs nobody is starting.
-pub(crate) struct Shed {
+/// What the fetcher needs to hand jobs back without a worker: claimed jobs
+/// nobody is starting (released), and jobs of types this runner has no
+/// handler for (set aside).
+pub(crate) struct HandBack {
     /// The workers' queue, to take unstarted jobs back out of.
     pub(crate) queued: Receiver<Claimed>,
-    /// Where released jobs go (the completer writes the release).
+    /// Where handed-back jobs go (the completer writes them).
     pub(crate) outcomes: Sender<Outcome>,
 }
 
@@ -62,7 +58,7 @@ const SHED_AFTER: Duration = Duration::from_millis(100);
 /// has been busy for `SHED_AFTER`: the prefetch grew while jobs were short,
 /// the jobs now are long, and another runner could start the waiting ones.
 /// They go back to pending without using up an attempt.
-fn shed(shared: &Shared, jobs: &Sender<Claimed>, shed: &Shed, last_claim: u64) {
+fn shed(shared: &Shared, jobs: &Sender<Claimed>, shed: &HandBack, last_claim: u64) {
     let waiting = jobs.len();
     if waiting <= shared.config.prefetch {
         return;
@@ -81,11 +77,9 @@ fn shed(shared: &Shared, jobs: &Sender<Claimed>, shed: &Shed, last_claim: u64) {
         let Ok(claimed) = shed.queued.try_recv() else {
             break;
         };
-        let _ = shed.outcomes.send(Outcome {
-            lease: claimed.state.lease,
-            kind: OutcomeKind::Release,
-        });
-        shared.outstanding.fetch_sub(1, Ordering::AcqRel);
+        let _ = shed
+            .outcomes
+            .send(Outcome::new(&claimed.state, OutcomeKind::Release));
         released += 1;
     }
     if released > 0 {
@@ -96,7 +90,7 @@ fn shed(shared: &Shared, jobs: &Sender<Claimed>, shed: &Shed, last_claim: u64) {
 pub(crate) fn run(
     shared: Arc<Shared>,
     jobs: Sender<Claimed>,
-    shedding: Shed,
+    hand_back: HandBack,
     wake: Receiver<()>,
     stop: Receiver<()>,
 ) {
@@ -113,13 +107,14 @@ pub(crate) fn run(
     let mut last_claim = 0u64;
     let mut claim = Claim::new(config.worker_id.clone())
         .queues(config.queues.iter().cloned())
-        .job_types(shared.job_types.iter().cloned())
         .lease(config.lease);
+    // Job types this runner has set aside, to log each once.
+    let mut unhandled_types = std::collections::HashSet::new();
     loop {
         if shared.is_stopping() {
             break;
         }
-        shed(&shared, &jobs, &shedding, last_claim);
+        shed(&shared, &jobs, &hand_back, last_claim);
         let capacity = config.concurrency + prefetch(&shared, claim_micros);
         // Claim in chunks: wait until at least this much room, unless idle.
         let chunk = (capacity.min(config.batch_size) / 2).max(1);
@@ -154,6 +149,21 @@ pub(crate) fn run(
                 for row in rows {
                     let state = Arc::new(JobState::new(row.lease(), row.job_type.clone()));
                     shared.inflight.insert(Arc::clone(&state));
+                    if shared.registry.get(&row.job_type).is_none() {
+                        if unhandled_types.insert(row.job_type.clone()) {
+                            log::warn!(
+                                "no handler for job type `{}` (queue `{}`): its jobs are set aside \
+                                 as unhandled until a runner that handles it starts; register \
+                                 it here, or give it a queue of its own",
+                                row.job_type,
+                                row.queue
+                            );
+                        }
+                        let _ = hand_back
+                            .outcomes
+                            .send(Outcome::new(&state, OutcomeKind::Park));
+                        continue;
+                    }
                     if jobs.send(Claimed { row, state }).is_err() {
                         // Every worker is gone: the runner is going down. The
                         // leases of what is left expire and get recovered.

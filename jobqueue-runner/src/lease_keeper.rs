@@ -95,8 +95,7 @@ fn check_timeout(shared: &Shared, job: &JobState, now: Instant, spawn_worker: &i
             .counters
             .abandoned_running
             .fetch_add(1, Ordering::AcqRel);
-        shared.inflight.remove(&job.lease);
-        shared.job_done();
+        shared.finished(job);
         spawn_worker();
     }
 }

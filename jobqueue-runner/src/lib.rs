@@ -1,12 +1,14 @@
 //! The jobqueue runner: works jobs from PostgreSQL on a pool of OS threads.
 //!
-//! A [`Runner`] claims batches of due jobs of the types in its [`Registry`]
-//! (one `FOR UPDATE SKIP LOCKED` statement per batch), runs each job's
+//! A [`Runner`] claims batches of due jobs from its queues (one
+//! `FOR UPDATE SKIP LOCKED` statement per batch), runs each job's
 //! [`Perform::perform`] on a worker thread, and writes outcomes in batches.
 //! Idle runners are woken by `LISTEN`/`NOTIFY` as jobs are enqueued, with a
 //! slow poll as fallback. Leases of in-flight jobs are renewed on a
 //! connection of their own; expired leases (a runner that died) are
-//! recovered by any runner. SIGINT/SIGTERM shut down gracefully.
+//! recovered by any runner. A job of a type missing from the runner's
+//! [`Registry`] is set aside as unhandled, without using up an attempt, until
+//! a runner that handles it starts. SIGINT/SIGTERM shut down gracefully.
 //!
 //! The [`cli::Cli`] gives an application the whole `jobqueue` command line
 //! with its own handlers:
@@ -43,6 +45,7 @@ mod job_error;
 mod lease_keeper;
 mod listener;
 mod maintenance;
+mod messages;
 mod perform;
 pub mod postgres;
 mod registry;

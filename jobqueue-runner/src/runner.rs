@@ -19,8 +19,7 @@ use crossbeam_channel::{Receiver, Sender, bounded, unbounded};
 use diesel::PgConnection;
 use diesel::r2d2::{ConnectionManager, Pool};
 
-use crate::completer::Outcome;
-use crate::fetcher::Claimed;
+use crate::messages::{Claimed, Outcome, OutcomeKind};
 use crate::shared::{Counters, Health, InFlight, Shared, lock};
 use crate::{Registry, RunnerConfig, RunnerError, RunnerStats};
 
@@ -62,9 +61,11 @@ impl Runner {
             .error_handler(Box::new(PoolErrors))
             .build_unchecked(ConnectionManager::<PgConnection>::new(&config.database_url));
         let (wake_tx, wake_rx) = bounded(1);
-        let (job_tx, job_rx) =
-            bounded::<Claimed>(config.concurrency + config.prefetch.max(config.batch_size));
-        let (outcome_tx, outcome_rx) = unbounded::<Outcome>();
+        // The runner holds at most this many jobs at once, counting those
+        // whose outcome is not written yet; so neither channel ever holds more.
+        let most_held = config.max_held();
+        let (job_tx, job_rx) = bounded::<Claimed>(most_held);
+        let (outcome_tx, outcome_rx) = bounded::<Outcome>(most_held);
         let (stop_fetch_tx, stop_fetch_rx) = bounded::<()>(0);
         let (stop_complete_tx, stop_complete_rx) = bounded::<()>(0);
         let (stop_background_tx, stop_background_rx) = bounded::<()>(0);
@@ -104,12 +105,12 @@ impl Runner {
         }
         let mut threads = Vec::new();
         let s = Arc::clone(&shared);
-        let shed = crate::fetcher::Shed {
+        let hand_back = crate::fetcher::HandBack {
             queued: job_rx.clone(),
             outcomes: workers.outcomes.clone(),
         };
         threads.push(spawn("jobqueue-fetcher", move || {
-            crate::fetcher::run(s, job_tx, shed, wake_rx, stop_fetch_rx)
+            crate::fetcher::run(s, job_tx, hand_back, wake_rx, stop_fetch_rx)
         })?);
         let s = Arc::clone(&shared);
         let completer = spawn("jobqueue-completer", move || {
@@ -322,10 +323,10 @@ impl RunnerHandle {
         if self.workers.alive.load(Ordering::Acquire) > 0 {
             // Workers are stuck in handlers: hand back what they never started.
             while let Ok(claimed) = self.unstarted.try_recv() {
-                let _ = self.workers.outcomes.send(Outcome {
-                    lease: claimed.state.lease,
-                    kind: crate::completer::OutcomeKind::Release,
-                });
+                let _ = self
+                    .workers
+                    .outcomes
+                    .send(Outcome::new(&claimed.state, OutcomeKind::Release));
             }
             abandoned = self.workers.alive.load(Ordering::Acquire);
             log::warn!(

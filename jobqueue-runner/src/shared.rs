@@ -40,6 +40,9 @@ pub(crate) struct JobState {
     pub(crate) handled: AtomicBool,
     /// The row was marked `running`.
     pub(crate) marked_running: AtomicBool,
+    /// The job no longer counts against the runner's capacity (its outcome
+    /// was written, or its handler was abandoned).
+    slot_freed: AtomicBool,
     started: OnceLock<Instant>,
     timeout: OnceLock<Option<Duration>>,
 }
@@ -55,6 +58,7 @@ impl JobState {
             abandoned: AtomicBool::new(false),
             handled: AtomicBool::new(false),
             marked_running: AtomicBool::new(false),
+            slot_freed: AtomicBool::new(false),
             started: OnceLock::new(),
             timeout: OnceLock::new(),
         }
@@ -149,6 +153,7 @@ pub(crate) struct Counters {
     pub(crate) cancelled: AtomicU64,
     pub(crate) released: AtomicU64,
     pub(crate) lost: AtomicU64,
+    pub(crate) unhandled: AtomicU64,
     pub(crate) panicked: AtomicU64,
     /// Handlers abandoned past their timeout that have not returned yet.
     /// Each may hold a handler pool connection for good, so while there are
@@ -175,6 +180,9 @@ pub struct RunnerStats {
     pub released: u64,
     /// Outcomes not written because the lease was lost meanwhile.
     pub lost: u64,
+    /// Jobs set aside as unhandled: claimed from a queue this runner works,
+    /// of a type it has no handler for.
+    pub unhandled: u64,
     /// Handler panics caught.
     pub panicked: u64,
 }
@@ -194,6 +202,7 @@ impl Counters {
             cancelled: get(&self.cancelled),
             released: get(&self.released),
             lost: get(&self.lost),
+            unhandled: get(&self.unhandled),
             panicked: get(&self.panicked),
         }
     }
@@ -210,7 +219,9 @@ pub(crate) struct Shared {
     pub(crate) pool: HandlerPool,
     /// Shutdown has begun: claimed jobs not yet started are handed back.
     pub(crate) stopping: AtomicBool,
-    /// Jobs claimed and not yet finished by a worker.
+    /// Jobs claimed and not yet finished: held by a worker, waiting for
+    /// one, or finished with the outcome not yet written. The fetcher claims
+    /// only while this is below its capacity.
     pub(crate) outstanding: AtomicUsize,
     /// A finishing job wakes the fetcher when `outstanding` drops to this
     /// (the fetcher sets it before it waits for room; 0 when it waits for
@@ -235,9 +246,18 @@ impl Shared {
         let _ = self.wake.try_send(());
     }
 
-    /// A worker is done with a job: room for another. Wakes the fetcher
-    /// only when that makes the room it waits for, not once per job.
-    pub(crate) fn job_done(&self) {
+    /// A job stops counting against the runner's capacity: its outcome was
+    /// written, or its handler was abandoned. Counts once per job.
+    pub(crate) fn finished(&self, state: &JobState) {
+        self.inflight.remove(&state.lease);
+        if !state.slot_freed.swap(true, Ordering::AcqRel) {
+            self.slot_freed();
+        }
+    }
+
+    /// Room for another job. Wakes the fetcher only when that makes the
+    /// room it waits for, not once per job.
+    fn slot_freed(&self) {
         let left = self
             .outstanding
             .fetch_sub(1, Ordering::AcqRel)

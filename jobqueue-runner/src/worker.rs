@@ -7,20 +7,14 @@ use std::sync::atomic::Ordering;
 
 use crossbeam_channel::{Receiver, Sender};
 
-use crate::completer::{Outcome, OutcomeKind};
-use crate::fetcher::Claimed;
+use crate::messages::{Claimed, Outcome, OutcomeKind};
 use crate::shared::{Counters, Shared};
 use crate::{JobContext, JobError};
 
 pub(crate) fn run(shared: Arc<Shared>, jobs: Receiver<Claimed>, outcomes: Sender<Outcome>) {
     for claimed in jobs.iter() {
-        let lease = claimed.state.lease;
         if shared.is_stopping() {
-            let _ = outcomes.send(Outcome {
-                lease,
-                kind: OutcomeKind::Release,
-            });
-            shared.job_done();
+            let _ = outcomes.send(Outcome::new(&claimed.state, OutcomeKind::Release));
             continue;
         }
         let started = std::time::Instant::now();
@@ -29,17 +23,16 @@ pub(crate) fn run(shared: Arc<Shared>, jobs: Receiver<Claimed>, outcomes: Sender
             .store(shared.micros_now(), Ordering::Relaxed);
         let kind = execute(&shared, &claimed);
         shared.note_job_time(started.elapsed());
-        let _ = outcomes.send(Outcome { lease, kind });
+        let _ = outcomes.send(Outcome::new(&claimed.state, kind));
         if claimed.state.abandoned.load(Ordering::Acquire) {
             // Replaced by a new worker while this handler overran: bow out.
             log::warn!(
                 "job {} ({}) finally returned after it was abandoned",
-                lease.job_id,
+                claimed.state.lease.job_id,
                 claimed.state.job_type
             );
             return;
         }
-        shared.job_done();
     }
 }
 
@@ -48,10 +41,8 @@ fn execute(shared: &Shared, claimed: &Claimed) -> OutcomeKind {
     let row = &claimed.row;
     let state = &claimed.state;
     let Some(handler) = shared.registry.get(&row.job_type) else {
-        return OutcomeKind::Fail {
-            error: format!("no handler for job type `{}` in this runner", row.job_type),
-            retry: false,
-        };
+        // The fetcher sets such jobs aside before they reach a worker.
+        return OutcomeKind::Park;
     };
     state.start(handler.timeout.or(shared.config.default_timeout));
     let mut ctx = JobContext::new(shared, row, state);

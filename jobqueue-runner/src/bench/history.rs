@@ -4,28 +4,32 @@
 use std::time::Instant;
 
 use diesel::{Connection, PgConnection, RunQueryDsl};
-use jobqueue_core::{Claim, QueueSession};
+use jobqueue_core::{Claim, JobOptions, NewJob, QueueSession};
 
-use super::enqueue::{build, insert};
+use super::enqueue::insert;
+use super::noop::BenchNoop;
 use super::{Row, Sizes, db, median, reset};
 use crate::RunnerError;
 
 /// Jobs per measured claim.
-const BATCH: i64 = 100;
+pub(crate) const BATCH: i64 = 100;
 
-/// Median latency (ms) of `claims` claims of `BATCH` jobs from a backlog.
-/// Each phase starts vacuumed and from a checkpoint, so neither pays for
-/// the other's autovacuum run or full-page writes.
-fn claim_latency(url: &str, claims: usize) -> Result<f64, RunnerError> {
+/// Median latency (ms) of `claims` claims of `BATCH` jobs from a backlog in
+/// the queue `queue`. Each phase starts vacuumed and from a checkpoint, so
+/// neither pays for the other's autovacuum run or full-page writes.
+pub(crate) fn claim_latency(url: &str, claims: usize, queue: &str) -> Result<f64, RunnerError> {
     let mut session = QueueSession::establish(url)?;
-    insert(session.conn(), &build(claims * BATCH as usize)?)?;
+    let jobs: Vec<NewJob> = (0..claims * BATCH as usize)
+        .map(|_| NewJob::from_job(&BenchNoop { seq: 0 }, JobOptions::new().queue(queue)))
+        .collect::<Result<_, _>>()?;
+    insert(session.conn(), &jobs)?;
     diesel::sql_query("VACUUM (ANALYZE) jobqueue_jobs")
         .execute(session.conn())
         .map_err(db)?;
     diesel::sql_query("CHECKPOINT")
         .execute(session.conn())
         .map_err(db)?;
-    let claim = Claim::new("bench-history").limit(BATCH);
+    let claim = Claim::new("bench-history").limit(BATCH).queues([queue]);
     let mut times = Vec::with_capacity(claims);
     for _ in 0..claims {
         let started = Instant::now();
@@ -42,7 +46,7 @@ pub(crate) fn claim_cost(url: &str, sizes: &Sizes, runs: usize) -> Result<Vec<Ro
     let (mut empty, mut full, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..runs {
         reset(&mut conn)?;
-        let base = claim_latency(url, sizes.history_claims)?;
+        let base = claim_latency(url, sizes.history_claims, "default")?;
         diesel::sql_query(
             "INSERT INTO jobqueue_jobs (id, job_type, status, payload, attempts, claim_count, worker_id,
                                         claimed_at, started_at, finished_at, created_at, run_at)
@@ -54,7 +58,7 @@ pub(crate) fn claim_cost(url: &str, sizes: &Sizes, runs: usize) -> Result<Vec<Ro
         .bind::<diesel::sql_types::Integer, _>(sizes.history_rows as i32)
         .execute(&mut conn)
         .map_err(db)?;
-        let loaded = claim_latency(url, sizes.history_claims)?;
+        let loaded = claim_latency(url, sizes.history_claims, "default")?;
         empty.push(base);
         full.push(loaded);
         ratios.push(loaded / base);

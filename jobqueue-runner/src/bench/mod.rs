@@ -9,9 +9,11 @@
 //! synchronous_commit on).
 
 mod burn;
+mod drain;
 mod enqueue;
 mod footprint;
 mod history;
+mod isolation;
 mod latency;
 mod noop;
 
@@ -31,7 +33,7 @@ pub struct BenchOptions {
     /// Small sizes for a smoke test: figures are not comparable.
     pub quick: bool,
     /// Only these measurements (empty: all). Names: bulk, txn, burn, floor,
-    /// pickup, history, steady, footprint.
+    /// drain, pickup, history, isolation, steady, footprint.
     pub only: Vec<String>,
     /// Database to create for the bench.
     pub database: String,
@@ -52,6 +54,8 @@ pub(crate) struct Sizes {
     pub(crate) burn_jobs: usize,
     pub(crate) burn_workers: &'static [usize],
     pub(crate) floor_threads: usize,
+    pub(crate) drain_jobs: usize,
+    pub(crate) drain_runs: usize,
     pub(crate) floor_batch: i64,
     pub(crate) pickup_jobs: usize,
     pub(crate) pickup_pause: Duration,
@@ -72,6 +76,8 @@ impl Sizes {
                 burn_workers: &[1, 8],
                 floor_threads: 8,
                 floor_batch: 100,
+                drain_jobs: 5_000,
+                drain_runs: 3,
                 pickup_jobs: 20,
                 pickup_pause: Duration::from_millis(5),
                 history_rows: 20_000,
@@ -88,6 +94,8 @@ impl Sizes {
                 burn_workers: &[1, 8, 32, 128],
                 floor_threads: 8,
                 floor_batch: 100,
+                drain_jobs: 50_000,
+                drain_runs: 20,
                 pickup_jobs: 500,
                 pickup_pause: Duration::from_millis(10),
                 history_rows: 1_000_000,
@@ -316,6 +324,11 @@ pub fn run(server_url: &str, options: &BenchOptions) -> Result<(), RunnerError> 
                 .print();
         }
     }
+    if wanted("drain") {
+        drain::drains(&url, &sizes)?
+            .into_iter()
+            .for_each(|row| row.print());
+    }
     if wanted("pickup") {
         latency::pickup(&url, &sizes, runs)?
             .into_iter()
@@ -323,6 +336,11 @@ pub fn run(server_url: &str, options: &BenchOptions) -> Result<(), RunnerError> 
     }
     if wanted("history") {
         history::claim_cost(&url, &sizes, runs)?
+            .into_iter()
+            .for_each(|row| row.print());
+    }
+    if wanted("isolation") {
+        isolation::claim_isolation(&url, &sizes, runs)?
             .into_iter()
             .for_each(|row| row.print());
     }

@@ -195,7 +195,7 @@ pub struct BenchArgs {
     #[arg(long)]
     pub quick: bool,
     /// Only these measurements, comma-separated: bulk, txn, burn, floor,
-    /// pickup, history, steady, footprint.
+    /// drain, pickup, history, isolation, steady, footprint.
     #[arg(long, value_delimiter = ',')]
     pub only: Vec<String>,
     /// Database to create for the bench (dropped at the end).

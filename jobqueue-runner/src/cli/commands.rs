@@ -42,8 +42,10 @@ fn run_bench(url: &str, bench: super::args::BenchArgs) -> Result<()> {
         "txn",
         "burn",
         "floor",
+        "drain",
         "pickup",
         "history",
+        "isolation",
         "steady",
         "footprint",
     ];
@@ -308,42 +310,40 @@ fn show(url: &str, id: &str) -> Result<()> {
 fn stats(url: &str) -> Result<()> {
     let mut conn = connect(url)?;
     let queues = jobqueue_core::queue_stats(&mut conn)?;
+    let header = JobStatus::ALL.map(JobStatus::as_str);
     println!(
-        "{:<16} {:>9} {:>9} {:>9} {:>10} {:>9} {:>10} {:>12}",
-        "queue", "pending", "claimed", "running", "completed", "failed", "cancelled", "oldest due"
+        "{:<16} {}{:>12}",
+        "queue",
+        header.map(|h| format!("{h:>10}")).concat(),
+        "oldest due"
     );
     for q in &queues {
         let age = q
             .oldest_due_age
             .map(|a| format!("{:.1}s", a.as_secs_f64()))
             .unwrap_or_else(|| "-".into());
-        println!(
-            "{:<16} {:>9} {:>9} {:>9} {:>10} {:>9} {:>10} {:>12}",
-            q.queue,
-            q.count(JobStatus::Pending),
-            q.count(JobStatus::Claimed),
-            q.count(JobStatus::Running),
-            q.count(JobStatus::Completed),
-            q.count(JobStatus::Failed),
-            q.count(JobStatus::Cancelled),
-            age
-        );
+        let counts = JobStatus::ALL.map(|s| format!("{:>10}", q.count(s)));
+        println!("{:<16} {}{:>12}", q.queue, counts.concat(), age);
     }
     let types = jobqueue_core::type_stats(&mut conn)?;
     if !types.is_empty() {
+        let live: Vec<JobStatus> = JobStatus::ALL
+            .into_iter()
+            .filter(|s| !s.is_finished())
+            .collect();
         println!(
-            "\n{:<32} {:>9} {:>9} {:>9}",
-            "live jobs by type", "pending", "claimed", "running"
+            "\n{:<32} {}",
+            "live jobs by type",
+            live.iter()
+                .map(|h| format!("{:>10}", h.as_str()))
+                .collect::<String>()
         );
         for t in types {
-            let count = |s| t.counts.get(&s).copied().unwrap_or(0);
-            println!(
-                "{:<32} {:>9} {:>9} {:>9}",
-                t.job_type,
-                count(JobStatus::Pending),
-                count(JobStatus::Claimed),
-                count(JobStatus::Running)
-            );
+            let counts: String = live
+                .iter()
+                .map(|s| format!("{:>10}", t.counts.get(s).copied().unwrap_or(0)))
+                .collect();
+            println!("{:<32} {}", t.job_type, counts);
         }
     }
     Ok(())

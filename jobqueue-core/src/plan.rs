@@ -1,0 +1,148 @@
+//! What the planner does with the hot-path statements, for tests and
+//! diagnostics: one statement run under `EXPLAIN ANALYZE` on a queue
+//! session, rolled back, and summed up by the reads of the jobs table.
+
+use std::time::Duration;
+
+use diesel::connection::{AnsiTransactionManager, TransactionManager};
+use diesel::prelude::*;
+use diesel::sql_types::Text;
+
+use crate::claim::Claim;
+use crate::finish::{Failure, fail_query, fenced_query, park_query};
+use crate::heartbeat::heartbeat_query;
+use crate::prepared::{ExplainAnalyze, Prepared, Statement};
+use crate::{Lease, Result, sql};
+
+/// A hot-path statement, with the values it would run with.
+#[derive(Debug, Clone, Copy)]
+pub enum HotStatement<'a> {
+    /// The claim.
+    Claim(&'a Claim),
+    /// Marking held jobs as running.
+    Start(&'a [Lease]),
+    /// Completing held jobs.
+    Complete(&'a [Lease]),
+    /// Recording failed attempts.
+    Fail(&'a [Failure]),
+    /// Renewing leases, for this long.
+    Heartbeat(&'a [Lease], Duration),
+    /// Handing held jobs back unstarted.
+    Release(&'a [Lease]),
+    /// Finishing held jobs as cancelled.
+    CancelHeld(&'a [Lease]),
+    /// Setting held jobs aside as unhandled.
+    Park(&'a [Lease]),
+}
+
+/// One plan node that reads `jobqueue_jobs`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TableRead {
+    /// The node type (`Index Scan`, `Seq Scan`, ...).
+    pub node: String,
+    /// The index it reads, if any.
+    pub index: Option<String>,
+    /// How many times it ran.
+    pub loops: f64,
+    /// Rows it looked at over all its runs: those it returned and those its
+    /// filters removed.
+    pub rows_examined: f64,
+}
+
+/// The executed plan of one statement.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Plan {
+    /// `EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON)` output, pretty-printed.
+    pub json: String,
+    /// Every node that reads the jobs table.
+    pub reads: Vec<TableRead>,
+    /// Buffers (pages) the statement touched, hit or read.
+    pub buffers: i64,
+}
+
+impl Plan {
+    /// Rows of the jobs table examined by all reads together.
+    pub fn rows_examined(&self) -> f64 {
+        self.reads.iter().map(|read| read.rows_examined).sum()
+    }
+}
+
+#[derive(QueryableByName)]
+struct PlanRow {
+    #[diesel(sql_type = Text, column_name = "QUERY PLAN")]
+    plan: String,
+}
+
+/// Runs `statement` under `EXPLAIN ANALYZE` on `conn` (a queue session's
+/// connection, with its settings) and rolls it back.
+pub(crate) fn explain(conn: &mut PgConnection, statement: HotStatement<'_>) -> Result<Plan> {
+    let json = match statement {
+        HotStatement::Claim(claim) => {
+            claim.validate()?;
+            if claim.queues.is_empty() {
+                run(conn, &crate::claim::query::<sql::JobClaimAny>(claim))?
+            } else {
+                run(conn, &crate::claim::query::<sql::JobClaimQueues>(claim))?
+            }
+        }
+        HotStatement::Start(leases) => run(conn, &fenced_query::<sql::JobStartMany>(leases))?,
+        HotStatement::Complete(leases) => run(conn, &fenced_query::<sql::JobCompleteMany>(leases))?,
+        HotStatement::Fail(failures) => run(conn, &fail_query(failures).0)?,
+        HotStatement::Heartbeat(leases, lease) => run(conn, &heartbeat_query(leases, lease))?,
+        HotStatement::Release(leases) => run(conn, &fenced_query::<sql::JobReleaseMany>(leases))?,
+        HotStatement::CancelHeld(leases) => {
+            run(conn, &fenced_query::<sql::JobCancelHeldMany>(leases))?
+        }
+        HotStatement::Park(leases) => run(conn, &park_query(leases, "explain"))?,
+    };
+    summarize(&json)
+}
+
+/// `EXPLAIN ANALYZE` of `query` in a transaction that is rolled back.
+fn run<S: Statement>(conn: &mut PgConnection, query: &Prepared<'_, S>) -> Result<String> {
+    AnsiTransactionManager::begin_transaction(&mut *conn)?;
+    let result = ExplainAnalyze(query).load::<PlanRow>(conn);
+    AnsiTransactionManager::rollback_transaction(&mut *conn)?;
+    Ok(result?
+        .into_iter()
+        .map(|row| row.plan)
+        .collect::<Vec<_>>()
+        .join("\n"))
+}
+
+fn summarize(json: &str) -> Result<Plan> {
+    let value: serde_json::Value = serde_json::from_str(json)
+        .map_err(|e| crate::Error::invalid("plan", format!("EXPLAIN output is not JSON: {e}")))?;
+    let root = &value[0]["Plan"];
+    let mut reads = Vec::new();
+    collect_reads(root, &mut reads);
+    let number = |key: &str| root[key].as_i64().unwrap_or(0);
+    Ok(Plan {
+        json: serde_json::to_string_pretty(&value).unwrap_or_else(|_| json.to_owned()),
+        reads,
+        buffers: number("Shared Hit Blocks") + number("Shared Read Blocks"),
+    })
+}
+
+fn collect_reads(node: &serde_json::Value, reads: &mut Vec<TableRead>) {
+    let number = |key: &str| node[key].as_f64().unwrap_or(0.0);
+    let kind = node["Node Type"].as_str().unwrap_or("");
+    if node["Relation Name"].as_str() == Some("jobqueue_jobs") && kind != "ModifyTable" {
+        // EXPLAIN gives rows and removed rows per loop.
+        let loops = number("Actual Loops");
+        let per_loop = number("Actual Rows")
+            + number("Rows Removed by Filter")
+            + number("Rows Removed by Index Recheck");
+        reads.push(TableRead {
+            node: kind.to_owned(),
+            index: node["Index Name"].as_str().map(str::to_owned),
+            loops,
+            rows_examined: per_loop * loops,
+        });
+    }
+    if let Some(children) = node["Plans"].as_array() {
+        for child in children {
+            collect_reads(child, reads);
+        }
+    }
+}

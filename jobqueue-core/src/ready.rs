@@ -1,0 +1,90 @@
+//! Moving waiting jobs into `pending`, where claims find them: scheduled
+//! jobs that became due, and jobs set aside as unhandled once a runner that
+//! handles their type runs.
+
+use diesel::prelude::*;
+use diesel::sql_types::{Array, BigInt, Text};
+
+use crate::isolation::{READ_COMMITTED_BEGIN, Scope, scoped};
+use crate::{Error, Result, limits, sql};
+
+/// Default number of jobs moved per statement.
+pub const DEFAULT_PROMOTE_BATCH: i64 = 5000;
+
+#[derive(QueryableByName)]
+struct Moved {
+    #[diesel(sql_type = BigInt)]
+    n: i64,
+}
+
+fn check_limit(limit: i64) -> Result<()> {
+    if (1..=100_000).contains(&limit) {
+        Ok(())
+    } else {
+        Err(Error::invalid(
+            "limit",
+            format!("{limit} is out of range (1 to 100000)"),
+        ))
+    }
+}
+
+/// Moves up to `limit` scheduled jobs that are due by the database's clock
+/// to `pending`, and wakes their queues; returns how many it moved. Safe to
+/// run from many processes at once: each takes jobs the others do not
+/// (SKIP LOCKED). A runner does this every poll interval.
+pub fn promote_due(conn: &mut PgConnection, limit: i64) -> Result<i64> {
+    promote_due_in(conn, Scope::Own, limit)
+}
+
+pub(crate) fn promote_due_in(conn: &mut PgConnection, scope: Scope, limit: i64) -> Result<i64> {
+    check_limit(limit)?;
+    scoped(conn, scope, READ_COMMITTED_BEGIN, |conn| {
+        Ok(diesel::sql_query(sql::JOB_PROMOTE_DUE)
+            .bind::<BigInt, _>(limit)
+            .bind::<Text, _>(crate::NOTIFY_CHANNEL)
+            .get_result::<Moved>(conn)?
+            .n)
+    })
+}
+
+/// Puts up to `limit` jobs set aside as [`crate::JobStatus::Unhandled`]
+/// back to `pending` if their type is one of `job_types` and their queue one
+/// of `queues` (empty: any queue), and wakes their queues; returns how many
+/// it moved. A runner does this when it starts and at every recovery pass,
+/// for the types it handles in the queues it works.
+pub fn reclaim_unhandled(
+    conn: &mut PgConnection,
+    job_types: &[String],
+    queues: &[String],
+    limit: i64,
+) -> Result<i64> {
+    reclaim_unhandled_in(conn, Scope::Own, job_types, queues, limit)
+}
+
+pub(crate) fn reclaim_unhandled_in(
+    conn: &mut PgConnection,
+    scope: Scope,
+    job_types: &[String],
+    queues: &[String],
+    limit: i64,
+) -> Result<i64> {
+    check_limit(limit)?;
+    for job_type in job_types {
+        limits::check_job_type(job_type)?;
+    }
+    for queue in queues {
+        limits::check_queue(queue)?;
+    }
+    if job_types.is_empty() {
+        return Ok(0);
+    }
+    scoped(conn, scope, READ_COMMITTED_BEGIN, |conn| {
+        Ok(diesel::sql_query(sql::JOB_UNPARK)
+            .bind::<Array<Text>, _>(job_types)
+            .bind::<Array<Text>, _>(queues)
+            .bind::<BigInt, _>(limit)
+            .bind::<Text, _>(crate::NOTIFY_CHANNEL)
+            .get_result::<Moved>(conn)?
+            .n)
+    })
+}

@@ -1,0 +1,53 @@
+//! The messages between the runner's threads: claimed jobs on their way to
+//! a worker, and what became of each one on its way to the completer.
+
+use std::sync::Arc;
+
+use jobqueue_core::{JobRow, Lease};
+
+use crate::shared::JobState;
+
+/// A claimed job on its way to a worker.
+pub(crate) struct Claimed {
+    pub(crate) row: JobRow,
+    pub(crate) state: Arc<JobState>,
+}
+
+/// What became of one claimed job, to be written by the completer.
+#[derive(Debug)]
+pub(crate) struct Outcome {
+    pub(crate) state: Arc<JobState>,
+    pub(crate) kind: OutcomeKind,
+}
+
+impl Outcome {
+    pub(crate) fn new(state: &Arc<JobState>, kind: OutcomeKind) -> Self {
+        Outcome {
+            state: Arc::clone(state),
+            kind,
+        }
+    }
+
+    pub(crate) fn lease(&self) -> Lease {
+        self.state.lease
+    }
+}
+
+#[derive(Debug)]
+pub(crate) enum OutcomeKind {
+    /// The handler succeeded: complete the job.
+    Complete,
+    /// The handler completed the job in its own transaction: nothing to write.
+    Handled,
+    /// The attempt failed; `retry` false fails the job for good.
+    Fail { error: String, retry: bool },
+    /// The handler stopped on a cancel request.
+    Cancelled,
+    /// Claimed but never started (shutdown, shedding): hand it back.
+    Release,
+    /// Claimed from a queue this runner works, but of a type it has no
+    /// handler for: set it aside as unhandled.
+    Park,
+    /// The lease was lost while the handler ran: nothing to write.
+    Lost,
+}

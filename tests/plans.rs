@@ -1,0 +1,263 @@
+//! The hot path's plans stay bounded by the statement's own batch in every
+//! table state: a fresh table, after TRUNCATE, with statistics claiming the
+//! table is empty, with statistics taken before the jobs were claimed, and
+//! with 1,000,000 rows. Each statement runs under `EXPLAIN ANALYZE` on a
+//! queue session (rolled back); the checks are on the indexes used and the
+//! rows examined, never on time.
+
+use std::time::Duration;
+
+use diesel::prelude::*;
+use jobqueue_core::{Claim, Failure, HotStatement, Lease, Plan, QueueSession, RetryPolicy};
+use jobqueue_tests::{TestDb, scalar};
+
+/// Jobs per batch statement.
+const BATCH: usize = 1000;
+
+fn exec(conn: &mut PgConnection, sql: &str) {
+    diesel::sql_query(sql)
+        .execute(conn)
+        .unwrap_or_else(|e| panic!("{e}\n{sql}"));
+}
+
+/// A database whose jobs table autovacuum leaves alone, so its statistics
+/// stay what each test makes them.
+fn frozen_stats_db() -> (TestDb, PgConnection) {
+    let db = TestDb::new();
+    let mut conn = db.conn();
+    exec(
+        &mut conn,
+        "ALTER TABLE jobqueue_jobs SET (autovacuum_enabled = false)",
+    );
+    (db, conn)
+}
+
+/// Inserts `n` rows in `status` of queue `queue`, due `run_at` (SQL).
+fn insert(conn: &mut PgConnection, n: usize, status: &str, queue: &str, run_at: &str) {
+    let held = matches!(status, "claimed" | "running");
+    let finished = matches!(status, "completed" | "failed" | "cancelled");
+    exec(
+        conn,
+        &format!(
+            "INSERT INTO jobqueue_jobs (id, job_type, queue, status, run_at, priority, attempts,
+                 claim_count, worker_id, claimed_at, heartbeat_at, lease_expires_at, finished_at)
+             SELECT gen_random_uuid(), 'plan.job', '{queue}', '{status}', {run_at}, 100,
+                    {attempts}, {attempts}, {worker}, {at}, {at}, {lease}, {finished_at}
+             FROM generate_series(1, {n})",
+            attempts = if held || finished { 1 } else { 0 },
+            worker = if held { "'w'" } else { "NULL" },
+            at = if held { "now()" } else { "NULL" },
+            lease = if held {
+                "now() + interval '1 hour'"
+            } else {
+                "NULL"
+            },
+            finished_at = if finished { "now()" } else { "NULL" },
+        ),
+    );
+}
+
+/// `BATCH` leases of held jobs.
+fn leases(conn: &mut PgConnection) -> Vec<Lease> {
+    #[derive(QueryableByName)]
+    struct Held {
+        #[diesel(sql_type = diesel::sql_types::Uuid)]
+        id: jobqueue_core::JobId,
+        #[diesel(sql_type = diesel::sql_types::Integer)]
+        claim_count: i32,
+    }
+    let held: Vec<Held> = diesel::sql_query(format!(
+        "SELECT id, claim_count FROM jobqueue_jobs
+         WHERE status IN ('claimed', 'running') LIMIT {BATCH}"
+    ))
+    .load(conn)
+    .expect("held jobs");
+    assert_eq!(held.len(), BATCH, "the state needs {BATCH} held jobs");
+    held.into_iter()
+        .map(|h| Lease {
+            job_id: h.id,
+            token: h.claim_count,
+            attempt: 1,
+        })
+        .collect()
+}
+
+/// Every batch write on held jobs probes the primary key once per job of
+/// its batch and examines nothing else.
+fn assert_batch_statements_bounded(state: &str, db: &TestDb) {
+    let mut conn = db.conn();
+    let leases = leases(&mut conn);
+    let failures: Vec<Failure> = leases
+        .iter()
+        .map(|lease| Failure::retry(*lease, "boom", &RetryPolicy::default()))
+        .collect();
+    let mut session = QueueSession::establish(&db.url).expect("session");
+    let statements = [
+        ("start", HotStatement::Start(&leases)),
+        ("complete", HotStatement::Complete(&leases)),
+        ("fail", HotStatement::Fail(&failures)),
+        (
+            "heartbeat",
+            HotStatement::Heartbeat(&leases, Duration::from_secs(30)),
+        ),
+        ("release", HotStatement::Release(&leases)),
+        ("cancel-held", HotStatement::CancelHeld(&leases)),
+        ("park", HotStatement::Park(&leases)),
+    ];
+    for (name, statement) in statements {
+        let plan = session.explain(statement).expect("explain");
+        for read in &plan.reads {
+            assert!(
+                read.node == "Index Scan" && read.index.as_deref() == Some("jobqueue_jobs_pkey"),
+                "{state}: {name} reads the jobs table other than by primary key ({read:?}):\n{}",
+                plan.json
+            );
+        }
+        // The fail statement locks its rows first, then updates them: two
+        // probes per job.
+        let probes = if name == "fail" { 2 } else { 1 };
+        assert_within(state, name, &plan, (probes * BATCH) as f64);
+    }
+}
+
+fn assert_within(state: &str, name: &str, plan: &Plan, most: f64) {
+    assert!(
+        !plan.reads.is_empty(),
+        "{state}: {name} reads nothing?\n{}",
+        plan.json
+    );
+    assert!(
+        plan.rows_examined() <= most,
+        "{state}: {name} examined {} rows (at most {most} expected):\n{}",
+        plan.rows_examined(),
+        plan.json
+    );
+}
+
+/// A claim of 100 from `queue` reads only that queue's range of the fetch
+/// index and the claimed rows by primary key.
+fn assert_claim_bounded(state: &str, db: &TestDb, claim: &Claim) {
+    let mut session = QueueSession::establish(&db.url).expect("session");
+    let plan = session
+        .explain(HotStatement::Claim(claim))
+        .expect("explain the claim");
+    for read in &plan.reads {
+        let index = read.index.as_deref().unwrap_or("");
+        assert!(
+            read.node.starts_with("Index") && index.starts_with("jobqueue_jobs_"),
+            "{state}: the claim reads the jobs table without an index ({read:?}):\n{}",
+            plan.json
+        );
+        assert!(
+            index == "jobqueue_jobs_fetch_idx" || index == "jobqueue_jobs_pkey",
+            "{state}: the claim reads {index}:\n{}",
+            plan.json
+        );
+    }
+    // Its own rows twice (found, then updated), plus one look per queue to
+    // see whether it has due jobs.
+    let queues = claim.queues.len().max(1) as f64;
+    assert_within(
+        state,
+        "claim",
+        &plan,
+        2.0 * claim.limit as f64 + 2.0 * queues,
+    );
+}
+
+fn claim_100() -> Claim {
+    Claim::new("plan-test").limit(100).queues(["default"])
+}
+
+#[test]
+fn fresh_table_never_analyzed() {
+    let (db, mut conn) = frozen_stats_db();
+    insert(&mut conn, 5_000, "claimed", "default", "now()");
+    insert(&mut conn, 5_000, "pending", "default", "now()");
+    assert_batch_statements_bounded("fresh table", &db);
+    assert_claim_bounded("fresh table", &db, &claim_100());
+}
+
+#[test]
+fn after_truncate() {
+    let (db, mut conn) = frozen_stats_db();
+    insert(&mut conn, 20_000, "completed", "default", "now()");
+    exec(&mut conn, "ANALYZE jobqueue_jobs");
+    exec(&mut conn, "TRUNCATE jobqueue_jobs");
+    insert(&mut conn, 20_000, "claimed", "default", "now()");
+    insert(&mut conn, 20_000, "pending", "default", "now()");
+    assert_batch_statements_bounded("after TRUNCATE", &db);
+    assert_claim_bounded("after TRUNCATE", &db, &claim_100());
+}
+
+#[test]
+fn statistics_claim_the_table_is_empty() {
+    let (db, mut conn) = frozen_stats_db();
+    exec(&mut conn, "ANALYZE jobqueue_jobs");
+    insert(&mut conn, 30_000, "claimed", "default", "now()");
+    insert(&mut conn, 30_000, "pending", "default", "now()");
+    assert_eq!(
+        scalar(
+            &mut conn,
+            "SELECT reltuples::int8 AS n FROM pg_class WHERE oid = 'jobqueue_jobs'::regclass"
+        ),
+        0,
+        "the statistics should still describe the empty table"
+    );
+    assert_batch_statements_bounded("statistics say empty", &db);
+    assert_claim_bounded("statistics say empty", &db, &claim_100());
+}
+
+#[test]
+fn statistics_taken_before_the_backlog_was_claimed() {
+    // The state that made completions take seconds: analyzed while every
+    // job was pending, then most of them claimed at once.
+    let (db, mut conn) = frozen_stats_db();
+    insert(&mut conn, 50_000, "pending", "default", "now()");
+    exec(&mut conn, "ANALYZE jobqueue_jobs");
+    exec(
+        &mut conn,
+        "UPDATE jobqueue_jobs SET status = 'claimed', worker_id = 'w', attempts = 1,
+             claim_count = 1, claimed_at = now(), heartbeat_at = now(),
+             lease_expires_at = now() + interval '1 hour'
+         WHERE id IN (SELECT id FROM jobqueue_jobs LIMIT 47000)",
+    );
+    assert_batch_statements_bounded("stale statistics, backlog claimed", &db);
+    assert_claim_bounded("stale statistics, backlog claimed", &db, &claim_100());
+}
+
+#[test]
+fn a_million_rows() {
+    let (db, mut conn) = frozen_stats_db();
+    insert(&mut conn, 900_000, "completed", "default", "now()");
+    insert(&mut conn, 50_000, "claimed", "default", "now()");
+    insert(&mut conn, 50_000, "pending", "default", "now()");
+    exec(&mut conn, "ANALYZE jobqueue_jobs");
+    assert_batch_statements_bounded("1,000,000 rows", &db);
+    assert_claim_bounded("1,000,000 rows", &db, &claim_100());
+}
+
+#[test]
+fn claims_examine_nothing_of_other_queues_future_jobs_or_unhandled_types() {
+    let (db, mut conn) = frozen_stats_db();
+    insert(&mut conn, 1_000, "pending", "q1", "now()");
+    // In the way of a claim from q1 with the former (priority, run_at) index:
+    insert(&mut conn, 50_000, "pending", "q0", "now()");
+    insert(&mut conn, 50_000, "unhandled", "q1", "now()");
+    exec(
+        &mut conn,
+        "INSERT INTO jobqueue_jobs (id, job_type, queue, status, run_at, priority)
+         SELECT gen_random_uuid(), 'plan.job', 'q1', 'scheduled',
+                now() + interval '1 day', 900
+         FROM generate_series(1, 50000)",
+    );
+    exec(&mut conn, "ANALYZE jobqueue_jobs");
+    let q1 = Claim::new("plan-test").limit(100).queues(["q1"]);
+    assert_claim_bounded("other queues' backlogs", &db, &q1);
+    // Several queues at once: each queue's share from its own range.
+    let both = Claim::new("plan-test").limit(100).queues(["q0", "q1"]);
+    assert_claim_bounded("two queues", &db, &both);
+    // Every queue: one index descent per queue to find them.
+    let any = Claim::new("plan-test").limit(100);
+    assert_claim_bounded("every queue", &db, &any);
+}
