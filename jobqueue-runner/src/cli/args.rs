@@ -68,7 +68,7 @@ pub struct WorkArgs {
     #[arg(long, short = 'q', env = "JOBQUEUE_QUEUES", value_delimiter = ',')]
     pub queues: Vec<String>,
     /// Most jobs claimed per statement.
-    #[arg(long, env = "JOBQUEUE_BATCH_SIZE", default_value_t = 200)]
+    #[arg(long, env = "JOBQUEUE_BATCH_SIZE", default_value_t = crate::RunnerConfig::DEFAULT_BATCH_SIZE)]
     pub batch_size: usize,
     /// Fallback poll interval in milliseconds.
     #[arg(long, env = "JOBQUEUE_POLL_INTERVAL_MS", default_value_t = 1000)]
