@@ -286,6 +286,19 @@ fn demo_runs_a_small_mix() {
         "{out}"
     );
     assert!(out.contains("long report job: completed at 100%"), "{out}");
+    // A second run recreates the demo's own database.
+    ok(
+        &db,
+        &[
+            "demo",
+            "--jobs",
+            "20",
+            "--concurrency",
+            "2",
+            "--database",
+            &name,
+        ],
+    );
     let mut admin = db.conn();
     diesel::sql_query(format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
         .execute(&mut admin)
@@ -293,15 +306,51 @@ fn demo_runs_a_small_mix() {
 }
 
 #[test]
-fn bench_runs_every_measurement_and_refuses_a_database_with_jobs() {
+fn operational_commands_need_a_database_and_never_start_one() {
+    for args in [&["work"][..], &["stats"], &["migrate"], &["list"]] {
+        let out = Command::new(CLI)
+            .env_remove("DATABASE_URL")
+            .args(args)
+            .output()
+            .expect("run the CLI");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {stderr}");
+        assert_eq!(
+            stderr.trim(),
+            "jobqueue: error: no database given: set DATABASE_URL or pass --database-url",
+            "{args:?}"
+        );
+    }
+}
+
+#[test]
+fn demo_and_bench_never_drop_a_database_they_did_not_create() {
     let db = TestDb::new();
-    ok(&db, &["enqueue", "x.y", "{}"]);
     let own = db.url.rsplit('/').next().expect("db name").to_owned();
-    fails(
-        &db,
-        &["bench", "--quick", "--database", &own],
-        "holds 1 jobs",
+    // An application's database, jobs table and all: empty of jobs, and
+    // also holding one.
+    for jobs in [0, 1] {
+        if jobs == 1 {
+            ok(&db, &["enqueue", "x.y", "{}"]);
+        }
+        for args in [
+            ["demo", "--jobs", "10", "--database", own.as_str()],
+            ["bench", "--quick", "--force", "--database", own.as_str()],
+        ] {
+            fails(&db, &args, "was not created by jobqueue");
+        }
+    }
+    let mut conn = db.conn();
+    assert_eq!(
+        jobqueue_tests::count_where(&mut conn, "true"),
+        1,
+        "the database and its job are still there"
     );
+}
+
+#[test]
+fn bench_runs_every_measurement() {
+    let db = TestDb::new();
     fails(
         &db,
         &["bench", "--only", "nonsense"],
@@ -330,6 +379,10 @@ fn bench_runs_every_measurement_and_refuses_a_database_with_jobs() {
         "runner best burn-down / bare-SQL floor",
         "pickup latency p95",
         "claim cost with history / empty",
+        "drain from truncated table, 8 workers, 5000 jobs: worst / median",
+        "drain from truncated table, 8 workers, 5000 jobs: WAL per job",
+        "due jobs in another queue / alone",
+        "q1 jobs scheduled tomorrow, higher priority / alone",
         "max due backlog",
         "idle runner CPU",
         "peak RSS",

@@ -32,7 +32,7 @@ fn libfaketime() -> PathBuf {
     candidates
         .into_iter()
         .find(|path| path.is_file())
-        .expect("this test needs libfaketime: apt-get install faketime")
+        .expect("this test needs libfaketime: scripts/setup installs it (apt-get install faketime)")
 }
 
 /// `command` with its clock moved by `offset` (libfaketime's syntax, e.g.

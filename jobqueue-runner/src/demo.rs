@@ -268,7 +268,8 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[rank.min(sorted.len() - 1)]
 }
 
-/// Runs the demo in database `database` (recreated) on the server at
+/// Runs the demo in database `database` (recreated if the demo created it;
+/// refused if it exists and the demo did not create it) on the server at
 /// `server_url`: enqueues `jobs` jobs while a runner with `concurrency`
 /// workers works them, then prints a summary.
 pub fn run(
@@ -277,24 +278,7 @@ pub fn run(
     jobs: usize,
     concurrency: usize,
 ) -> Result<(), RunnerError> {
-    jobqueue_core::limits::check_queue(database).map_err(|_| {
-        RunnerError::Usage(format!(
-            "--database `{database}` must be a plain name ([A-Za-z0-9_])"
-        ))
-    })?;
-    if database.contains(['.', ':', '-']) {
-        return Err(RunnerError::Usage(format!(
-            "--database `{database}` must be a plain name ([A-Za-z0-9_])"
-        )));
-    }
-    let mut admin = PgConnection::establish(server_url).map_err(jobqueue_core::Error::from)?;
-    diesel::sql_query(format!("DROP DATABASE IF EXISTS {database} WITH (FORCE)"))
-        .execute(&mut admin)
-        .map_err(jobqueue_core::Error::from)?;
-    diesel::sql_query(format!("CREATE DATABASE {database}"))
-        .execute(&mut admin)
-        .map_err(jobqueue_core::Error::from)?;
-    let url = crate::postgres::with_database(server_url, database);
+    let url = crate::tool_db::recreate(server_url, database, "demo")?;
     let mut conn = PgConnection::establish(&url).map_err(jobqueue_core::Error::from)?;
     jobqueue_core::run_migrations(&mut conn)?;
     let mix = mix(jobs)?;

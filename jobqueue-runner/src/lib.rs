@@ -51,6 +51,7 @@ pub mod postgres;
 mod registry;
 mod runner;
 mod shared;
+mod tool_db;
 mod worker;
 
 pub use config::RunnerConfig;

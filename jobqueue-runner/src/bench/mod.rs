@@ -35,9 +35,11 @@ pub struct BenchOptions {
     /// Only these measurements (empty: all). Names: bulk, txn, burn, floor,
     /// drain, pickup, history, isolation, steady, footprint.
     pub only: Vec<String>,
-    /// Database to create for the bench.
+    /// Database to create for the bench; one of that name the bench did not
+    /// create is refused, never dropped.
     pub database: String,
-    /// Use the database even if it holds jobs (they are deleted).
+    /// Use the bench's own database even if an earlier run left jobs in it
+    /// (they are deleted).
     pub force: bool,
     /// Producer rate of the steady-state run, jobs/s.
     pub steady_rate: u32,
@@ -218,31 +220,24 @@ pub(crate) fn count(conn: &mut PgConnection, condition: &str) -> Result<i64, Run
     .n)
 }
 
-/// Creates the bench's database on `server_url` (refusing one that holds
-/// jobs unless `force`); returns its URL.
+/// Creates the bench's database on `server_url` (refusing a database the
+/// bench did not create, and one of its own that holds jobs unless `force`);
+/// returns its URL.
 fn prepare_database(server_url: &str, options: &BenchOptions) -> Result<String, RunnerError> {
     let name = &options.database;
-    if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
-        return Err(RunnerError::Usage(format!(
-            "--database `{name}` must be a plain name ([A-Za-z0-9_])"
-        )));
-    }
-    let url = crate::postgres::with_database(server_url, name);
-    if let Ok(mut existing) = PgConnection::establish(&url) {
-        let jobs = count(&mut existing, "true").unwrap_or(0);
-        if jobs > 0 && !options.force {
-            return Err(RunnerError::Usage(format!(
-                "database `{name}` holds {jobs} jobs: the bench would delete them; pass --force, or --database another name"
-            )));
+    if crate::tool_db::check_owned(server_url, name, "bench")? {
+        let url = crate::postgres::with_database(server_url, name);
+        if let Ok(mut existing) = PgConnection::establish(&url) {
+            let jobs = count(&mut existing, "true").unwrap_or(0);
+            if jobs > 0 && !options.force {
+                return Err(RunnerError::Usage(format!(
+                    "database `{name}` holds {jobs} jobs from an earlier bench: this run would \
+                     delete them; pass --force, or --database another name"
+                )));
+            }
         }
     }
-    let mut admin = PgConnection::establish(server_url).map_err(db)?;
-    diesel::sql_query(format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
-        .execute(&mut admin)
-        .map_err(db)?;
-    diesel::sql_query(format!("CREATE DATABASE {name}"))
-        .execute(&mut admin)
-        .map_err(db)?;
+    let url = crate::tool_db::recreate(server_url, name, "bench")?;
     let mut conn = PgConnection::establish(&url).map_err(db)?;
     jobqueue_core::run_migrations(&mut conn)?;
     Ok(url)
@@ -360,12 +355,5 @@ pub fn run(server_url: &str, options: &BenchOptions) -> Result<(), RunnerError> 
             .for_each(|row| row.print());
     }
     drop(conn);
-    let mut admin = PgConnection::establish(server_url).map_err(db)?;
-    diesel::sql_query(format!(
-        "DROP DATABASE IF EXISTS {} WITH (FORCE)",
-        options.database
-    ))
-    .execute(&mut admin)
-    .map_err(db)?;
-    Ok(())
+    crate::tool_db::drop_own(server_url, &options.database, "bench")
 }

@@ -10,8 +10,10 @@ use clap::{Parser, Subcommand};
     about = "PostgreSQL-backed background jobs: run workers and manage the queue"
 )]
 pub struct Args {
-    /// PostgreSQL URL. Default: the local server at 127.0.0.1:5432 if it
-    /// answers, else a private cluster started from the PostgreSQL binaries.
+    /// PostgreSQL URL (libpq syntax). Required by every command but `demo`
+    /// and `bench`, which default to the local server at 127.0.0.1:5432 if
+    /// it answers, else a private cluster started from the PostgreSQL
+    /// binaries.
     #[arg(long, env = "DATABASE_URL", global = true)]
     pub database_url: Option<String>,
     /// Log at info level (RUST_LOG overrides).
@@ -180,7 +182,8 @@ pub struct DemoArgs {
     /// Worker threads.
     #[arg(long, short = 'c', default_value_t = 16)]
     pub concurrency: usize,
-    /// Database to create (or recreate) for the demo.
+    /// Database to create for the demo (recreated on each run; a database of
+    /// that name the demo did not create is refused, never dropped).
     #[arg(long, default_value = "jobqueue_demo")]
     pub database: String,
 }
@@ -198,10 +201,12 @@ pub struct BenchArgs {
     /// drain, pickup, history, isolation, steady, footprint.
     #[arg(long, value_delimiter = ',')]
     pub only: Vec<String>,
-    /// Database to create for the bench (dropped at the end).
+    /// Database to create for the bench (dropped at the end; a database of
+    /// that name the bench did not create is refused, never dropped).
     #[arg(long, default_value = "jobqueue_bench")]
     pub database: String,
-    /// Use the database even if it holds jobs (they are deleted).
+    /// Use the bench's own database even if an earlier run left jobs in it
+    /// (they are deleted).
     #[arg(long)]
     pub force: bool,
     /// Producer rate of the steady-state run, jobs/s.

@@ -11,9 +11,20 @@ use crate::{Registry, Runner, RunnerConfig, RunnerError};
 type Result<T, E = RunnerError> = std::result::Result<T, E>;
 
 pub(super) fn run(args: Args, registry: Registry) -> Result<()> {
-    let url = match args.database_url {
-        Some(url) => url,
-        None => crate::postgres::database_url()?,
+    let url = match (args.database_url, &args.command) {
+        (Some(url), _) => url,
+        // The demo and the bench work in databases of their own: any server
+        // will do, a private cluster included.
+        (None, Command::Demo(_) | Command::Bench(_) | Command::BenchWorker(_)) => {
+            crate::postgres::database_url()?
+        }
+        // A worker or an admin command missing its database must not look
+        // healthy while working an empty one.
+        (None, _) => {
+            return Err(RunnerError::Usage(
+                "no database given: set DATABASE_URL or pass --database-url".into(),
+            ));
+        }
     };
     match args.command {
         Command::Migrate => migrate(&url),
