@@ -69,7 +69,7 @@ impl Perform for BuildReport {
 }
 
 fn main() -> ExitCode {
-    jobqueue_runner::cli::Cli::new()
+    jobqueue_cli::Cli::new()
         .register::<SendEmail>()
         .register::<BuildReport>()
         .main()

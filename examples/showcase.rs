@@ -58,7 +58,7 @@ impl Job for SyncCrm {
 const DATABASE: &str = "jobqueue_showcase";
 
 fn main() -> Result<(), Box<dyn Error>> {
-    let server = jobqueue_runner::postgres::database_url()?;
+    let server = jobqueue_tools::postgres::database_url()?;
     let url = fresh_database(&server)?;
     let mut conn = PgConnection::establish(&url)?;
     jobqueue_core::run_migrations(&mut conn)?;

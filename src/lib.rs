@@ -1,5 +1,5 @@
 //! Test harness for jobqueue's integration tests: a fresh, migrated database
-//! per test, on the server [`jobqueue_runner::postgres::database_url`] finds
+//! per test, on the server [`jobqueue_tools::postgres::database_url`] finds
 //! (or starts), so tests run in parallel without seeing each other's jobs.
 
 use std::sync::OnceLock;
@@ -10,12 +10,12 @@ use diesel::sql_types::BigInt;
 
 pub mod jobs;
 
-pub use jobqueue_runner::postgres::with_database;
+pub use jobqueue_tools::postgres::with_database;
 
 /// The server all test databases live on, found once per process.
 pub fn server_url() -> &'static str {
     static URL: OnceLock<String> = OnceLock::new();
-    URL.get_or_init(|| match jobqueue_runner::postgres::database_url() {
+    URL.get_or_init(|| match jobqueue_tools::postgres::database_url() {
         Ok(url) => url,
         Err(e) => panic!("no PostgreSQL server for the tests: {e}"),
     })
@@ -177,7 +177,7 @@ pub mod fault {
 
     use diesel::prelude::*;
     use diesel::sql_types::{BigInt, Text};
-    use jobqueue_runner::postgres::{PrivateCluster, StopMode, free_port};
+    use jobqueue_tools::postgres::{PrivateCluster, StopMode, free_port};
 
     use super::wait_for;
 

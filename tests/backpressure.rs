@@ -7,9 +7,9 @@ use std::time::Duration;
 
 use diesel::prelude::*;
 use jobqueue_core::{JobOptions, NewJob, enqueue_many};
-use jobqueue_runner::bench::{BenchNoop, registry};
 use jobqueue_runner::{Runner, RunnerConfig};
 use jobqueue_tests::{TestDb, count_where};
+use jobqueue_tools::bench::{BenchNoop, registry};
 
 #[test]
 fn held_jobs_stay_within_the_bound_while_completions_are_slow() {

@@ -6,7 +6,19 @@ use diesel::prelude::*;
 use jobqueue_core::{Claim, Failure, JobStatus, claim, fail, get_job};
 use jobqueue_tests::{TestDb, count_where};
 
+/// An application's worker binary: the operational commands.
 const CLI: &str = env!("CARGO_BIN_EXE_jobqueue-test-worker");
+/// The `jobqueue` binary's build: the operational commands, `demo`, `bench`.
+const TOOLS: &str = env!("CARGO_BIN_EXE_jobqueue-test-tools");
+
+/// The binary with `args`' command: the tools for `demo` and `bench`.
+fn binary(args: &[&str]) -> &'static str {
+    if matches!(args.first(), Some(&"demo" | &"bench")) {
+        TOOLS
+    } else {
+        CLI
+    }
+}
 
 struct Run {
     code: Option<i32>,
@@ -19,7 +31,7 @@ fn cli(db: &TestDb, args: &[&str]) -> Run {
         status,
         stdout,
         stderr,
-    } = Command::new(CLI)
+    } = Command::new(binary(args))
         .arg("--database-url")
         .arg(&db.url)
         .args(args)
@@ -258,11 +270,34 @@ fn every_subcommand_has_help() {
     let db = TestDb::new();
     for sub in [
         "migrate", "work", "enqueue", "list", "show", "stats", "retry", "cancel", "prune", "demo",
+        "bench",
     ] {
         let help = ok(&db, &[sub, "--help"]);
         assert!(help.contains("Usage"), "{sub} --help: {help}");
     }
     assert!(ok(&db, &["--help"]).contains("Commands"));
+}
+
+#[test]
+fn an_application_worker_binary_has_no_demo_or_bench() {
+    for tool in ["demo", "bench"] {
+        let out = Command::new(CLI)
+            .args([tool, "--help"])
+            .output()
+            .expect("run the CLI");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{tool}: {stderr}");
+        assert!(stderr.contains("unrecognized subcommand"), "{stderr}");
+    }
+    let help = Command::new(CLI)
+        .arg("--help")
+        .output()
+        .expect("run the CLI");
+    let help = String::from_utf8_lossy(&help.stdout);
+    assert!(
+        help.contains("migrate") && !help.contains("demo") && !help.contains("bench"),
+        "{help}"
+    );
 }
 
 #[test]

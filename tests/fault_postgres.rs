@@ -9,10 +9,10 @@ use std::time::Duration;
 use diesel::prelude::*;
 use diesel::sql_types::Double;
 use jobqueue_core::{JobOptions, NewJob, enqueue_many};
-use jobqueue_runner::postgres::StopMode;
 use jobqueue_tests::fault::{OwnCluster, Proc, Summary, Tally, assert_exit_0};
 use jobqueue_tests::jobs::{self, Chaos};
 use jobqueue_tests::{TestDb, count_where, scalar, wait_for};
+use jobqueue_tools::postgres::StopMode;
 
 const WORKER: &str = env!("CARGO_BIN_EXE_jobqueue-test-worker");
 const JOBS: usize = 3000;

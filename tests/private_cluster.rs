@@ -2,7 +2,7 @@
 //! machine's PostgreSQL binaries (as `nobody` when run as root).
 
 use diesel::prelude::*;
-use jobqueue_runner::postgres::{PrivateCluster, StopMode, free_port};
+use jobqueue_tools::postgres::{PrivateCluster, StopMode, free_port};
 
 #[test]
 fn a_private_cluster_starts_migrates_and_stops() {

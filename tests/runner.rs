@@ -7,10 +7,10 @@ use diesel::prelude::*;
 use jobqueue_core::{
     CancelOutcome, Job, JobOptions, JobStatus, NewJob, RetryPolicy, enqueue_many, get_job,
 };
-use jobqueue_runner::bench::BenchNoop;
 use jobqueue_runner::{Runner, RunnerConfig};
 use jobqueue_tests::jobs::{self, Cancellable, Effect, Noop, Panic};
 use jobqueue_tests::{TestDb, count_where, effects_where, wait_for};
+use jobqueue_tools::bench::BenchNoop;
 
 fn config(db: &TestDb, concurrency: usize) -> RunnerConfig {
     let mut config = RunnerConfig::new(&db.url)

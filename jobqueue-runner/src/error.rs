@@ -1,22 +1,16 @@
-//! Errors of the runner and the CLI.
+//! Errors of the runner.
 
-/// Why the runner could not start or a command failed.
+/// Why a runner could not start.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum RunnerError {
     /// A queue operation failed.
     #[error(transparent)]
     Queue(#[from] jobqueue_core::Error),
-    /// The configuration is invalid.
+    /// The configuration is invalid: the message names the field.
     #[error("invalid configuration: {0}")]
     Config(String),
-    /// No PostgreSQL server could be found or started.
-    #[error(transparent)]
-    Server(#[from] crate::postgres::ServerError),
-    /// A thread could not be started.
+    /// The operating system refused to start one of the runner's threads.
     #[error("cannot start a thread: {0}")]
     Thread(#[from] std::io::Error),
-    /// A command-line argument is invalid.
-    #[error("{0}")]
-    Usage(String),
 }

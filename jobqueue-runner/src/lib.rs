@@ -8,14 +8,12 @@
 //! connection of their own; expired leases (a runner that died) are
 //! recovered by any runner. A job of a type missing from the runner's
 //! [`Registry`] is set aside as unhandled, without using up an attempt, until
-//! a runner that handles it starts. SIGINT/SIGTERM shut down gracefully.
-//!
-//! The [`cli::Cli`] gives an application the whole `jobqueue` command line
-//! with its own handlers:
+//! a runner that handles it starts. [`RunnerHandle::shutdown`] stops it
+//! gracefully.
 //!
 //! ```no_run
 //! use jobqueue_core::Job;
-//! use jobqueue_runner::{JobContext, JobError, Perform};
+//! use jobqueue_runner::{JobContext, JobError, Perform, Registry, Runner, RunnerConfig};
 //! use serde::{Deserialize, Serialize};
 //!
 //! #[derive(Serialize, Deserialize)]
@@ -27,18 +25,25 @@
 //!     }
 //! }
 //!
-//! fn main() -> std::process::ExitCode {
-//!     jobqueue_runner::cli::Cli::new().register::<SendEmail>().main()
-//! }
+//! # fn main() -> Result<(), jobqueue_runner::RunnerError> {
+//! let config = RunnerConfig::new("postgres://localhost/app").concurrency(16);
+//! let runner = Runner::new(config, Registry::new().register::<SendEmail>()).start()?;
+//! // ... until the application shuts down:
+//! let summary = runner.shutdown();
+//! println!("{:?}", summary.stats);
+//! # Ok(())
+//! # }
 //! ```
+//!
+//! This crate is the runner alone. The `jobqueue` command line for an
+//! application's own worker binary (`migrate`, `work`, `enqueue`, `list`,
+//! ...) is the `jobqueue-cli` crate:
+//! `jobqueue_cli::Cli::new().register::<SendEmail>().main()`.
 
-pub mod bench;
-pub mod cli;
 mod completer;
 mod config;
 mod context;
 mod db;
-pub mod demo;
 mod error;
 mod fetcher;
 mod job_error;
@@ -47,11 +52,9 @@ mod listener;
 mod maintenance;
 mod messages;
 mod perform;
-pub mod postgres;
 mod registry;
 mod runner;
 mod shared;
-mod tool_db;
 mod worker;
 
 pub use config::RunnerConfig;

@@ -1,8 +1,8 @@
-//! The `jobqueue` CLI with the test job types registered: what an
-//! application's own worker binary looks like.
+//! An application's worker binary, as the README shows it: the operational
+//! commands of `jobqueue-cli` with the test job types registered.
 
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
-    jobqueue_runner::cli::Cli::with_registry(jobqueue_tests::jobs::registry()).main()
+    jobqueue_cli::Cli::with_registry(jobqueue_tests::jobs::registry()).main()
 }

@@ -13,8 +13,10 @@ use diesel::{Connection, PgConnection, RunQueryDsl};
 use jobqueue_core::{Job, JobOptions, JobStatus, NewJob, RetryPolicy};
 use serde::{Deserialize, Serialize};
 
-use crate::shared::lock;
-use crate::{JobContext, JobError, Perform, Registry, Runner, RunnerConfig, RunnerError};
+use crate::lock;
+use jobqueue_runner::{JobContext, JobError, Perform, Registry, Runner, RunnerConfig};
+
+use crate::ToolError;
 
 /// Pickup latencies (due time to handler start, ms) seen by demo handlers.
 static PICKUP_MS: Mutex<Vec<f64>> = Mutex::new(Vec::new());
@@ -277,7 +279,7 @@ pub fn run(
     database: &str,
     jobs: usize,
     concurrency: usize,
-) -> Result<(), RunnerError> {
+) -> Result<(), ToolError> {
     let url = crate::tool_db::recreate(server_url, database, "demo")?;
     let mut conn = PgConnection::establish(&url).map_err(jobqueue_core::Error::from)?;
     jobqueue_core::run_migrations(&mut conn)?;
@@ -321,7 +323,7 @@ pub fn run(
         if Instant::now() > deadline {
             bar.abandon();
             let _ = runner.shutdown();
-            return Err(RunnerError::Usage(format!(
+            return Err(ToolError::Usage(format!(
                 "demo timed out with {done} of {total} jobs finished"
             )));
         }

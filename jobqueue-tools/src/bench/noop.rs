@@ -7,8 +7,8 @@ use std::time::Instant;
 use jobqueue_core::Job;
 use serde::{Deserialize, Serialize};
 
-use crate::shared::lock;
-use crate::{JobContext, JobError, Perform, Registry};
+use crate::lock;
+use jobqueue_runner::{JobContext, JobError, Perform, Registry};
 
 /// Handler start times by `seq`, while a latency measurement is recording.
 static STARTS: Mutex<Option<HashMap<u64, Instant>>> = Mutex::new(None);

@@ -9,7 +9,7 @@ use jobqueue_core::{Claim, JobOptions, NewJob, QueueSession};
 use super::enqueue::insert;
 use super::noop::BenchNoop;
 use super::{Row, Sizes, db, median, reset};
-use crate::RunnerError;
+use crate::ToolError;
 
 /// Jobs per measured claim.
 pub(crate) const BATCH: i64 = 100;
@@ -17,7 +17,7 @@ pub(crate) const BATCH: i64 = 100;
 /// Median latency (ms) of `claims` claims of `BATCH` jobs from a backlog in
 /// the queue `queue`. Each phase starts vacuumed and from a checkpoint, so
 /// neither pays for the other's autovacuum run or full-page writes.
-pub(crate) fn claim_latency(url: &str, claims: usize, queue: &str) -> Result<f64, RunnerError> {
+pub(crate) fn claim_latency(url: &str, claims: usize, queue: &str) -> Result<f64, ToolError> {
     let mut session = QueueSession::establish(url)?;
     let jobs: Vec<NewJob> = (0..claims * BATCH as usize)
         .map(|_| NewJob::from_job(&BenchNoop { seq: 0 }, JobOptions::new().queue(queue)))
@@ -41,7 +41,7 @@ pub(crate) fn claim_latency(url: &str, claims: usize, queue: &str) -> Result<f64
     Ok(median(&times))
 }
 
-pub(crate) fn claim_cost(url: &str, sizes: &Sizes, runs: usize) -> Result<Vec<Row>, RunnerError> {
+pub(crate) fn claim_cost(url: &str, sizes: &Sizes, runs: usize) -> Result<Vec<Row>, ToolError> {
     let mut conn = PgConnection::establish(url).map_err(db)?;
     let (mut empty, mut full, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..runs {

@@ -21,9 +21,23 @@ use std::time::Duration;
 
 use diesel::{Connection, PgConnection, RunQueryDsl};
 
-use crate::RunnerError;
+use crate::ToolError;
 
 pub use noop::{BenchNoop, registry};
+
+/// The measurements, by the names `--only` takes.
+pub const MEASUREMENTS: [&str; 10] = [
+    "bulk",
+    "txn",
+    "burn",
+    "floor",
+    "drain",
+    "pickup",
+    "history",
+    "isolation",
+    "steady",
+    "footprint",
+];
 
 /// What to run, and how big.
 #[derive(Debug, Clone)]
@@ -192,12 +206,12 @@ pub(crate) fn quantile(sorted: &[f64], p: f64) -> f64 {
 }
 
 /// A database error as a runner error.
-pub(crate) fn db<E: Into<jobqueue_core::Error>>(e: E) -> RunnerError {
-    RunnerError::Queue(e.into())
+pub(crate) fn db<E: Into<jobqueue_core::Error>>(e: E) -> ToolError {
+    ToolError::Queue(e.into())
 }
 
 /// Empties the jobs table between runs.
-pub(crate) fn reset(conn: &mut PgConnection) -> Result<(), RunnerError> {
+pub(crate) fn reset(conn: &mut PgConnection) -> Result<(), ToolError> {
     diesel::sql_query("TRUNCATE jobqueue_jobs")
         .execute(conn)
         .map_err(db)?;
@@ -211,7 +225,7 @@ struct Count {
 }
 
 /// `SELECT count(*) FROM jobqueue_jobs WHERE condition` (bench code only).
-pub(crate) fn count(conn: &mut PgConnection, condition: &str) -> Result<i64, RunnerError> {
+pub(crate) fn count(conn: &mut PgConnection, condition: &str) -> Result<i64, ToolError> {
     Ok(diesel::sql_query(format!(
         "SELECT count(*) AS n FROM jobqueue_jobs WHERE {condition}"
     ))
@@ -223,14 +237,14 @@ pub(crate) fn count(conn: &mut PgConnection, condition: &str) -> Result<i64, Run
 /// Creates the bench's database on `server_url` (refusing a database the
 /// bench did not create, and one of its own that holds jobs unless `force`);
 /// returns its URL.
-fn prepare_database(server_url: &str, options: &BenchOptions) -> Result<String, RunnerError> {
+fn prepare_database(server_url: &str, options: &BenchOptions) -> Result<String, ToolError> {
     let name = &options.database;
     if crate::tool_db::check_owned(server_url, name, "bench")? {
         let url = crate::postgres::with_database(server_url, name);
         if let Ok(mut existing) = PgConnection::establish(&url) {
             let jobs = count(&mut existing, "true").unwrap_or(0);
             if jobs > 0 && !options.force {
-                return Err(RunnerError::Usage(format!(
+                return Err(ToolError::Usage(format!(
                     "database `{name}` holds {jobs} jobs from an earlier bench: this run would \
                      delete them; pass --force, or --database another name"
                 )));
@@ -258,7 +272,7 @@ fn setting(conn: &mut PgConnection, name: &str) -> String {
 }
 
 /// Runs the bench against the server at `server_url`.
-pub fn run(server_url: &str, options: &BenchOptions) -> Result<(), RunnerError> {
+pub fn run(server_url: &str, options: &BenchOptions) -> Result<(), ToolError> {
     let sizes = Sizes::new(options.quick);
     let runs = options.runs.max(1);
     let url = prepare_database(server_url, options)?;

@@ -9,29 +9,29 @@ use jobqueue_core::{Job, JobOptions, NewJob};
 
 use super::noop::BenchNoop;
 use super::{Row, Sizes, db, reset};
-use crate::RunnerError;
+use crate::ToolError;
 
 /// Jobs per `enqueue_many` call in the bulk measurement.
 pub(crate) const BULK_CHUNK: usize = 10_000;
 
 /// `n` bench jobs, built (validated, serialized) ahead of timing.
-pub(crate) fn build(n: usize) -> Result<Vec<NewJob>, RunnerError> {
+pub(crate) fn build(n: usize) -> Result<Vec<NewJob>, ToolError> {
     (0..n)
         .map(|_| {
-            NewJob::from_job(&BenchNoop { seq: 0 }, JobOptions::new()).map_err(RunnerError::from)
+            NewJob::from_job(&BenchNoop { seq: 0 }, JobOptions::new()).map_err(ToolError::from)
         })
         .collect()
 }
 
 /// Inserts `jobs` through the batch API, `BULK_CHUNK` per statement.
-pub(crate) fn insert(conn: &mut PgConnection, jobs: &[NewJob]) -> Result<(), RunnerError> {
+pub(crate) fn insert(conn: &mut PgConnection, jobs: &[NewJob]) -> Result<(), ToolError> {
     for chunk in jobs.chunks(BULK_CHUNK) {
         jobqueue_core::enqueue_many(conn, chunk)?;
     }
     Ok(())
 }
 
-pub(crate) fn bulk(url: &str, sizes: &Sizes, runs: usize) -> Result<Row, RunnerError> {
+pub(crate) fn bulk(url: &str, sizes: &Sizes, runs: usize) -> Result<Row, ToolError> {
     let mut conn = PgConnection::establish(url).map_err(db)?;
     let mut rates = Vec::new();
     for _ in 0..runs {
@@ -54,8 +54,8 @@ pub(crate) fn bulk(url: &str, sizes: &Sizes, runs: usize) -> Result<Row, RunnerE
 fn hammer(
     url: &str,
     sizes: &Sizes,
-    step: impl Fn(&mut PgConnection) -> Result<(), RunnerError> + Send + Sync + 'static,
-) -> Result<f64, RunnerError> {
+    step: impl Fn(&mut PgConnection) -> Result<(), ToolError> + Send + Sync + 'static,
+) -> Result<f64, ToolError> {
     let step = Arc::new(step);
     let barrier = Arc::new(Barrier::new(sizes.txn_threads));
     let handles: Vec<_> = (0..sizes.txn_threads)
@@ -66,7 +66,7 @@ fn hammer(
                 Arc::clone(&barrier),
                 sizes.txn_duration,
             );
-            std::thread::spawn(move || -> Result<(u64, f64), RunnerError> {
+            std::thread::spawn(move || -> Result<(u64, f64), ToolError> {
                 let mut conn = PgConnection::establish(&url).map_err(db)?;
                 barrier.wait();
                 let started = Instant::now();
@@ -83,17 +83,13 @@ fn hammer(
     for handle in handles {
         let (done, secs) = handle
             .join()
-            .map_err(|_| RunnerError::Usage("a bench thread panicked".into()))??;
+            .map_err(|_| ToolError::Usage("a bench thread panicked".into()))??;
         total += done as f64 / secs;
     }
     Ok(total)
 }
 
-pub(crate) fn transactional(
-    url: &str,
-    sizes: &Sizes,
-    runs: usize,
-) -> Result<Vec<Row>, RunnerError> {
+pub(crate) fn transactional(url: &str, sizes: &Sizes, runs: usize) -> Result<Vec<Row>, ToolError> {
     let mut conn = PgConnection::establish(url).map_err(db)?;
     diesel::sql_query(
         "CREATE TABLE IF NOT EXISTS bench_plain (id uuid PRIMARY KEY, payload jsonb NOT NULL)",

@@ -10,7 +10,9 @@ use jobqueue_core::{Claim, QueueSession};
 
 use super::enqueue::{build, insert};
 use super::{Row, Sizes, db, reset};
-use crate::{Runner, RunnerConfig, RunnerError};
+use jobqueue_runner::{Runner, RunnerConfig};
+
+use crate::ToolError;
 
 /// Jobs for one burn-down run at `workers` workers: the full size, but no
 /// more than 25,000 per worker (a single worker would take minutes).
@@ -18,7 +20,7 @@ fn jobs_for(sizes: &Sizes, workers: usize) -> usize {
     sizes.burn_jobs.min(workers * 25_000)
 }
 
-pub(crate) fn burn_down(url: &str, sizes: &Sizes, runs: usize) -> Result<Vec<Row>, RunnerError> {
+pub(crate) fn burn_down(url: &str, sizes: &Sizes, runs: usize) -> Result<Vec<Row>, ToolError> {
     let mut conn = PgConnection::establish(url).map_err(db)?;
     let mut rows = Vec::new();
     for &workers in sizes.burn_workers {
@@ -34,7 +36,7 @@ pub(crate) fn burn_down(url: &str, sizes: &Sizes, runs: usize) -> Result<Vec<Row
             while (runner.stats().completed as usize) < n {
                 if Instant::now() > deadline {
                     runner.shutdown();
-                    return Err(RunnerError::Usage(format!(
+                    return Err(ToolError::Usage(format!(
                         "burn-down at {workers} workers did not finish"
                     )));
                 }
@@ -52,7 +54,7 @@ pub(crate) fn burn_down(url: &str, sizes: &Sizes, runs: usize) -> Result<Vec<Row
     Ok(rows)
 }
 
-pub(crate) fn floor(url: &str, sizes: &Sizes, runs: usize) -> Result<Row, RunnerError> {
+pub(crate) fn floor(url: &str, sizes: &Sizes, runs: usize) -> Result<Row, ToolError> {
     let mut conn = PgConnection::establish(url).map_err(db)?;
     let n = sizes.burn_jobs;
     let mut rates = Vec::new();
@@ -64,7 +66,7 @@ pub(crate) fn floor(url: &str, sizes: &Sizes, runs: usize) -> Result<Row, Runner
             .map(|t| {
                 let (url, barrier, batch) =
                     (url.to_owned(), Arc::clone(&barrier), sizes.floor_batch);
-                std::thread::spawn(move || -> Result<(), RunnerError> {
+                std::thread::spawn(move || -> Result<(), ToolError> {
                     let mut session = QueueSession::establish(&url)?;
                     let claim = Claim::new(format!("floor-{t}")).limit(batch);
                     barrier.wait();
@@ -84,7 +86,7 @@ pub(crate) fn floor(url: &str, sizes: &Sizes, runs: usize) -> Result<Row, Runner
         for handle in handles {
             handle
                 .join()
-                .map_err(|_| RunnerError::Usage("a floor thread panicked".into()))??;
+                .map_err(|_| ToolError::Usage("a floor thread panicked".into()))??;
         }
         rates.push(n as f64 / started.elapsed().as_secs_f64());
     }

@@ -5,77 +5,26 @@ use std::time::Duration;
 use diesel::{Connection, PgConnection};
 use jobqueue_core::{CancelOutcome, JobFilter, JobId, JobOptions, JobStatus, NewJob, Retention};
 
-use super::args::{Args, Command, EnqueueArgs, ListArgs, PruneArgs, RetryArgs, WorkArgs};
-use crate::{Registry, Runner, RunnerConfig, RunnerError};
+use jobqueue_runner::{Registry, Runner, RunnerConfig};
 
-type Result<T, E = RunnerError> = std::result::Result<T, E>;
+use crate::CliError;
+use crate::args::{Command, EnqueueArgs, ListArgs, PruneArgs, RetryArgs, WorkArgs};
 
-pub(super) fn run(args: Args, registry: Registry) -> Result<()> {
-    let url = match (args.database_url, &args.command) {
-        (Some(url), _) => url,
-        // The demo and the bench work in databases of their own: any server
-        // will do, a private cluster included.
-        (None, Command::Demo(_) | Command::Bench(_) | Command::BenchWorker(_)) => {
-            crate::postgres::database_url()?
-        }
-        // A worker or an admin command missing its database must not look
-        // healthy while working an empty one.
-        (None, _) => {
-            return Err(RunnerError::Usage(
-                "no database given: set DATABASE_URL or pass --database-url".into(),
-            ));
-        }
-    };
-    match args.command {
-        Command::Migrate => migrate(&url),
-        Command::Work(work_args) => work(&url, work_args, registry),
-        Command::Enqueue(enqueue_args) => enqueue(&url, enqueue_args),
-        Command::List(list_args) => list(&url, list_args),
-        Command::Show { id } => show(&url, &id),
-        Command::Stats => stats(&url),
-        Command::Retry(retry_args) => retry(&url, retry_args),
-        Command::Cancel { id } => cancel(&url, &id),
-        Command::Prune(prune_args) => prune(&url, prune_args),
-        Command::Demo(demo_args) => crate::demo::run(
-            &url,
-            &demo_args.database,
-            demo_args.jobs,
-            demo_args.concurrency,
-        ),
-        Command::Bench(bench) => run_bench(&url, bench),
-        Command::BenchWorker(work_args) => work(&url, work_args, crate::bench::registry()),
+type Result<T, E = CliError> = std::result::Result<T, E>;
+
+/// Runs one operational command on the database at `url`.
+pub(crate) fn run(url: &str, command: Command, registry: Registry) -> Result<()> {
+    match command {
+        Command::Migrate => migrate(url),
+        Command::Work(work_args) => work(url, work_args, registry),
+        Command::Enqueue(enqueue_args) => enqueue(url, enqueue_args),
+        Command::List(list_args) => list(url, list_args),
+        Command::Show { id } => show(url, &id),
+        Command::Stats => stats(url),
+        Command::Retry(retry_args) => retry(url, retry_args),
+        Command::Cancel { id } => cancel(url, &id),
+        Command::Prune(prune_args) => prune(url, prune_args),
     }
-}
-
-fn run_bench(url: &str, bench: super::args::BenchArgs) -> Result<()> {
-    let known = [
-        "bulk",
-        "txn",
-        "burn",
-        "floor",
-        "drain",
-        "pickup",
-        "history",
-        "isolation",
-        "steady",
-        "footprint",
-    ];
-    if let Some(unknown) = bench.only.iter().find(|o| !known.contains(&o.as_str())) {
-        return Err(RunnerError::Usage(format!(
-            "--only: unknown measurement `{unknown}` (known: {})",
-            known.join(", ")
-        )));
-    }
-    let options = crate::bench::BenchOptions {
-        runs: bench.runs,
-        quick: bench.quick,
-        only: bench.only,
-        database: bench.database,
-        force: bench.force,
-        steady_rate: bench.steady_rate,
-        steady_secs: bench.steady_secs,
-    };
-    crate::bench::run(url, &options)
 }
 
 fn connect(url: &str) -> Result<PgConnection> {
@@ -85,7 +34,7 @@ fn connect(url: &str) -> Result<PgConnection> {
 /// A duration from a number of seconds given on the command line.
 fn secs(name: &str, value: f64) -> Result<Duration> {
     Duration::try_from_secs_f64(value).map_err(|_| {
-        RunnerError::Usage(format!(
+        CliError::Usage(format!(
             "--{name} must be a non-negative number of seconds, not {value}"
         ))
     })
@@ -144,7 +93,8 @@ fn work(url: &str, args: WorkArgs, registry: Registry) -> Result<()> {
     let mut signals = signal_hook::iterator::Signals::new([
         signal_hook::consts::SIGINT,
         signal_hook::consts::SIGTERM,
-    ])?;
+    ])
+    .map_err(CliError::Signals)?;
     std::thread::Builder::new()
         .name("jobqueue-signals".into())
         .spawn(move || {
@@ -163,7 +113,8 @@ fn work(url: &str, args: WorkArgs, registry: Registry) -> Result<()> {
                     std::process::exit(130);
                 }
             }
-        })?;
+        })
+        .map_err(CliError::Signals)?;
     let summary = handle.wait();
     if summary.abandoned > 0 {
         eprintln!(
@@ -193,7 +144,7 @@ fn check_schema(url: &str) -> Result<()> {
     if found.exists {
         Ok(())
     } else {
-        Err(RunnerError::Usage(
+        Err(CliError::Usage(
             "the database has no jobqueue schema: run `jobqueue migrate` first".into(),
         ))
     }
@@ -215,7 +166,7 @@ fn enqueue(url: &str, args: EnqueueArgs) -> Result<()> {
     }
     if let Some(run_at) = args.run_at {
         let at = chrono::DateTime::parse_from_rfc3339(&run_at).map_err(|e| {
-            RunnerError::Usage(format!("--run-at `{run_at}` is not an RFC 3339 time: {e}"))
+            CliError::Usage(format!("--run-at `{run_at}` is not an RFC 3339 time: {e}"))
         })?;
         options = options.run_at(at.with_timezone(&chrono::Utc));
     }
@@ -381,7 +332,7 @@ fn cancel(url: &str, id: &str) -> Result<()> {
             println!("cancel requested: {id} is running; its handler will be told")
         }
         CancelOutcome::AlreadyFinished(status) => {
-            return Err(RunnerError::Usage(format!(
+            return Err(CliError::Usage(format!(
                 "job {id} already finished: {status}"
             )));
         }

@@ -11,7 +11,9 @@ use jobqueue_core::{Job, JobOptions, NewJob};
 
 use super::noop::{self, BenchNoop};
 use super::{Row, Sizes, count, db, quantile, reset};
-use crate::{Runner, RunnerConfig, RunnerError};
+use jobqueue_runner::{Runner, RunnerConfig};
+
+use crate::ToolError;
 
 /// Latencies in ms from commit instants to recorded handler starts.
 fn latencies(commits: &HashMap<u64, Instant>, starts: &HashMap<u64, Instant>) -> Vec<f64> {
@@ -33,7 +35,7 @@ fn wait_started(commits: &HashMap<u64, Instant>, timeout: Duration) {
     }
 }
 
-pub(crate) fn pickup(url: &str, sizes: &Sizes, runs: usize) -> Result<Vec<Row>, RunnerError> {
+pub(crate) fn pickup(url: &str, sizes: &Sizes, runs: usize) -> Result<Vec<Row>, ToolError> {
     let mut conn = PgConnection::establish(url).map_err(db)?;
     let (mut p50, mut p95, mut p99) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..runs {
@@ -51,7 +53,7 @@ pub(crate) fn pickup(url: &str, sizes: &Sizes, runs: usize) -> Result<Vec<Row>, 
         let lat = latencies(&commits, &noop::take_starts());
         runner.shutdown();
         if lat.len() < commits.len() {
-            return Err(RunnerError::Usage(format!(
+            return Err(ToolError::Usage(format!(
                 "pickup: only {} of {} jobs started",
                 lat.len(),
                 commits.len()
@@ -80,7 +82,7 @@ struct Dead {
     n: i64,
 }
 
-fn dead_tuples(conn: &mut PgConnection) -> Result<i64, RunnerError> {
+fn dead_tuples(conn: &mut PgConnection) -> Result<i64, ToolError> {
     let _ = diesel::sql_query("SELECT pg_stat_force_next_flush()").execute(conn);
     Ok(diesel::sql_query(
         "SELECT coalesce(n_dead_tup, 0) AS n FROM pg_stat_user_tables WHERE relname = 'jobqueue_jobs'",
@@ -95,7 +97,7 @@ pub(crate) fn steady(
     rate: u32,
     duration: Duration,
     runs: usize,
-) -> Result<Vec<Row>, RunnerError> {
+) -> Result<Vec<Row>, ToolError> {
     let mut conn = PgConnection::establish(url).map_err(db)?;
     let (mut depths, mut p95s, mut deads, mut done_rates) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
@@ -116,7 +118,7 @@ pub(crate) fn steady(
                 Arc::clone(&max_depth),
                 Arc::clone(&sampling),
             );
-            std::thread::spawn(move || -> Result<(), RunnerError> {
+            std::thread::spawn(move || -> Result<(), ToolError> {
                 let mut conn = PgConnection::establish(&url).map_err(db)?;
                 while sampling.load(Ordering::Relaxed) {
                     let depth = count(&mut conn, "status = 'pending'")?;

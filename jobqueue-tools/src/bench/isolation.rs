@@ -9,7 +9,7 @@ use diesel::{Connection, PgConnection, RunQueryDsl};
 
 use super::history::{BATCH, claim_latency};
 use super::{Row, Sizes, db, reset};
-use crate::RunnerError;
+use crate::ToolError;
 
 /// The kinds of rows in the way: a name, and the columns that make it.
 const KINDS: [(&str, &str); 4] = [
@@ -32,7 +32,7 @@ pub(crate) fn claim_isolation(
     url: &str,
     sizes: &Sizes,
     runs: usize,
-) -> Result<Vec<Row>, RunnerError> {
+) -> Result<Vec<Row>, ToolError> {
     let mut conn = PgConnection::establish(url).map_err(db)?;
     let mut alone = Vec::new();
     let mut ratios = vec![Vec::new(); KINDS.len()];

@@ -13,7 +13,9 @@ use jobqueue_core::{Job, JobOptions, NewJob};
 
 use super::noop::BenchNoop;
 use super::{Row, Sizes, db, median, reset};
-use crate::{Runner, RunnerConfig, RunnerError};
+use jobqueue_runner::{Runner, RunnerConfig};
+
+use crate::ToolError;
 
 /// Jobs per `enqueue_many` call.
 const CHUNK: usize = 1_000;
@@ -29,7 +31,7 @@ struct Lsn {
 }
 
 /// Bytes of WAL the server has written so far.
-fn wal_position(conn: &mut PgConnection) -> Result<f64, RunnerError> {
+fn wal_position(conn: &mut PgConnection) -> Result<f64, ToolError> {
     Ok(
         diesel::sql_query("SELECT (pg_current_wal_lsn() - '0/0'::pg_lsn)::float8 AS bytes")
             .get_result::<Lsn>(conn)
@@ -38,7 +40,7 @@ fn wal_position(conn: &mut PgConnection) -> Result<f64, RunnerError> {
     )
 }
 
-pub(crate) fn drains(url: &str, sizes: &Sizes) -> Result<Vec<Row>, RunnerError> {
+pub(crate) fn drains(url: &str, sizes: &Sizes) -> Result<Vec<Row>, ToolError> {
     let mut conn = PgConnection::establish(url).map_err(db)?;
     reset(&mut conn)?;
     let n = sizes.drain_jobs;
@@ -73,10 +75,10 @@ pub(crate) fn drains(url: &str, sizes: &Sizes) -> Result<Vec<Row>, RunnerError> 
 /// WAL bytes per job.
 fn measure(
     conn: &mut PgConnection,
-    runner: &crate::RunnerHandle,
+    runner: &jobqueue_runner::RunnerHandle,
     n: usize,
     runs: usize,
-) -> Result<(Vec<f64>, Vec<f64>), RunnerError> {
+) -> Result<(Vec<f64>, Vec<f64>), ToolError> {
     let mut rates = Vec::with_capacity(runs);
     let mut wal_per_job = Vec::with_capacity(runs);
     for _ in 0..runs {
@@ -104,13 +106,13 @@ fn measure(
 
 /// Waits until `runner` has completed `completed` jobs in all.
 fn wait_until(
-    runner: &crate::RunnerHandle,
+    runner: &jobqueue_runner::RunnerHandle,
     completed: u64,
     deadline: Instant,
-) -> Result<(), RunnerError> {
+) -> Result<(), ToolError> {
     while runner.stats().completed < completed {
         if Instant::now() > deadline {
-            return Err(RunnerError::Usage(format!(
+            return Err(ToolError::Usage(format!(
                 "the drain did not finish in 10 minutes ({} of {completed} jobs completed)",
                 runner.stats().completed
             )));

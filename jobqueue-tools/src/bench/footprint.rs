@@ -8,7 +8,7 @@ use diesel::{Connection, PgConnection};
 
 use super::enqueue::{build, insert};
 use super::{Row, Sizes, count, db, reset};
-use crate::RunnerError;
+use crate::ToolError;
 
 /// Jobs worked before reading the peak RSS.
 const RSS_JOBS: usize = 20_000;
@@ -23,12 +23,12 @@ impl Drop for Worker {
     }
 }
 
-fn proc_file(pid: u32, file: &str) -> Result<String, RunnerError> {
+fn proc_file(pid: u32, file: &str) -> Result<String, ToolError> {
     Ok(std::fs::read_to_string(format!("/proc/{pid}/{file}"))?)
 }
 
 /// CPU time (user + system) of `pid`, in clock ticks.
-fn cpu_ticks(pid: u32) -> Result<u64, RunnerError> {
+fn cpu_ticks(pid: u32) -> Result<u64, ToolError> {
     let stat = proc_file(pid, "stat")?;
     // Fields after the command name (which may hold spaces) start after ')'.
     let rest = stat.rsplit_once(')').map(|(_, rest)| rest).unwrap_or("");
@@ -53,7 +53,7 @@ fn clock_ticks_per_sec() -> f64 {
 }
 
 /// Peak resident set (VmHWM) of `pid`, in MiB.
-fn peak_rss_mib(pid: u32) -> Result<f64, RunnerError> {
+fn peak_rss_mib(pid: u32) -> Result<f64, ToolError> {
     let status = proc_file(pid, "status")?;
     let kib = status
         .lines()
@@ -63,7 +63,10 @@ fn peak_rss_mib(pid: u32) -> Result<f64, RunnerError> {
     Ok(kib / 1024.0)
 }
 
-pub(crate) fn measure(url: &str, sizes: &Sizes, runs: usize) -> Result<Vec<Row>, RunnerError> {
+/// Runs this very binary's `work` as the runner process, so the binary must
+/// handle [`super::BenchNoop`] (the `jobqueue` binary does: see
+/// [`crate::registry`]).
+pub(crate) fn measure(url: &str, sizes: &Sizes, runs: usize) -> Result<Vec<Row>, ToolError> {
     let mut conn = PgConnection::establish(url).map_err(db)?;
     let exe = std::env::current_exe()?;
     let tick = clock_ticks_per_sec();
@@ -73,7 +76,7 @@ pub(crate) fn measure(url: &str, sizes: &Sizes, runs: usize) -> Result<Vec<Row>,
         let child = Command::new(&exe)
             .arg("--database-url")
             .arg(url)
-            .arg("bench-worker")
+            .arg("work")
             .arg("--concurrency")
             .arg(sizes.footprint_workers.to_string())
             .stdout(Stdio::null())
@@ -90,7 +93,7 @@ pub(crate) fn measure(url: &str, sizes: &Sizes, runs: usize) -> Result<Vec<Row>,
         let deadline = Instant::now() + Duration::from_secs(120);
         while count(&mut conn, "status = 'completed'")? < RSS_JOBS as i64 {
             if Instant::now() > deadline {
-                return Err(RunnerError::Usage(
+                return Err(ToolError::Usage(
                     "footprint: the worker did not finish its jobs".into(),
                 ));
             }

@@ -1,0 +1,197 @@
+//! The `jobqueue` command line for an application's own worker binary:
+//! `migrate`, `work`, `enqueue`, `list`, `show`, `stats`, `retry`, `cancel`,
+//! `prune`, with the application's handlers for `work`.
+//!
+//! ```no_run
+//! use jobqueue_core::Job;
+//! use jobqueue_runner::{JobContext, JobError, Perform};
+//! use serde::{Deserialize, Serialize};
+//!
+//! #[derive(Serialize, Deserialize)]
+//! struct SendEmail { to: String }
+//! impl Job for SendEmail { const JOB_TYPE: &'static str = "email.send"; }
+//! impl Perform for SendEmail {
+//!     fn perform(&self, ctx: &mut JobContext<'_>) -> Result<(), JobError> {
+//!         ctx.progress(100, "sent")
+//!     }
+//! }
+//!
+//! fn main() -> std::process::ExitCode {
+//!     jobqueue_cli::Cli::new().register::<SendEmail>().main()
+//! }
+//! ```
+//!
+//! Every command works on the database named by `DATABASE_URL` or
+//! `--database-url` and stops with an error when neither is given. A binary
+//! may add commands of its own with [`Cli::main_with`] (the `jobqueue`
+//! binary of `jobqueue-tools` adds `demo` and `bench` so).
+
+mod args;
+mod commands;
+mod error;
+
+use std::ffi::OsString;
+use std::process::ExitCode;
+
+use clap::{ArgMatches, CommandFactory, FromArgMatches, Subcommand};
+use jobqueue_runner::{Perform, Registry};
+
+pub use error::CliError;
+
+use args::Args;
+
+/// The `jobqueue` command line, with the handlers `work` runs.
+#[derive(Debug, Default)]
+pub struct Cli {
+    registry: Registry,
+}
+
+/// Commands a binary adds to the operational ones: a [`clap::Subcommand`]
+/// enum whose subcommands [`Cli::main_with`] parses beside them, with the
+/// global `--database-url` and `--verbose`.
+pub trait Extra: Subcommand {
+    /// Runs the command; `database_url` is `--database-url` or
+    /// `DATABASE_URL`, if given.
+    fn run(self, database_url: Option<String>) -> Result<(), CliError>;
+}
+
+/// No extra commands.
+enum NoExtra {}
+
+impl FromArgMatches for NoExtra {
+    fn from_arg_matches(_: &ArgMatches) -> Result<Self, clap::Error> {
+        Err(clap::Error::new(clap::error::ErrorKind::InvalidSubcommand))
+    }
+
+    fn update_from_arg_matches(&mut self, _: &ArgMatches) -> Result<(), clap::Error> {
+        match *self {}
+    }
+}
+
+impl Subcommand for NoExtra {
+    fn augment_subcommands(command: clap::Command) -> clap::Command {
+        command
+    }
+
+    fn augment_subcommands_for_update(command: clap::Command) -> clap::Command {
+        command
+    }
+
+    fn has_subcommand(_: &str) -> bool {
+        false
+    }
+}
+
+impl Extra for NoExtra {
+    fn run(self, _: Option<String>) -> Result<(), CliError> {
+        match self {}
+    }
+}
+
+impl Cli {
+    /// A CLI with no handlers (`work` then refuses to start).
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A CLI whose `work` runs the handlers of `registry`.
+    pub fn with_registry(registry: Registry) -> Self {
+        Cli { registry }
+    }
+
+    /// Adds `T`'s handler for `work`.
+    pub fn register<T: Perform>(mut self) -> Self {
+        self.registry = self.registry.register::<T>();
+        self
+    }
+
+    /// Parses the process's arguments, runs the command, and returns the
+    /// exit code: 0 on success, 1 on an error (one line on stderr), 2 on a
+    /// usage error of the command line itself.
+    pub fn main(self) -> ExitCode {
+        self.main_with::<NoExtra, _, _>(std::env::args_os())
+    }
+
+    /// Like [`Cli::main`], with the arguments given.
+    pub fn main_from<I, T>(self, args: I) -> ExitCode
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<OsString> + Clone,
+    {
+        self.main_with::<NoExtra, _, _>(args)
+    }
+
+    /// Like [`Cli::main_from`], with the commands of `E` beside the
+    /// operational ones.
+    pub fn main_with<E, I, T>(self, args: I) -> ExitCode
+    where
+        E: Extra,
+        I: IntoIterator<Item = T>,
+        T: Into<OsString> + Clone,
+    {
+        let parsed = E::augment_subcommands(Args::command())
+            .try_get_matches_from(args)
+            .and_then(|matches| parse::<E>(&matches));
+        let (global, command) = match parsed {
+            Ok(parsed) => parsed,
+            Err(e) => {
+                // --help and --version print and succeed; usage errors exit 2.
+                let _ = e.print();
+                return if e.use_stderr() {
+                    ExitCode::from(2)
+                } else {
+                    ExitCode::SUCCESS
+                };
+            }
+        };
+        init_logging(global.verbose);
+        let result = match command {
+            Parsed::Extra(extra) => extra.run(global.database_url),
+            Parsed::Ops(command) => match global.database_url {
+                Some(url) => commands::run(&url, command, self.registry),
+                // A worker missing its configuration must not look healthy
+                // while working some other database.
+                None => Err(CliError::Usage(
+                    "no database given: set DATABASE_URL or pass --database-url".into(),
+                )),
+            },
+        };
+        match result {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("jobqueue: error: {e}");
+                ExitCode::FAILURE
+            }
+        }
+    }
+}
+
+/// The global options.
+struct Global {
+    database_url: Option<String>,
+    verbose: bool,
+}
+
+enum Parsed<E> {
+    Ops(args::Command),
+    Extra(E),
+}
+
+fn parse<E: Extra>(matches: &ArgMatches) -> Result<(Global, Parsed<E>), clap::Error> {
+    let global = Global {
+        database_url: matches.get_one::<String>("database_url").cloned(),
+        verbose: matches.get_flag("verbose"),
+    };
+    let command = match matches.subcommand_name() {
+        Some(name) if E::has_subcommand(name) => Parsed::Extra(E::from_arg_matches(matches)?),
+        _ => Parsed::Ops(Args::from_arg_matches(matches)?.command),
+    };
+    Ok((global, command))
+}
+
+fn init_logging(verbose: bool) {
+    let default = if verbose { "info" } else { "warn" };
+    let _ = env_logger::Builder::from_env(env_logger::Env::default().default_filter_or(default))
+        .format_target(false)
+        .try_init();
+}

@@ -1,0 +1,105 @@
+//! `jobqueue demo` and `jobqueue bench`: the commands the `jobqueue` binary
+//! adds to the operational ones of [`jobqueue_cli::Cli`].
+
+use jobqueue_cli::CliError;
+
+use crate::ToolError;
+use crate::bench::{BenchOptions, MEASUREMENTS};
+
+/// The demo and the bench, as subcommands.
+#[derive(Debug, clap::Subcommand)]
+pub enum ToolCommand {
+    /// Enqueue a realistic mix of jobs, work them, and report.
+    Demo(DemoArgs),
+    /// Measure throughput and latency (in a database of its own).
+    Bench(BenchArgs),
+}
+
+/// `jobqueue demo`.
+#[derive(Debug, clap::Args)]
+pub struct DemoArgs {
+    /// Jobs to enqueue.
+    #[arg(long, default_value_t = 10_000)]
+    jobs: usize,
+    /// Worker threads.
+    #[arg(long, short = 'c', default_value_t = 16)]
+    concurrency: usize,
+    /// Database to create for the demo (recreated on each run; a database of
+    /// that name the demo did not create is refused, never dropped).
+    #[arg(long, default_value = "jobqueue_demo")]
+    database: String,
+}
+
+/// `jobqueue bench`.
+#[derive(Debug, clap::Args)]
+pub struct BenchArgs {
+    /// Runs per measurement.
+    #[arg(long, default_value_t = 3)]
+    runs: usize,
+    /// Small sizes, for a smoke test (figures not comparable).
+    #[arg(long)]
+    quick: bool,
+    /// Only these measurements, comma-separated: bulk, txn, burn, floor,
+    /// drain, pickup, history, isolation, steady, footprint.
+    #[arg(long, value_delimiter = ',')]
+    only: Vec<String>,
+    /// Database to create for the bench (dropped at the end; a database of
+    /// that name the bench did not create is refused, never dropped).
+    #[arg(long, default_value = "jobqueue_bench")]
+    database: String,
+    /// Use the bench's own database even if an earlier run left jobs in it
+    /// (they are deleted).
+    #[arg(long)]
+    force: bool,
+    /// Producer rate of the steady-state run, jobs/s.
+    #[arg(long, default_value_t = 5000)]
+    steady_rate: u32,
+    /// Length of each steady-state run, seconds.
+    #[arg(long, default_value_t = 60)]
+    steady_secs: u64,
+}
+
+impl jobqueue_cli::Extra for ToolCommand {
+    fn run(self, database_url: Option<String>) -> Result<(), CliError> {
+        self.run_tool(database_url)
+            .map_err(|e| CliError::Extra(Box::new(e)))
+    }
+}
+
+impl ToolCommand {
+    /// Runs the demo or the bench on the server at `database_url`, else on
+    /// the local server if one answers, else on a private cluster.
+    fn run_tool(self, database_url: Option<String>) -> Result<(), ToolError> {
+        let server = match database_url {
+            Some(url) => url,
+            None => crate::postgres::database_url()?,
+        };
+        match self {
+            ToolCommand::Demo(demo) => {
+                crate::demo::run(&server, &demo.database, demo.jobs, demo.concurrency)
+            }
+            ToolCommand::Bench(bench) => {
+                if let Some(unknown) = bench
+                    .only
+                    .iter()
+                    .find(|o| !MEASUREMENTS.contains(&o.as_str()))
+                {
+                    return Err(ToolError::Usage(format!(
+                        "--only: unknown measurement `{unknown}` (known: {})",
+                        MEASUREMENTS.join(", ")
+                    )));
+                }
+                let options = BenchOptions {
+                    runs: bench.runs,
+                    quick: bench.quick,
+                    only: bench.only,
+                    database: bench.database,
+                    force: bench.force,
+                    steady_rate: bench.steady_rate,
+                    steady_secs: bench.steady_secs,
+                };
+                crate::bench::run(&server, &options)
+            }
+        }
+    }
+}
