@@ -354,11 +354,35 @@ pub(crate) const JOB_PARK_MANY: &str = "
       AND j.status IN ('claimed', 'running')
     RETURNING j.id";
 
+/// The end of the statements that move waiting jobs to `pending`: the rows
+/// picked (and locked) by the CTE `picked` become `pending`, their queues
+/// are woken on channel `$channel`, and the statement returns how many moved.
+macro_rules! move_to_pending {
+    ($channel:literal) => {
+        concat!(
+            "moved AS (
+        UPDATE jobqueue_jobs AS j
+        SET status = 'pending'
+        FROM picked
+        WHERE j.id = picked.id
+        RETURNING j.queue
+    ),
+    wake AS (
+        SELECT count(pg_notify(",
+            $channel,
+            ", q.queue)) AS notified
+        FROM (SELECT DISTINCT queue FROM moved) AS q
+    )
+    SELECT count(*) AS n FROM moved, wake"
+        )
+    };
+}
+
 /// Moves up to `$1` scheduled jobs that are due by the database's clock to
 /// `pending`, and wakes their queues on channel `$2`. Safe to run from many
 /// processes at once (SKIP LOCKED). Returns the number moved.
-pub(crate) const JOB_PROMOTE_DUE: &str = "
-    WITH due AS (
+pub(crate) const JOB_PROMOTE_DUE: &str = concat!(
+    "WITH picked AS (
         SELECT id
         FROM jobqueue_jobs
         WHERE status = 'scheduled'
@@ -367,24 +391,15 @@ pub(crate) const JOB_PROMOTE_DUE: &str = "
         LIMIT $1
         FOR UPDATE SKIP LOCKED
     ),
-    promoted AS (
-        UPDATE jobqueue_jobs AS j
-        SET status = 'pending'
-        FROM due
-        WHERE j.id = due.id
-        RETURNING j.queue
-    ),
-    wake AS (
-        SELECT count(pg_notify($2, q.queue)) AS notified
-        FROM (SELECT DISTINCT queue FROM promoted) AS q
-    )
-    SELECT count(*) AS n FROM promoted, wake";
+    ",
+    move_to_pending!("$2")
+);
 
 /// Takes back up to `$3` jobs set aside as `unhandled` whose type is in `$1`
 /// and whose queue is in `$2` (an empty array: any queue): back to
 /// `pending`, their queues woken on channel `$4`. Returns the number moved.
-pub(crate) const JOB_UNPARK: &str = "
-    WITH parked AS (
+pub(crate) const JOB_UNPARK: &str = concat!(
+    "WITH picked AS (
         SELECT id
         FROM jobqueue_jobs
         WHERE status = 'unhandled'
@@ -393,18 +408,9 @@ pub(crate) const JOB_UNPARK: &str = "
         LIMIT $3
         FOR UPDATE SKIP LOCKED
     ),
-    back AS (
-        UPDATE jobqueue_jobs AS j
-        SET status = 'pending'
-        FROM parked
-        WHERE j.id = parked.id
-        RETURNING j.queue
-    ),
-    wake AS (
-        SELECT count(pg_notify($4, q.queue)) AS notified
-        FROM (SELECT DISTINCT queue FROM back) AS q
-    )
-    SELECT count(*) AS n FROM back, wake";
+    ",
+    move_to_pending!("$4")
+);
 
 /// Recovers up to `$1` held jobs whose lease expired before the database's
 /// `now()`: back to `pending` while attempts remain, `failed` ("worker lost")
