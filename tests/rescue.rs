@@ -3,11 +3,12 @@
 
 use std::time::Duration;
 
+use diesel::PgConnection;
 use jobqueue_core::{
     Claim, JobOptions, JobStatus, NewJob, claim, enqueue, get_job, heartbeat_many, rescue_stale,
     start_many,
 };
-use jobqueue_tests::{TestDb, count_where, expire_leases};
+use jobqueue_tests::{TestDb, count_where, expire_leases, wait_for};
 
 #[test]
 fn expired_lease_goes_back_to_pending_and_last_attempt_fails() {
@@ -75,28 +76,39 @@ fn heartbeats_keep_a_lease_alive() {
         &NewJob::new("t", "{}", JobOptions::new()).expect("valid"),
     )
     .expect("enqueue");
-    let rows = claim(
-        &mut conn,
-        &Claim::new("w").lease(Duration::from_millis(300)),
-    )
-    .expect("claim");
+    let rows = claim(&mut conn, &Claim::new("w").lease(Duration::from_secs(30))).expect("claim");
     let lease = rows[0].lease();
+    let expiry = |conn: &mut PgConnection| {
+        get_job(conn, lease.job_id)
+            .expect("read")
+            .and_then(|job| job.lease_expires_at)
+            .expect("held, with a lease")
+    };
+    let mut last = expiry(&mut conn);
     for _ in 0..4 {
-        std::thread::sleep(Duration::from_millis(150));
-        let beat = heartbeat_many(&mut conn, &[lease], Duration::from_millis(300)).expect("beat");
+        let beat = heartbeat_many(&mut conn, &[lease], Duration::from_secs(30)).expect("beat");
         assert_eq!(beat.renewed, vec![lease.job_id]);
+        let renewed = expiry(&mut conn);
+        assert!(
+            renewed > last,
+            "the lease moves on from the database's now()"
+        );
+        last = renewed;
         assert_eq!(
             rescue_stale(&mut conn, 10).expect("rescue").total(),
             0,
             "renewed lease not recovered"
         );
     }
-    // Without heartbeats it expires on the database's clock.
-    std::thread::sleep(Duration::from_millis(400));
-    assert_eq!(
-        rescue_stale(&mut conn, 10).expect("rescue").requeued,
-        vec![lease.job_id]
-    );
+    // Renewed for 200 ms and then left alone, it expires on the database's
+    // clock and is recovered.
+    heartbeat_many(&mut conn, &[lease], Duration::from_millis(200)).expect("beat");
+    let mut rescued = Vec::new();
+    wait_for("the lease to expire", Duration::from_secs(30), || {
+        rescued.extend(rescue_stale(&mut conn, 10).expect("rescue").requeued);
+        !rescued.is_empty()
+    });
+    assert_eq!(rescued, vec![lease.job_id]);
     let beat = heartbeat_many(&mut conn, &[lease], Duration::from_secs(30)).expect("beat");
     assert_eq!(
         beat.lost,

@@ -77,11 +77,13 @@ fn an_idle_runner_with_a_60s_poll_is_woken_by_notify() {
     let runner = Runner::new(config, jobs::registry())
         .start()
         .expect("start");
-    // Let the runner make its first (empty) claim and go to sleep on the poll.
-    std::thread::sleep(Duration::from_millis(500));
+    // The runner's first claim finds nothing; it then sleeps on its poll.
+    wait_for("the first, empty claim", Duration::from_secs(30), || {
+        runner.stats().empty_claims >= 1
+    });
     let started = std::time::Instant::now();
     let id = Noop { n: 1 }.enqueue(&mut conn).expect("enqueue");
-    wait_for("the job to complete", Duration::from_secs(10), || {
+    wait_for("the job to complete", Duration::from_secs(30), || {
         get_job(&mut conn, id)
             .expect("read")
             .is_some_and(|j| j.status == JobStatus::Completed)
@@ -89,8 +91,8 @@ fn an_idle_runner_with_a_60s_poll_is_woken_by_notify() {
     let waited = started.elapsed();
     runner.shutdown();
     assert!(
-        waited < Duration::from_secs(10),
-        "woken after {waited:?}, not by the 60 s poll"
+        waited < Duration::from_secs(5),
+        "woken after {waited:?}, not by the notification (the poll is 60 s)"
     );
 }
 

@@ -146,6 +146,9 @@ pub(crate) fn run(
                 last_claim = shared.micros_now();
                 shared.outstanding.fetch_add(got, Ordering::AcqRel);
                 crate::shared::Counters::add(&shared.counters.claimed, got);
+                if got == 0 {
+                    crate::shared::Counters::add(&shared.counters.empty_claims, 1);
+                }
                 for row in rows {
                     let state = Arc::new(JobState::new(row.lease(), row.job_type.clone()));
                     shared.inflight.insert(Arc::clone(&state));

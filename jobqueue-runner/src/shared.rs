@@ -147,6 +147,7 @@ impl Health {
 #[derive(Debug, Default)]
 pub(crate) struct Counters {
     pub(crate) claimed: AtomicU64,
+    pub(crate) empty_claims: AtomicU64,
     pub(crate) completed: AtomicU64,
     pub(crate) retried: AtomicU64,
     pub(crate) failed: AtomicU64,
@@ -168,6 +169,8 @@ pub(crate) struct Counters {
 pub struct RunnerStats {
     /// Jobs claimed.
     pub claimed: u64,
+    /// Claims that found no due job.
+    pub empty_claims: u64,
     /// Jobs completed (by the runner or by their handler's transaction).
     pub completed: u64,
     /// Failed attempts sent back to pending for a retry.
@@ -196,6 +199,7 @@ impl Counters {
         let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
         RunnerStats {
             claimed: get(&self.claimed),
+            empty_claims: get(&self.empty_claims),
             completed: get(&self.completed),
             retried: get(&self.retried),
             failed: get(&self.failed),
