@@ -353,3 +353,32 @@ fn a_busy_runner_hands_back_prefetched_jobs_another_runner_can_start() {
         "each long job ran once"
     );
 }
+
+#[test]
+fn dropping_the_handle_shuts_the_runner_down() {
+    let (db, mut conn) = setup();
+    let id = Noop { n: 1 }.enqueue(&mut conn).expect("enqueue");
+    let runner = Runner::new(config(&db, 4), jobs::registry())
+        .start()
+        .expect("start");
+    wait_for("the job to complete", Duration::from_secs(30), || {
+        get_job(&mut conn, id)
+            .expect("read")
+            .is_some_and(|j| j.status == JobStatus::Completed)
+    });
+    let others = |conn: &mut PgConnection| {
+        jobqueue_tests::scalar(
+            conn,
+            "SELECT count(*) AS n FROM pg_stat_activity
+             WHERE datname = current_database() AND pid <> pg_backend_pid()",
+        )
+    };
+    assert!(others(&mut conn) > 0, "the runner is connected");
+    drop(runner);
+    // Every thread has stopped and closed its connection.
+    wait_for(
+        "the runner's connections closed",
+        Duration::from_secs(30),
+        || others(&mut conn) == 0,
+    );
+}

@@ -122,6 +122,9 @@ fn work(url: &str, args: WorkArgs, registry: Registry) -> Result<()> {
             summary.abandoned
         );
     }
+    if !summary.panicked_threads.is_empty() {
+        return Err(CliError::RunnerPanicked(summary.panicked_threads));
+    }
     Ok(())
 }
 

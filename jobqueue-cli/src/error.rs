@@ -14,6 +14,10 @@ pub enum CliError {
     /// The runner could not start.
     #[error(transparent)]
     Runner(#[from] jobqueue_runner::RunnerError),
+    /// Threads of the runner panicked (a defect in the runner; the log has
+    /// the panic). Their jobs are recovered when their leases expire.
+    #[error("runner threads panicked: {}", .0.join(", "))]
+    RunnerPanicked(Vec<String>),
     /// The SIGINT/SIGTERM handlers of `work` could not be installed.
     #[error("cannot install the signal handlers: {0}")]
     Signals(std::io::Error),

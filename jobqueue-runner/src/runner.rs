@@ -31,13 +31,16 @@ pub struct Runner {
 }
 
 /// What a runner did, returned when it has stopped.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RunSummary {
     /// Its counters at the end.
     pub stats: RunnerStats,
     /// Handlers still running when the grace period ran out; their jobs are
     /// recovered by lease expiry.
     pub abandoned: usize,
+    /// The runner's own threads that panicked (a defect in the runner, not
+    /// in a handler: handler panics fail their job), by thread name.
+    pub panicked_threads: Vec<String>,
 }
 
 impl Runner {
@@ -103,15 +106,14 @@ impl Runner {
         for _ in 0..shared.config.concurrency {
             workers.spawn()?;
         }
-        let mut threads = Vec::new();
         let s = Arc::clone(&shared);
         let hand_back = crate::fetcher::HandBack {
             queued: job_rx.clone(),
             outcomes: workers.outcomes.clone(),
         };
-        threads.push(spawn("jobqueue-fetcher", move || {
+        let fetcher = spawn("jobqueue-fetcher", move || {
             crate::fetcher::run(s, job_tx, hand_back, wake_rx, stop_fetch_rx)
-        })?);
+        })?;
         let s = Arc::clone(&shared);
         let completer = spawn("jobqueue-completer", move || {
             crate::completer::run(s, outcome_rx, stop_complete_rx)
@@ -153,12 +155,14 @@ impl Runner {
             },
             shared,
             workers,
-            fetcher: threads,
-            completer,
-            stop_complete: stop_complete_tx,
-            background,
-            stop_background: stop_background_tx,
             unstarted: job_rx,
+            threads: Some(Threads {
+                fetcher,
+                completer,
+                stop_complete: stop_complete_tx,
+                background,
+                stop_background: stop_background_tx,
+            }),
         })
     }
 }
@@ -204,13 +208,13 @@ impl WorkerSet {
         let set = Arc::clone(self);
         self.alive.fetch_add(1, Ordering::AcqRel);
         let spawned = spawn(&format!("jobqueue-worker-{index}"), move || {
+            // Counts the thread out however it ends, a panic included.
+            let _exit = WorkerExit(Arc::clone(&set));
             crate::worker::run(
                 Arc::clone(&set.shared),
                 set.jobs.clone(),
                 set.outcomes.clone(),
             );
-            set.alive.fetch_sub(1, Ordering::AcqRel);
-            let _ = set.exited.0.send(());
         });
         match spawned {
             Ok(handle) => {
@@ -222,6 +226,16 @@ impl WorkerSet {
                 Err(e)
             }
         }
+    }
+}
+
+/// Counts a worker thread out of its set when the thread ends.
+struct WorkerExit(Arc<WorkerSet>);
+
+impl Drop for WorkerExit {
+    fn drop(&mut self) {
+        self.0.alive.fetch_sub(1, Ordering::AcqRel);
+        let _ = self.0.exited.0.send(());
     }
 }
 
@@ -253,17 +267,24 @@ impl ShutdownTrigger {
     }
 }
 
-/// A running runner.
+/// A running runner. Dropping it shuts the runner down gracefully and
+/// waits until it has stopped, as [`RunnerHandle::shutdown`] does.
 pub struct RunnerHandle {
     trigger: ShutdownTrigger,
     shared: Arc<Shared>,
     workers: Arc<WorkerSet>,
-    fetcher: Vec<JoinHandle<()>>,
+    unstarted: Receiver<Claimed>,
+    /// The threads to join; taken when the runner has been waited for.
+    threads: Option<Threads>,
+}
+
+/// The runner's threads besides its workers, and the channels that stop them.
+struct Threads {
+    fetcher: JoinHandle<()>,
     completer: JoinHandle<()>,
     stop_complete: Sender<()>,
     background: Vec<JoinHandle<()>>,
     stop_background: Sender<()>,
-    unstarted: Receiver<Claimed>,
 }
 
 impl std::fmt::Debug for RunnerHandle {
@@ -307,10 +328,23 @@ impl RunnerHandle {
     /// are handed back without using up an attempt, and every outcome is
     /// written. Handlers still running after the grace period are left to
     /// lease expiry.
-    pub fn wait(self) -> RunSummary {
-        for fetcher in self.fetcher {
-            let _ = fetcher.join();
-        }
+    pub fn wait(mut self) -> RunSummary {
+        self.join()
+    }
+
+    fn join(&mut self) -> RunSummary {
+        let mut panicked_threads = Vec::new();
+        let mut join = |handle: JoinHandle<()>| {
+            let name = handle.thread().name().unwrap_or("unnamed").to_owned();
+            if handle.join().is_err() {
+                log::error!("runner thread {name} panicked");
+                panicked_threads.push(name);
+            }
+        };
+        let Some(threads) = self.threads.take() else {
+            return self.summary(0, panicked_threads);
+        };
+        join(threads.fetcher);
         // The fetcher dropped its sender: workers hand back what is queued
         // and exit when idle. Give busy ones the grace period.
         let deadline = Instant::now() + self.shared.config.shutdown_grace;
@@ -333,18 +367,36 @@ impl RunnerHandle {
                 "{abandoned} handlers still running after the grace period; their leases will expire"
             );
         } else {
-            for handle in lock(&self.workers.handles).drain(..) {
-                let _ = handle.join();
+            let workers: Vec<_> = lock(&self.workers.handles).drain(..).collect();
+            for handle in workers {
+                join(handle);
             }
         }
-        drop(self.stop_complete);
-        let _ = self.completer.join();
-        drop(self.stop_background);
-        for handle in self.background {
-            let _ = handle.join();
+        drop(threads.stop_complete);
+        join(threads.completer);
+        drop(threads.stop_background);
+        for handle in threads.background {
+            join(handle);
         }
+        self.summary(abandoned, panicked_threads)
+    }
+
+    fn summary(&self, abandoned: usize, panicked_threads: Vec<String>) -> RunSummary {
         let stats = self.shared.counters.snapshot();
         log::info!("runner stopped: {stats:?}");
-        RunSummary { stats, abandoned }
+        RunSummary {
+            stats,
+            abandoned,
+            panicked_threads,
+        }
+    }
+}
+
+impl Drop for RunnerHandle {
+    fn drop(&mut self) {
+        if self.threads.is_some() {
+            self.trigger.shutdown();
+            self.join();
+        }
     }
 }
