@@ -36,7 +36,7 @@ fn held_jobs_stay_within_the_bound_while_completions_are_slow() {
 
     let mut config = RunnerConfig::new(&db.url).concurrency(4);
     config.batch_size = 20;
-    config.prefetch = 2;
+    config.prefetch = Some(2);
     let bound = config.max_held();
     assert_eq!(bound, 4 + 2 * 20, "concurrency + the largest prefetch");
     let runner = Runner::new(config, registry()).start().expect("start");

@@ -56,7 +56,7 @@ fn completer_lease_keeper_recovery_and_cancels_never_deadlock() {
     let mut config = RunnerConfig::new(&db.url)
         .concurrency(16)
         .lease(Duration::from_secs(2));
-    config.heartbeat_interval = Duration::from_millis(20);
+    config.heartbeat_interval = Some(Duration::from_millis(20));
     config.rescue_interval = Duration::from_millis(50);
     config.completion_batch = 200;
     let runners: Vec<_> = (0..2)

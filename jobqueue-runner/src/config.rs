@@ -6,7 +6,11 @@ use jobqueue_core::{Retention, RetryPolicy};
 
 use crate::RunnerError;
 
-/// How a runner works. Build with [`RunnerConfig::new`] and adjust fields.
+/// How a runner works. Build with [`RunnerConfig::new`] and set fields
+/// (directly, or with the chaining setters, which do the same). Values that
+/// default to a share of another field (`prefetch`, `heartbeat_interval`,
+/// `handler_pool_size`) are `None` until set, and derived when the runner
+/// starts: setting `concurrency` or `lease` never leaves them stale.
 #[derive(Debug, Clone)]
 pub struct RunnerConfig {
     /// PostgreSQL URL (libpq syntax, multi-host URLs included).
@@ -25,15 +29,16 @@ pub struct RunnerConfig {
     /// runner never hoards jobs another runner could take. The runner raises
     /// it, up to two batches, for short jobs: to what its workers finish
     /// during one claim round trip (such jobs would not start sooner
-    /// elsewhere). Default `concurrency / 4`, at least 1.
-    pub prefetch: usize,
+    /// elsewhere). Default (`None`): `concurrency / 4`, at least 1.
+    pub prefetch: Option<usize>,
     /// Fallback poll when no notification arrives (jobs that become due by
     /// time: scheduled jobs, retries). Default 1 s.
     pub poll_interval: Duration,
     /// How long a claim holds a job without a heartbeat. Default 30 s.
     pub lease: Duration,
-    /// How often leases of in-flight jobs are renewed. Default `lease / 3`.
-    pub heartbeat_interval: Duration,
+    /// How often leases of in-flight jobs are renewed. Default (`None`): a
+    /// third of the lease.
+    pub heartbeat_interval: Option<Duration>,
     /// Backoff between attempts. Default: [`RetryPolicy::default`].
     pub retry: RetryPolicy,
     /// How long finished jobs are kept. Default: [`Retention::default`].
@@ -53,8 +58,9 @@ pub struct RunnerConfig {
     pub default_timeout: Option<Duration>,
     /// Most outcomes written by one statement. Default 1000.
     pub completion_batch: usize,
-    /// Database connections handlers may use at once. Default `concurrency`.
-    pub handler_pool_size: u32,
+    /// Database connections handlers may use at once. Default (`None`):
+    /// `concurrency`, at most 256.
+    pub handler_pool_size: Option<u32>,
 }
 
 impl RunnerConfig {
@@ -66,18 +72,16 @@ impl RunnerConfig {
 
     /// Defaults for a runner on `database_url`.
     pub fn new(database_url: impl Into<String>) -> Self {
-        let concurrency = 8;
-        let lease = jobqueue_core::DEFAULT_LEASE;
         RunnerConfig {
             database_url: database_url.into(),
             worker_id: default_worker_id(),
-            concurrency,
+            concurrency: 8,
             queues: Vec::new(),
             batch_size: Self::DEFAULT_BATCH_SIZE,
-            prefetch: (concurrency / 4).max(1),
+            prefetch: None,
             poll_interval: Duration::from_secs(1),
-            lease,
-            heartbeat_interval: lease / 3,
+            lease: jobqueue_core::DEFAULT_LEASE,
+            heartbeat_interval: None,
             retry: RetryPolicy::default(),
             retention: Retention::default(),
             rescue_interval: Duration::from_secs(5),
@@ -87,31 +91,43 @@ impl RunnerConfig {
             shutdown_grace: Duration::from_secs(30),
             default_timeout: None,
             completion_batch: 1000,
-            handler_pool_size: concurrency as u32,
+            handler_pool_size: None,
         }
     }
 
-    /// Sets `concurrency`, and the fields derived from it (`prefetch`,
-    /// `handler_pool_size`).
+    /// Sets `concurrency` (the same as setting the field).
     pub fn concurrency(mut self, concurrency: usize) -> Self {
         self.concurrency = concurrency;
-        self.prefetch = (concurrency / 4).max(1);
-        self.handler_pool_size = concurrency.clamp(1, 256) as u32;
         self
     }
 
-    /// Sets `lease`, and `heartbeat_interval` to a third of it.
+    /// Sets `lease` (the same as setting the field).
     pub fn lease(mut self, lease: Duration) -> Self {
         self.lease = lease;
-        self.heartbeat_interval = lease / 3;
         self
+    }
+
+    /// `prefetch`, or its default: a quarter of the workers, at least 1.
+    pub fn effective_prefetch(&self) -> usize {
+        self.prefetch.unwrap_or((self.concurrency / 4).max(1))
+    }
+
+    /// `heartbeat_interval`, or its default: a third of the lease.
+    pub fn effective_heartbeat_interval(&self) -> Duration {
+        self.heartbeat_interval.unwrap_or(self.lease / 3)
+    }
+
+    /// `handler_pool_size`, or its default: `concurrency`, at most 256.
+    pub fn effective_handler_pool_size(&self) -> u32 {
+        self.handler_pool_size
+            .unwrap_or(self.concurrency.clamp(1, 256) as u32)
     }
 
     /// The most the prefetch grows to for short jobs: two batches (one
     /// being claimed while the last one's outcomes are written), or the
     /// configured prefetch if that is more.
     pub fn max_prefetch(&self) -> usize {
-        self.prefetch.max(2 * self.batch_size)
+        self.effective_prefetch().max(2 * self.batch_size)
     }
 
     /// The most jobs this runner holds at once: claimed, running, or
@@ -140,8 +156,11 @@ impl RunnerConfig {
                 self.batch_size
             ));
         }
-        if self.prefetch > 10_000 {
-            return bad(format!("prefetch {} is over 10000", self.prefetch));
+        if self.effective_prefetch() > 10_000 {
+            return bad(format!(
+                "prefetch {} is over 10000",
+                self.effective_prefetch()
+            ));
         }
         for queue in &self.queues {
             jobqueue_core::limits::check_queue(queue)?;
@@ -149,10 +168,11 @@ impl RunnerConfig {
         if self.lease < Duration::from_millis(500) {
             return bad(format!("lease {:?} is shorter than 500 ms", self.lease));
         }
-        if self.heartbeat_interval.is_zero() || self.heartbeat_interval >= self.lease {
+        let heartbeat = self.effective_heartbeat_interval();
+        if heartbeat.is_zero() || heartbeat >= self.lease {
             return bad(format!(
-                "heartbeat_interval {:?} must be above zero and shorter than the lease {:?}",
-                self.heartbeat_interval, self.lease
+                "heartbeat_interval {heartbeat:?} must be above zero and shorter than the lease {:?}",
+                self.lease
             ));
         }
         for (name, value) in [
@@ -171,7 +191,7 @@ impl RunnerConfig {
                 self.completion_batch
             ));
         }
-        if self.handler_pool_size == 0 {
+        if self.effective_handler_pool_size() == 0 {
             return bad("handler_pool_size is 0".into());
         }
         self.retry.validate()?;
@@ -187,4 +207,83 @@ fn default_worker_id() -> String {
         .filter(|h| !h.is_empty())
         .unwrap_or_else(|| "host".to_owned());
     format!("{host}-{}-{:04x}", std::process::id(), fastrand::u16(..))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn derived_values_follow_the_fields_they_derive_from() {
+        let mut config = RunnerConfig::new("postgres://x/y");
+        assert_eq!(config.effective_prefetch(), 2);
+        config.concurrency = 40;
+        config.lease = Duration::from_secs(9);
+        assert_eq!(config.effective_prefetch(), 10);
+        assert_eq!(config.effective_handler_pool_size(), 40);
+        assert_eq!(
+            config.effective_heartbeat_interval(),
+            Duration::from_secs(3)
+        );
+        config.prefetch = Some(3);
+        config.heartbeat_interval = Some(Duration::from_secs(1));
+        assert_eq!(config.effective_prefetch(), 3);
+        assert_eq!(
+            config.effective_heartbeat_interval(),
+            Duration::from_secs(1)
+        );
+        // The setters do what setting the fields does.
+        let chained = RunnerConfig::new("postgres://x/y")
+            .concurrency(40)
+            .lease(Duration::from_secs(9));
+        assert_eq!(chained.effective_prefetch(), 10);
+        assert_eq!(
+            chained.effective_heartbeat_interval(),
+            Duration::from_secs(3)
+        );
+    }
+
+    #[test]
+    fn the_bound_on_held_jobs_is_concurrency_and_two_batches() {
+        let mut config = RunnerConfig::new("postgres://x/y").concurrency(4);
+        config.batch_size = 20;
+        assert_eq!(config.max_held(), 4 + 40);
+        config.prefetch = Some(100);
+        assert_eq!(config.max_held(), 4 + 100);
+    }
+
+    #[test]
+    fn validation_names_the_field() {
+        let base = RunnerConfig::new("postgres://x/y");
+        let cases: [(&str, RunnerConfig); 5] = [
+            ("concurrency", base.clone().concurrency(0)),
+            (
+                "batch_size",
+                RunnerConfig {
+                    batch_size: 0,
+                    ..base.clone()
+                },
+            ),
+            ("lease", base.clone().lease(Duration::from_millis(10))),
+            (
+                "heartbeat_interval",
+                RunnerConfig {
+                    heartbeat_interval: Some(Duration::from_secs(60)),
+                    ..base.clone()
+                },
+            ),
+            (
+                "database_url",
+                RunnerConfig {
+                    database_url: " ".into(),
+                    ..base.clone()
+                },
+            ),
+        ];
+        for (field, config) in cases {
+            let error = config.validate().expect_err(field).to_string();
+            assert!(error.contains(field), "{field}: {error}");
+        }
+        assert!(base.validate().is_ok());
+    }
 }

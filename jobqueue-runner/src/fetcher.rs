@@ -24,10 +24,10 @@ fn prefetch(shared: &Shared, claim_micros: u64) -> usize {
     let config = &shared.config;
     let job_micros = shared.job_micros.load(Ordering::Relaxed);
     if job_micros == 0 || claim_micros == 0 {
-        return config.prefetch;
+        return config.effective_prefetch();
     }
     let finished_per_claim = (config.concurrency as u64).saturating_mul(claim_micros) / job_micros;
-    (finished_per_claim as usize).clamp(config.prefetch, config.max_prefetch())
+    (finished_per_claim as usize).clamp(config.effective_prefetch(), config.max_prefetch())
 }
 
 /// Waits for a wake-up, a stop, or `timeout`. Returns false on stop.
@@ -60,7 +60,8 @@ const SHED_AFTER: Duration = Duration::from_millis(100);
 /// They go back to pending without using up an attempt.
 fn shed(shared: &Shared, jobs: &Sender<Claimed>, shed: &HandBack, last_claim: u64) {
     let waiting = jobs.len();
-    if waiting <= shared.config.prefetch {
+    let prefetch = shared.config.effective_prefetch();
+    if waiting <= prefetch {
         return;
     }
     // Since the last job start or the last claim, whichever came later.
@@ -73,7 +74,7 @@ fn shed(shared: &Shared, jobs: &Sender<Claimed>, shed: &HandBack, last_claim: u6
     // Jobs run at least this long now: the prefetch drops at once.
     shared.job_micros.fetch_max(idle_for, Ordering::Relaxed);
     let mut released = 0;
-    for _ in shared.config.prefetch..waiting {
+    for _ in prefetch..waiting {
         let Ok(claimed) = shed.queued.try_recv() else {
             break;
         };

@@ -17,7 +17,7 @@ pub(crate) fn run(shared: Arc<Shared>, stop: Receiver<()>, spawn_worker: impl Fn
     let config = &shared.config;
     let mut db = Db::new(&config.database_url, "lease keeper");
     loop {
-        if stopped_within(&stop, config.heartbeat_interval) {
+        if stopped_within(&stop, config.effective_heartbeat_interval()) {
             break;
         }
         let jobs = shared.inflight.snapshot();

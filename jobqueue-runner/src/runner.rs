@@ -57,7 +57,7 @@ impl Runner {
         self.registry.validate()?;
         let config = self.config;
         let pool = Pool::builder()
-            .max_size(config.handler_pool_size)
+            .max_size(config.effective_handler_pool_size())
             .min_idle(Some(0))
             .connection_timeout(Duration::from_secs(10))
             .test_on_check_out(true)

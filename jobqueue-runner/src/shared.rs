@@ -331,3 +331,23 @@ pub(crate) fn is_stopped(stop: &crossbeam_channel::Receiver<()>) -> bool {
         Err(crossbeam_channel::TryRecvError::Disconnected) | Ok(())
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_up_to_its_cap_with_jitter_and_resets() {
+        let mut backoff = Backoff::new();
+        let delays: Vec<Duration> = (0..10).map(|_| backoff.next_delay()).collect();
+        let ms = |d: &Duration| d.as_secs_f64() * 1000.0;
+        assert!((37.5..=62.5).contains(&ms(&delays[0])), "{delays:?}");
+        assert!((75.0..=125.0).contains(&ms(&delays[1])), "{delays:?}");
+        for delay in &delays {
+            assert!(ms(delay) <= 2500.0, "{delays:?}");
+        }
+        assert!(ms(&delays[9]) >= 1500.0, "capped at 2 s ± 25 %: {delays:?}");
+        backoff.reset();
+        assert!(ms(&backoff.next_delay()) <= 62.5);
+    }
+}
