@@ -97,7 +97,10 @@ fn kill_9_chaos_loses_nothing_and_does_nothing_twice() {
     );
 
     wait_for("no live job left", Duration::from_secs(180), || {
-        count_where(&mut conn, "status IN ('pending', 'claimed', 'running')") == 0
+        count_where(
+            &mut conn,
+            "status IN ('scheduled', 'pending', 'claimed', 'running')",
+        ) == 0
     });
     for runner in &live {
         runner.signal("TERM");

@@ -184,7 +184,10 @@ fn serializable_default_and_foreign_row_locks_lose_nothing() {
         .expect("release");
 
     wait_for("no live job left", Duration::from_secs(120), || {
-        count_where(&mut conn, "status IN ('pending', 'claimed', 'running')") == 0
+        count_where(
+            &mut conn,
+            "status IN ('scheduled', 'pending', 'claimed', 'running')",
+        ) == 0
     });
     stop.0.store(true, Ordering::Relaxed);
     let churn = churner.join().expect("the churning session");

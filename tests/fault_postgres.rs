@@ -81,6 +81,11 @@ fn listening(conn: &mut PgConnection) -> i64 {
     )
 }
 
+/// How many lines of `runner`'s stderr contain `text`.
+fn lines_with(runner: &Proc, text: &str) -> usize {
+    runner.stderr().lines().filter(|l| l.contains(text)).count()
+}
+
 /// Stops both runners with SIGTERM; each must exit 0.
 fn stop_runners(runners: &mut [Proc]) {
     for runner in runners.iter() {
@@ -143,7 +148,10 @@ fn runners_ride_out_a_postgres_crash_and_restart() {
         || listening(&mut conn) == 2,
     );
     wait_for("no live job left", Duration::from_secs(120), || {
-        count_where(&mut conn, "status IN ('pending', 'claimed', 'running')") == 0
+        count_where(
+            &mut conn,
+            "status IN ('scheduled', 'pending', 'claimed', 'running')",
+        ) == 0
     });
     for runner in &mut runners {
         assert!(
@@ -162,6 +170,21 @@ fn runners_ride_out_a_postgres_crash_and_restart() {
         );
     }
     stop_runners(&mut runners);
+    // One line when the database went away and one when it was back, per
+    // runner; no thread logs the outage again on its own.
+    for runner in &runners {
+        let stderr = runner.stderr();
+        assert_eq!(
+            (
+                lines_with(runner, "database unavailable"),
+                lines_with(runner, "database reachable again"),
+                lines_with(runner, "claim failed"),
+            ),
+            (1, 1, 0),
+            "{}'s log of the outage:\n{stderr}",
+            runner.name()
+        );
+    }
 
     let tally = Tally::of(&mut conn, "test.chaos", "attempt");
     Summary {
@@ -238,12 +261,28 @@ fn runners_ride_out_dropped_connections() {
         first_completion_after(&mut conn, "(SELECT at FROM last_drop)")
     };
     wait_for("no live job left", Duration::from_secs(120), || {
-        count_where(&mut conn, "status IN ('pending', 'claimed', 'running')") == 0
+        count_where(
+            &mut conn,
+            "status IN ('scheduled', 'pending', 'claimed', 'running')",
+        ) == 0
     });
     for runner in &mut runners {
         assert!(runner.is_running(), "{} was never restarted", runner.name());
     }
     stop_runners(&mut runners);
+    // A connection the server ended is replaced at once: no outage to log.
+    for runner in &runners {
+        let stderr = runner.stderr();
+        assert_eq!(
+            (
+                lines_with(runner, "database unavailable"),
+                lines_with(runner, "claim failed"),
+            ),
+            (0, 0),
+            "{}'s log of the dropped connections:\n{stderr}",
+            runner.name()
+        );
+    }
 
     let tally = Tally::of(&mut conn, "test.chaos", "attempt");
     Summary {

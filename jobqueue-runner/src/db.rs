@@ -3,13 +3,15 @@
 use diesel::{Connection, PgConnection, RunQueryDsl};
 use jobqueue_core::QueueSession;
 
-use crate::shared::Health;
+use crate::shared::{Health, one_line};
 
 /// A lazily (re)connected connection for one of the runner's own threads.
 pub(crate) struct Db {
     url: String,
     role: &'static str,
     conn: Option<QueueSession>,
+    /// The last call failed because its connection was lost.
+    lost: bool,
 }
 
 impl Db {
@@ -18,22 +20,29 @@ impl Db {
             url: url.to_owned(),
             role,
             conn: None,
+            lost: false,
         }
     }
 
-    /// Runs `f` on the connection, connecting first if needed. After an
-    /// error, a connection that no longer answers is dropped (the next call
-    /// reconnects) and the outage is reported to `health` (logged once).
+    /// Runs `f` on the connection, connecting first if needed.
+    ///
+    /// After an error, a connection that no longer answers is replaced at
+    /// once. Only when no new connection can be made is the database
+    /// reported down to `health` (logged once per outage, for all threads);
+    /// a single connection ended by the server (a terminated backend) is an
+    /// info line. [`Db::lost_connection`] tells the caller which it was.
     pub(crate) fn run<T>(
         &mut self,
         health: &Health,
         f: impl FnOnce(&mut QueueSession) -> jobqueue_core::Result<T>,
     ) -> jobqueue_core::Result<T> {
+        self.lost = false;
         let conn = match &mut self.conn {
             Some(conn) => conn,
             slot => match connect(&self.url) {
                 Ok(conn) => slot.insert(conn),
                 Err(e) => {
+                    self.lost = true;
                     health.report_down(self.role, &e);
                     return Err(e);
                 }
@@ -44,17 +53,35 @@ impl Db {
                 health.report_up();
                 Ok(value)
             }
+            Err(e) if conn.is_alive() => {
+                health.report_up();
+                Err(e)
+            }
             Err(e) => {
-                let alive = conn.is_alive();
-                if alive {
-                    health.report_up();
-                } else {
-                    health.report_down(self.role, &e);
-                    self.conn = None;
+                self.lost = true;
+                self.conn = None;
+                match connect(&self.url) {
+                    Ok(conn) => {
+                        log::info!(
+                            "{}: connection lost ({}); reconnected",
+                            self.role,
+                            one_line(&e)
+                        );
+                        self.conn = Some(conn);
+                        health.report_up();
+                    }
+                    Err(reconnect) => health.report_down(self.role, &reconnect),
                 }
                 Err(e)
             }
         }
+    }
+
+    /// Whether the last [`Db::run`] failed for want of a connection (an
+    /// outage, or a connection the server ended), as opposed to an error of
+    /// the statement itself.
+    pub(crate) fn lost_connection(&self) -> bool {
+        self.lost
     }
 }
 

@@ -188,7 +188,10 @@ pub(crate) fn run(
                 }
             }
             Err(e) => {
-                log::warn!("claim failed: {e}");
+                // A lost connection is logged once per outage by `Db`.
+                if !db.lost_connection() {
+                    log::warn!("claim failed: {}", crate::shared::one_line(&e));
+                }
                 if crate::shared::stopped_within(&stop, backoff.next_delay()) {
                     break;
                 }

@@ -12,7 +12,7 @@ use std::time::Duration;
 use crossbeam_channel::Receiver;
 use postgres::fallible_iterator::FallibleIterator;
 
-use crate::shared::{Backoff, Shared, is_stopped, stopped_within};
+use crate::shared::{Backoff, Shared, is_stopped, one_line, stopped_within};
 
 /// How often the listener looks up from its socket to check for shutdown.
 const STOP_CHECK: Duration = Duration::from_millis(250);
@@ -34,6 +34,7 @@ pub(crate) fn run(shared: Arc<Shared>, stop: Receiver<()>) {
             }
         };
         backoff.reset();
+        shared.health.report_up();
         shared.wake_fetcher();
         loop {
             if is_stopped(&stop) {
@@ -50,7 +51,8 @@ pub(crate) fn run(shared: Arc<Shared>, stop: Receiver<()>) {
                     }
                 }
                 Err(e) => {
-                    shared.health.report_down("listener", &e);
+                    // Reconnect at once; only a failed connect is an outage.
+                    log::info!("listener: connection lost ({}); reconnecting", one_line(&e));
                     break;
                 }
                 Ok(None) => {}

@@ -175,14 +175,7 @@ struct PoolErrors;
 
 impl diesel::r2d2::HandleError<diesel::r2d2::Error> for PoolErrors {
     fn handle_error(&self, error: diesel::r2d2::Error) {
-        log::debug!(
-            "handler pool: {}",
-            error
-                .to_string()
-                .split_whitespace()
-                .collect::<Vec<_>>()
-                .join(" ")
-        );
+        log::debug!("handler pool: {}", crate::shared::one_line(&error));
     }
 }
 

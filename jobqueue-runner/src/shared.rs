@@ -113,6 +113,15 @@ impl InFlight {
     }
 }
 
+/// `error` on one line (libpq's messages span several).
+pub(crate) fn one_line(error: &dyn std::fmt::Display) -> String {
+    error
+        .to_string()
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 /// Whether the database answers, shared so an outage is logged once, not
 /// once per thread and attempt.
 #[derive(Debug, Default)]
@@ -125,10 +134,10 @@ impl Health {
         let mut down = lock(&self.down_since);
         if down.is_none() {
             *down = Some(Instant::now());
-            // libpq's messages span several lines; keep the log line one line.
-            let error = error.to_string();
-            let error = error.split_whitespace().collect::<Vec<_>>().join(" ");
-            log::error!("database unavailable ({who}: {error}); retrying with backoff");
+            log::error!(
+                "database unavailable ({who}: {}); retrying with backoff",
+                one_line(error)
+            );
         }
     }
 
