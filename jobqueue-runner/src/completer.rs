@@ -9,9 +9,11 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, select};
 use jobqueue_core::{FailOutcome, Failure};
 
+use crate::backoff::Backoff;
+use crate::counters::Counters;
 use crate::db::Db;
 use crate::messages::{Outcome, OutcomeKind};
-use crate::shared::{Backoff, Counters, Shared};
+use crate::shared::Shared;
 
 pub(crate) fn run(shared: Arc<Shared>, outcomes: Receiver<Outcome>, stop: Receiver<()>) {
     let mut db = Db::new(&shared.config.database_url, "completer");
@@ -62,7 +64,7 @@ pub(crate) fn run(shared: Arc<Shared>, outcomes: Receiver<Outcome>, stop: Receiv
         }
         let delay = backoff.next_delay();
         if stop_deadline.is_none() {
-            if crate::shared::stopped_within(&stop, delay) {
+            if crate::backoff::stopped_within(&stop, delay) {
                 stop_deadline = Some(Instant::now() + shared.config.shutdown_grace);
             }
         } else {

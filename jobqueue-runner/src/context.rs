@@ -8,7 +8,8 @@ use diesel::{Connection, PgConnection};
 use jobqueue_core::{JobId, JobRow, Progress};
 
 use crate::JobError;
-use crate::shared::{JobState, Shared};
+use crate::job_state::JobState;
+use crate::shared::Shared;
 
 /// The running job's context: its identity, progress reporting, the flags
 /// that ask it to stop, and a database connection.

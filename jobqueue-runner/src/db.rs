@@ -3,7 +3,7 @@
 use diesel::{Connection, PgConnection, RunQueryDsl};
 use jobqueue_core::QueueSession;
 
-use crate::shared::{Health, one_line};
+use crate::health::{Health, one_line};
 
 /// A lazily (re)connected connection for one of the runner's own threads.
 pub(crate) struct Db {

@@ -8,9 +8,11 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, Sender, select};
 use jobqueue_core::Claim;
 
+use crate::backoff::Backoff;
 use crate::db::Db;
+use crate::job_state::JobState;
 use crate::messages::{Claimed, Outcome, OutcomeKind};
-use crate::shared::{Backoff, JobState, Shared};
+use crate::shared::Shared;
 
 /// First re-poll after a claim that found work.
 const QUICK_REPOLL: Duration = Duration::from_millis(2);
@@ -146,9 +148,9 @@ pub(crate) fn run(
                 let got = rows.len();
                 last_claim = shared.micros_now();
                 shared.outstanding.fetch_add(got, Ordering::AcqRel);
-                crate::shared::Counters::add(&shared.counters.claimed, got);
+                crate::counters::Counters::add(&shared.counters.claimed, got);
                 if got == 0 {
-                    crate::shared::Counters::add(&shared.counters.empty_claims, 1);
+                    crate::counters::Counters::add(&shared.counters.empty_claims, 1);
                 }
                 for row in rows {
                     let state = Arc::new(JobState::new(row.lease(), row.job_type.clone()));
@@ -190,9 +192,9 @@ pub(crate) fn run(
             Err(e) => {
                 // A lost connection is logged once per outage by `Db`.
                 if !db.lost_connection() {
-                    log::warn!("claim failed: {}", crate::shared::one_line(&e));
+                    log::warn!("claim failed: {}", crate::health::one_line(&e));
                 }
-                if crate::shared::stopped_within(&stop, backoff.next_delay()) {
+                if crate::backoff::stopped_within(&stop, backoff.next_delay()) {
                     break;
                 }
             }

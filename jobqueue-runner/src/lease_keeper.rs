@@ -10,8 +10,10 @@ use std::time::Instant;
 use crossbeam_channel::Receiver;
 use jobqueue_core::Lease;
 
+use crate::backoff::stopped_within;
 use crate::db::Db;
-use crate::shared::{JobState, Shared, stopped_within};
+use crate::job_state::JobState;
+use crate::shared::Shared;
 
 pub(crate) fn run(shared: Arc<Shared>, stop: Receiver<()>, spawn_worker: impl Fn()) {
     let config = &shared.config;

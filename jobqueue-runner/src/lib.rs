@@ -40,13 +40,17 @@
 //! ...) is the `jobqueue-cli` crate:
 //! `jobqueue_cli::Cli::new().register::<SendEmail>().main()`.
 
+mod backoff;
 mod completer;
 mod config;
 mod context;
+mod counters;
 mod db;
 mod error;
 mod fetcher;
+mod health;
 mod job_error;
+mod job_state;
 mod lease_keeper;
 mod listener;
 mod maintenance;
@@ -59,9 +63,9 @@ mod worker;
 
 pub use config::RunnerConfig;
 pub use context::JobContext;
+pub use counters::RunnerStats;
 pub use error::RunnerError;
 pub use job_error::JobError;
 pub use perform::Perform;
 pub use registry::Registry;
 pub use runner::{RunSummary, Runner, RunnerHandle, ShutdownTrigger};
-pub use shared::RunnerStats;

@@ -12,7 +12,9 @@ use std::time::Duration;
 use crossbeam_channel::Receiver;
 use postgres::fallible_iterator::FallibleIterator;
 
-use crate::shared::{Backoff, Shared, is_stopped, one_line, stopped_within};
+use crate::backoff::{Backoff, is_stopped, stopped_within};
+use crate::health::one_line;
+use crate::shared::Shared;
 
 /// How often the listener looks up from its socket to check for shutdown.
 const STOP_CHECK: Duration = Duration::from_millis(250);

@@ -9,8 +9,9 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::Receiver;
 
+use crate::backoff::stopped_within;
 use crate::db::Db;
-use crate::shared::{Shared, stopped_within};
+use crate::shared::Shared;
 
 /// Stale jobs recovered per statement.
 const RESCUE_BATCH: i64 = jobqueue_core::DEFAULT_RESCUE_BATCH;

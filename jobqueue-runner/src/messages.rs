@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use jobqueue_core::{JobRow, Lease};
 
-use crate::shared::JobState;
+use crate::job_state::JobState;
 
 /// A claimed job on its way to a worker.
 pub(crate) struct Claimed {

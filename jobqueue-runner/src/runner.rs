@@ -19,8 +19,11 @@ use crossbeam_channel::{Receiver, Sender, bounded, unbounded};
 use diesel::PgConnection;
 use diesel::r2d2::{ConnectionManager, Pool};
 
+use crate::counters::Counters;
+use crate::health::Health;
+use crate::job_state::InFlight;
 use crate::messages::{Claimed, Outcome, OutcomeKind};
-use crate::shared::{Counters, Health, InFlight, Shared, lock};
+use crate::shared::{Shared, lock};
 use crate::{Registry, RunnerConfig, RunnerError, RunnerStats};
 
 /// A configured runner, ready to start.
@@ -175,7 +178,7 @@ struct PoolErrors;
 
 impl diesel::r2d2::HandleError<diesel::r2d2::Error> for PoolErrors {
     fn handle_error(&self, error: diesel::r2d2::Error) {
-        log::debug!("handler pool: {}", crate::shared::one_line(&error));
+        log::debug!("handler pool: {}", crate::health::one_line(&error));
     }
 }
 

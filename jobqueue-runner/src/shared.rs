@@ -1,16 +1,18 @@
-//! State shared by the runner's threads: configuration, handlers, the jobs in
-//! flight, counters, and the database health used to log outages once.
+//! What the runner's threads share: configuration, handlers, the jobs in
+//! flight, counters, the database's health, and the room the fetcher
+//! claims into.
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
+use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::Sender;
 use diesel::PgConnection;
 use diesel::r2d2::{ConnectionManager, Pool};
-use jobqueue_core::{JobId, Lease};
 
+use crate::counters::Counters;
+use crate::health::Health;
+use crate::job_state::{InFlight, JobState};
 use crate::{Registry, RunnerConfig};
 
 /// Handler connections.
@@ -20,205 +22,6 @@ pub(crate) type HandlerPool = Pool<ConnectionManager<PgConnection>>;
 /// (every critical section here is a plain map or option update).
 pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
-/// One claimed job while this runner holds it.
-#[derive(Debug)]
-pub(crate) struct JobState {
-    pub(crate) lease: Lease,
-    pub(crate) job_type: String,
-    /// A cancel was requested (seen at a heartbeat or progress report).
-    pub(crate) cancel: AtomicBool,
-    /// The lease was lost: the job was recovered by someone else.
-    pub(crate) lost: AtomicBool,
-    /// The handler ran past its timeout.
-    pub(crate) timed_out: AtomicBool,
-    /// The handler ran so far past its timeout that its lease is no longer
-    /// renewed and its worker thread was replaced.
-    pub(crate) abandoned: AtomicBool,
-    /// The handler completed the job itself, in its own transaction.
-    pub(crate) handled: AtomicBool,
-    /// The row was marked `running`.
-    pub(crate) marked_running: AtomicBool,
-    /// The job no longer counts against the runner's capacity (its outcome
-    /// was written, or its handler was abandoned).
-    slot_freed: AtomicBool,
-    started: OnceLock<Instant>,
-    timeout: OnceLock<Option<Duration>>,
-}
-
-impl JobState {
-    pub(crate) fn new(lease: Lease, job_type: String) -> Self {
-        JobState {
-            lease,
-            job_type,
-            cancel: AtomicBool::new(false),
-            lost: AtomicBool::new(false),
-            timed_out: AtomicBool::new(false),
-            abandoned: AtomicBool::new(false),
-            handled: AtomicBool::new(false),
-            marked_running: AtomicBool::new(false),
-            slot_freed: AtomicBool::new(false),
-            started: OnceLock::new(),
-            timeout: OnceLock::new(),
-        }
-    }
-
-    /// Records that the handler starts now.
-    pub(crate) fn start(&self, timeout: Option<Duration>) {
-        let _ = self.started.set(Instant::now());
-        let _ = self.timeout.set(timeout);
-    }
-
-    pub(crate) fn started(&self) -> Option<Instant> {
-        self.started.get().copied()
-    }
-
-    /// When the handler's timeout runs out, if it started and has one.
-    pub(crate) fn deadline(&self) -> Option<Instant> {
-        let started = self.started()?;
-        let timeout = (*self.timeout.get()?)?;
-        Some(started + timeout)
-    }
-}
-
-/// The jobs this runner holds, by id.
-#[derive(Debug, Default)]
-pub(crate) struct InFlight {
-    jobs: Mutex<HashMap<JobId, Arc<JobState>>>,
-}
-
-impl InFlight {
-    pub(crate) fn insert(&self, state: Arc<JobState>) {
-        lock(&self.jobs).insert(state.lease.job_id, state);
-    }
-
-    /// Forgets a job, if it is still the same claim.
-    pub(crate) fn remove(&self, lease: &Lease) {
-        let mut jobs = lock(&self.jobs);
-        if jobs
-            .get(&lease.job_id)
-            .is_some_and(|s| s.lease.token == lease.token)
-        {
-            jobs.remove(&lease.job_id);
-        }
-    }
-
-    pub(crate) fn snapshot(&self) -> Vec<Arc<JobState>> {
-        lock(&self.jobs).values().cloned().collect()
-    }
-
-    pub(crate) fn len(&self) -> usize {
-        lock(&self.jobs).len()
-    }
-}
-
-/// `error` on one line (libpq's messages span several).
-pub(crate) fn one_line(error: &dyn std::fmt::Display) -> String {
-    error
-        .to_string()
-        .split_whitespace()
-        .collect::<Vec<_>>()
-        .join(" ")
-}
-
-/// Whether the database answers, shared so an outage is logged once, not
-/// once per thread and attempt.
-#[derive(Debug, Default)]
-pub(crate) struct Health {
-    down_since: Mutex<Option<Instant>>,
-}
-
-impl Health {
-    pub(crate) fn report_down(&self, who: &str, error: &dyn std::fmt::Display) {
-        let mut down = lock(&self.down_since);
-        if down.is_none() {
-            *down = Some(Instant::now());
-            log::error!(
-                "database unavailable ({who}: {}); retrying with backoff",
-                one_line(error)
-            );
-        }
-    }
-
-    pub(crate) fn report_up(&self) {
-        let mut down = lock(&self.down_since);
-        if let Some(since) = down.take() {
-            log::warn!(
-                "database reachable again after {:.1} s",
-                since.elapsed().as_secs_f64()
-            );
-        }
-    }
-}
-
-/// Counters of what the runner did.
-#[derive(Debug, Default)]
-pub(crate) struct Counters {
-    pub(crate) claimed: AtomicU64,
-    pub(crate) empty_claims: AtomicU64,
-    pub(crate) completed: AtomicU64,
-    pub(crate) retried: AtomicU64,
-    pub(crate) failed: AtomicU64,
-    pub(crate) cancelled: AtomicU64,
-    pub(crate) released: AtomicU64,
-    pub(crate) lost: AtomicU64,
-    pub(crate) unhandled: AtomicU64,
-    pub(crate) panicked: AtomicU64,
-    /// Handlers abandoned past their timeout that have not returned yet.
-    /// Each may hold a handler pool connection for good, so while there are
-    /// any, handlers that find the pool empty open a connection of their own
-    /// (see [`crate::JobContext::conn`]) instead of waiting for one that may
-    /// never come back.
-    pub(crate) abandoned_running: AtomicUsize,
-}
-
-/// A snapshot of a runner's counters.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct RunnerStats {
-    /// Jobs claimed.
-    pub claimed: u64,
-    /// Claims that found no due job.
-    pub empty_claims: u64,
-    /// Jobs completed (by the runner or by their handler's transaction).
-    pub completed: u64,
-    /// Failed attempts sent back to pending for a retry.
-    pub retried: u64,
-    /// Jobs that ended `failed` (attempts exhausted or permanent error).
-    pub failed: u64,
-    /// Jobs that ended `cancelled`.
-    pub cancelled: u64,
-    /// Claimed jobs handed back unstarted (shutdown).
-    pub released: u64,
-    /// Outcomes not written because the lease was lost meanwhile.
-    pub lost: u64,
-    /// Jobs set aside as unhandled: claimed from a queue this runner works,
-    /// of a type it has no handler for.
-    pub unhandled: u64,
-    /// Handler panics caught.
-    pub panicked: u64,
-}
-
-impl Counters {
-    pub(crate) fn add(counter: &AtomicU64, n: usize) {
-        counter.fetch_add(n as u64, Ordering::Relaxed);
-    }
-
-    pub(crate) fn snapshot(&self) -> RunnerStats {
-        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
-        RunnerStats {
-            claimed: get(&self.claimed),
-            empty_claims: get(&self.empty_claims),
-            completed: get(&self.completed),
-            retried: get(&self.retried),
-            failed: get(&self.failed),
-            cancelled: get(&self.cancelled),
-            released: get(&self.released),
-            lost: get(&self.lost),
-            unhandled: get(&self.unhandled),
-            panicked: get(&self.panicked),
-        }
-    }
 }
 
 /// Everything the runner's threads share.
@@ -263,7 +66,7 @@ impl Shared {
     /// written, or its handler was abandoned. Counts once per job.
     pub(crate) fn finished(&self, state: &JobState) {
         self.inflight.remove(&state.lease);
-        if !state.slot_freed.swap(true, Ordering::AcqRel) {
+        if state.free_slot() {
             self.slot_freed();
         }
     }
@@ -295,68 +98,5 @@ impl Shared {
             (old * 15 + sample) / 16
         };
         self.job_micros.store(new.max(1), Ordering::Relaxed);
-    }
-}
-
-/// Exponential backoff for reconnect loops: 50 ms doubling to 2 s, jittered.
-#[derive(Debug)]
-pub(crate) struct Backoff {
-    next: Duration,
-}
-
-impl Backoff {
-    const FIRST: Duration = Duration::from_millis(50);
-    const MAX: Duration = Duration::from_secs(2);
-
-    pub(crate) fn new() -> Self {
-        Backoff { next: Self::FIRST }
-    }
-
-    pub(crate) fn reset(&mut self) {
-        self.next = Self::FIRST;
-    }
-
-    pub(crate) fn next_delay(&mut self) -> Duration {
-        let delay = self.next.mul_f64(0.75 + fastrand::f64() * 0.5);
-        self.next = (self.next * 2).min(Self::MAX);
-        delay
-    }
-}
-
-/// Sleeps for `timeout` unless `stop` is closed first; true if it was.
-/// (A stop channel is closed by dropping its sender: a broadcast to every
-/// thread holding a receiver.)
-pub(crate) fn stopped_within(stop: &crossbeam_channel::Receiver<()>, timeout: Duration) -> bool {
-    matches!(
-        stop.recv_timeout(timeout),
-        Err(crossbeam_channel::RecvTimeoutError::Disconnected) | Ok(())
-    )
-}
-
-/// Whether `stop` is closed, without waiting.
-pub(crate) fn is_stopped(stop: &crossbeam_channel::Receiver<()>) -> bool {
-    matches!(
-        stop.try_recv(),
-        Err(crossbeam_channel::TryRecvError::Disconnected) | Ok(())
-    )
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn backoff_doubles_up_to_its_cap_with_jitter_and_resets() {
-        let mut backoff = Backoff::new();
-        let delays: Vec<Duration> = (0..10).map(|_| backoff.next_delay()).collect();
-        let ms = |d: &Duration| d.as_secs_f64() * 1000.0;
-        assert!((37.5..=62.5).contains(&ms(&delays[0])), "{delays:?}");
-        assert!((75.0..=125.0).contains(&ms(&delays[1])), "{delays:?}");
-        for delay in &delays {
-            assert!(ms(delay) <= 2500.0, "{delays:?}");
-        }
-        assert!(ms(&delays[9]) >= 1500.0, "capped at 2 s ± 25 %: {delays:?}");
-        backoff.reset();
-        assert!(ms(&backoff.next_delay()) <= 62.5);
     }
 }

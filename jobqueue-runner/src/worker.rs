@@ -7,8 +7,9 @@ use std::sync::atomic::Ordering;
 
 use crossbeam_channel::{Receiver, Sender};
 
+use crate::counters::Counters;
 use crate::messages::{Claimed, Outcome, OutcomeKind};
-use crate::shared::{Counters, Shared};
+use crate::shared::Shared;
 use crate::{JobContext, JobError};
 
 pub(crate) fn run(shared: Arc<Shared>, jobs: Receiver<Claimed>, outcomes: Sender<Outcome>) {

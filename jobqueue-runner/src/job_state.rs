@@ -1,0 +1,108 @@
+//! What the runner knows of each job it holds: its lease and flags the
+//! lease keeper, the handler and the completer set, and the set of them.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use jobqueue_core::{JobId, Lease};
+
+use crate::shared::lock;
+
+/// One claimed job while this runner holds it.
+#[derive(Debug)]
+pub(crate) struct JobState {
+    pub(crate) lease: Lease,
+    pub(crate) job_type: String,
+    /// A cancel was requested (seen at a heartbeat or progress report).
+    pub(crate) cancel: AtomicBool,
+    /// The lease was lost: the job was recovered by someone else.
+    pub(crate) lost: AtomicBool,
+    /// The handler ran past its timeout.
+    pub(crate) timed_out: AtomicBool,
+    /// The handler ran so far past its timeout that its lease is no longer
+    /// renewed and its worker thread was replaced.
+    pub(crate) abandoned: AtomicBool,
+    /// The handler completed the job itself, in its own transaction.
+    pub(crate) handled: AtomicBool,
+    /// The row was marked `running`.
+    pub(crate) marked_running: AtomicBool,
+    /// The job no longer counts against the runner's capacity (its outcome
+    /// was written, or its handler was abandoned).
+    slot_freed: AtomicBool,
+    started: OnceLock<Instant>,
+    timeout: OnceLock<Option<Duration>>,
+}
+
+impl JobState {
+    pub(crate) fn new(lease: Lease, job_type: String) -> Self {
+        JobState {
+            lease,
+            job_type,
+            cancel: AtomicBool::new(false),
+            lost: AtomicBool::new(false),
+            timed_out: AtomicBool::new(false),
+            abandoned: AtomicBool::new(false),
+            handled: AtomicBool::new(false),
+            marked_running: AtomicBool::new(false),
+            slot_freed: AtomicBool::new(false),
+            started: OnceLock::new(),
+            timeout: OnceLock::new(),
+        }
+    }
+
+    /// Marks the job as no longer counting against the runner's capacity;
+    /// true the first time only.
+    pub(crate) fn free_slot(&self) -> bool {
+        !self.slot_freed.swap(true, Ordering::AcqRel)
+    }
+
+    /// Records that the handler starts now.
+    pub(crate) fn start(&self, timeout: Option<Duration>) {
+        let _ = self.started.set(Instant::now());
+        let _ = self.timeout.set(timeout);
+    }
+
+    pub(crate) fn started(&self) -> Option<Instant> {
+        self.started.get().copied()
+    }
+
+    /// When the handler's timeout runs out, if it started and has one.
+    pub(crate) fn deadline(&self) -> Option<Instant> {
+        let started = self.started()?;
+        let timeout = (*self.timeout.get()?)?;
+        Some(started + timeout)
+    }
+}
+
+/// The jobs this runner holds, by id.
+#[derive(Debug, Default)]
+pub(crate) struct InFlight {
+    jobs: Mutex<HashMap<JobId, Arc<JobState>>>,
+}
+
+impl InFlight {
+    pub(crate) fn insert(&self, state: Arc<JobState>) {
+        lock(&self.jobs).insert(state.lease.job_id, state);
+    }
+
+    /// Forgets a job, if it is still the same claim.
+    pub(crate) fn remove(&self, lease: &Lease) {
+        let mut jobs = lock(&self.jobs);
+        if jobs
+            .get(&lease.job_id)
+            .is_some_and(|s| s.lease.token == lease.token)
+        {
+            jobs.remove(&lease.job_id);
+        }
+    }
+
+    pub(crate) fn snapshot(&self) -> Vec<Arc<JobState>> {
+        lock(&self.jobs).values().cloned().collect()
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        lock(&self.jobs).len()
+    }
+}
