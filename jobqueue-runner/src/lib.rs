@@ -53,6 +53,7 @@ mod job_error;
 mod job_state;
 mod lease_keeper;
 mod listener;
+mod listener_tls;
 mod maintenance;
 mod messages;
 mod perform;

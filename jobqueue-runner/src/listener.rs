@@ -19,11 +19,19 @@ use crate::shared::Shared;
 /// How often the listener looks up from its socket to check for shutdown.
 const STOP_CHECK: Duration = Duration::from_millis(250);
 
-pub(crate) fn run(shared: Arc<Shared>, stop: Receiver<()>) {
+/// Where and how the listener connects: see `listener_tls`.
+pub(crate) struct ListenerConnection {
+    pub(crate) config: postgres::Config,
+    pub(crate) tls: postgres_openssl::MakeTlsConnector,
+}
+
+pub(crate) fn run(shared: Arc<Shared>, stop: Receiver<()>, connection: ListenerConnection) {
     let mut backoff = Backoff::new();
     let listen = format!("LISTEN \"{}\"", jobqueue_core::NOTIFY_CHANNEL);
     while !is_stopped(&stop) {
-        let connected = postgres::Client::connect(&shared.config.database_url, postgres::NoTls)
+        let connected = connection
+            .config
+            .connect(connection.tls.clone())
             .and_then(|mut client| client.batch_execute(&listen).map(|()| client));
         let mut client = match connected {
             Ok(client) => client,

@@ -58,6 +58,14 @@ impl Runner {
     pub fn start(self) -> Result<RunnerHandle, RunnerError> {
         self.config.validate()?;
         self.registry.validate()?;
+        // A URL whose TLS settings the listener cannot honour is refused
+        // here, not retried forever by the listener.
+        let (listener_config, tls) =
+            crate::listener_tls::listener_config(&self.config.database_url)?;
+        let listener = crate::listener::ListenerConnection {
+            config: listener_config,
+            tls,
+        };
         let config = self.config;
         let pool = Pool::builder()
             .max_size(config.effective_handler_pool_size())
@@ -134,7 +142,7 @@ impl Runner {
         let s = Arc::clone(&shared);
         let stop = stop_background_rx.clone();
         background.push(spawn("jobqueue-listener", move || {
-            crate::listener::run(s, stop)
+            crate::listener::run(s, stop, listener)
         })?);
         let s = Arc::clone(&shared);
         background.push(spawn("jobqueue-maintenance", move || {

@@ -213,6 +213,43 @@ impl PrivateCluster {
         Ok(())
     }
 
+    /// Makes the (initialized, stopped) cluster accept TLS connections only:
+    /// the PEM certificate `cert` and key `key` are copied into its data
+    /// directory, `ssl` is turned on, and TCP connections must be `hostssl`.
+    /// For testing clients against a server that refuses plain text.
+    pub fn require_tls(&self, cert: &Path, key: &Path) -> Result<(), ServerError> {
+        use std::io::Write as _;
+        use std::os::unix::fs::PermissionsExt;
+        let data = self.data_dir();
+        for (from, name) in [(cert, "server.crt"), (key, "server.key")] {
+            let to = data.join(name);
+            fs::copy(from, &to).map_err(io(format!(
+                "copying {} to {}",
+                from.display(),
+                to.display()
+            )))?;
+            fs::set_permissions(&to, fs::Permissions::from_mode(0o600))
+                .map_err(io(format!("restricting {}", to.display())))?;
+        }
+        let conf = data.join("postgresql.conf");
+        fs::OpenOptions::new()
+            .append(true)
+            .open(&conf)
+            .and_then(|mut file| {
+                file.write_all(
+                    b"\nssl = on\nssl_cert_file = 'server.crt'\nssl_key_file = 'server.key'\n",
+                )
+            })
+            .map_err(io(format!("writing {}", conf.display())))?;
+        let hba = data.join("pg_hba.conf");
+        fs::write(
+            &hba,
+            "local all all trust\nhostssl all all 127.0.0.1/32 trust\nhostssl all all ::1/128 trust\n",
+        )
+        .map_err(io(format!("writing {}", hba.display())))?;
+        self.give_to_owner(&data)
+    }
+
     /// Starts the server (it must be initialized and stopped).
     pub fn start(&self) -> Result<(), ServerError> {
         let options = format!(

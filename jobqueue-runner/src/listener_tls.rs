@@ -1,0 +1,333 @@
+//! The listener's connection, set up from the database URL as libpq reads
+//! it: the same hosts, and the same TLS settings (`sslmode`, `sslrootcert`).
+//!
+//! The listener connects with the `postgres` crate (it can block on its
+//! socket, which Diesel cannot), so the URL's TLS settings are applied here
+//! with OpenSSL, as libpq applies them to every other connection:
+//! `disable` no TLS; `allow` and `prefer` TLS when the server offers it;
+//! `require` TLS, the certificate checked against `sslrootcert` only if one
+//! is given; `verify-ca` TLS with a certificate signed by `sslrootcert`;
+//! `verify-full` that, and issued to the host connected to. Without
+//! `sslmode`, `prefer`, libpq's default.
+
+use std::path::PathBuf;
+use std::str::FromStr;
+
+use openssl::ssl::{SslConnector, SslMethod, SslVerifyMode};
+use postgres_openssl::MakeTlsConnector;
+
+use crate::RunnerError;
+
+/// `sslmode`, as libpq spells it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum SslMode {
+    Disable,
+    Allow,
+    Prefer,
+    Require,
+    VerifyCa,
+    VerifyFull,
+}
+
+impl SslMode {
+    fn parse(value: &str) -> Result<Self, RunnerError> {
+        Ok(match value {
+            "disable" => SslMode::Disable,
+            "allow" => SslMode::Allow,
+            "prefer" => SslMode::Prefer,
+            "require" => SslMode::Require,
+            "verify-ca" => SslMode::VerifyCa,
+            "verify-full" => SslMode::VerifyFull,
+            other => {
+                return Err(RunnerError::Config(format!(
+                    "database_url: sslmode `{other}` is not one of disable, allow, prefer, \
+                     require, verify-ca, verify-full"
+                )));
+            }
+        })
+    }
+
+    /// What the `postgres` crate is told: it knows disable, prefer and
+    /// require; verification is the connector's.
+    fn negotiation(self) -> postgres::config::SslMode {
+        match self {
+            SslMode::Disable => postgres::config::SslMode::Disable,
+            SslMode::Allow | SslMode::Prefer => postgres::config::SslMode::Prefer,
+            SslMode::Require | SslMode::VerifyCa | SslMode::VerifyFull => {
+                postgres::config::SslMode::Require
+            }
+        }
+    }
+}
+
+/// libpq options the `postgres` crate does not take and the listener does
+/// not need (client certificates, revocation lists, GSS, service files):
+/// left out of its connection, with a warning.
+const LEFT_OUT: &[&str] = &[
+    "sslcert",
+    "sslkey",
+    "sslpassword",
+    "sslcertmode",
+    "sslcrl",
+    "sslcrldir",
+    "sslsni",
+    "sslcompression",
+    "ssl_min_protocol_version",
+    "ssl_max_protocol_version",
+    "requirepeer",
+    "gssencmode",
+    "gssdelegation",
+    "krbsrvname",
+    "gsslib",
+    "passfile",
+];
+
+/// The listener's connection settings and TLS connector for `url` (URL or
+/// key=value form).
+pub(crate) fn listener_config(
+    url: &str,
+) -> Result<(postgres::Config, MakeTlsConnector), RunnerError> {
+    let (rest, options) = split_options(url)?;
+    let mut mode = SslMode::Prefer;
+    let mut root_cert = None;
+    let mut kept = Vec::new();
+    for (key, value) in options {
+        match key.as_str() {
+            "sslmode" => mode = SslMode::parse(&value)?,
+            "sslrootcert" => root_cert = Some(value),
+            key if LEFT_OUT.contains(&key) => {
+                log::warn!(
+                    "database_url: `{key}` applies to libpq's connections, not the listener's"
+                )
+            }
+            _ => kept.push((key, value)),
+        }
+    }
+    let text = join_options(url, &rest, &kept);
+    let mut config = postgres::Config::from_str(&text)
+        .map_err(|e| RunnerError::Config(format!("database_url: {e}")))?;
+    config.ssl_mode(mode.negotiation());
+    Ok((config, connector(mode, root_cert.as_deref())?))
+}
+
+/// An OpenSSL connector that checks the server's certificate as `mode`
+/// says, against `root_cert` (a file, or `system` for the system's store).
+fn connector(mode: SslMode, root_cert: Option<&str>) -> Result<MakeTlsConnector, RunnerError> {
+    let tls = |e: openssl::error::ErrorStack| RunnerError::Config(format!("TLS setup: {e}"));
+    let mut builder = SslConnector::builder(SslMethod::tls()).map_err(tls)?;
+    // libpq: `require` with a root certificate checks the chain, as verify-ca.
+    let verify = matches!(mode, SslMode::VerifyCa | SslMode::VerifyFull)
+        || (mode == SslMode::Require && root_cert.is_some());
+    if verify {
+        match root_cert {
+            Some("system") => builder.set_default_verify_paths().map_err(tls)?,
+            Some(path) => builder.set_ca_file(path).map_err(|e| {
+                RunnerError::Config(format!("database_url: sslrootcert `{path}`: {e}"))
+            })?,
+            None => {
+                let default = default_root_cert()
+                    .filter(|path| path.is_file())
+                    .ok_or_else(|| {
+                        RunnerError::Config(
+                            "database_url: sslmode verify-ca and verify-full need a root \
+                         certificate: set sslrootcert (a file, or `system`)"
+                                .into(),
+                        )
+                    })?;
+                builder.set_ca_file(&default).map_err(tls)?;
+            }
+        }
+        builder.set_verify(SslVerifyMode::PEER);
+    } else {
+        builder.set_verify(SslVerifyMode::NONE);
+    }
+    let mut connector = MakeTlsConnector::new(builder.build());
+    if mode != SslMode::VerifyFull {
+        connector.set_callback(|config, _| {
+            config.set_verify_hostname(false);
+            Ok(())
+        });
+    }
+    Ok(connector)
+}
+
+/// libpq's default root certificate: `~/.postgresql/root.crt`.
+fn default_root_cert() -> Option<PathBuf> {
+    std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".postgresql/root.crt"))
+}
+
+fn is_url(url: &str) -> bool {
+    url.starts_with("postgres://") || url.starts_with("postgresql://")
+}
+
+/// Splits `url` into what comes before its options and its options
+/// (decoded): the query of a URL, or the pairs of a key=value string.
+fn split_options(url: &str) -> Result<(String, Vec<(String, String)>), RunnerError> {
+    if is_url(url) {
+        let Some((head, query)) = url.split_once('?') else {
+            return Ok((url.to_owned(), Vec::new()));
+        };
+        let options = query
+            .split('&')
+            .filter(|pair| !pair.is_empty())
+            .map(|pair| {
+                let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+                (percent_decode(key), percent_decode(value))
+            })
+            .collect();
+        return Ok((head.to_owned(), options));
+    }
+    let mut options = Vec::new();
+    let mut chars = url.chars().peekable();
+    loop {
+        while chars.next_if(|c| c.is_whitespace()).is_some() {}
+        if chars.peek().is_none() {
+            break;
+        }
+        let key: String =
+            std::iter::from_fn(|| chars.next_if(|c| *c != '=' && !c.is_whitespace())).collect();
+        while chars.next_if(|c| c.is_whitespace()).is_some() {}
+        if chars.next() != Some('=') {
+            return Err(RunnerError::Config(format!(
+                "database_url: `{key}` has no value (expected key=value)"
+            )));
+        }
+        while chars.next_if(|c| c.is_whitespace()).is_some() {}
+        let mut value = String::new();
+        if chars.next_if_eq(&'\'').is_some() {
+            loop {
+                match chars.next() {
+                    Some('\\') => value.extend(chars.next()),
+                    Some('\'') => break,
+                    Some(c) => value.push(c),
+                    None => {
+                        return Err(RunnerError::Config(format!(
+                            "database_url: the value of `{key}` has no closing quote"
+                        )));
+                    }
+                }
+            }
+        } else {
+            value.extend(std::iter::from_fn(|| chars.next_if(|c| !c.is_whitespace())));
+        }
+        options.push((key, value));
+    }
+    Ok((String::new(), options))
+}
+
+/// Puts `head` and `options` back together in `url`'s form.
+fn join_options(url: &str, head: &str, options: &[(String, String)]) -> String {
+    if is_url(url) {
+        if options.is_empty() {
+            return head.to_owned();
+        }
+        let query: Vec<String> = options
+            .iter()
+            .map(|(k, v)| format!("{}={}", percent_encode(k), percent_encode(v)))
+            .collect();
+        format!("{head}?{}", query.join("&"))
+    } else {
+        options
+            .iter()
+            .map(|(k, v)| format!("{k}='{}'", v.replace('\\', "\\\\").replace('\'', "\\'")))
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+}
+
+fn percent_decode(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = |b: u8| (b as char).to_digit(16);
+        match (bytes[i], bytes.get(i + 1), bytes.get(i + 2)) {
+            (b'%', Some(&h), Some(&l)) if hex(h).is_some() && hex(l).is_some() => {
+                out.push((hex(h).unwrap_or(0) * 16 + hex(l).unwrap_or(0)) as u8);
+                i += 3;
+            }
+            (b, _, _) => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+fn percent_encode(text: &str) -> String {
+    text.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z'
+            | b'a'..=b'z'
+            | b'0'..=b'9'
+            | b'-'
+            | b'.'
+            | b'_'
+            | b'~'
+            | b'/'
+            | b','
+            | b':' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ssl_mode(url: &str) -> postgres::config::SslMode {
+        listener_config(url).expect("valid").0.get_ssl_mode()
+    }
+
+    #[test]
+    fn sslmode_maps_to_what_the_postgres_crate_negotiates() {
+        use postgres::config::SslMode as Negotiated;
+        let base = "postgres://u@db.example:5432/app";
+        assert_eq!(ssl_mode(base), Negotiated::Prefer, "libpq's default");
+        assert_eq!(
+            ssl_mode(&format!("{base}?sslmode=disable")),
+            Negotiated::Disable
+        );
+        assert_eq!(
+            ssl_mode(&format!("{base}?sslmode=require")),
+            Negotiated::Require
+        );
+        assert_eq!(
+            ssl_mode(&format!("{base}?sslmode=verify-full&sslrootcert=system")),
+            Negotiated::Require
+        );
+        assert_eq!(
+            ssl_mode("host=db.example dbname=app sslmode='verify-ca' sslrootcert=system"),
+            Negotiated::Require
+        );
+    }
+
+    #[test]
+    fn other_options_and_hosts_are_kept() {
+        let (config, _) = listener_config(
+            "postgresql://u@a.example:5432,b.example:5433/app?target_session_attrs=read-write\
+             &sslmode=require&application_name=my%20app",
+        )
+        .expect("valid");
+        assert_eq!(config.get_hosts().len(), 2);
+        assert_eq!(config.get_application_name(), Some("my app"));
+        assert_eq!(config.get_dbname(), Some("app"));
+    }
+
+    #[test]
+    fn bad_tls_settings_are_configuration_errors() {
+        for (url, expected) in [
+            ("postgres://h/d?sslmode=sometimes", "sslmode `sometimes`"),
+            (
+                "postgres://h/d?sslmode=verify-full&sslrootcert=/nonexistent/ca.crt",
+                "sslrootcert",
+            ),
+            ("host=h dbname='d", "no closing quote"),
+        ] {
+            let error = listener_config(url).err().expect(url).to_string();
+            assert!(error.contains(expected), "{url}: {error}");
+        }
+    }
+}
