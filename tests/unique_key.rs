@@ -78,3 +78,33 @@ fn batch_skips_held_and_repeated_keys() {
     assert_eq!(done.skipped, vec![batch[0].id(), batch[2].id()]);
     assert_eq!(count_where(&mut conn, "true"), 3);
 }
+
+#[test]
+fn a_scheduled_or_set_aside_job_holds_its_key() {
+    let db = TestDb::new();
+    let mut conn = db.conn();
+    let later = enqueue(
+        &mut conn,
+        &NewJob::new(
+            "report.build",
+            "{}",
+            JobOptions::new()
+                .unique_key("nightly")
+                .delay(std::time::Duration::from_secs(3600)),
+        )
+        .expect("valid"),
+    )
+    .expect("first");
+    assert_eq!(count_where(&mut conn, "status = 'scheduled'"), 1);
+    for status in ["scheduled", "unhandled"] {
+        diesel::sql_query(format!("UPDATE jobqueue_jobs SET status = '{status}'"))
+            .execute(&mut conn)
+            .expect("set the status");
+        match enqueue(&mut conn, &keyed("nightly")) {
+            Err(Error::UniqueConflict { existing, .. }) => {
+                assert_eq!(existing, Some(later), "{status}: the holder is named")
+            }
+            other => panic!("{status}: expected a unique conflict, got {other:?}"),
+        }
+    }
+}

@@ -27,7 +27,7 @@ use diesel::prelude::*;
 use diesel::sql_types::{Array, Bool, Double, Integer, Nullable, Text, Timestamptz, Uuid};
 
 use crate::prepared::{Prepared, Statement, prepared};
-use crate::{Error, JobId, NewJob, Result, sql};
+use crate::{Error, JobId, JobStatus, NewJob, Result, sql};
 
 /// Least time between two notifications of one queue from this process.
 pub const NOTIFY_DEBOUNCE: Duration = Duration::from_millis(5);
@@ -134,7 +134,14 @@ fn live_holder(conn: &mut PgConnection, key: &str) -> Result<Option<JobId>> {
     let holder = jobqueue_jobs
         .select(id)
         .filter(unique_key.eq(key))
-        .filter(status.eq_any(["pending", "claimed", "running"]))
+        .filter(
+            status.eq_any(
+                JobStatus::ALL
+                    .into_iter()
+                    .filter(|s| !s.is_finished())
+                    .map(JobStatus::as_str),
+            ),
+        )
         .first::<uuid::Uuid>(conn)
         .optional()?;
     Ok(holder.map(JobId::from))
