@@ -8,10 +8,13 @@
 //! a database-wide lock from pre-commit to the end of commit, WAL flush
 //! included), so one notification per enqueue would cap transactional
 //! enqueue at one commit per disk flush. A process therefore notifies a
-//! queue at most once per [`NOTIFY_DEBOUNCE`]; the enqueues in between ride
-//! on that wake-up: a runner that found work re-polls at short, growing
-//! intervals before it falls back to its slow poll, so it also finds jobs
-//! whose transactions commit shortly after the one that notified.
+//! queue of a database at most once per [`NOTIFY_DEBOUNCE`]; the enqueues in
+//! between ride on that wake-up: a runner that found work re-polls at short,
+//! growing intervals before it falls back to its slow poll, so it also finds
+//! jobs whose transactions commit shortly after the one that notified. The
+//! debounce is kept per database and server (learned from each connection's
+//! first notifying insert): enqueues into another database are never held
+//! back by this one's.
 //!
 //! Enqueue runs on the caller's connection and inside the caller's open
 //! transaction, if any: the jobs exist if and only if it commits. A unique-key
@@ -29,28 +32,71 @@ use diesel::sql_types::{Array, Bool, Double, Integer, Nullable, Text, Timestampt
 use crate::prepared::{Prepared, Statement, prepared};
 use crate::{Error, JobId, JobStatus, NewJob, Result, sql};
 
-/// Least time between two notifications of one queue from this process.
+/// Least time between two notifications of one queue of one database from
+/// this process.
 pub const NOTIFY_DEBOUNCE: Duration = Duration::from_millis(5);
 
-/// When this process last notified each queue.
-static LAST_NOTIFY: Mutex<Option<HashMap<String, Instant>>> = Mutex::new(None);
+/// The debounce's memory.
+#[derive(Default)]
+struct Debounce {
+    /// The database and server of each connection (by address) that has
+    /// notified, as `db@host:port`.
+    database_of: HashMap<usize, String>,
+    /// When each queue of each database was last notified.
+    last: HashMap<(String, String), Instant>,
+}
 
-/// Whether an enqueue into `queue` should notify now (and, if so, notes it).
-fn should_notify(queue: &str) -> bool {
+static DEBOUNCE: Mutex<Option<Debounce>> = Mutex::new(None);
+
+/// Entries kept in each map before the stale ones are dropped.
+const DEBOUNCE_KEPT: usize = 1024;
+
+/// A connection, known by its address (one opened where a dropped one was
+/// may inherit its database for one debounce window, until its own first
+/// notifying insert corrects it).
+fn connection_key(conn: &PgConnection) -> usize {
+    std::ptr::from_ref(conn) as usize
+}
+
+/// Whether an enqueue into `queue` on `conn` should notify now (and, if
+/// so, notes it). A connection whose database is not known yet notifies.
+fn should_notify(conn: &PgConnection, queue: &str) -> bool {
     let now = Instant::now();
-    let mut last = LAST_NOTIFY.lock().unwrap_or_else(PoisonError::into_inner);
-    let map = last.get_or_insert_with(HashMap::new);
-    match map.get_mut(queue) {
+    let mut guard = DEBOUNCE.lock().unwrap_or_else(PoisonError::into_inner);
+    let debounce = guard.get_or_insert_with(Debounce::default);
+    let Some(database) = debounce.database_of.get(&connection_key(conn)) else {
+        return true;
+    };
+    let key = (database.clone(), queue.to_owned());
+    if debounce.last.len() >= DEBOUNCE_KEPT {
+        debounce
+            .last
+            .retain(|_, at| now.duration_since(*at) < NOTIFY_DEBOUNCE);
+    }
+    match debounce.last.get_mut(&key) {
         Some(at) if now.duration_since(*at) < NOTIFY_DEBOUNCE => false,
         Some(at) => {
             *at = now;
             true
         }
         None => {
-            map.insert(queue.to_owned(), now);
+            debounce.last.insert(key, now);
             true
         }
     }
+}
+
+/// Notes that `conn` notified `queue` of `database` now.
+fn notified(conn: &PgConnection, database: String, queue: &str) {
+    let mut guard = DEBOUNCE.lock().unwrap_or_else(PoisonError::into_inner);
+    let debounce = guard.get_or_insert_with(Debounce::default);
+    if debounce.database_of.len() >= DEBOUNCE_KEPT {
+        debounce.database_of.clear();
+    }
+    debounce
+        .last
+        .insert((database.clone(), queue.to_owned()), Instant::now());
+    debounce.database_of.insert(connection_key(conn), database);
 }
 
 /// How often an enqueue retries when the job holding its unique key finished
@@ -61,6 +107,15 @@ const UNIQUE_RETRIES: usize = 3;
 struct IdRow {
     #[diesel(sql_type = Uuid)]
     id: JobId,
+}
+
+/// A row of [`sql::JOB_INSERT`].
+#[derive(QueryableByName)]
+struct InsertedRow {
+    #[diesel(sql_type = Uuid)]
+    id: JobId,
+    #[diesel(sql_type = Text)]
+    database: String,
 }
 
 /// The outcome of [`enqueue_many`].
@@ -92,7 +147,9 @@ fn job_columns<S: Statement>(job: &NewJob) -> Prepared<'_, S> {
 /// Fails with [`Error::UniqueConflict`] (and inserts nothing) when a live
 /// job already holds the job's unique key.
 pub fn enqueue(conn: &mut PgConnection, job: &NewJob) -> Result<JobId> {
-    let notify = should_notify(&job.queue);
+    // A job due later is announced when it becomes due (`promote_due`).
+    let due_later = job.delay_secs > 0.0 || job.run_at.is_some_and(|at| at > Utc::now());
+    let notify = !due_later && should_notify(conn, &job.queue);
     if job.unique_key.is_none() && !notify {
         job_columns::<sql::JobInsertQuiet>(job).execute(conn)?;
         return Ok(job.id);
@@ -102,9 +159,12 @@ pub fn enqueue(conn: &mut PgConnection, job: &NewJob) -> Result<JobId> {
             .bind::<Nullable<Text>, _>(job.unique_key.as_deref())
             .bind::<Text, _>(crate::NOTIFY_CHANNEL)
             .bind::<Bool, _>(notify)
-            .get_result::<IdRow>(conn)
+            .get_result::<InsertedRow>(conn)
             .optional()?;
         if let Some(row) = inserted {
+            if notify {
+                notified(conn, row.database, &job.queue);
+            }
             return Ok(row.id);
         }
         let Some(key) = &job.unique_key else {

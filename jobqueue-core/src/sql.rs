@@ -49,7 +49,8 @@ macro_rules! push_error {
 /// that just got a due job. PostgreSQL folds identical notifications of one
 /// transaction into one, so a transaction wakes each queue at most once.
 /// `$10` is the channel ([`crate::NOTIFY_CHANNEL`]), a bound parameter;
-/// `$11` false skips the notification (see `enqueue.rs`: debounce).
+/// `$11` false skips the notification (see `enqueue.rs`: debounce). Each
+/// row also names the database and server, which the debounce is kept by.
 macro_rules! notify_and_return_ids {
     () => {
         "),
@@ -57,7 +58,10 @@ macro_rules! notify_and_return_ids {
             SELECT count(pg_notify($10, q.queue)) AS notified
             FROM (SELECT DISTINCT queue FROM inserted WHERE $11 AND status = 'pending') AS q
         )
-        SELECT inserted.id FROM inserted, wake"
+        SELECT inserted.id, (current_database() || '@'
+                             || coalesce(host(inet_server_addr()), 'socket') || ':'
+                             || coalesce(inet_server_port(), 0)) AS database
+        FROM inserted, wake"
     };
 }
 
