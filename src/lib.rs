@@ -103,6 +103,47 @@ pub fn count_where(conn: &mut PgConnection, condition: &str) -> i64 {
     .n
 }
 
+/// Enqueues one job of `job_type` with an empty payload; returns its id.
+pub fn put(
+    conn: &mut PgConnection,
+    job_type: &str,
+    options: jobqueue_core::JobOptions,
+) -> jobqueue_core::JobId {
+    jobqueue_core::enqueue(
+        conn,
+        &jobqueue_core::NewJob::new(job_type, "{}", options).expect("a valid job"),
+    )
+    .expect("enqueue")
+}
+
+/// `n` jobs of type `t` with an empty payload, not enqueued yet.
+pub fn bare_jobs(n: usize) -> Vec<jobqueue_core::NewJob> {
+    (0..n)
+        .map(|_| {
+            jobqueue_core::NewJob::new("t", "{}", jobqueue_core::JobOptions::new())
+                .expect("a valid job")
+        })
+        .collect()
+}
+
+/// Whether job `id` is completed.
+pub fn is_completed(conn: &mut PgConnection, id: jobqueue_core::JobId) -> bool {
+    jobqueue_core::get_job(conn, id)
+        .expect("read the job")
+        .is_some_and(|job| job.status == jobqueue_core::JobStatus::Completed)
+}
+
+/// Waits until job `id` is completed; panics after `timeout`.
+pub fn wait_completed(
+    conn: &mut PgConnection,
+    id: jobqueue_core::JobId,
+    timeout: std::time::Duration,
+) {
+    wait_for(&format!("job {id} to complete"), timeout, || {
+        is_completed(conn, id)
+    });
+}
+
 /// Makes every waiting job due now and claimable (skips the wait of a
 /// retry backoff or a delay).
 pub fn make_due(conn: &mut PgConnection) {

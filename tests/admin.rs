@@ -8,7 +8,7 @@ use jobqueue_core::{
     cancel_held_many, claim, complete, enqueue, enqueue_many, get_job, heartbeat_many, prune,
     queue_stats, report_progress,
 };
-use jobqueue_tests::{TestDb, count_where};
+use jobqueue_tests::{TestDb, bare_jobs, count_where};
 
 fn put(conn: &mut PgConnection, queue: &str) -> JobId {
     enqueue(
@@ -111,9 +111,7 @@ fn progress_is_recorded() {
 fn prune_deletes_only_finished_rows_past_their_retention() {
     let db = TestDb::new();
     let mut conn = db.conn();
-    let jobs: Vec<NewJob> = (0..30)
-        .map(|_| NewJob::new("t", "{}", JobOptions::new()).expect("valid"))
-        .collect();
+    let jobs: Vec<NewJob> = bare_jobs(30);
     enqueue_many(&mut conn, &jobs).expect("enqueue");
     let leases: Vec<_> = claim(&mut conn, &Claim::new("w").limit(20))
         .expect("claim")

@@ -4,10 +4,10 @@
 use std::time::Duration;
 
 use jobqueue_core::{
-    Claim, Error, Job, JobOptions, NewJob, Progress, Retention, claim, enqueue, prune,
-    report_progress, rescue_stale,
+    Claim, Error, Job, JobOptions, NewJob, Progress, Retention, claim, prune, report_progress,
+    rescue_stale,
 };
-use jobqueue_tests::{TestDb, count_where};
+use jobqueue_tests::{TestDb, count_where, put};
 use serde::{Deserialize, Serialize};
 
 fn field_of(result: Result<NewJob, Error>) -> &'static str {
@@ -170,11 +170,7 @@ fn invalid_worker_side_arguments_are_refused() {
     };
     assert_eq!(named(prune(&mut conn, &retention).map(|_| ())), "batch");
 
-    enqueue(
-        &mut conn,
-        &NewJob::new("t", "{}", JobOptions::new()).expect("valid"),
-    )
-    .expect("enqueue");
+    put(&mut conn, "t", JobOptions::new());
     let lease = claim(&mut conn, &Claim::new("w")).expect("claim")[0].lease();
     let over = Progress {
         percent: Some(101),

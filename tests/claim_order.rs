@@ -4,16 +4,8 @@
 use std::time::Duration;
 
 use chrono::Utc;
-use jobqueue_core::{Claim, JobOptions, JobStatus, NewJob, claim, enqueue, get_job};
-use jobqueue_tests::TestDb;
-
-fn put(
-    conn: &mut diesel::PgConnection,
-    job_type: &str,
-    options: JobOptions,
-) -> jobqueue_core::JobId {
-    enqueue(conn, &NewJob::new(job_type, "{}", options).expect("valid")).expect("enqueue")
-}
+use jobqueue_core::{Claim, JobOptions, JobStatus, claim, get_job};
+use jobqueue_tests::{TestDb, put};
 
 #[test]
 fn priority_first_then_run_at() {

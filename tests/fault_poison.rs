@@ -13,7 +13,7 @@ use diesel::sql_types::{Nullable, Text};
 use jobqueue_core::{Error, Job, JobOptions, NewJob, enqueue, enqueue_many};
 use jobqueue_tests::fault::{Proc, Summary, assert_exit_0};
 use jobqueue_tests::jobs::{Blob, Noop, Panic};
-use jobqueue_tests::{TestDb, count_where, effects_where, scalar, wait_for};
+use jobqueue_tests::{TestDb, count_where, effects_where, put, scalar, wait_for};
 
 const WORKER: &str = env!("CARGO_BIN_EXE_jobqueue-test-worker");
 const ARGS: &[&str] = &[
@@ -177,11 +177,7 @@ fn poison_payloads_panics_and_unknown_types_fail_clearly_and_the_runner_goes_on(
     }
     // A job type no runner handles: set aside as unhandled, no attempt used,
     // listed by `stats`.
-    enqueue(
-        &mut conn,
-        &NewJob::new("nobody.handles.this", "{}", JobOptions::new()).expect("valid"),
-    )
-    .expect("enqueue");
+    put(&mut conn, "nobody.handles.this", JobOptions::new());
     faults += 1;
 
     enqueue_noops(&mut conn, 0, 100);

@@ -4,20 +4,16 @@
 use std::time::Duration;
 
 use jobqueue_core::{
-    Claim, Error, Failure, JobOptions, JobStatus, NewJob, Progress, claim, complete, complete_many,
-    enqueue, fail, get_job, heartbeat_many, release_many, report_progress, rescue_stale,
+    Claim, Error, Failure, JobOptions, JobStatus, Progress, claim, complete, complete_many, fail,
+    get_job, heartbeat_many, release_many, report_progress, rescue_stale,
 };
-use jobqueue_tests::{TestDb, expire_leases};
+use jobqueue_tests::{TestDb, expire_leases, put};
 
 #[test]
 fn late_writes_of_a_recovered_worker_change_nothing() {
     let db = TestDb::new();
     let mut conn = db.conn();
-    let id = enqueue(
-        &mut conn,
-        &NewJob::new("t", "{}", JobOptions::new()).expect("valid"),
-    )
-    .expect("enqueue");
+    let id = put(&mut conn, "t", JobOptions::new());
 
     let a = claim(&mut conn, &Claim::new("A")).expect("claim")[0].lease();
     expire_leases(&mut conn);
@@ -105,11 +101,7 @@ fn late_writes_of_a_recovered_worker_change_nothing() {
 fn a_released_job_gets_a_new_token_but_keeps_its_attempts() {
     let db = TestDb::new();
     let mut conn = db.conn();
-    let id = enqueue(
-        &mut conn,
-        &NewJob::new("t", "{}", JobOptions::new()).expect("valid"),
-    )
-    .expect("enqueue");
+    let id = put(&mut conn, "t", JobOptions::new());
     let first = claim(&mut conn, &Claim::new("A")).expect("claim")[0].lease();
     assert_eq!(
         release_many(&mut conn, &[first]).expect("release").applied,

@@ -5,9 +5,9 @@
 use std::time::{Duration, Instant};
 
 use diesel::{Connection, RunQueryDsl};
-use jobqueue_core::{Error, Job, JobStatus, get_job};
+use jobqueue_core::{Error, Job};
 use jobqueue_runner::{Runner, RunnerConfig};
-use jobqueue_tests::{TestDb, wait_for};
+use jobqueue_tests::{TestDb, wait_completed, wait_for};
 use jobqueue_tools::bench::{BenchNoop, registry};
 
 #[test]
@@ -42,11 +42,7 @@ fn a_rolled_back_notification_in_one_database_holds_back_no_other() {
     // At once, an enqueue into this runner's database.
     let started = Instant::now();
     let id = BenchNoop { seq: 0 }.enqueue(&mut conn_b).expect("enqueue");
-    wait_for("the job done", Duration::from_secs(30), || {
-        get_job(&mut conn_b, id)
-            .expect("read")
-            .is_some_and(|job| job.status == JobStatus::Completed)
-    });
+    wait_completed(&mut conn_b, id, Duration::from_secs(30));
     let waited = started.elapsed();
     runner.shutdown();
     assert!(

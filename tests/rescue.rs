@@ -5,20 +5,15 @@ use std::time::Duration;
 
 use diesel::PgConnection;
 use jobqueue_core::{
-    Claim, JobOptions, JobStatus, NewJob, claim, enqueue, get_job, heartbeat_many, rescue_stale,
-    start_many,
+    Claim, JobOptions, JobStatus, NewJob, claim, get_job, heartbeat_many, rescue_stale, start_many,
 };
-use jobqueue_tests::{TestDb, count_where, expire_leases, wait_for};
+use jobqueue_tests::{TestDb, bare_jobs, count_where, expire_leases, put, wait_for};
 
 #[test]
 fn expired_lease_goes_back_to_pending_and_last_attempt_fails() {
     let db = TestDb::new();
     let mut conn = db.conn();
-    let id = enqueue(
-        &mut conn,
-        &NewJob::new("t", "{}", JobOptions::new().max_attempts(2)).expect("valid"),
-    )
-    .expect("enqueue");
+    let id = put(&mut conn, "t", JobOptions::new().max_attempts(2));
 
     // Attempt 1: the worker starts it, then vanishes.
     let rows = claim(&mut conn, &Claim::new("dead-worker")).expect("claim");
@@ -71,11 +66,7 @@ fn expired_lease_goes_back_to_pending_and_last_attempt_fails() {
 fn heartbeats_keep_a_lease_alive() {
     let db = TestDb::new();
     let mut conn = db.conn();
-    enqueue(
-        &mut conn,
-        &NewJob::new("t", "{}", JobOptions::new()).expect("valid"),
-    )
-    .expect("enqueue");
+    put(&mut conn, "t", JobOptions::new());
     let rows = claim(&mut conn, &Claim::new("w").lease(Duration::from_secs(30))).expect("claim");
     let lease = rows[0].lease();
     let expiry = |conn: &mut PgConnection| {
@@ -121,9 +112,7 @@ fn heartbeats_keep_a_lease_alive() {
 fn recovery_takes_batches() {
     let db = TestDb::new();
     let mut conn = db.conn();
-    let jobs: Vec<NewJob> = (0..25)
-        .map(|_| NewJob::new("t", "{}", JobOptions::new()).expect("valid"))
-        .collect();
+    let jobs: Vec<NewJob> = bare_jobs(25);
     jobqueue_core::enqueue_many(&mut conn, &jobs).expect("enqueue");
     claim(&mut conn, &Claim::new("w").limit(25)).expect("claim");
     expire_leases(&mut conn);

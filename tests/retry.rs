@@ -6,10 +6,9 @@ use std::time::Duration;
 use diesel::prelude::*;
 use diesel::sql_types::Double;
 use jobqueue_core::{
-    Claim, FailOutcome, Failure, JobOptions, JobStatus, NewJob, RetryPolicy, claim, enqueue, fail,
-    get_job,
+    Claim, FailOutcome, Failure, JobOptions, JobStatus, RetryPolicy, claim, fail, get_job,
 };
-use jobqueue_tests::{TestDb, make_due};
+use jobqueue_tests::{TestDb, make_due, put};
 
 #[derive(QueryableByName)]
 struct Wait {
@@ -31,11 +30,7 @@ fn wait_secs(conn: &mut PgConnection) -> f64 {
 fn backoff_grows_and_the_last_attempt_is_dead_lettered() {
     let db = TestDb::new();
     let mut conn = db.conn();
-    let id = enqueue(
-        &mut conn,
-        &NewJob::new("flaky", "{}", JobOptions::new().max_attempts(4)).expect("valid"),
-    )
-    .expect("enqueue");
+    let id = put(&mut conn, "flaky", JobOptions::new().max_attempts(4));
     let policy = RetryPolicy {
         base: Duration::from_secs(10),
         max: Duration::from_secs(3600),
@@ -119,11 +114,7 @@ fn backoff_grows_and_the_last_attempt_is_dead_lettered() {
 fn permanent_failure_skips_remaining_attempts_and_history_is_bounded() {
     let db = TestDb::new();
     let mut conn = db.conn();
-    let id = enqueue(
-        &mut conn,
-        &NewJob::new("t", "{}", JobOptions::new().max_attempts(50)).expect("valid"),
-    )
-    .expect("enqueue");
+    let id = put(&mut conn, "t", JobOptions::new().max_attempts(50));
     let policy = RetryPolicy {
         base: Duration::from_millis(1),
         max: Duration::from_millis(1),
@@ -160,11 +151,7 @@ fn permanent_failure_skips_remaining_attempts_and_history_is_bounded() {
 fn very_long_errors_are_cut() {
     let db = TestDb::new();
     let mut conn = db.conn();
-    let id = enqueue(
-        &mut conn,
-        &NewJob::new("t", "{}", JobOptions::new()).expect("valid"),
-    )
-    .expect("enqueue");
+    let id = put(&mut conn, "t", JobOptions::new());
     let rows = claim(&mut conn, &Claim::new("w")).expect("claim");
     let huge = "x".repeat(1_000_000) + "\0end";
     fail(&mut conn, &Failure::permanent(rows[0].lease(), huge)).expect("fail");

@@ -9,7 +9,7 @@ use jobqueue_core::{
 };
 use jobqueue_runner::{Runner, RunnerConfig};
 use jobqueue_tests::jobs::{self, Cancellable, Effect, Noop, Panic};
-use jobqueue_tests::{TestDb, count_where, effects_where, wait_for};
+use jobqueue_tests::{TestDb, count_where, effects_where, wait_completed, wait_for};
 use jobqueue_tools::bench::BenchNoop;
 
 fn config(db: &TestDb, concurrency: usize) -> RunnerConfig {
@@ -83,11 +83,7 @@ fn an_idle_runner_with_a_60s_poll_is_woken_by_notify() {
     });
     let started = std::time::Instant::now();
     let id = Noop { n: 1 }.enqueue(&mut conn).expect("enqueue");
-    wait_for("the job to complete", Duration::from_secs(30), || {
-        get_job(&mut conn, id)
-            .expect("read")
-            .is_some_and(|j| j.status == JobStatus::Completed)
-    });
+    wait_completed(&mut conn, id, Duration::from_secs(30));
     let waited = started.elapsed();
     runner.shutdown();
     assert!(
@@ -109,11 +105,7 @@ fn a_panicking_handler_is_retried_then_failed_with_the_message() {
             .expect("read")
             .is_some_and(|j| j.status == JobStatus::Failed)
     });
-    wait_for("the other job to complete", Duration::from_secs(20), || {
-        get_job(&mut conn, ok_id)
-            .expect("read")
-            .is_some_and(|j| j.status == JobStatus::Completed)
-    });
+    wait_completed(&mut conn, ok_id, Duration::from_secs(20));
     let summary = runner.shutdown();
     assert_eq!(summary.stats.panicked, 2);
     let job = get_job(&mut conn, panic_id).expect("read").expect("row");
@@ -361,11 +353,7 @@ fn dropping_the_handle_shuts_the_runner_down() {
     let runner = Runner::new(config(&db, 4), jobs::registry())
         .start()
         .expect("start");
-    wait_for("the job to complete", Duration::from_secs(30), || {
-        get_job(&mut conn, id)
-            .expect("read")
-            .is_some_and(|j| j.status == JobStatus::Completed)
-    });
+    wait_completed(&mut conn, id, Duration::from_secs(30));
     let others = |conn: &mut PgConnection| {
         jobqueue_tests::scalar(
             conn,

@@ -8,10 +8,10 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use diesel::{Connection, PgConnection};
-use jobqueue_core::{Job, JobStatus, get_job};
+use jobqueue_core::Job;
 use jobqueue_runner::{Runner, RunnerConfig};
 use jobqueue_tests::fault::OwnCluster;
-use jobqueue_tests::{scalar, wait_for};
+use jobqueue_tests::{scalar, wait_completed, wait_for};
 use jobqueue_tools::bench::{BenchNoop, registry};
 use jobqueue_tools::postgres::StopMode;
 
@@ -148,11 +148,7 @@ fn every_connection_honours_sslmode_on_a_tls_only_server() {
         });
         let started = Instant::now();
         let id = BenchNoop { seq: 0 }.enqueue(&mut conn).expect("enqueue");
-        wait_for("the job done", Duration::from_secs(30), || {
-            get_job(&mut conn, id)
-                .expect("read")
-                .is_some_and(|job| job.status == JobStatus::Completed)
-        });
+        wait_completed(&mut conn, id, Duration::from_secs(30));
         let waited = started.elapsed();
         runner.shutdown();
         assert!(
