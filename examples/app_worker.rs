@@ -1,5 +1,6 @@
 //! An application's own worker binary: its job types, derived, with their
-//! handlers, and the whole `jobqueue` command line in three lines of `main`.
+//! handlers, and the `jobqueue` command line of `jobqueue-cli` (migrate,
+//! work and the admin commands) in three lines of `main`.
 //!
 //! ```sh
 //! cargo run --example app_worker -- migrate

@@ -63,7 +63,8 @@ pub(crate) struct WorkArgs {
     /// Most jobs claimed per statement.
     #[arg(long, env = "JOBQUEUE_BATCH_SIZE", default_value_t = jobqueue_runner::RunnerConfig::DEFAULT_BATCH_SIZE)]
     pub(crate) batch_size: usize,
-    /// Fallback poll interval in milliseconds.
+    /// Fallback poll interval, and how often due scheduled jobs are moved to
+    /// pending, in milliseconds.
     #[arg(long, env = "JOBQUEUE_POLL_INTERVAL_MS", default_value_t = 1000)]
     pub(crate) poll_interval_ms: u64,
     /// Lease in seconds (heartbeats every third of it).

@@ -31,8 +31,9 @@ pub struct RunnerConfig {
     /// during one claim round trip (such jobs would not start sooner
     /// elsewhere). Default (`None`): `concurrency / 4`, at least 1.
     pub prefetch: Option<usize>,
-    /// Fallback poll when no notification arrives (jobs that become due by
-    /// time: scheduled jobs, retries). Default 1 s.
+    /// Fallback poll when no notification arrives, and how often scheduled
+    /// jobs (delayed, or waiting out a retry's backoff) that became due are
+    /// moved to `pending`. Default 1 s.
     pub poll_interval: Duration,
     /// How long a claim holds a job without a heartbeat. Default 30 s.
     pub lease: Duration,
