@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, Sender, select};
 use jobqueue_core::Claim;
 
+use crate::RunnerConfig;
 use crate::backoff::Backoff;
 use crate::db::Db;
 use crate::job_state::JobState;
@@ -19,17 +20,27 @@ const QUICK_REPOLL: Duration = Duration::from_millis(2);
 
 /// Jobs to claim beyond what the workers can start at once: the configured
 /// prefetch, raised (up to two batches: one being claimed while the last is
-/// written) to what the workers finish during one claim round trip. A job prefetched so would not start sooner on another
-/// runner, since it starts before a new claim could return; for jobs that
-/// take longer than a round trip, this stays at the configured prefetch.
-fn prefetch(shared: &Shared, claim_micros: u64) -> usize {
-    let config = &shared.config;
-    let job_micros = shared.job_micros.load(Ordering::Relaxed);
+/// written) to what the workers finish during one claim round trip. A job
+/// prefetched so would not start sooner on another runner, since it starts
+/// before a new claim could return; for jobs that take longer than a round
+/// trip, this stays at the configured prefetch. `job_micros` and
+/// `claim_micros` are the average handler run time and claim round trip (0:
+/// not measured yet).
+fn prefetch(config: &RunnerConfig, job_micros: u64, claim_micros: u64) -> usize {
     if job_micros == 0 || claim_micros == 0 {
         return config.effective_prefetch();
     }
     let finished_per_claim = (config.concurrency as u64).saturating_mul(claim_micros) / job_micros;
     (finished_per_claim as usize).clamp(config.effective_prefetch(), config.max_prefetch())
+}
+
+/// How many waiting jobs to hand back: those beyond the configured prefetch,
+/// once the workers have started nothing for [`SHED_AFTER`] (`idle_for`).
+fn to_shed(config: &RunnerConfig, waiting: usize, idle_for: Duration) -> usize {
+    if idle_for < SHED_AFTER {
+        return 0;
+    }
+    waiting.saturating_sub(config.effective_prefetch())
 }
 
 /// Waits for a wake-up, a stop, or `timeout`. Returns false on stop.
@@ -62,21 +73,21 @@ const SHED_AFTER: Duration = Duration::from_millis(100);
 /// They go back to pending without using up an attempt.
 fn shed(shared: &Shared, jobs: &Sender<Claimed>, shed: &HandBack, last_claim: u64) {
     let waiting = jobs.len();
-    let prefetch = shared.config.effective_prefetch();
-    if waiting <= prefetch {
+    if waiting <= shared.config.effective_prefetch() {
         return;
     }
     // Since the last job start or the last claim, whichever came later.
     let idle_for = shared
         .micros_now()
         .saturating_sub(shared.last_start.load(Ordering::Relaxed).max(last_claim));
-    if idle_for < SHED_AFTER.as_micros() as u64 {
+    let excess = to_shed(&shared.config, waiting, Duration::from_micros(idle_for));
+    if excess == 0 {
         return;
     }
     // Jobs run at least this long now: the prefetch drops at once.
     shared.job_micros.fetch_max(idle_for, Ordering::Relaxed);
     let mut released = 0;
-    for _ in prefetch..waiting {
+    for _ in 0..excess {
         let Ok(claimed) = shed.queued.try_recv() else {
             break;
         };
@@ -118,7 +129,8 @@ pub(crate) fn run(
             break;
         }
         shed(&shared, &jobs, &hand_back, last_claim);
-        let capacity = config.concurrency + prefetch(&shared, claim_micros);
+        let job_micros = shared.job_micros.load(Ordering::Relaxed);
+        let capacity = config.concurrency + prefetch(config, job_micros, claim_micros);
         // Claim in chunks: wait until at least this much room, unless idle.
         let chunk = (capacity.min(config.batch_size) / 2).max(1);
         let outstanding = shared.outstanding.load(Ordering::Acquire);
@@ -201,4 +213,35 @@ pub(crate) fn run(
         }
     }
     log::debug!("fetcher stopped");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config() -> RunnerConfig {
+        let mut config = RunnerConfig::new("postgres://x/y").concurrency(8);
+        config.batch_size = 100;
+        config
+    }
+
+    #[test]
+    fn the_prefetch_grows_for_short_jobs_up_to_two_batches() {
+        let config = config();
+        // Not measured yet, or jobs longer than a claim: the configured 2.
+        assert_eq!(prefetch(&config, 0, 500), 2);
+        assert_eq!(prefetch(&config, 10_000, 500), 2);
+        // 8 workers finish 8 × 500 / 50 = 80 jobs of 50 µs during a claim.
+        assert_eq!(prefetch(&config, 50, 500), 80);
+        // No-op jobs: capped at two batches.
+        assert_eq!(prefetch(&config, 1, 500), 200);
+    }
+
+    #[test]
+    fn waiting_jobs_beyond_the_prefetch_are_shed_once_workers_stall() {
+        let config = config();
+        assert_eq!(to_shed(&config, 50, Duration::from_millis(20)), 0);
+        assert_eq!(to_shed(&config, 50, SHED_AFTER), 48);
+        assert_eq!(to_shed(&config, 2, Duration::from_secs(1)), 0);
+    }
 }
