@@ -15,30 +15,49 @@ use crate::db::Db;
 use crate::messages::{Outcome, OutcomeKind};
 use crate::shared::Shared;
 
-pub(crate) fn run(shared: Arc<Shared>, outcomes: Receiver<Outcome>, stop: Receiver<()>) {
+/// What the completer waits for next.
+enum Next {
+    /// An outcome to write.
+    Outcome(Outcome),
+    /// Shutdown began: from now on, wait only until the grace deadline.
+    ShutdownBegan,
+    /// Every sender is gone (workers, fetcher, handle), or the grace period
+    /// ran out with handlers still running: write what is left and stop.
+    Done,
+}
+
+/// Runs until the outcome channel disconnects, or, once shutdown began,
+/// until the grace deadline; refused flushes are retried until a second
+/// grace period has passed.
+pub(crate) fn run(shared: Arc<Shared>, outcomes: Receiver<Outcome>) {
     let mut db = Db::new(&shared.config.database_url, "completer");
     let mut backoff = Backoff::new();
     let mut pending: Vec<Outcome> = Vec::new();
-    let mut stop_deadline: Option<Instant> = None;
     let batch = shared.config.completion_batch;
+    let mut done = false;
     loop {
         if pending.is_empty() {
-            if stop_deadline.is_some() {
-                match outcomes.try_recv() {
-                    Ok(outcome) => pending.push(outcome),
-                    Err(_) => break,
-                }
-            } else {
-                let next = select! {
-                    recv(outcomes) -> msg => msg.ok(),
-                    recv(stop) -> _ => None,
-                };
-                match next {
-                    Some(outcome) => pending.push(outcome),
-                    None => {
-                        // Stop: write what is left, then exit.
-                        stop_deadline = Some(Instant::now() + shared.config.shutdown_grace);
-                        continue;
+            if done {
+                break;
+            }
+            let next = match shared.grace_deadline() {
+                None => select! {
+                    recv(outcomes) -> msg => msg.map_or(Next::Done, Next::Outcome),
+                    recv(shared.shutdown) -> _ => Next::ShutdownBegan,
+                },
+                Some(deadline) => outcomes
+                    .recv_deadline(deadline)
+                    .map_or(Next::Done, Next::Outcome),
+            };
+            match next {
+                Next::Outcome(outcome) => pending.push(outcome),
+                Next::ShutdownBegan => continue,
+                Next::Done => {
+                    done = true;
+                    // Whatever is already queued is written before stopping.
+                    pending.extend(outcomes.try_iter());
+                    if pending.is_empty() {
+                        break;
                     }
                 }
             }
@@ -55,7 +74,10 @@ pub(crate) fn run(shared: Arc<Shared>, outcomes: Receiver<Outcome>, stop: Receiv
             continue;
         }
         // The database refused the flush: wait, then try again.
-        if stop_deadline.is_some_and(|deadline| Instant::now() >= deadline) {
+        let give_up = shared
+            .grace_deadline()
+            .map(|deadline| deadline + shared.config.shutdown_grace);
+        if give_up.is_some_and(|at| Instant::now() >= at) {
             log::error!(
                 "shutting down with {} outcomes unwritten: their leases will expire and the jobs run again",
                 pending.len()
@@ -63,12 +85,11 @@ pub(crate) fn run(shared: Arc<Shared>, outcomes: Receiver<Outcome>, stop: Receiv
             break;
         }
         let delay = backoff.next_delay();
-        if stop_deadline.is_none() {
-            if crate::backoff::stopped_within(&stop, delay) {
-                stop_deadline = Some(Instant::now() + shared.config.shutdown_grace);
-            }
-        } else {
+        if give_up.is_some() {
             std::thread::sleep(delay.min(Duration::from_millis(200)));
+        } else {
+            // Wakes early when shutdown begins.
+            crate::backoff::stopped_within(&shared.shutdown, delay);
         }
     }
     log::debug!("completer stopped");

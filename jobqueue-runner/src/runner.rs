@@ -10,12 +10,12 @@
 //!  maintenance: stale-job recovery, pruning
 //! ```
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{Receiver, Sender, bounded, unbounded};
+use crossbeam_channel::{Receiver, Sender, bounded};
 use diesel::PgConnection;
 use diesel::r2d2::{ConnectionManager, Pool};
 
@@ -80,9 +80,16 @@ impl Runner {
         let most_held = config.max_held();
         let (job_tx, job_rx) = bounded::<Claimed>(most_held);
         let (outcome_tx, outcome_rx) = bounded::<Outcome>(most_held);
-        let (stop_fetch_tx, stop_fetch_rx) = bounded::<()>(0);
-        let (stop_complete_tx, stop_complete_rx) = bounded::<()>(0);
-        let (stop_background_tx, stop_background_rx) = bounded::<()>(0);
+        // Shutdown is disconnection, as crossbeam's docs describe it: the
+        // trigger drops the only sender of `shutdown`; each worker holds a
+        // sender of `exited`, which disconnects when the last one ends; the
+        // outcome channel disconnects when the fetcher, the workers and the
+        // handle are done with it; the handle drops the sender of `last`
+        // after the completer, which stops the lease keeper, the listener
+        // and maintenance.
+        let (shutdown_tx, shutdown_rx) = bounded::<()>(0);
+        let (exited_tx, exited_rx) = bounded::<()>(0);
+        let (last_tx, last_rx) = bounded::<()>(0);
         let job_types = self
             .registry
             .job_types()
@@ -96,7 +103,8 @@ impl Runner {
             health: Health::default(),
             counters: Counters::default(),
             pool,
-            stopping: AtomicBool::new(false),
+            shutdown: shutdown_rx.clone(),
+            shutdown_at: std::sync::OnceLock::new(),
             outstanding: AtomicUsize::new(0),
             wake_below: AtomicUsize::new(0),
             job_micros: std::sync::atomic::AtomicU64::new(0),
@@ -108,9 +116,8 @@ impl Runner {
         let workers = Arc::new(WorkerSet {
             shared: Arc::clone(&shared),
             jobs: job_rx.clone(),
-            outcomes: outcome_tx,
-            alive: AtomicUsize::new(0),
-            exited: unbounded(),
+            senders: Mutex::new(Some((outcome_tx, exited_tx))),
+            exited: exited_rx,
             next_index: AtomicUsize::new(0),
             handles: Mutex::new(Vec::new()),
         });
@@ -120,18 +127,20 @@ impl Runner {
         let s = Arc::clone(&shared);
         let hand_back = crate::fetcher::HandBack {
             queued: job_rx.clone(),
-            outcomes: workers.outcomes.clone(),
+            outcomes: workers
+                .outcome_sender()
+                .ok_or_else(|| RunnerError::Config("the runner is already shutting down".into()))?,
         };
         let fetcher = spawn("jobqueue-fetcher", move || {
-            crate::fetcher::run(s, job_tx, hand_back, wake_rx, stop_fetch_rx)
+            crate::fetcher::run(s, job_tx, hand_back, wake_rx, shutdown_rx)
         })?;
         let s = Arc::clone(&shared);
         let completer = spawn("jobqueue-completer", move || {
-            crate::completer::run(s, outcome_rx, stop_complete_rx)
+            crate::completer::run(s, outcome_rx)
         })?;
         let s = Arc::clone(&shared);
         let w = Arc::clone(&workers);
-        let stop = stop_background_rx.clone();
+        let stop = last_rx.clone();
         let mut background = vec![spawn("jobqueue-lease", move || {
             crate::lease_keeper::run(s, stop, move || {
                 if let Err(e) = w.spawn() {
@@ -140,13 +149,13 @@ impl Runner {
             })
         })?];
         let s = Arc::clone(&shared);
-        let stop = stop_background_rx.clone();
+        let stop = last_rx.clone();
         background.push(spawn("jobqueue-listener", move || {
             crate::listener::run(s, stop, listener)
         })?);
         let s = Arc::clone(&shared);
         background.push(spawn("jobqueue-maintenance", move || {
-            crate::maintenance::run(s, stop_background_rx)
+            crate::maintenance::run(s, last_rx)
         })?);
         log::info!(
             "runner {} started: {} workers, queues [{}], job types [{}]",
@@ -162,7 +171,7 @@ impl Runner {
         Ok(RunnerHandle {
             trigger: ShutdownTrigger {
                 shared: Arc::clone(&shared),
-                stop_fetch: Arc::new(Mutex::new(Some(stop_fetch_tx))),
+                broadcast: Arc::new(Mutex::new(Some(shutdown_tx))),
             },
             shared,
             workers,
@@ -170,9 +179,8 @@ impl Runner {
             threads: Some(Threads {
                 fetcher,
                 completer,
-                stop_complete: stop_complete_tx,
                 background,
-                stop_background: stop_background_tx,
+                last: last_tx,
             }),
         })
     }
@@ -198,48 +206,39 @@ fn spawn(name: &str, f: impl FnOnce() + Send + 'static) -> Result<JoinHandle<()>
 struct WorkerSet {
     shared: Arc<Shared>,
     jobs: Receiver<Claimed>,
-    outcomes: Sender<Outcome>,
-    alive: AtomicUsize,
-    /// One message per worker thread that exits.
-    exited: (Sender<()>, Receiver<()>),
+    /// What each new worker gets a copy of: the outcome channel, and its
+    /// membership of `exited`. Taken when the runner stops, so no worker is
+    /// started after that and both channels can disconnect.
+    senders: Mutex<Option<(Sender<Outcome>, Sender<()>)>>,
+    /// Disconnects when every worker thread has ended (a panic included).
+    exited: Receiver<()>,
     next_index: AtomicUsize,
     handles: Mutex<Vec<JoinHandle<()>>>,
 }
 
 impl WorkerSet {
+    /// Starts a worker thread; does nothing once the runner is stopping.
     fn spawn(self: &Arc<Self>) -> Result<(), RunnerError> {
+        let Some((outcomes, member)) = lock(&self.senders).clone() else {
+            return Ok(());
+        };
         let index = self.next_index.fetch_add(1, Ordering::Relaxed);
-        let set = Arc::clone(self);
-        self.alive.fetch_add(1, Ordering::AcqRel);
-        let spawned = spawn(&format!("jobqueue-worker-{index}"), move || {
-            // Counts the thread out however it ends, a panic included.
-            let _exit = WorkerExit(Arc::clone(&set));
-            crate::worker::run(
-                Arc::clone(&set.shared),
-                set.jobs.clone(),
-                set.outcomes.clone(),
-            );
-        });
-        match spawned {
-            Ok(handle) => {
-                lock(&self.handles).push(handle);
-                Ok(())
-            }
-            Err(e) => {
-                self.alive.fetch_sub(1, Ordering::AcqRel);
-                Err(e)
-            }
-        }
+        let shared = Arc::clone(&self.shared);
+        let jobs = self.jobs.clone();
+        let handle = spawn(&format!("jobqueue-worker-{index}"), move || {
+            // Held until the thread ends, however it ends.
+            let _member = member;
+            crate::worker::run(shared, jobs, outcomes);
+        })?;
+        lock(&self.handles).push(handle);
+        Ok(())
     }
-}
 
-/// Counts a worker thread out of its set when the thread ends.
-struct WorkerExit(Arc<WorkerSet>);
-
-impl Drop for WorkerExit {
-    fn drop(&mut self) {
-        self.0.alive.fetch_sub(1, Ordering::AcqRel);
-        let _ = self.0.exited.0.send(());
+    /// A sender of the outcome channel, while the runner is not stopping.
+    fn outcome_sender(&self) -> Option<Sender<Outcome>> {
+        lock(&self.senders)
+            .as_ref()
+            .map(|(outcomes, _)| outcomes.clone())
     }
 }
 
@@ -248,7 +247,8 @@ impl Drop for WorkerExit {
 #[derive(Clone)]
 pub struct ShutdownTrigger {
     shared: Arc<Shared>,
-    stop_fetch: Arc<Mutex<Option<Sender<()>>>>,
+    /// The only sender of the shutdown broadcast: dropping it is the signal.
+    broadcast: Arc<Mutex<Option<Sender<()>>>>,
 }
 
 impl std::fmt::Debug for ShutdownTrigger {
@@ -261,13 +261,15 @@ impl ShutdownTrigger {
     /// Stops claiming; claimed jobs not yet started go back to pending; jobs
     /// in flight get the grace period.
     pub fn shutdown(&self) {
-        if !self.shared.stopping.swap(true, Ordering::AcqRel) {
-            log::info!(
-                "shutting down: no new claims; in-flight jobs get {:?}",
-                self.shared.config.shutdown_grace
-            );
-        }
-        lock(&self.stop_fetch).take();
+        let Some(broadcast) = lock(&self.broadcast).take() else {
+            return;
+        };
+        let _ = self.shared.shutdown_at.set(Instant::now());
+        log::info!(
+            "shutting down: no new claims; in-flight jobs get {:?}",
+            self.shared.config.shutdown_grace
+        );
+        drop(broadcast);
     }
 }
 
@@ -282,13 +284,13 @@ pub struct RunnerHandle {
     threads: Option<Threads>,
 }
 
-/// The runner's threads besides its workers, and the channels that stop them.
+/// The runner's threads besides its workers.
 struct Threads {
     fetcher: JoinHandle<()>,
     completer: JoinHandle<()>,
-    stop_complete: Sender<()>,
     background: Vec<JoinHandle<()>>,
-    stop_background: Sender<()>,
+    /// Dropped last: stops the lease keeper, the listener and maintenance.
+    last: Sender<()>,
 }
 
 impl std::fmt::Debug for RunnerHandle {
@@ -349,36 +351,52 @@ impl RunnerHandle {
             return self.summary(0, panicked_threads);
         };
         join(threads.fetcher);
-        // The fetcher dropped its sender: workers hand back what is queued
-        // and exit when idle. Give busy ones the grace period.
-        let deadline = Instant::now() + self.shared.config.shutdown_grace;
-        while self.workers.alive.load(Ordering::Acquire) > 0 {
-            if self.workers.exited.1.recv_deadline(deadline).is_err() {
-                break;
-            }
-        }
+        // No worker starts from now on; the handle keeps one sender of the
+        // outcome channel to hand back what stuck workers never started.
+        let senders = lock(&self.workers.senders).take();
+        let hand_back = senders.map(|(outcomes, member)| {
+            drop(member);
+            outcomes
+        });
+        // The fetcher is gone: workers hand back what is queued and end when
+        // idle. Busy ones get the grace period.
+        let deadline = self
+            .shared
+            .grace_deadline()
+            .unwrap_or_else(|| Instant::now() + self.shared.config.shutdown_grace);
+        let all_ended = matches!(
+            self.workers.exited.recv_deadline(deadline),
+            Err(crossbeam_channel::RecvTimeoutError::Disconnected)
+        );
+        let workers: Vec<JoinHandle<()>> = lock(&self.workers.handles).drain(..).collect();
         let mut abandoned = 0;
-        if self.workers.alive.load(Ordering::Acquire) > 0 {
-            // Workers are stuck in handlers: hand back what they never started.
-            while let Ok(claimed) = self.unstarted.try_recv() {
-                let _ = self
-                    .workers
-                    .outcomes
-                    .send(Outcome::new(&claimed.state, OutcomeKind::Release));
-            }
-            abandoned = self.workers.alive.load(Ordering::Acquire);
-            log::warn!(
-                "{abandoned} handlers still running after the grace period; their leases will expire"
-            );
-        } else {
-            let workers: Vec<_> = lock(&self.workers.handles).drain(..).collect();
+        if all_ended {
             for handle in workers {
                 join(handle);
             }
+        } else {
+            // Workers are stuck in handlers: hand back what they never started.
+            if let Some(outcomes) = &hand_back {
+                while let Ok(claimed) = self.unstarted.try_recv() {
+                    let _ = outcomes.send(Outcome::new(&claimed.state, OutcomeKind::Release));
+                }
+            }
+            for handle in workers {
+                if handle.is_finished() {
+                    join(handle);
+                } else {
+                    abandoned += 1;
+                }
+            }
+            log::warn!(
+                "{abandoned} handlers still running after the grace period; their leases will expire"
+            );
         }
-        drop(threads.stop_complete);
+        drop(hand_back);
+        // The completer ends once every outcome is written (or, with stuck
+        // handlers, at the grace deadline).
         join(threads.completer);
-        drop(threads.stop_background);
+        drop(threads.last);
         for handle in threads.background {
             join(handle);
         }

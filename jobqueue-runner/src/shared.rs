@@ -2,7 +2,7 @@
 //! flight, counters, the database's health, and the room the fetcher
 //! claims into.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -33,8 +33,11 @@ pub(crate) struct Shared {
     pub(crate) health: Health,
     pub(crate) counters: Counters,
     pub(crate) pool: HandlerPool,
-    /// Shutdown has begun: claimed jobs not yet started are handed back.
-    pub(crate) stopping: AtomicBool,
+    /// The shutdown broadcast: disconnected when shutdown begins (claiming
+    /// stops; claimed jobs not yet started are handed back).
+    pub(crate) shutdown: crossbeam_channel::Receiver<()>,
+    /// When the shutdown began (set just before the broadcast).
+    pub(crate) shutdown_at: std::sync::OnceLock<Instant>,
     /// Jobs claimed and not yet finished: held by a worker, waiting for
     /// one, or finished with the outcome not yet written. The fetcher claims
     /// only while this is below its capacity.
@@ -55,7 +58,15 @@ pub(crate) struct Shared {
 
 impl Shared {
     pub(crate) fn is_stopping(&self) -> bool {
-        self.stopping.load(Ordering::Relaxed)
+        crate::backoff::is_stopped(&self.shutdown)
+    }
+
+    /// Until when the runner waits for in-flight handlers (and their
+    /// outcomes) once shutdown began: the grace period.
+    pub(crate) fn grace_deadline(&self) -> Option<Instant> {
+        self.shutdown_at
+            .get()
+            .map(|at| *at + self.config.shutdown_grace)
     }
 
     pub(crate) fn wake_fetcher(&self) {
