@@ -277,7 +277,12 @@ pub mod fault {
         /// Starts `bin work` (a worker binary built on the `jobqueue` CLI)
         /// on `url` as worker `worker_id`, with `args` after `work`, logging
         /// warnings and errors.
-        pub fn runner(bin: &str, url: &str, worker_id: &str, args: &[&str]) -> Self {
+        pub fn runner(
+            bin: &str,
+            url: &str,
+            worker_id: &str,
+            args: &[impl AsRef<std::ffi::OsStr>],
+        ) -> Self {
             Self::spawn(worker_id, runner_command(bin, url, worker_id, args))
         }
 
@@ -360,7 +365,12 @@ pub mod fault {
     }
 
     /// The command [`Proc::runner`] runs, to adjust before [`Proc::spawn`].
-    pub fn runner_command(bin: &str, url: &str, worker_id: &str, args: &[&str]) -> Command {
+    pub fn runner_command(
+        bin: &str,
+        url: &str,
+        worker_id: &str,
+        args: &[impl AsRef<std::ffi::OsStr>],
+    ) -> Command {
         let mut command = Command::new(bin);
         command
             .arg("--database-url")
@@ -371,6 +381,31 @@ pub mod fault {
             .args(args)
             .env("RUST_LOG", "warn");
         command
+    }
+
+    /// `work` flags of a runner under fault injection: leases, recovery,
+    /// polls and retries short enough that every fault resolves in seconds.
+    /// `overrides` (flag without `--`, value) replace these defaults.
+    pub fn runner_flags(overrides: &[(&str, &str)]) -> Vec<String> {
+        let mut flags: Vec<(&str, &str)> = vec![
+            ("concurrency", "4"),
+            ("lease-secs", "5"),
+            ("rescue-secs", "0.5"),
+            ("poll-interval-ms", "250"),
+            ("retry-base-ms", "100"),
+            ("retry-max-secs", "1"),
+            ("grace-secs", "20"),
+        ];
+        for (flag, value) in overrides {
+            match flags.iter_mut().find(|(f, _)| f == flag) {
+                Some(entry) => entry.1 = value,
+                None => flags.push((flag, value)),
+            }
+        }
+        flags
+            .into_iter()
+            .flat_map(|(flag, value)| [format!("--{flag}"), value.to_owned()])
+            .collect()
     }
 
     /// Asserts that a child exited with code 0, showing its stderr if not.

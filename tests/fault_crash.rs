@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use diesel::prelude::*;
 use diesel::sql_types::{Array, BigInt, Text};
 use jobqueue_core::{JobOptions, NewJob, enqueue_many};
-use jobqueue_tests::fault::{Proc, Summary, Tally, assert_exit_0};
+use jobqueue_tests::fault::{Proc, Summary, Tally, assert_exit_0, runner_flags};
 use jobqueue_tests::jobs::{self, Chaos};
 use jobqueue_tests::{TestDb, count_where, wait_for};
 
@@ -20,18 +20,6 @@ const JOBS: usize = 20_000;
 /// least 25 s of work, so the 20 s of kills hit work in progress.
 const JOB_MS: u64 = 40;
 const CHAOS: Duration = Duration::from_secs(20);
-const RUNNER_ARGS: &[&str] = &[
-    "--concurrency",
-    "8",
-    "--lease-secs",
-    "4",
-    "--rescue-secs",
-    "0.5",
-    "--retry-base-ms",
-    "100",
-    "--grace-secs",
-    "20",
-];
 
 #[derive(QueryableByName)]
 struct N {
@@ -64,7 +52,12 @@ fn kill_9_chaos_loses_nothing_and_does_nothing_twice() {
     let mut started = 0;
     let mut start_runner = || {
         started += 1;
-        Proc::runner(WORKER, &db.url, &format!("chaos-{started}"), RUNNER_ARGS)
+        Proc::runner(
+            WORKER,
+            &db.url,
+            &format!("chaos-{started}"),
+            &runner_flags(&[("concurrency", "8"), ("lease-secs", "4")]),
+        )
     };
     let mut live: Vec<Proc> = (0..RUNNERS).map(|_| start_runner()).collect();
     wait_for(

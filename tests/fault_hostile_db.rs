@@ -11,27 +11,13 @@ use std::time::Duration;
 use diesel::prelude::*;
 use diesel::sql_types::{Array, BigInt, Text, Uuid};
 use jobqueue_core::{JobId, JobOptions, NewJob, enqueue_many};
-use jobqueue_tests::fault::{Proc, Summary, Tally, assert_exit_0, runner_command};
+use jobqueue_tests::fault::{Proc, Summary, Tally, assert_exit_0, runner_command, runner_flags};
 use jobqueue_tests::jobs::{self, Chaos};
 use jobqueue_tests::{TestDb, count_where, wait_for};
 
 const WORKER: &str = env!("CARGO_BIN_EXE_jobqueue-test-worker");
 const JOBS: usize = 2000;
 const HELD: i64 = 100;
-const ARGS: &[&str] = &[
-    "--concurrency",
-    "4",
-    "--lease-secs",
-    "5",
-    "--rescue-secs",
-    "0.5",
-    "--poll-interval-ms",
-    "200",
-    "--retry-base-ms",
-    "100",
-    "--retry-max-secs",
-    "1",
-];
 
 #[derive(QueryableByName)]
 struct IdRow {
@@ -162,7 +148,12 @@ fn serializable_default_and_foreign_row_locks_lose_nothing() {
     let mut runners: Vec<Proc> = ["hostile-a", "hostile-b"]
         .into_iter()
         .map(|name| {
-            let mut command = runner_command(WORKER, &db.url, name, ARGS);
+            let mut command = runner_command(
+                WORKER,
+                &db.url,
+                name,
+                &runner_flags(&[("poll-interval-ms", "200")]),
+            );
             command.env("RUST_LOG", "debug");
             Proc::spawn(name, command)
         })

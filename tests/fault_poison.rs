@@ -11,19 +11,11 @@ use diesel::connection::SimpleConnection;
 use diesel::prelude::*;
 use diesel::sql_types::{Nullable, Text};
 use jobqueue_core::{Error, Job, JobOptions, NewJob, enqueue, enqueue_many};
-use jobqueue_tests::fault::{Proc, Summary, assert_exit_0};
+use jobqueue_tests::fault::{Proc, Summary, assert_exit_0, runner_flags};
 use jobqueue_tests::jobs::{Blob, Noop, Panic};
 use jobqueue_tests::{TestDb, count_where, effects_where, put, scalar, wait_for};
 
 const WORKER: &str = env!("CARGO_BIN_EXE_jobqueue-test-worker");
-const ARGS: &[&str] = &[
-    "--concurrency",
-    "4",
-    "--retry-base-ms",
-    "100",
-    "--poll-interval-ms",
-    "200",
-];
 
 /// Names no queue or job type may have (none has a comma: `--queues`
 /// splits on commas).
@@ -78,7 +70,12 @@ fn enqueue_noops(conn: &mut PgConnection, from: u64, n: u64) {
 #[test]
 fn poison_payloads_panics_and_unknown_types_fail_clearly_and_the_runner_goes_on() {
     let (db, mut conn) = setup();
-    let mut runner = Proc::runner(WORKER, &db.url, "poison", ARGS);
+    let mut runner = Proc::runner(
+        WORKER,
+        &db.url,
+        "poison",
+        &runner_flags(&[("poll-interval-ms", "200")]),
+    );
     let mut faults = 0;
 
     // Valid JSON that is not a `test.noop` payload: wrong types and shapes,
@@ -288,7 +285,12 @@ fn hostile_names_are_refused_or_kept_verbatim_and_never_run_as_sql() {
     conn.batch_execute("CREATE TABLE canary (x int); INSERT INTO canary VALUES (1)")
         .expect("canary");
     let hostile_worker = "w'); DROP TABLE canary; --\n\"ünï\" \\ ;$$";
-    let mut runner = Proc::runner(WORKER, &db.url, hostile_worker, ARGS);
+    let mut runner = Proc::runner(
+        WORKER,
+        &db.url,
+        hostile_worker,
+        &runner_flags(&[("poll-interval-ms", "200")]),
+    );
     let mut faults = 0;
     let mut expected: Vec<String> = HOSTILE.iter().map(|s| (*s).to_owned()).collect();
     expected.sort();

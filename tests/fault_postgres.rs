@@ -9,29 +9,13 @@ use std::time::Duration;
 use diesel::prelude::*;
 use diesel::sql_types::Double;
 use jobqueue_core::{JobOptions, NewJob, enqueue_many};
-use jobqueue_tests::fault::{OwnCluster, Proc, Summary, Tally, assert_exit_0};
+use jobqueue_tests::fault::{OwnCluster, Proc, Summary, Tally, assert_exit_0, runner_flags};
 use jobqueue_tests::jobs::{self, Chaos};
 use jobqueue_tests::{TestDb, count_where, scalar, wait_for};
 use jobqueue_tools::postgres::StopMode;
 
 const WORKER: &str = env!("CARGO_BIN_EXE_jobqueue-test-worker");
 const JOBS: usize = 3000;
-const RUNNER_ARGS: &[&str] = &[
-    "--concurrency",
-    "4",
-    "--lease-secs",
-    "5",
-    "--rescue-secs",
-    "0.5",
-    "--poll-interval-ms",
-    "250",
-    "--retry-base-ms",
-    "100",
-    "--retry-max-secs",
-    "1",
-    "--grace-secs",
-    "20",
-];
 
 fn enqueue_chaos(conn: &mut PgConnection, ms: u64) {
     let batch: Vec<NewJob> = (0..JOBS)
@@ -103,8 +87,8 @@ fn runners_ride_out_a_postgres_crash_and_restart() {
     let mut conn = pg.conn();
     enqueue_chaos(&mut conn, 10);
     let mut runners = vec![
-        Proc::runner(WORKER, &pg.url, "restart-a", RUNNER_ARGS),
-        Proc::runner(WORKER, &pg.url, "restart-b", RUNNER_ARGS),
+        Proc::runner(WORKER, &pg.url, "restart-a", &runner_flags(&[])),
+        Proc::runner(WORKER, &pg.url, "restart-b", &runner_flags(&[])),
     ];
     wait_for(
         "a quarter of the jobs done",
@@ -210,8 +194,8 @@ fn runners_ride_out_dropped_connections() {
     jobs::create_side_tables(&mut conn);
     enqueue_chaos(&mut conn, 20);
     let mut runners = vec![
-        Proc::runner(WORKER, &db.url, "drop-a", RUNNER_ARGS),
-        Proc::runner(WORKER, &db.url, "drop-b", RUNNER_ARGS),
+        Proc::runner(WORKER, &db.url, "drop-a", &runner_flags(&[])),
+        Proc::runner(WORKER, &db.url, "drop-b", &runner_flags(&[])),
     ];
     let mut terminated = 0;
     for round in 1..=ROUNDS {

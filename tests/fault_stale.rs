@@ -9,22 +9,12 @@ use chrono::{DateTime, Utc};
 use diesel::prelude::*;
 use diesel::sql_types::{Integer, Nullable, Text, Timestamptz, Uuid};
 use jobqueue_core::{JobId, JobOptions, NewJob, enqueue_many};
-use jobqueue_tests::fault::{Proc, Summary, Tally, assert_exit_0};
+use jobqueue_tests::fault::{Proc, Summary, Tally, assert_exit_0, runner_flags};
 use jobqueue_tests::jobs::{self, Stale};
 use jobqueue_tests::{TestDb, count_where, effects_where, wait_for};
 
 const WORKER: &str = env!("CARGO_BIN_EXE_jobqueue-test-worker");
 const JOBS: i64 = 8;
-const ARGS: &[&str] = &[
-    "--concurrency",
-    "8",
-    "--lease-secs",
-    "1.5",
-    "--rescue-secs",
-    "0.3",
-    "--grace-secs",
-    "10",
-];
 
 /// What a late write could change on a job row.
 #[derive(Debug, PartialEq, QueryableByName)]
@@ -82,13 +72,19 @@ fn a_frozen_runner_thawed_after_recovery_changes_nothing() {
         .expect("build");
     enqueue_many(&mut conn, &batch).expect("enqueue");
 
-    let mut frozen = Proc::runner(WORKER, &db.url, "stale-a", ARGS);
+    let flags = runner_flags(&[
+        ("concurrency", "8"),
+        ("lease-secs", "1.5"),
+        ("rescue-secs", "0.3"),
+        ("grace-secs", "10"),
+    ]);
+    let mut frozen = Proc::runner(WORKER, &db.url, "stale-a", &flags);
     wait_for("every handler mid-job", Duration::from_secs(30), || {
         effects_where(&mut conn, "kind = 'start' AND runner = 'stale-a'") == JOBS
     });
     frozen.signal("STOP");
 
-    let mut rescuer = Proc::runner(WORKER, &db.url, "stale-b", ARGS);
+    let mut rescuer = Proc::runner(WORKER, &db.url, "stale-b", &flags);
     wait_for(
         "the other runner to complete every job",
         Duration::from_secs(60),
