@@ -144,6 +144,29 @@ pub fn wait_completed(
     });
 }
 
+/// Enqueues a job with `enqueue` and waits until it is completed; returns
+/// how long that took (for checking that an idle runner was woken by the
+/// job's notification, not by its poll).
+pub fn time_to_complete(
+    conn: &mut PgConnection,
+    enqueue: impl FnOnce(&mut PgConnection) -> jobqueue_core::JobId,
+) -> std::time::Duration {
+    let started = std::time::Instant::now();
+    let id = enqueue(conn);
+    wait_completed(conn, id, std::time::Duration::from_secs(30));
+    started.elapsed()
+}
+
+/// Sessions on this connection's database other than its own (a runner's
+/// connections, for one).
+pub fn other_sessions(conn: &mut PgConnection) -> i64 {
+    scalar(
+        conn,
+        "SELECT count(*) AS n FROM pg_stat_activity
+         WHERE datname = current_database() AND pid <> pg_backend_pid()",
+    )
+}
+
 /// Makes every waiting job due now and claimable (skips the wait of a
 /// retry backoff or a delay).
 pub fn make_due(conn: &mut PgConnection) {

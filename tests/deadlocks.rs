@@ -12,7 +12,7 @@ use diesel::prelude::*;
 use jobqueue_core::{JobId, JobOptions, NewJob, cancel, enqueue_many, rescue_stale};
 use jobqueue_runner::{Runner, RunnerConfig};
 use jobqueue_tests::jobs::{self, Sleep};
-use jobqueue_tests::{TestDb, count_where, scalar, wait_for};
+use jobqueue_tests::{TestDb, count_where, other_sessions, scalar, wait_for};
 
 fn deadlocks(conn: &mut PgConnection) -> i64 {
     diesel::sql_query("SELECT pg_stat_clear_snapshot()")
@@ -109,13 +109,7 @@ fn completer_lease_keeper_recovery_and_cancels_never_deadlock() {
     wait_for(
         "the runners' sessions ended",
         Duration::from_secs(30),
-        || {
-            scalar(
-                &mut conn,
-                "SELECT count(*) AS n FROM pg_stat_activity
-             WHERE datname = current_database() AND pid <> pg_backend_pid()",
-            ) == 0
-        },
+        || other_sessions(&mut conn) == 0,
     );
     let finished = count_where(&mut conn, "status IN ('completed', 'cancelled', 'failed')");
     assert_eq!(finished, JOBS as i64);

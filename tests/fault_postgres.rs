@@ -65,9 +65,21 @@ fn listening(conn: &mut PgConnection) -> i64 {
     )
 }
 
-/// How many lines of `runner`'s stderr contain `text`.
-fn lines_with(runner: &Proc, text: &str) -> usize {
-    runner.stderr().lines().filter(|l| l.contains(text)).count()
+/// Asserts that each runner's stderr has `count` lines containing `text`,
+/// for each `(text, count)`.
+fn assert_logged(runners: &[Proc], expected: &[(&str, usize)]) {
+    for runner in runners {
+        let stderr = runner.stderr();
+        for (text, count) in expected {
+            let found = stderr.lines().filter(|l| l.contains(text)).count();
+            assert_eq!(
+                found,
+                *count,
+                "{}: lines with `{text}`; its log:\n{stderr}",
+                runner.name()
+            );
+        }
+    }
 }
 
 /// Stops both runners with SIGTERM; each must exit 0.
@@ -156,19 +168,14 @@ fn runners_ride_out_a_postgres_crash_and_restart() {
     stop_runners(&mut runners);
     // One line when the database went away and one when it was back, per
     // runner; no thread logs the outage again on its own.
-    for runner in &runners {
-        let stderr = runner.stderr();
-        assert_eq!(
-            (
-                lines_with(runner, "database unavailable"),
-                lines_with(runner, "database reachable again"),
-                lines_with(runner, "claim failed"),
-            ),
-            (1, 1, 0),
-            "{}'s log of the outage:\n{stderr}",
-            runner.name()
-        );
-    }
+    assert_logged(
+        &runners,
+        &[
+            ("database unavailable", 1),
+            ("database reachable again", 1),
+            ("claim failed", 0),
+        ],
+    );
 
     let tally = Tally::of(&mut conn, "test.chaos", "attempt");
     Summary {
@@ -255,18 +262,10 @@ fn runners_ride_out_dropped_connections() {
     }
     stop_runners(&mut runners);
     // A connection the server ended is replaced at once: no outage to log.
-    for runner in &runners {
-        let stderr = runner.stderr();
-        assert_eq!(
-            (
-                lines_with(runner, "database unavailable"),
-                lines_with(runner, "claim failed"),
-            ),
-            (0, 0),
-            "{}'s log of the dropped connections:\n{stderr}",
-            runner.name()
-        );
-    }
+    assert_logged(
+        &runners,
+        &[("database unavailable", 0), ("claim failed", 0)],
+    );
 
     let tally = Tally::of(&mut conn, "test.chaos", "attempt");
     Summary {

@@ -10,7 +10,7 @@ use diesel::sql_types::Uuid;
 use jobqueue_core::{Job, JobId, JobOptions, JobStatus, NewJob, enqueue_many, get_job};
 use jobqueue_tests::fault::{Proc, Summary, assert_exit_0};
 use jobqueue_tests::jobs::{Hang, HangTimeout, Noop, Sleep};
-use jobqueue_tests::{TestDb, count_where, effects_where, wait_for};
+use jobqueue_tests::{TestDb, count_where, effects_where, wait_completed, wait_for};
 
 const WORKER: &str = env!("CARGO_BIN_EXE_jobqueue-test-worker");
 
@@ -182,15 +182,7 @@ fn a_handler_that_never_returns_is_recovered_after_its_runner_stops() {
         a.stderr()
     );
 
-    wait_for(
-        "the other runner to complete the job",
-        Duration::from_secs(30),
-        || {
-            get_job(&mut conn, stuck)
-                .expect("read")
-                .is_some_and(|j| j.status == JobStatus::Completed)
-        },
-    );
+    wait_completed(&mut conn, stuck, Duration::from_secs(30));
     let row = get_job(&mut conn, stuck).expect("read").expect("row");
     assert_eq!(row.worker_id.as_deref(), Some("hang-b"));
     assert_eq!(row.attempts, 2);

@@ -9,7 +9,9 @@ use jobqueue_core::{
 };
 use jobqueue_runner::{Runner, RunnerConfig};
 use jobqueue_tests::jobs::{self, Cancellable, Effect, Noop, Panic};
-use jobqueue_tests::{TestDb, count_where, effects_where, wait_completed, wait_for};
+use jobqueue_tests::{
+    TestDb, count_where, effects_where, other_sessions, time_to_complete, wait_completed, wait_for,
+};
 use jobqueue_tools::bench::BenchNoop;
 
 fn config(db: &TestDb, concurrency: usize) -> RunnerConfig {
@@ -81,10 +83,9 @@ fn an_idle_runner_with_a_60s_poll_is_woken_by_notify() {
     wait_for("the first, empty claim", Duration::from_secs(30), || {
         runner.stats().empty_claims >= 1
     });
-    let started = std::time::Instant::now();
-    let id = Noop { n: 1 }.enqueue(&mut conn).expect("enqueue");
-    wait_completed(&mut conn, id, Duration::from_secs(30));
-    let waited = started.elapsed();
+    let waited = time_to_complete(&mut conn, |conn| {
+        Noop { n: 1 }.enqueue(conn).expect("enqueue")
+    });
     runner.shutdown();
     assert!(
         waited < Duration::from_secs(5),
@@ -255,15 +256,7 @@ fn an_unknown_job_type_is_set_aside_until_a_runner_handles_it() {
     let runner = Runner::new(config(&db, 2), jobs::registry().register::<Stranger>())
         .start()
         .expect("start");
-    wait_for(
-        "the set-aside job to complete",
-        Duration::from_secs(10),
-        || {
-            get_job(&mut conn, stranger)
-                .expect("read")
-                .is_some_and(|j| j.status == JobStatus::Completed)
-        },
-    );
+    wait_completed(&mut conn, stranger, Duration::from_secs(10));
     runner.shutdown();
     assert_eq!(effects_where(&mut conn, "kind = 'stranger'"), 1);
     let row = get_job(&mut conn, stranger).expect("read").expect("row");
@@ -354,19 +347,12 @@ fn dropping_the_handle_shuts_the_runner_down() {
         .start()
         .expect("start");
     wait_completed(&mut conn, id, Duration::from_secs(30));
-    let others = |conn: &mut PgConnection| {
-        jobqueue_tests::scalar(
-            conn,
-            "SELECT count(*) AS n FROM pg_stat_activity
-             WHERE datname = current_database() AND pid <> pg_backend_pid()",
-        )
-    };
-    assert!(others(&mut conn) > 0, "the runner is connected");
+    assert!(other_sessions(&mut conn) > 0, "the runner is connected");
     drop(runner);
     // Every thread has stopped and closed its connection.
     wait_for(
         "the runner's connections closed",
         Duration::from_secs(30),
-        || others(&mut conn) == 0,
+        || other_sessions(&mut conn) == 0,
     );
 }

@@ -5,9 +5,9 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use diesel::prelude::*;
-use jobqueue_core::{Job, JobOptions, JobStatus, NewJob, enqueue_many, get_job};
+use jobqueue_core::{Job, JobOptions, NewJob, enqueue_many, get_job};
 use jobqueue_tests::jobs::{Effect, Noop, Sleep};
-use jobqueue_tests::{TestDb, count_where, effects_where, wait_for};
+use jobqueue_tests::{TestDb, count_where, effects_where, wait_completed, wait_for};
 
 const WORKER: &str = env!("CARGO_BIN_EXE_jobqueue-test-worker");
 
@@ -154,15 +154,7 @@ fn kill_9_inside_the_handler_transaction_leaves_neither_effect_nor_completion() 
             "0.2",
         ],
     );
-    wait_for(
-        "the job to complete on the second worker",
-        Duration::from_secs(30),
-        || {
-            get_job(&mut conn, id)
-                .expect("read")
-                .is_some_and(|j| j.status == JobStatus::Completed)
-        },
-    );
+    wait_completed(&mut conn, id, Duration::from_secs(30));
     signal(&child, "TERM");
     let (code, stderr) = finish(child);
     assert_eq!(code, Some(0), "stderr: {stderr}");
