@@ -12,6 +12,8 @@ pub(crate) struct Db {
     conn: Option<QueueSession>,
     /// The last call failed because its connection was lost.
     lost: bool,
+    /// Connection attempts that failed in a row.
+    failed_connects: u32,
 }
 
 impl Db {
@@ -21,6 +23,7 @@ impl Db {
             role,
             conn: None,
             lost: false,
+            failed_connects: 0,
         }
     }
 
@@ -40,10 +43,13 @@ impl Db {
         let conn = match &mut self.conn {
             Some(conn) => conn,
             slot => match connect(&self.url) {
-                Ok(conn) => slot.insert(conn),
+                Ok(conn) => {
+                    self.failed_connects = 0;
+                    slot.insert(conn)
+                }
                 Err(e) => {
                     self.lost = true;
-                    health.report_down(self.role, &e);
+                    self.connect_failed(health, &e);
                     return Err(e);
                 }
             },
@@ -62,6 +68,7 @@ impl Db {
                 self.conn = None;
                 match connect(&self.url) {
                     Ok(conn) => {
+                        self.failed_connects = 0;
                         log::info!(
                             "{}: connection lost ({}); reconnected",
                             self.role,
@@ -70,10 +77,26 @@ impl Db {
                         self.conn = Some(conn);
                         health.report_up();
                     }
-                    Err(reconnect) => health.report_down(self.role, &reconnect),
+                    Err(reconnect) => self.connect_failed(health, &reconnect),
                 }
                 Err(e)
             }
+        }
+    }
+
+    /// A connection attempt failed. The database counts as down from the
+    /// second failure in a row: a single one is also what a new session
+    /// ended by the server as it started (a terminated backend) looks like.
+    fn connect_failed(&mut self, health: &Health, error: &jobqueue_core::Error) {
+        self.failed_connects += 1;
+        if self.failed_connects >= 2 {
+            health.report_down(self.role, error);
+        } else {
+            log::info!(
+                "{}: cannot connect ({}); trying again",
+                self.role,
+                one_line(error)
+            );
         }
     }
 

@@ -28,6 +28,9 @@ pub(crate) struct ListenerConnection {
 pub(crate) fn run(shared: Arc<Shared>, stop: Receiver<()>, connection: ListenerConnection) {
     let mut backoff = Backoff::new();
     let listen = format!("LISTEN \"{}\"", jobqueue_core::NOTIFY_CHANNEL);
+    // Connection attempts that failed in a row: the database counts as down
+    // from the second (a single one may be a session ended as it started).
+    let mut failed_connects = 0;
     while !is_stopped(&stop) {
         let connected = connection
             .config
@@ -36,7 +39,12 @@ pub(crate) fn run(shared: Arc<Shared>, stop: Receiver<()>, connection: ListenerC
         let mut client = match connected {
             Ok(client) => client,
             Err(e) => {
-                shared.health.report_down("listener", &e);
+                failed_connects += 1;
+                if failed_connects >= 2 {
+                    shared.health.report_down("listener", &e);
+                } else {
+                    log::info!("listener: cannot connect ({}); trying again", one_line(&e));
+                }
                 if stopped_within(&stop, backoff.next_delay()) {
                     break;
                 }
@@ -44,6 +52,7 @@ pub(crate) fn run(shared: Arc<Shared>, stop: Receiver<()>, connection: ListenerC
             }
         };
         backoff.reset();
+        failed_connects = 0;
         shared.health.report_up();
         shared.wake_fetcher();
         loop {
