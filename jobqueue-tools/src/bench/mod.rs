@@ -333,40 +333,40 @@ pub fn run(server_url: &str, options: &BenchOptions) -> Result<(), ToolError> {
                 .print();
         }
     }
-    if wanted("drain") {
-        drain::drains(&url, &sizes)?
-            .into_iter()
-            .for_each(|row| row.print());
-    }
-    if wanted("pickup") {
-        latency::pickup(&url, &sizes, runs)?
-            .into_iter()
-            .for_each(|row| row.print());
-    }
-    if wanted("history") {
-        history::claim_cost(&url, &sizes, runs)?
-            .into_iter()
-            .for_each(|row| row.print());
-    }
-    if wanted("isolation") {
-        isolation::claim_isolation(&url, &sizes, runs)?
-            .into_iter()
-            .for_each(|row| row.print());
-    }
-    if wanted("steady") {
-        let secs = if options.quick {
-            options.steady_secs.min(3)
-        } else {
-            options.steady_secs
-        };
-        latency::steady(&url, options.steady_rate, Duration::from_secs(secs), runs)?
-            .into_iter()
-            .for_each(|row| row.print());
-    }
-    if wanted("footprint") {
-        footprint::measure(&url, &sizes, runs)?
-            .into_iter()
-            .for_each(|row| row.print());
+    let steady_secs = if options.quick {
+        options.steady_secs.min(3)
+    } else {
+        options.steady_secs
+    };
+    // The measurements whose rows are printed as they are.
+    type Measure<'a> = Box<dyn Fn() -> Result<Vec<Row>, ToolError> + 'a>;
+    let measurements: [(&str, Measure<'_>); 6] = [
+        ("drain", Box::new(|| drain::drains(&url, &sizes))),
+        ("pickup", Box::new(|| latency::pickup(&url, &sizes, runs))),
+        (
+            "history",
+            Box::new(|| history::claim_cost(&url, &sizes, runs)),
+        ),
+        (
+            "isolation",
+            Box::new(|| isolation::claim_isolation(&url, &sizes, runs)),
+        ),
+        (
+            "steady",
+            Box::new(|| {
+                let length = Duration::from_secs(steady_secs);
+                latency::steady(&url, options.steady_rate, length, runs)
+            }),
+        ),
+        (
+            "footprint",
+            Box::new(|| footprint::measure(&url, &sizes, runs)),
+        ),
+    ];
+    for (name, measure) in measurements {
+        if wanted(name) {
+            measure()?.iter().for_each(Row::print);
+        }
     }
     drop(conn);
     crate::tool_db::drop_own(server_url, &options.database, "bench")
