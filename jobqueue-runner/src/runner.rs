@@ -113,6 +113,10 @@ impl Runner {
             wake: wake_tx,
             config,
         });
+        let hand_back = crate::fetcher::HandBack {
+            queued: job_rx.clone(),
+            outcomes: outcome_tx.clone(),
+        };
         let workers = Arc::new(WorkerSet {
             shared: Arc::clone(&shared),
             jobs: job_rx.clone(),
@@ -125,12 +129,6 @@ impl Runner {
             workers.spawn()?;
         }
         let s = Arc::clone(&shared);
-        let hand_back = crate::fetcher::HandBack {
-            queued: job_rx.clone(),
-            outcomes: workers
-                .outcome_sender()
-                .ok_or_else(|| RunnerError::Config("the runner is already shutting down".into()))?,
-        };
         let fetcher = spawn("jobqueue-fetcher", move || {
             crate::fetcher::run(s, job_tx, hand_back, wake_rx, shutdown_rx)
         })?;
@@ -232,13 +230,6 @@ impl WorkerSet {
         })?;
         lock(&self.handles).push(handle);
         Ok(())
-    }
-
-    /// A sender of the outcome channel, while the runner is not stopping.
-    fn outcome_sender(&self) -> Option<Sender<Outcome>> {
-        lock(&self.senders)
-            .as_ref()
-            .map(|(outcomes, _)| outcomes.clone())
     }
 }
 
