@@ -104,6 +104,19 @@ pub fn check_unique_key(key: &str) -> Result<()> {
     Ok(())
 }
 
+/// Checks the size of a maintenance batch (recovery, moving jobs to
+/// pending): 1 to 100,000 rows per statement.
+pub(crate) fn check_batch(limit: i64) -> Result<()> {
+    if (1..=100_000).contains(&limit) {
+        Ok(())
+    } else {
+        Err(Error::invalid(
+            "limit",
+            format!("{limit} is out of range (1 to 100000)"),
+        ))
+    }
+}
+
 /// Cuts an error text to [`MAX_ERROR_LEN`] bytes (on a character boundary)
 /// and removes NUL characters, which PostgreSQL text cannot hold.
 pub fn clip_error(text: &str) -> String {

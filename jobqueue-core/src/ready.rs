@@ -6,7 +6,7 @@ use diesel::prelude::*;
 use diesel::sql_types::{Array, BigInt, Text};
 
 use crate::isolation::{READ_COMMITTED_BEGIN, Scope, scoped};
-use crate::{Error, Result, limits, sql};
+use crate::{Result, limits, sql};
 
 /// Default number of jobs moved per statement.
 pub const DEFAULT_PROMOTE_BATCH: i64 = 5000;
@@ -15,17 +15,6 @@ pub const DEFAULT_PROMOTE_BATCH: i64 = 5000;
 struct Moved {
     #[diesel(sql_type = BigInt)]
     n: i64,
-}
-
-fn check_limit(limit: i64) -> Result<()> {
-    if (1..=100_000).contains(&limit) {
-        Ok(())
-    } else {
-        Err(Error::invalid(
-            "limit",
-            format!("{limit} is out of range (1 to 100000)"),
-        ))
-    }
 }
 
 /// Moves up to `limit` scheduled jobs that are due by the database's clock
@@ -37,7 +26,7 @@ pub fn promote_due(conn: &mut PgConnection, limit: i64) -> Result<i64> {
 }
 
 pub(crate) fn promote_due_in(conn: &mut PgConnection, scope: Scope, limit: i64) -> Result<i64> {
-    check_limit(limit)?;
+    limits::check_batch(limit)?;
     scoped(conn, scope, READ_COMMITTED_BEGIN, |conn| {
         Ok(diesel::sql_query(sql::JOB_PROMOTE_DUE)
             .bind::<BigInt, _>(limit)
@@ -68,7 +57,7 @@ pub(crate) fn reclaim_unhandled_in(
     queues: &[String],
     limit: i64,
 ) -> Result<i64> {
-    check_limit(limit)?;
+    limits::check_batch(limit)?;
     for job_type in job_types {
         limits::check_job_type(job_type)?;
     }

@@ -4,7 +4,7 @@ use diesel::prelude::*;
 use diesel::sql_types::{BigInt, Text, Uuid};
 
 use crate::isolation::{READ_COMMITTED_BEGIN, Scope, scoped};
-use crate::{Error, JobId, JobStatus, Result, sql};
+use crate::{JobId, JobStatus, Result, sql};
 
 /// Default number of stale jobs recovered per statement.
 pub const DEFAULT_RESCUE_BATCH: i64 = 1000;
@@ -48,12 +48,7 @@ pub(crate) fn rescue_stale_in(
     scope: Scope,
     limit: i64,
 ) -> Result<Rescued> {
-    if !(1..=100_000).contains(&limit) {
-        return Err(Error::invalid(
-            "limit",
-            format!("{limit} is out of range (1 to 100000)"),
-        ));
-    }
+    crate::limits::check_batch(limit)?;
     let rows = scoped(conn, scope, READ_COMMITTED_BEGIN, |conn| {
         Ok(diesel::sql_query(sql::JOB_RESCUE_STALE)
             .bind::<BigInt, _>(limit)

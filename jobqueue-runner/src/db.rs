@@ -3,7 +3,7 @@
 use diesel::{Connection, PgConnection, RunQueryDsl};
 use jobqueue_core::QueueSession;
 
-use crate::health::{Health, one_line};
+use crate::health::{ConnectFailures, Health, one_line};
 
 /// A lazily (re)connected connection for one of the runner's own threads.
 pub(crate) struct Db {
@@ -13,7 +13,7 @@ pub(crate) struct Db {
     /// The last call failed because its connection was lost.
     lost: bool,
     /// Connection attempts that failed in a row.
-    failed_connects: u32,
+    failures: ConnectFailures,
 }
 
 impl Db {
@@ -23,7 +23,7 @@ impl Db {
             role,
             conn: None,
             lost: false,
-            failed_connects: 0,
+            failures: ConnectFailures::default(),
         }
     }
 
@@ -44,12 +44,12 @@ impl Db {
             Some(conn) => conn,
             slot => match connect(&self.url) {
                 Ok(conn) => {
-                    self.failed_connects = 0;
+                    self.failures.connected(health);
                     slot.insert(conn)
                 }
                 Err(e) => {
                     self.lost = true;
-                    self.connect_failed(health, &e);
+                    self.failures.failed(health, self.role, &e);
                     return Err(e);
                 }
             },
@@ -68,35 +68,18 @@ impl Db {
                 self.conn = None;
                 match connect(&self.url) {
                     Ok(conn) => {
-                        self.failed_connects = 0;
                         log::info!(
                             "{}: connection lost ({}); reconnected",
                             self.role,
                             one_line(&e)
                         );
                         self.conn = Some(conn);
-                        health.report_up();
+                        self.failures.connected(health);
                     }
-                    Err(reconnect) => self.connect_failed(health, &reconnect),
+                    Err(reconnect) => self.failures.failed(health, self.role, &reconnect),
                 }
                 Err(e)
             }
-        }
-    }
-
-    /// A connection attempt failed. The database counts as down from the
-    /// second failure in a row: a single one is also what a new session
-    /// ended by the server as it started (a terminated backend) looks like.
-    fn connect_failed(&mut self, health: &Health, error: &jobqueue_core::Error) {
-        self.failed_connects += 1;
-        if self.failed_connects >= 2 {
-            health.report_down(self.role, error);
-        } else {
-            log::info!(
-                "{}: cannot connect ({}); trying again",
-                self.role,
-                one_line(error)
-            );
         }
     }
 

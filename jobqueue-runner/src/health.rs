@@ -44,3 +44,27 @@ impl Health {
         }
     }
 }
+
+/// One thread's connection attempts that failed in a row. The database
+/// counts as down from the second: a single failure is also what a new
+/// session the server ended as it started (a terminated backend) looks like.
+#[derive(Debug, Default)]
+pub(crate) struct ConnectFailures(u32);
+
+impl ConnectFailures {
+    /// A connection attempt of `who` failed with `error`.
+    pub(crate) fn failed(&mut self, health: &Health, who: &str, error: &dyn std::fmt::Display) {
+        self.0 += 1;
+        if self.0 >= 2 {
+            health.report_down(who, error);
+        } else {
+            log::info!("{who}: cannot connect ({}); trying again", one_line(error));
+        }
+    }
+
+    /// A connection attempt succeeded: the database answers.
+    pub(crate) fn connected(&mut self, health: &Health) {
+        self.0 = 0;
+        health.report_up();
+    }
+}

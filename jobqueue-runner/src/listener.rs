@@ -13,7 +13,7 @@ use crossbeam_channel::Receiver;
 use postgres::fallible_iterator::FallibleIterator;
 
 use crate::backoff::{Backoff, is_stopped, stopped_within};
-use crate::health::one_line;
+use crate::health::{ConnectFailures, one_line};
 use crate::shared::Shared;
 
 /// How often the listener looks up from its socket to check for shutdown.
@@ -28,9 +28,7 @@ pub(crate) struct ListenerConnection {
 pub(crate) fn run(shared: Arc<Shared>, stop: Receiver<()>, connection: ListenerConnection) {
     let mut backoff = Backoff::new();
     let listen = format!("LISTEN \"{}\"", jobqueue_core::NOTIFY_CHANNEL);
-    // Connection attempts that failed in a row: the database counts as down
-    // from the second (a single one may be a session ended as it started).
-    let mut failed_connects = 0;
+    let mut failures = ConnectFailures::default();
     while !is_stopped(&stop) {
         let connected = connection
             .config
@@ -39,12 +37,7 @@ pub(crate) fn run(shared: Arc<Shared>, stop: Receiver<()>, connection: ListenerC
         let mut client = match connected {
             Ok(client) => client,
             Err(e) => {
-                failed_connects += 1;
-                if failed_connects >= 2 {
-                    shared.health.report_down("listener", &e);
-                } else {
-                    log::info!("listener: cannot connect ({}); trying again", one_line(&e));
-                }
+                failures.failed(&shared.health, "listener", &e);
                 if stopped_within(&stop, backoff.next_delay()) {
                     break;
                 }
@@ -52,8 +45,7 @@ pub(crate) fn run(shared: Arc<Shared>, stop: Receiver<()>, connection: ListenerC
             }
         };
         backoff.reset();
-        failed_connects = 0;
-        shared.health.report_up();
+        failures.connected(&shared.health);
         shared.wake_fetcher();
         loop {
             if is_stopped(&stop) {

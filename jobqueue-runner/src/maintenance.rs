@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::Receiver;
+use jobqueue_core::QueueSession;
 
 use crate::backoff::stopped_within;
 use crate::db::Db;
@@ -95,71 +96,77 @@ pub(crate) fn run(shared: Arc<Shared>, stop: Receiver<()>) {
     log::debug!("maintenance stopped");
 }
 
-fn rescue(shared: &Shared, db: &mut Db) {
+/// Runs `step` (one batch of `batch` jobs at most, returning how many it
+/// moved) until a batch comes back short, or the database refuses one.
+fn in_batches(
+    shared: &Shared,
+    db: &mut Db,
+    what: &str,
+    batch: i64,
+    mut step: impl FnMut(&mut QueueSession) -> jobqueue_core::Result<i64>,
+) {
     loop {
-        match db.run(&shared.health, |conn| conn.rescue_stale(RESCUE_BATCH)) {
-            Ok(rescued) => {
-                if rescued.total() > 0 {
-                    log::warn!(
-                        "recovered {} jobs whose worker stopped renewing its lease: {} back to pending, \
-                         {} failed (last attempt), {} cancelled",
-                        rescued.total(),
-                        rescued.requeued.len(),
-                        rescued.failed.len(),
-                        rescued.cancelled.len()
-                    );
-                }
-                if !rescued.requeued.is_empty() {
-                    shared.wake_fetcher();
-                }
-                if (rescued.total() as i64) < RESCUE_BATCH {
-                    return;
-                }
-            }
+        match db.run(&shared.health, &mut step) {
+            Ok(moved) if moved >= batch => {}
+            Ok(_) => return,
             Err(e) => {
-                log::debug!("stale-job recovery failed: {e}");
+                log::debug!("{what} failed: {e}");
                 return;
             }
         }
     }
 }
 
-/// Moves due scheduled jobs to `pending` (their queues are woken by the
-/// statement's notification), a batch at a time until none are left.
-fn promote(shared: &Shared, db: &mut Db) {
-    loop {
-        match db.run(&shared.health, |conn| conn.promote_due(PROMOTE_BATCH)) {
-            Ok(moved) if moved >= PROMOTE_BATCH => continue,
-            Ok(_) => return,
-            Err(e) => {
-                log::debug!("moving due scheduled jobs failed: {e}");
-                return;
-            }
+/// Recovers jobs whose lease expired.
+fn rescue(shared: &Shared, db: &mut Db) {
+    in_batches(shared, db, "stale-job recovery", RESCUE_BATCH, |conn| {
+        let rescued = conn.rescue_stale(RESCUE_BATCH)?;
+        if rescued.total() > 0 {
+            log::warn!(
+                "recovered {} jobs whose worker stopped renewing its lease: {} back to pending, \
+                 {} failed (last attempt), {} cancelled",
+                rescued.total(),
+                rescued.requeued.len(),
+                rescued.failed.len(),
+                rescued.cancelled.len()
+            );
         }
-    }
+        if !rescued.requeued.is_empty() {
+            shared.wake_fetcher();
+        }
+        Ok(rescued.total() as i64)
+    });
+}
+
+/// Moves due scheduled jobs to `pending` (their queues are woken by the
+/// statement's notification).
+fn promote(shared: &Shared, db: &mut Db) {
+    in_batches(
+        shared,
+        db,
+        "moving due scheduled jobs",
+        PROMOTE_BATCH,
+        |conn| conn.promote_due(PROMOTE_BATCH),
+    );
 }
 
 /// Takes back jobs set aside as unhandled whose type this runner handles,
 /// in the queues it works.
 fn reclaim(shared: &Shared, db: &mut Db) {
-    loop {
-        let moved = db.run(&shared.health, |conn| {
-            conn.reclaim_unhandled(&shared.job_types, &shared.config.queues, PROMOTE_BATCH)
-        });
-        match moved {
-            Ok(0) => return,
-            Ok(moved) => {
+    in_batches(
+        shared,
+        db,
+        "taking back unhandled jobs",
+        PROMOTE_BATCH,
+        |conn| {
+            let moved =
+                conn.reclaim_unhandled(&shared.job_types, &shared.config.queues, PROMOTE_BATCH)?;
+            if moved > 0 {
                 log::info!(
                     "took back {moved} jobs set aside as unhandled: this runner handles them"
                 );
-                if moved < PROMOTE_BATCH {
-                    return;
-                }
             }
-            Err(e) => {
-                log::debug!("taking back unhandled jobs failed: {e}");
-                return;
-            }
-        }
-    }
+            Ok(moved)
+        },
+    );
 }
