@@ -1,10 +1,12 @@
 //! An application's own worker binary: its job types, derived, with their
-//! handlers, and the `jobqueue` command line of `jobqueue-cli` (migrate,
-//! work and the admin commands) in three lines of `main`.
+//! handlers; the state they share (one HTTP client with its connection
+//! pool, made once); and the `jobqueue` command line of `jobqueue-cli`
+//! (migrate, work and the admin commands) in a few lines of `main`.
 //!
 //! ```sh
 //! cargo run --example app_worker -- migrate
 //! cargo run --example app_worker -- enqueue email.send '{"to": "a@example.com", "subject": "Hi"}'
+//! cargo run --example app_worker -- enqueue webhook.deliver --payload-file event.json
 //! cargo run --example app_worker -- work --concurrency 4      # Ctrl-C to stop
 //! cargo run --example app_worker -- stats
 //! ```
@@ -42,6 +44,34 @@ impl Perform for SendEmail {
     }
 }
 
+/// Posts an event to a subscriber's URL, through the worker's one HTTP
+/// client (its connections are pooled and reused across jobs).
+#[derive(Debug, Serialize, Deserialize, Job)]
+#[job(
+    type = "webhook.deliver",
+    queue = "webhooks",
+    max_attempts = 8,
+    backoff_base_ms = 1000,
+    backoff_max_secs = 600
+)]
+struct DeliverWebhook {
+    url: String,
+    event: serde_json::Value,
+}
+
+impl Perform for DeliverWebhook {
+    const TIMEOUT: Option<Duration> = Some(Duration::from_secs(30));
+
+    fn perform(&self, ctx: &mut JobContext<'_>) -> Result<(), JobError> {
+        let http = ctx.state::<ureq::Agent>()?;
+        // A refused connection or a 5xx: `?` retries with the type's backoff.
+        http.post(&self.url)
+            .header("content-type", "application/json")
+            .send(self.event.to_string())?;
+        Ok(())
+    }
+}
+
 /// Builds a report in stages, reporting progress, stopping when asked.
 #[derive(Debug, Serialize, Deserialize, Job)]
 #[job(type = "report.build", queue = "reports")]
@@ -70,8 +100,14 @@ impl Perform for BuildReport {
 }
 
 fn main() -> ExitCode {
+    let http: ureq::Agent = ureq::Agent::config_builder()
+        .timeout_global(Some(Duration::from_secs(20)))
+        .build()
+        .into();
     jobqueue_cli::Cli::new()
+        .state(http)
         .register::<SendEmail>()
+        .register::<DeliverWebhook>()
         .register::<BuildReport>()
         .main()
 }

@@ -52,11 +52,21 @@ fn ok(db: &TestDb, args: &[&str]) -> String {
 
 /// Fails with exit code 1 and one clear line on stderr containing `expect`.
 fn fails(db: &TestDb, args: &[&str], expect: &str) {
+    fails_with(db, args, 1, expect);
+}
+
+/// Refused as a wrong command line: exit code 2 and one clear line on
+/// stderr containing `expect`.
+fn refused(db: &TestDb, args: &[&str], expect: &str) {
+    fails_with(db, args, 2, expect);
+}
+
+fn fails_with(db: &TestDb, args: &[&str], code: i32, expect: &str) {
     let run = cli(db, args);
     assert_eq!(
         run.code,
-        Some(1),
-        "{args:?} should fail; stdout: {} stderr: {}",
+        Some(code),
+        "{args:?} should fail with {code}; stdout: {} stderr: {}",
         run.stdout,
         run.stderr
     );
@@ -90,51 +100,87 @@ fn migrate_applies_the_schema_once() {
 #[test]
 fn enqueue_list_show_stats() {
     let db = TestDb::new();
+    let mut conn = db.conn();
+    let row_of = |conn: &mut PgConnection, id: &str| {
+        get_job(conn, id.trim().parse().expect("an id"))
+            .expect("read")
+            .expect("row")
+    };
+    // What the type declares applies: queue mail, priority 150, 5 attempts.
+    let declared = ok(
+        &db,
+        &[
+            "enqueue",
+            "email.send",
+            r#"{"to":"a@example.com","subject":"Hi"}"#,
+        ],
+    );
+    let row = row_of(&mut conn, &declared);
+    assert_eq!(
+        (row.priority, row.queue.as_str(), row.max_attempts),
+        (150, "mail", 5)
+    );
+    // Flags override it.
     let id = ok(
         &db,
         &[
             "enqueue",
             "email.send",
-            r#"{"to":"a@example.com"}"#,
+            r#"{"to":"b@example.com","subject":"Hi"}"#,
             "--priority",
             "300",
             "--queue",
-            "mail",
+            "urgent-mail",
             "--max-attempts",
             "4",
         ],
     );
     let id = id.trim();
-    let mut conn = db.conn();
-    let row = get_job(&mut conn, id.parse().expect("an id"))
-        .expect("read")
-        .expect("row");
+    let row = row_of(&mut conn, id);
     assert_eq!(
         (row.priority, row.queue.as_str(), row.max_attempts),
-        (300, "mail", 4)
+        (300, "urgent-mail", 4)
     );
-    assert_eq!(row.payload["to"], "a@example.com");
-    ok(
+    assert_eq!(row.payload["to"], "b@example.com");
+    // A type this binary does not register, forced: queue-wide defaults.
+    let forced = ok(
         &db,
         &[
             "enqueue",
             "report.build",
             "{}",
+            "--force",
             "--delay-secs",
             "60",
             "--unique-key",
             "r1",
         ],
     );
+    let row = row_of(&mut conn, &forced);
+    assert_eq!(
+        (
+            row.priority,
+            row.queue.as_str(),
+            row.max_attempts,
+            row.status
+        ),
+        (100, "default", 3, JobStatus::Scheduled)
+    );
     ok(
         &db,
         &[
             "enqueue",
             "report.build",
             "{}",
+            "--force",
             "--run-at",
-            "2030-01-01T00:00:00Z",
+            "2030-01-01T01:00:00+01:00",
         ],
+    );
+    assert_eq!(
+        count_where(&mut conn, "run_at = '2030-01-01T00:00:00Z'"),
+        1,
+        "the zone is honoured"
     );
 
     let listed = ok(&db, &["list"]);
@@ -144,13 +190,13 @@ fn enqueue_list_show_stats() {
     );
     let mail_only = ok(&db, &["list", "--queue", "mail", "--status", "pending"]);
     assert!(
-        mail_only.contains(id) && !mail_only.contains("report.build"),
+        mail_only.contains(declared.trim()) && !mail_only.contains("report.build"),
         "{mail_only}"
     );
 
     let shown = ok(&db, &["show", id]);
     assert!(
-        shown.contains("email.send") && shown.contains("a@example.com") && shown.contains("0 of 4"),
+        shown.contains("email.send") && shown.contains("b@example.com") && shown.contains("0 of 4"),
         "{shown}"
     );
 
@@ -162,35 +208,161 @@ fn enqueue_list_show_stats() {
 }
 
 #[test]
-fn bad_input_is_one_clear_line_and_exit_1() {
+fn enqueue_reads_large_payloads_from_a_file_or_stdin() {
     let db = TestDb::new();
-    fails(
+    let mut conn = db.conn();
+    // Over the OS's limit for one argument (128 KiB on Linux).
+    let subject = "x".repeat(300_000);
+    let payload = format!(r#"{{"to":"a@example.com","subject":"{subject}"}}"#);
+    let file = std::env::temp_dir().join(format!("jq-payload-{}.json", fastrand::u32(..)));
+    std::fs::write(&file, &payload).expect("write the payload file");
+    let from_file = ok(
+        &db,
+        &[
+            "enqueue",
+            "email.send",
+            "--payload-file",
+            file.to_str().expect("a UTF-8 path"),
+        ],
+    );
+    let _ = std::fs::remove_file(&file);
+
+    let mut child = Command::new(CLI)
+        .args([
+            "--database-url",
+            &db.url,
+            "enqueue",
+            "email.send",
+            "--payload-file",
+            "-",
+        ])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run the CLI");
+    {
+        use std::io::Write;
+        let mut stdin = child.stdin.take().expect("stdin");
+        stdin.write_all(payload.as_bytes()).expect("write stdin");
+    }
+    let out = child.wait_with_output().expect("wait");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let from_stdin = String::from_utf8_lossy(&out.stdout).into_owned();
+    for id in [from_file, from_stdin] {
+        let row = get_job(&mut conn, id.trim().parse().expect("an id"))
+            .expect("read")
+            .expect("row");
+        assert_eq!(row.payload["subject"].as_str().map(str::len), Some(300_000));
+        assert_eq!(row.queue, "mail");
+    }
+    refused(
+        &db,
+        &[
+            "enqueue",
+            "email.send",
+            "--payload-file",
+            "/no/such/file.json",
+        ],
+        "--payload-file /no/such/file.json: cannot read the payload",
+    );
+    let both = cli(&db, &["enqueue", "email.send", "{}", "--payload-file", "-"]);
+    assert_eq!(both.code, Some(2));
+    assert!(
+        both.stderr.contains("cannot be used with"),
+        "{}",
+        both.stderr
+    );
+}
+
+#[test]
+fn bad_input_is_one_clear_line_and_the_right_exit_code() {
+    let db = TestDb::new();
+    // The command line is wrong: exit 2, nothing written.
+    refused(
         &db,
         &["enqueue", "email.send", "{not json"],
         "invalid payload: not valid JSON",
     );
-    fails(
+    refused(
         &db,
-        &["enqueue", "email.send", "{}", "--queue", "bad queue;"],
+        &["enqueue", "email.send", r#"{"to":"a@example.com"}"#],
+        "cannot deserialize the payload of job type `email.send`: missing field `subject`",
+    );
+    refused(
+        &db,
+        &["enqueue", "emial.send", "{}"],
+        "`emial.send` is not a job type this binary registers (it registers email.send, test.",
+    );
+    refused(
+        &db,
+        &["enqueue", "emial.send", "{not json", "--force"],
+        "invalid payload: not valid JSON",
+    );
+    let mail = r#"{"to":"a@example.com","subject":"Hi"}"#;
+    refused(
+        &db,
+        &["enqueue", "email.send", mail, "--queue", "bad queue;"],
         "invalid queue",
     );
-    fails(
+    refused(
         &db,
-        &["enqueue", "email.send", "{}", "--priority", "5000"],
+        &["enqueue", "email.send", mail, "--priority", "5000"],
         "invalid priority",
     );
-    fails(&db, &["enqueue", "bad type", "{}"], "invalid job type");
-    fails(
+    refused(
         &db,
-        &["enqueue", "a", "{}", "--run-at", "tomorrow"],
+        &["enqueue", "email.send", mail, "--max-attempts", "-1"],
+        "invalid max_attempts: -1 is out of range",
+    );
+    refused(
+        &db,
+        &["enqueue", "email.send", mail, "--delay-secs", "-5"],
+        "--delay-secs must be a non-negative number of seconds",
+    );
+    refused(
+        &db,
+        &["enqueue", "bad type", "{}", "--force"],
+        "invalid job type",
+    );
+    refused(
+        &db,
+        &["enqueue", "email.send", mail, "--run-at", "tomorrow"],
         "--run-at `tomorrow` is not an RFC 3339 time",
     );
+    refused(
+        &db,
+        &[
+            "enqueue",
+            "email.send",
+            mail,
+            "--run-at",
+            "2026-11-23T10:00:00",
+        ],
+        "--run-at `2026-11-23T10:00:00` has no time zone: add one, e.g. 2026-11-23T10:00:00Z",
+    );
+    refused(&db, &["show", "not-an-id"], "is not a UUID");
+    refused(&db, &["list", "--status", "done"], "is not a status");
+    refused(&db, &["list", "--queue", "x y"], "invalid queue");
+    refused(
+        &db,
+        &["work", "--concurrency", "0"],
+        "concurrency 0 is out of range",
+    );
+    refused(&db, &["work", "--queues", "ok,no'pe"], "invalid queue");
+    let mut conn = db.conn();
+    assert_eq!(count_where(&mut conn, "true"), 0, "nothing was enqueued");
+
+    // The command is fine, the database's state is not: exit 1.
     fails(
         &db,
         &["show", "0195f1a4-0000-7000-8000-000000000000"],
         "no job with id",
     );
-    fails(&db, &["show", "not-an-id"], "is not a UUID");
     fails(
         &db,
         &["cancel", "0195f1a4-0000-7000-8000-000000000000"],
@@ -201,15 +373,7 @@ fn bad_input_is_one_clear_line_and_exit_1() {
         &["retry", "0195f1a4-0000-7000-8000-000000000000"],
         "no job with id",
     );
-    fails(&db, &["list", "--status", "done"], "is not a status");
-    fails(&db, &["list", "--queue", "x y"], "invalid queue");
-    fails(
-        &db,
-        &["work", "--concurrency", "0"],
-        "concurrency 0 is out of range",
-    );
-    fails(&db, &["work", "--queues", "ok,no'pe"], "invalid queue");
-    // Usage errors are clap's: exit 2 with a usage message.
+    // clap's own usage errors: exit 2 with a usage message.
     let run = cli(&db, &["enqueue"]);
     assert_eq!(run.code, Some(2));
     assert!(run.stderr.contains("Usage"), "{}", run.stderr);
@@ -220,14 +384,20 @@ fn bad_input_is_one_clear_line_and_exit_1() {
 fn cancel_retry_prune() {
     let db = TestDb::new();
     let mut conn = db.conn();
-    let pending = ok(&db, &["enqueue", "x.y", "{}"]).trim().to_owned();
-    assert!(ok(&db, &["cancel", &pending]).contains("cancelled"));
-    fails(&db, &["cancel", &pending], "already finished: cancelled");
-
-    // A dead-lettered job, retried by id, and again with --failed.
-    let failing = ok(&db, &["enqueue", "x.y", "{}", "--max-attempts", "1"])
+    let pending = ok(&db, &["enqueue", "x.y", "{}", "--force"])
         .trim()
         .to_owned();
+    assert!(ok(&db, &["cancel", &pending]).contains("cancelled"));
+    // Cancelling again is not an error, and changes nothing.
+    assert!(ok(&db, &["cancel", &pending]).contains("was already cancelled"));
+
+    // A dead-lettered job, retried by id, and again with --failed.
+    let failing = ok(
+        &db,
+        &["enqueue", "x.y", "{}", "--max-attempts", "1", "--force"],
+    )
+    .trim()
+    .to_owned();
     let lease = claim(&mut conn, &Claim::new("w")).expect("claim")[0].lease();
     fail(&mut conn, &Failure::permanent(lease, "boom")).expect("fail");
     assert!(ok(&db, &["retry", &failing]).contains("requeued"));
@@ -253,6 +423,11 @@ fn cancel_retry_prune() {
     // Prune: an old completed job goes, a fresh one stays.
     let lease = claim(&mut conn, &Claim::new("w")).expect("claim")[0].lease();
     jobqueue_core::complete(&mut conn, &lease).expect("complete");
+    fails(
+        &db,
+        &["cancel", &failing],
+        "already finished: completed; only waiting or running jobs can be cancelled",
+    );
     diesel::sql_query("UPDATE jobqueue_jobs SET finished_at = now() - interval '3 days' WHERE status = 'completed'")
         .execute(&mut conn)
         .expect("age");
@@ -349,7 +524,7 @@ fn operational_commands_need_a_database_and_never_start_one() {
             .output()
             .expect("run the CLI");
         let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(1), "{args:?}: {stderr}");
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
         assert_eq!(
             stderr.trim(),
             "jobqueue: error: no database given: set DATABASE_URL or pass --database-url",
@@ -366,7 +541,7 @@ fn demo_and_bench_never_drop_a_database_they_did_not_create() {
     // also holding one.
     for jobs in [0, 1] {
         if jobs == 1 {
-            ok(&db, &["enqueue", "x.y", "{}"]);
+            ok(&db, &["enqueue", "x.y", "{}", "--force"]);
         }
         for args in [
             ["demo", "--jobs", "10", "--database", own.as_str()],
@@ -437,4 +612,126 @@ fn bench_runs_every_measurement() {
     .expect("query")
     .n;
     assert_eq!(left, 0, "the bench drops its database");
+}
+
+#[test]
+fn show_says_a_completed_jobs_error_was_an_earlier_attempts() {
+    let db = TestDb::new();
+    let mut conn = db.conn();
+    let id = ok(&db, &["enqueue", "x.y", "{}", "--force"])
+        .trim()
+        .to_owned();
+    let lease = claim(&mut conn, &Claim::new("w")).expect("claim")[0].lease();
+    fail(
+        &mut conn,
+        &Failure::retry(lease, "timeout talking to smtp", &Default::default()),
+    )
+    .expect("fail");
+    jobqueue_tests::make_due(&mut conn);
+    let lease = claim(&mut conn, &Claim::new("w")).expect("claim")[0].lease();
+    jobqueue_core::complete(&mut conn, &lease).expect("complete");
+    let shown = ok(&db, &["show", &id]);
+    assert!(
+        shown.contains(
+            "last error:    timeout talking to smtp (an earlier attempt's: the job was retried \
+             and completed on attempt 2)"
+        ),
+        "{shown}"
+    );
+    let listed = ok(&db, &["list"]);
+    assert!(
+        listed.contains("(completed after a retry)") && !listed.contains("timeout talking"),
+        "{listed}"
+    );
+}
+
+#[test]
+fn stats_prints_ages_people_can_read() {
+    let db = TestDb::new();
+    ok(
+        &db,
+        &[
+            "enqueue",
+            "x.y",
+            "{}",
+            "--force",
+            "--queue",
+            "old",
+            "--run-at",
+            "2000-01-01T00:00:00Z",
+        ],
+    );
+    ok(&db, &["enqueue", "x.y", "{}", "--force", "--queue", "new"]);
+    let stats = ok(&db, &["stats"]);
+    let age = |queue: &str| {
+        stats
+            .lines()
+            .find(|line| line.starts_with(queue))
+            .and_then(|line| line.split_whitespace().last())
+            .unwrap_or_else(|| panic!("no {queue} row in {stats}"))
+            .to_owned()
+    };
+    let old = age("old");
+    let years: f64 = old
+        .strip_suffix('y')
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("`{old}` is not in years"));
+    assert!((25.0..40.0).contains(&years), "{old}");
+    let new = age("new");
+    assert!(
+        new.ends_with("ms") || new.ends_with('s') && new.len() <= 5,
+        "a fresh job's age: `{new}`"
+    );
+}
+
+#[test]
+fn version_is_the_librarys() {
+    let out = Command::new(CLI)
+        .arg("--version")
+        .output()
+        .expect("run the CLI");
+    assert!(out.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        format!("jobqueue {}", jobqueue_core::VERSION)
+    );
+    assert_eq!(jobqueue_runner::VERSION, jobqueue_core::VERSION);
+    assert_eq!(jobqueue_cli::VERSION, jobqueue_core::VERSION);
+}
+
+#[test]
+fn work_says_what_it_works_and_refuses_to_work_nothing() {
+    use jobqueue_tests::fault::Proc;
+    let db = TestDb::new();
+    let mut runner = Proc::spawn("worker", {
+        let mut command = Command::new(CLI);
+        command.args([
+            "--database-url",
+            &db.url,
+            "work",
+            "--concurrency",
+            "2",
+            "--queues",
+            "mail,reports",
+        ]);
+        command
+    });
+    jobqueue_tests::wait_for("the start line", std::time::Duration::from_secs(20), || {
+        runner.stderr().contains(
+            "jobqueue: working queues mail, reports with 2 workers; job types: email.send, test.",
+        )
+    });
+    runner.signal("TERM");
+    let status = runner.wait_exit(std::time::Duration::from_secs(20));
+    assert!(status.success(), "{}", runner.stderr());
+
+    // A binary that registers nothing: refused at once, before any runner.
+    let code = jobqueue_cli::Cli::new().main_from(["jobqueue", "--database-url", &db.url, "work"]);
+    assert_eq!(code, std::process::ExitCode::from(2));
+    let mut conn = db.conn();
+    assert_eq!(
+        jobqueue_tests::other_sessions(&mut conn),
+        0,
+        "no runner connected"
+    );
 }

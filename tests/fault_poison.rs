@@ -47,12 +47,12 @@ fn cli(db: &TestDb, args: &[&str]) -> Output {
         .expect("run the CLI")
 }
 
-/// Runs the CLI expecting exit code 1 and one clear line on stderr
-/// containing `expect`.
+/// Runs the CLI expecting it to refuse its command line (exit code 2) with
+/// one clear line on stderr containing `expect`.
 fn cli_refuses(db: &TestDb, args: &[&str], expect: &str) {
     let out = cli(db, args);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{args:?}: {stderr}");
+    assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
     assert!(
         stderr.starts_with("jobqueue: error: ") && stderr.contains(expect),
         "{args:?}: {stderr}"
@@ -319,7 +319,7 @@ fn hostile_names_are_refused_or_kept_verbatim_and_never_run_as_sql() {
         // Refused by the CLI, for enqueue and for work.
         cli_refuses(
             &db,
-            &["enqueue", "test.noop", "{}", "--queue", name],
+            &["enqueue", "test.noop", r#"{"n": 1}"#, "--queue", name],
             "invalid queue",
         );
         cli_refuses(&db, &["work", "--queues", name], "invalid queue");

@@ -42,7 +42,8 @@ pub(crate) enum Command {
     Stats,
     /// Put failed (or cancelled) jobs back to pending.
     Retry(RetryArgs),
-    /// Cancel a job: at once if pending, by request if running.
+    /// Cancel a job: at once if waiting, by request if running; cancelling
+    /// a cancelled job again succeeds and changes nothing.
     Cancel {
         /// The job's id.
         id: String,
@@ -55,41 +56,92 @@ pub(crate) enum Command {
 #[derive(Debug, clap::Args)]
 pub(crate) struct WorkArgs {
     /// Worker threads.
-    #[arg(long, short = 'c', env = "JOBQUEUE_CONCURRENCY", default_value_t = 8)]
+    #[arg(
+        long,
+        allow_negative_numbers = true,
+        short = 'c',
+        env = "JOBQUEUE_CONCURRENCY",
+        default_value_t = 8
+    )]
     pub(crate) concurrency: usize,
     /// Queues to work, comma-separated (default: all).
     #[arg(long, short = 'q', env = "JOBQUEUE_QUEUES", value_delimiter = ',')]
     pub(crate) queues: Vec<String>,
     /// Most jobs claimed per statement.
-    #[arg(long, env = "JOBQUEUE_BATCH_SIZE", default_value_t = jobqueue_runner::RunnerConfig::DEFAULT_BATCH_SIZE)]
+    #[arg(long, allow_negative_numbers = true, env = "JOBQUEUE_BATCH_SIZE", default_value_t = jobqueue_runner::RunnerConfig::DEFAULT_BATCH_SIZE)]
     pub(crate) batch_size: usize,
     /// Fallback poll interval, and how often due scheduled jobs are moved to
     /// pending, in milliseconds.
-    #[arg(long, env = "JOBQUEUE_POLL_INTERVAL_MS", default_value_t = 1000)]
+    #[arg(
+        long,
+        allow_negative_numbers = true,
+        env = "JOBQUEUE_POLL_INTERVAL_MS",
+        default_value_t = 1000
+    )]
     pub(crate) poll_interval_ms: u64,
     /// Lease in seconds (heartbeats every third of it).
-    #[arg(long, env = "JOBQUEUE_LEASE_SECS", default_value_t = 30.0)]
+    #[arg(
+        long,
+        allow_negative_numbers = true,
+        env = "JOBQUEUE_LEASE_SECS",
+        default_value_t = 30.0
+    )]
     pub(crate) lease_secs: f64,
     /// Grace period for in-flight jobs at shutdown, in seconds.
-    #[arg(long, env = "JOBQUEUE_GRACE_SECS", default_value_t = 30.0)]
+    #[arg(
+        long,
+        allow_negative_numbers = true,
+        env = "JOBQUEUE_GRACE_SECS",
+        default_value_t = 30.0
+    )]
     pub(crate) grace_secs: f64,
     /// Backoff after a first failed attempt, in milliseconds (doubles per attempt).
-    #[arg(long, env = "JOBQUEUE_RETRY_BASE_MS", default_value_t = 2000)]
+    #[arg(
+        long,
+        allow_negative_numbers = true,
+        env = "JOBQUEUE_RETRY_BASE_MS",
+        default_value_t = 2000
+    )]
     pub(crate) retry_base_ms: u64,
     /// Longest backoff between attempts, in seconds.
-    #[arg(long, env = "JOBQUEUE_RETRY_MAX_SECS", default_value_t = 3600.0)]
+    #[arg(
+        long,
+        allow_negative_numbers = true,
+        env = "JOBQUEUE_RETRY_MAX_SECS",
+        default_value_t = 3600.0
+    )]
     pub(crate) retry_max_secs: f64,
     /// Stale-job recovery interval in seconds.
-    #[arg(long, env = "JOBQUEUE_RESCUE_SECS", default_value_t = 5.0)]
+    #[arg(
+        long,
+        allow_negative_numbers = true,
+        env = "JOBQUEUE_RESCUE_SECS",
+        default_value_t = 5.0
+    )]
     pub(crate) rescue_secs: f64,
     /// Keep completed jobs this many hours.
-    #[arg(long, env = "JOBQUEUE_RETAIN_COMPLETED_HOURS", default_value_t = 24.0)]
+    #[arg(
+        long,
+        allow_negative_numbers = true,
+        env = "JOBQUEUE_RETAIN_COMPLETED_HOURS",
+        default_value_t = 24.0
+    )]
     pub(crate) retain_completed_hours: f64,
     /// Keep failed jobs this many hours.
-    #[arg(long, env = "JOBQUEUE_RETAIN_FAILED_HOURS", default_value_t = 720.0)]
+    #[arg(
+        long,
+        allow_negative_numbers = true,
+        env = "JOBQUEUE_RETAIN_FAILED_HOURS",
+        default_value_t = 720.0
+    )]
     pub(crate) retain_failed_hours: f64,
     /// Keep cancelled jobs this many hours.
-    #[arg(long, env = "JOBQUEUE_RETAIN_CANCELLED_HOURS", default_value_t = 168.0)]
+    #[arg(
+        long,
+        allow_negative_numbers = true,
+        env = "JOBQUEUE_RETAIN_CANCELLED_HOURS",
+        default_value_t = 168.0
+    )]
     pub(crate) retain_cancelled_hours: f64,
     /// Worker id stored on claimed rows (default: host-pid-random).
     #[arg(long, env = "JOBQUEUE_WORKER_ID")]
@@ -99,24 +151,36 @@ pub(crate) struct WorkArgs {
 /// `jobqueue enqueue`.
 #[derive(Debug, clap::Args)]
 pub(crate) struct EnqueueArgs {
-    /// Job type, e.g. email.send.
+    /// Job type, e.g. email.send: one this binary registers, whose declared
+    /// queue, priority and attempts apply unless given here.
     pub(crate) job_type: String,
-    /// Payload as JSON, e.g. '{"to": "a@example.com"}'.
-    pub(crate) payload: String,
-    /// Priority, 0 to 1000 (higher first; default 100).
+    /// Payload as JSON, e.g. '{"to": "a@example.com"}'; it must decode as
+    /// the type's payload.
+    #[arg(required_unless_present = "payload_file")]
+    pub(crate) payload: Option<String>,
+    /// Read the payload from this file instead (`-`: standard input), for
+    /// payloads too large for the command line.
+    #[arg(long, value_name = "PATH", conflicts_with = "payload")]
+    pub(crate) payload_file: Option<std::path::PathBuf>,
+    /// Enqueue a type this binary does not register (its payload is then
+    /// only checked to be JSON, and the queue-wide defaults apply).
     #[arg(long)]
+    pub(crate) force: bool,
+    /// Priority, 0 to 1000 (higher first; default: the type's).
+    #[arg(long, allow_negative_numbers = true)]
     pub(crate) priority: Option<i32>,
-    /// Queue (default: default).
+    /// Queue (default: the type's).
     #[arg(long)]
     pub(crate) queue: Option<String>,
-    /// Not before this time (RFC 3339, e.g. 2026-11-22T10:00:00Z).
+    /// Not before this time (RFC 3339 with a time zone, e.g.
+    /// 2026-11-22T10:00:00Z or 2026-11-22T11:00:00+01:00).
     #[arg(long, conflicts_with = "delay_secs")]
     pub(crate) run_at: Option<String>,
     /// Not before this many seconds from now.
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub(crate) delay_secs: Option<f64>,
-    /// Attempts before failed, 1 to 1000 (default 3).
-    #[arg(long)]
+    /// Attempts before failed, 1 to 1000 (default: the type's).
+    #[arg(long, allow_negative_numbers = true)]
     pub(crate) max_attempts: Option<i32>,
     /// At most one live job per key.
     #[arg(long)]
@@ -136,7 +200,7 @@ pub(crate) struct ListArgs {
     #[arg(long = "type")]
     pub(crate) job_type: Option<String>,
     /// At most this many.
-    #[arg(long, default_value_t = 50)]
+    #[arg(long, default_value_t = 50, allow_negative_numbers = true)]
     pub(crate) limit: i64,
 }
 
@@ -155,12 +219,12 @@ pub(crate) struct RetryArgs {
 #[derive(Debug, clap::Args)]
 pub(crate) struct PruneArgs {
     /// Delete completed jobs finished more than this many hours ago.
-    #[arg(long, default_value_t = 24.0)]
+    #[arg(long, allow_negative_numbers = true, default_value_t = 24.0)]
     pub(crate) completed_hours: f64,
     /// Delete failed jobs finished more than this many hours ago.
-    #[arg(long, default_value_t = 720.0)]
+    #[arg(long, allow_negative_numbers = true, default_value_t = 720.0)]
     pub(crate) failed_hours: f64,
     /// Delete cancelled jobs finished more than this many hours ago.
-    #[arg(long, default_value_t = 168.0)]
+    #[arg(long, allow_negative_numbers = true, default_value_t = 168.0)]
     pub(crate) cancelled_hours: f64,
 }

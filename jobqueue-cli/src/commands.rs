@@ -17,7 +17,7 @@ pub(crate) fn run(url: &str, command: Command, registry: Registry) -> Result<()>
     match command {
         Command::Migrate => migrate(url),
         Command::Work(work_args) => work(url, work_args, registry),
-        Command::Enqueue(enqueue_args) => enqueue(url, enqueue_args),
+        Command::Enqueue(enqueue_args) => enqueue(url, enqueue_args, &registry),
         Command::List(list_args) => list(url, list_args),
         Command::Show { id } => show(url, &id),
         Command::Stats => stats(url),
@@ -87,8 +87,26 @@ fn work(url: &str, args: WorkArgs, registry: Registry) -> Result<()> {
     if let Some(worker_id) = args.worker_id {
         config.worker_id = worker_id;
     }
+    if registry.job_types().is_empty() {
+        return Err(CliError::Usage(
+            "this binary registers no job types, so `work` would never run anything: \
+             build a worker binary of the application with \
+             `jobqueue_cli::Cli::new().register::<YourJob>().main()`"
+                .into(),
+        ));
+    }
     check_schema(url)?;
+    let (types, queues, workers) = (
+        registry.job_types().join(", "),
+        if config.queues.is_empty() {
+            "every queue".to_owned()
+        } else {
+            format!("queues {}", config.queues.join(", "))
+        },
+        config.concurrency,
+    );
     let handle = Runner::new(config, registry).start()?;
+    eprintln!("jobqueue: working {queues} with {workers} workers; job types: {types}");
     let trigger = handle.trigger();
     let mut signals = signal_hook::iterator::Signals::new([
         signal_hook::consts::SIGINT,
@@ -147,13 +165,13 @@ fn check_schema(url: &str) -> Result<()> {
     if found.exists {
         Ok(())
     } else {
-        Err(CliError::Usage(
+        Err(CliError::Refused(
             "the database has no jobqueue schema: run `jobqueue migrate` first".into(),
         ))
     }
 }
 
-fn enqueue(url: &str, args: EnqueueArgs) -> Result<()> {
+fn enqueue(url: &str, args: EnqueueArgs, registry: &Registry) -> Result<()> {
     let mut options = JobOptions::new();
     if let Some(priority) = args.priority {
         options = options.priority(priority);
@@ -168,18 +186,73 @@ fn enqueue(url: &str, args: EnqueueArgs) -> Result<()> {
         options = options.unique_key(key);
     }
     if let Some(run_at) = args.run_at {
-        let at = chrono::DateTime::parse_from_rfc3339(&run_at).map_err(|e| {
-            CliError::Usage(format!("--run-at `{run_at}` is not an RFC 3339 time: {e}"))
-        })?;
-        options = options.run_at(at.with_timezone(&chrono::Utc));
+        options = options.run_at(parse_time("run-at", &run_at)?);
     }
     if let Some(delay) = args.delay_secs {
         options = options.delay(secs("delay-secs", delay)?);
     }
-    let job = NewJob::new(&args.job_type, &args.payload, options)?;
+    let payload = match (args.payload, args.payload_file) {
+        (Some(payload), _) => payload,
+        (None, Some(path)) => read_payload(&path)?,
+        (None, None) => {
+            return Err(CliError::Usage(
+                "no payload: give it as an argument or with --payload-file".into(),
+            ));
+        }
+    };
+    let registered = registry.job_types().contains(&args.job_type.as_str());
+    let job = if registered {
+        registry.new_job(&args.job_type, &payload, options)?
+    } else if args.force {
+        NewJob::new(&args.job_type, &payload, options)?
+    } else {
+        return Err(CliError::Usage(format!(
+            "`{}` is not a job type this binary registers ({}); check the name, or pass \
+             --force to enqueue it for another worker binary",
+            args.job_type,
+            match registry.job_types() {
+                types if types.is_empty() => "it registers none".to_owned(),
+                types => format!("it registers {}", types.join(", ")),
+            }
+        )));
+    };
     let id = jobqueue_core::enqueue(&mut connect(url)?, &job)?;
     println!("{id}");
     Ok(())
+}
+
+/// The payload from a file, or from standard input for `-`.
+fn read_payload(path: &std::path::Path) -> Result<String> {
+    use std::io::Read;
+    let mut text = String::new();
+    let read = if path.as_os_str() == "-" {
+        std::io::stdin().read_to_string(&mut text)
+    } else {
+        std::fs::File::open(path).and_then(|mut file| file.read_to_string(&mut text))
+    };
+    read.map_err(|e| {
+        CliError::Usage(format!(
+            "--payload-file {}: cannot read the payload: {e}",
+            path.display()
+        ))
+    })?;
+    Ok(text)
+}
+
+/// An RFC 3339 time given as `--{name}`; a time without a zone is refused
+/// with what to add, never taken as UTC or local time silently.
+fn parse_time(name: &str, text: &str) -> Result<chrono::DateTime<chrono::Utc>> {
+    if let Ok(at) = chrono::DateTime::parse_from_rfc3339(text) {
+        return Ok(at.with_timezone(&chrono::Utc));
+    }
+    let zoneless = ["%Y-%m-%dT%H:%M:%S%.f", "%Y-%m-%d %H:%M:%S%.f"]
+        .iter()
+        .any(|format| chrono::NaiveDateTime::parse_from_str(text, format).is_ok());
+    Err(CliError::Usage(if zoneless {
+        format!("--{name} `{text}` has no time zone: add one, e.g. {text}Z or {text}+01:00")
+    } else {
+        format!("--{name} `{text}` is not an RFC 3339 time (e.g. 2026-11-22T10:00:00Z)")
+    }))
 }
 
 fn parse_id(id: &str) -> Result<JobId> {
@@ -203,7 +276,11 @@ fn list(url: &str, args: ListArgs) -> Result<()> {
         "id", "type", "queue", "status", "prio", "tries", "run at"
     );
     for job in jobs {
-        let error = job.last_error.as_deref().unwrap_or("").replace('\n', " ");
+        let error = match (&job.last_error, job.status) {
+            (None, _) => String::new(),
+            (Some(_), JobStatus::Completed) => "(completed after a retry)".to_owned(),
+            (Some(error), _) => error.replace('\n', " "),
+        };
         let error: String = error.chars().take(60).collect();
         println!(
             "{:<36}  {:<20} {:<12} {:<9} {:>4} {:>7}  {:<20}  {}",
@@ -253,10 +330,7 @@ fn show(url: &str, id: &str) -> Result<()> {
     if job.cancel_requested {
         println!("cancel:        requested");
     }
-    println!(
-        "last error:    {}",
-        job.last_error.as_deref().unwrap_or("-")
-    );
+    println!("last error:    {}", last_error(&job));
     println!("payload:       {}", job.payload);
     if let Some(errors) = job.errors.as_array().filter(|e| !e.is_empty()) {
         println!("errors:");
@@ -272,6 +346,34 @@ fn show(url: &str, id: &str) -> Result<()> {
     Ok(())
 }
 
+/// The last error, said to be an earlier attempt's when the job went on to
+/// complete.
+fn last_error(job: &jobqueue_core::JobRow) -> String {
+    match (&job.last_error, job.status) {
+        (None, _) => "-".to_owned(),
+        (Some(error), JobStatus::Completed) => format!(
+            "{error} (an earlier attempt's: the job was retried and completed on attempt {})",
+            job.attempts
+        ),
+        (Some(error), _) => error.clone(),
+    }
+}
+
+/// A duration for people: `850ms`, `12.3s`, `5m 03s`, `3h 05m`, `9d 04h`,
+/// `25.9y`.
+fn human(duration: Duration) -> String {
+    let secs = duration.as_secs_f64();
+    let whole = duration.as_secs();
+    match whole {
+        0 => format!("{}ms", duration.as_millis()),
+        1..60 => format!("{secs:.1}s"),
+        60..3600 => format!("{}m {:02}s", whole / 60, whole % 60),
+        3600..86_400 => format!("{}h {:02}m", whole / 3600, whole % 3600 / 60),
+        86_400..31_557_600 => format!("{}d {:02}h", whole / 86_400, whole % 86_400 / 3600),
+        _ => format!("{:.1}y", secs / 31_557_600.0),
+    }
+}
+
 fn stats(url: &str) -> Result<()> {
     let mut conn = connect(url)?;
     let queues = jobqueue_core::queue_stats(&mut conn)?;
@@ -283,10 +385,7 @@ fn stats(url: &str) -> Result<()> {
         "oldest due"
     );
     for q in &queues {
-        let age = q
-            .oldest_due_age
-            .map(|a| format!("{:.1}s", a.as_secs_f64()))
-            .unwrap_or_else(|| "-".into());
+        let age = q.oldest_due_age.map(human).unwrap_or_else(|| "-".into());
         let counts = JobStatus::ALL.map(|s| format!("{:>10}", q.count(s)));
         println!("{:<16} {}{:>12}", q.queue, counts.concat(), age);
     }
@@ -334,9 +433,12 @@ fn cancel(url: &str, id: &str) -> Result<()> {
         CancelOutcome::Requested => {
             println!("cancel requested: {id} is running; its handler will be told")
         }
+        CancelOutcome::AlreadyFinished(JobStatus::Cancelled) => {
+            println!("{id} was already cancelled");
+        }
         CancelOutcome::AlreadyFinished(status) => {
-            return Err(CliError::Usage(format!(
-                "job {id} already finished: {status}"
+            return Err(CliError::Refused(format!(
+                "job {id} already finished: {status}; only waiting or running jobs can be cancelled"
             )));
         }
     }

@@ -8,6 +8,10 @@ pub enum CliError {
     /// the message says which and what to do.
     #[error("{0}")]
     Usage(String),
+    /// The command is well formed, but the database's state refuses it
+    /// (a job already finished, a schema missing): the message says why.
+    #[error("{0}")]
+    Refused(String),
     /// A queue operation failed.
     #[error(transparent)]
     Queue(#[from] jobqueue_core::Error),
@@ -25,4 +29,29 @@ pub enum CliError {
     /// [`crate::Extra`]) failed.
     #[error(transparent)]
     Extra(Box<dyn std::error::Error + Send + Sync>),
+}
+
+impl CliError {
+    /// The process's exit code for this error: 2 when the command line
+    /// itself is wrong (a bad flag value or argument, an unknown job type, a
+    /// payload that does not fit its type: refused before anything was
+    /// written), 1 for everything else (the database, the state of a job,
+    /// the runner).
+    pub fn exit_code(&self) -> u8 {
+        use jobqueue_core::Error as Queue;
+        match self {
+            CliError::Usage(_)
+            | CliError::Queue(
+                Queue::InvalidOption { .. }
+                | Queue::Deserialize { .. }
+                | Queue::Serialize { .. }
+                | Queue::PayloadTooLarge { .. },
+            )
+            | CliError::Runner(
+                jobqueue_runner::RunnerError::Config(_)
+                | jobqueue_runner::RunnerError::Queue(Queue::InvalidOption { .. }),
+            ) => 2,
+            _ => 1,
+        }
+    }
 }

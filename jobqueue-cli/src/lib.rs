@@ -38,6 +38,10 @@ use jobqueue_runner::{Perform, Registry};
 
 pub use error::CliError;
 
+/// This crate's version, which `--version` prints (the workspace versions
+/// its crates together: see `jobqueue_core::VERSION`).
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+
 use args::Args;
 
 /// The `jobqueue` command line, with the handlers `work` runs.
@@ -99,15 +103,23 @@ impl Cli {
         Cli { registry }
     }
 
-    /// Adds `T`'s handler for `work`.
+    /// Gives `work`'s handlers `value`, as [`Registry::state`] does.
+    pub fn state<S: Send + Sync + 'static>(mut self, value: S) -> Self {
+        self.registry = self.registry.state(value);
+        self
+    }
+
+    /// Adds `T`'s handler for `work`, and makes `enqueue` apply what `T`
+    /// declares (queue, priority, attempts) and check payloads against it.
     pub fn register<T: Perform>(mut self) -> Self {
         self.registry = self.registry.register::<T>();
         self
     }
 
     /// Parses the process's arguments, runs the command, and returns the
-    /// exit code: 0 on success, 1 on an error (one line on stderr), 2 on a
-    /// usage error of the command line itself.
+    /// exit code: 0 on success, 2 when the command line is wrong (one line
+    /// on stderr saying what and how to fix it), 1 on any other error (one
+    /// line on stderr); see [`CliError::exit_code`].
     pub fn main(self) -> ExitCode {
         self.main_with::<NoExtra, _, _>(std::env::args_os())
     }
@@ -160,7 +172,7 @@ impl Cli {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("jobqueue: error: {e}");
-                ExitCode::FAILURE
+                ExitCode::from(e.exit_code())
             }
         }
     }

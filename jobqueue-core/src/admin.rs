@@ -77,8 +77,8 @@ fn requeue(conn: &mut PgConnection, id: Option<JobId>) -> Result<Vec<JobId>> {
 /// Puts a failed or cancelled job back to `pending`, due now, with its
 /// attempts reset (its error history is kept).
 ///
-/// [`Error::NotFound`] if there is no such job; [`Error::InvalidOption`]
-/// naming `status` if it is not failed or cancelled; [`Error::UniqueConflict`]
+/// [`Error::NotFound`] if there is no such job; [`Error::WrongStatus`] if
+/// it is not failed or cancelled; [`Error::UniqueConflict`]
 /// if a live job now holds its unique key.
 pub fn retry_job(conn: &mut PgConnection, id: JobId) -> Result<()> {
     if !requeue(conn, Some(id))?.is_empty() {
@@ -94,10 +94,11 @@ pub fn retry_job(conn: &mut PgConnection, id: JobId) -> Result<()> {
                 existing: None,
             })
         }
-        (status, _) => Err(Error::invalid(
-            "status",
-            format!("job {id} is {status}; only failed or cancelled jobs can be retried"),
-        )),
+        (status, _) => Err(Error::WrongStatus {
+            job_id: id,
+            status,
+            expected: "only failed or cancelled jobs can be retried",
+        }),
     }
 }
 

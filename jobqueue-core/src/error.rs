@@ -1,14 +1,48 @@
-//! The error type of every fallible operation in this crate.
+//! The error type of every fallible operation in this crate, and how it
+//! composes with Diesel's.
 
 use crate::JobId;
 
 /// Everything that can go wrong when enqueueing, claiming or finishing jobs.
+///
+/// It converts both ways with [`diesel::result::Error`], so `?` works on
+/// [`Job::enqueue`](crate::Job::enqueue) inside a Diesel transaction whose
+/// closure returns `QueryResult<T>`, and on Diesel calls inside one that
+/// returns `jobqueue_core::Result<T>`:
+///
+/// - `jobqueue_core::Error` → `diesel::result::Error`: a database error is
+///   handed back as it was (so Diesel still sees a serialization failure or a
+///   broken connection for what it is); any other is wrapped in
+///   `QueryBuilderError`, from which [`Error::from_diesel`] (or the
+///   conversion back) recovers it.
+/// - `diesel::result::Error` → `jobqueue_core::Error`: [`Error::Database`],
+///   except that a wrapped `jobqueue_core::Error` comes back unchanged, so
+///   `Error::UniqueConflict` survives the round trip through a transaction.
+///
+/// ```no_run
+/// use diesel::prelude::*;
+/// use jobqueue_core::Job;
+/// # #[derive(serde::Serialize, serde::Deserialize, Job)]
+/// # #[job(type = "email.send")]
+/// # struct SendEmail { to: String }
+///
+/// // A closure returning `QueryResult`, the usual Diesel shape.
+/// fn sign_up(conn: &mut PgConnection, email: &str) -> QueryResult<()> {
+///     conn.transaction(|conn| {
+///         diesel::sql_query("INSERT INTO users (email) VALUES ($1)")
+///             .bind::<diesel::sql_types::Text, _>(email)
+///             .execute(conn)?;
+///         SendEmail { to: email.into() }.enqueue(conn)?;
+///         Ok(())
+///     })
+/// }
+/// ```
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
     /// The database refused a statement or the connection failed mid-query.
     #[error("database error: {0}")]
-    Database(#[from] diesel::result::Error),
+    Database(#[source] diesel::result::Error),
 
     /// No connection could be made to the database.
     #[error("cannot connect to the database: {0}")]
@@ -86,6 +120,18 @@ pub enum Error {
         token: i32,
     },
 
+    /// The job is in a status the operation does not apply to (retrying a
+    /// pending job, say). Nothing was changed.
+    #[error("job {job_id} is {status}; {expected}")]
+    WrongStatus {
+        /// The job.
+        job_id: JobId,
+        /// Its status when the operation looked.
+        status: crate::JobStatus,
+        /// What the operation needs, as a sentence.
+        expected: &'static str,
+    },
+
     /// No job has this id.
     #[error("no job with id {0}")]
     NotFound(JobId),
@@ -95,10 +141,42 @@ pub enum Error {
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl Error {
+    /// The queue's error inside a Diesel error made from one (see the type's
+    /// documentation), if `error` is such.
+    pub fn from_diesel(error: &diesel::result::Error) -> Option<&Error> {
+        match error {
+            diesel::result::Error::QueryBuilderError(inner) => inner.downcast_ref::<Error>(),
+            _ => None,
+        }
+    }
+
     pub(crate) fn invalid(field: &'static str, reason: impl Into<String>) -> Self {
         Error::InvalidOption {
             field,
             reason: reason.into(),
+        }
+    }
+}
+
+impl From<diesel::result::Error> for Error {
+    fn from(error: diesel::result::Error) -> Self {
+        match error {
+            diesel::result::Error::QueryBuilderError(inner) if inner.is::<Error>() => {
+                match inner.downcast::<Error>() {
+                    Ok(queue_error) => *queue_error,
+                    Err(inner) => Error::Database(diesel::result::Error::QueryBuilderError(inner)),
+                }
+            }
+            other => Error::Database(other),
+        }
+    }
+}
+
+impl From<Error> for diesel::result::Error {
+    fn from(error: Error) -> Self {
+        match error {
+            Error::Database(database) => database,
+            other => diesel::result::Error::QueryBuilderError(Box::new(other)),
         }
     }
 }

@@ -7,7 +7,7 @@ use serde::de::DeserializeOwned;
 use crate::limits::{
     DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_PAYLOAD_BYTES, DEFAULT_PRIORITY, DEFAULT_QUEUE,
 };
-use crate::{Enqueued, JobId, JobOptions, NewJob, Result};
+use crate::{Enqueued, JobId, JobOptions, NewJob, Result, RetryPolicy};
 
 /// A payload type that can be stored and worked as a job.
 ///
@@ -53,6 +53,10 @@ pub trait Job: Serialize + DeserializeOwned {
     const MAX_ATTEMPTS: i32 = DEFAULT_MAX_ATTEMPTS;
     /// Largest serialized payload accepted, in bytes. Default 1 MiB.
     const MAX_PAYLOAD_BYTES: usize = DEFAULT_MAX_PAYLOAD_BYTES;
+    /// The backoff between this type's attempts, overriding the runner's
+    /// (`#[job(backoff_base_ms = N, backoff_max_secs = N)]`). Default: the
+    /// runner's policy.
+    const RETRY_POLICY: Option<RetryPolicy> = None;
 
     /// Enqueues this job with its type's defaults, on `conn`: inside the
     /// caller's open transaction if there is one, so the job exists if and

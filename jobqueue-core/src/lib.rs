@@ -144,5 +144,9 @@ pub mod __private {
     pub use serde;
 }
 
+/// This crate's version (`major.minor.patch`), for tools that report what
+/// they ran.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+
 /// The `LISTEN`/`NOTIFY` channel on which enqueues announce available jobs.
 pub const NOTIFY_CHANNEL: &str = "jobqueue_jobs";

@@ -33,9 +33,7 @@ impl NewJob {
     /// text), using the queue-wide defaults for anything `options` leaves unset.
     pub fn new(job_type: &str, payload_json: &str, options: JobOptions) -> Result<Self> {
         limits::check_job_type(job_type)?;
-        if let Err(e) = serde_json::from_str::<serde::de::IgnoredAny>(payload_json) {
-            return Err(Error::invalid("payload", format!("not valid JSON: {e}")));
-        }
+        check_json(payload_json)?;
         let defaults = Defaults {
             priority: DEFAULT_PRIORITY,
             queue: DEFAULT_QUEUE,
@@ -52,13 +50,30 @@ impl NewJob {
             job_type: J::JOB_TYPE.to_owned(),
             source,
         })?;
-        let defaults = Defaults {
-            priority: J::PRIORITY,
-            queue: J::QUEUE,
-            max_attempts: J::MAX_ATTEMPTS,
-            max_payload_bytes: J::MAX_PAYLOAD_BYTES,
-        };
-        Self::build(J::JOB_TYPE, payload, options, &defaults)
+        Self::build(J::JOB_TYPE, payload, options, &Defaults::of::<J>())
+    }
+
+    /// A job of type `J` from its payload as JSON text (as a command line or
+    /// an HTTP endpoint receives it), with `J`'s defaults for anything
+    /// `options` leaves unset. The payload must be JSON
+    /// ([`Error::InvalidOption`] naming `payload` otherwise) that decodes as
+    /// `J` ([`Error::Deserialize`] otherwise, naming the type); it is stored
+    /// as given.
+    pub fn from_json<J: Job>(payload_json: &str, options: JobOptions) -> Result<Self> {
+        limits::check_job_type(J::JOB_TYPE)?;
+        check_json(payload_json)?;
+        if let Err(source) = serde_json::from_str::<J>(payload_json) {
+            return Err(Error::Deserialize {
+                job_type: J::JOB_TYPE.to_owned(),
+                source,
+            });
+        }
+        Self::build(
+            J::JOB_TYPE,
+            payload_json.to_owned(),
+            options,
+            &Defaults::of::<J>(),
+        )
     }
 
     fn build(
@@ -129,9 +144,28 @@ impl NewJob {
     }
 }
 
+/// Refuses text that is not JSON at all, before any type is tried on it.
+fn check_json(payload_json: &str) -> Result<()> {
+    match serde_json::from_str::<serde::de::IgnoredAny>(payload_json) {
+        Ok(_) => Ok(()),
+        Err(e) => Err(Error::invalid("payload", format!("not valid JSON: {e}"))),
+    }
+}
+
 struct Defaults {
     priority: i32,
     queue: &'static str,
     max_attempts: i32,
     max_payload_bytes: usize,
+}
+
+impl Defaults {
+    fn of<J: Job>() -> Self {
+        Defaults {
+            priority: J::PRIORITY,
+            queue: J::QUEUE,
+            max_attempts: J::MAX_ATTEMPTS,
+            max_payload_bytes: J::MAX_PAYLOAD_BYTES,
+        }
+    }
 }

@@ -21,15 +21,18 @@ pub struct RetryPolicy {
 
 impl Default for RetryPolicy {
     fn default() -> Self {
-        RetryPolicy {
-            base: Duration::from_secs(2),
-            max: Duration::from_secs(3600),
-            jitter: 0.2,
-        }
+        Self::DEFAULT
     }
 }
 
 impl RetryPolicy {
+    /// 2 s after the first failure, doubling to at most 1 hour, ±20 %.
+    pub const DEFAULT: RetryPolicy = RetryPolicy {
+        base: Duration::from_secs(2),
+        max: Duration::from_secs(3600),
+        jitter: 0.2,
+    };
+
     /// Checks the fields: `base <= max`, `jitter` in `[0, 1)`.
     pub fn validate(&self) -> Result<()> {
         if self.base > self.max {

@@ -35,6 +35,10 @@ pub struct JobAttrs {
     pub max_attempts: Option<IntLit>,
     /// `max_payload_bytes = N`.
     pub max_payload_bytes: Option<IntLit>,
+    /// `backoff_base_ms = N`.
+    pub backoff_base_ms: Option<IntLit>,
+    /// `backoff_max_secs = N`.
+    pub backoff_max_secs: Option<IntLit>,
     /// `crate = "path"`, parsed.
     pub krate: Option<Path>,
     /// `crate = "..."` was given but is not a path.
@@ -201,11 +205,7 @@ impl JobAttrs {
             else {
                 return wrong_kind(cx, key, &value);
             };
-            let rust_type = if key == symbol::MAX_PAYLOAD_BYTES {
-                "usize"
-            } else {
-                "i32"
-            };
+            let rust_type = key.rust_type();
             if !lit.suffix().is_empty() && lit.suffix() != rust_type {
                 cx.error_spanned_by(
                     &lit,
@@ -221,6 +221,8 @@ impl JobAttrs {
             match key {
                 symbol::PRIORITY => self.priority = int,
                 symbol::MAX_ATTEMPTS => self.max_attempts = int,
+                symbol::BACKOFF_BASE_MS => self.backoff_base_ms = int,
+                symbol::BACKOFF_MAX_SECS => self.backoff_max_secs = int,
                 _ => self.max_payload_bytes = int,
             }
         } else {

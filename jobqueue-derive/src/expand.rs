@@ -53,6 +53,7 @@ fn impl_job(input: &DeriveInput, attrs: &JobAttrs, job_type: &LitStr) -> TokenSt
         let lit = lit.unsigned();
         quote!(const MAX_PAYLOAD_BYTES: usize = #lit;)
     });
+    let retry_policy = retry_policy(attrs);
     impl_block(
         input,
         attrs,
@@ -62,8 +63,40 @@ fn impl_job(input: &DeriveInput, attrs: &JobAttrs, job_type: &LitStr) -> TokenSt
             #queue
             #max_attempts
             #max_payload_bytes
+            #retry_policy
         },
     )
+}
+
+/// `RETRY_POLICY` when a backoff key is given; the other fields keep
+/// `RetryPolicy::DEFAULT`'s values.
+fn retry_policy(attrs: &JobAttrs) -> Option<TokenStream> {
+    if attrs.backoff_base_ms.is_none() && attrs.backoff_max_secs.is_none() {
+        return None;
+    }
+    let core = core_path(attrs);
+    let base = match &attrs.backoff_base_ms {
+        Some(lit) => {
+            let lit = lit.unsigned();
+            quote!(::core::time::Duration::from_millis(#lit))
+        }
+        None => quote!(#core::RetryPolicy::DEFAULT.base),
+    };
+    let max = match &attrs.backoff_max_secs {
+        Some(lit) => {
+            let lit = lit.unsigned();
+            quote!(::core::time::Duration::from_secs(#lit))
+        }
+        None => quote!(#core::RetryPolicy::DEFAULT.max),
+    };
+    Some(quote! {
+        const RETRY_POLICY: ::core::option::Option<#core::RetryPolicy> =
+            ::core::option::Option::Some(#core::RetryPolicy {
+                base: #base,
+                max: #max,
+                jitter: #core::RetryPolicy::DEFAULT.jitter,
+            });
+    })
 }
 
 /// After an error: an impl with a placeholder type name, so code using the

@@ -22,16 +22,22 @@ pub const QUEUE: Symbol = Symbol("queue");
 pub const MAX_ATTEMPTS: Symbol = Symbol("max_attempts");
 /// `max_payload_bytes = 65536`.
 pub const MAX_PAYLOAD_BYTES: Symbol = Symbol("max_payload_bytes");
+/// `backoff_base_ms = 500`: the first retry's delay.
+pub const BACKOFF_BASE_MS: Symbol = Symbol("backoff_base_ms");
+/// `backoff_max_secs = 600`: the longest delay between attempts.
+pub const BACKOFF_MAX_SECS: Symbol = Symbol("backoff_max_secs");
 /// `crate = "my_app::jobqueue"`: where the core crate is, for facades.
 pub const CRATE: Symbol = Symbol("crate");
 
 /// Every key `#[job(...)]` accepts, in the order the docs list them.
-pub const KEYS: [Symbol; 6] = [
+pub const KEYS: [Symbol; 8] = [
     TYPE,
     PRIORITY,
     QUEUE,
     MAX_ATTEMPTS,
     MAX_PAYLOAD_BYTES,
+    BACKOFF_BASE_MS,
+    BACKOFF_MAX_SECS,
     CRATE,
 ];
 
@@ -57,6 +63,8 @@ impl Symbol {
             PRIORITY => "an integer literal from 0 to 1000",
             MAX_ATTEMPTS => "an integer literal from 1 to 1000",
             MAX_PAYLOAD_BYTES => "an integer literal of at least 1",
+            BACKOFF_BASE_MS => "an integer literal of milliseconds (0 or more)",
+            BACKOFF_MAX_SECS => "an integer literal of seconds (1 or more)",
             CRATE => "a string literal holding a path",
             _ => "a literal",
         }
@@ -69,6 +77,8 @@ impl Symbol {
             PRIORITY => "priority = 150",
             MAX_ATTEMPTS => "max_attempts = 5",
             MAX_PAYLOAD_BYTES => "max_payload_bytes = 65536",
+            BACKOFF_BASE_MS => "backoff_base_ms = 500",
+            BACKOFF_MAX_SECS => "backoff_max_secs = 600",
             CRATE => "crate = \"my_app::jobqueue\"",
             _ => "type = \"email.send\"",
         }
@@ -76,7 +86,19 @@ impl Symbol {
 
     /// Whether the key takes an integer (else a string).
     pub fn takes_integer(self) -> bool {
-        matches!(self, PRIORITY | MAX_ATTEMPTS | MAX_PAYLOAD_BYTES)
+        matches!(
+            self,
+            PRIORITY | MAX_ATTEMPTS | MAX_PAYLOAD_BYTES | BACKOFF_BASE_MS | BACKOFF_MAX_SECS
+        )
+    }
+
+    /// The Rust type of an integer key's constant.
+    pub fn rust_type(self) -> &'static str {
+        match self {
+            MAX_PAYLOAD_BYTES => "usize",
+            BACKOFF_BASE_MS | BACKOFF_MAX_SECS => "u64",
+            _ => "i32",
+        }
     }
 }
 

@@ -2,6 +2,7 @@
 //! time, checked here so a bad constant fails the build instead of every
 //! enqueue.
 
+use quote::ToTokens;
 use syn::{Data, DeriveInput, LitStr, Meta};
 
 use crate::attr::{CORRECT_FORM, IntLit, JobAttrs};
@@ -18,6 +19,13 @@ const MAX_MAX_ATTEMPTS: i128 = 1000;
 const MAX_QUEUE_LEN: usize = 64;
 /// `jobqueue_core::limits::MAX_JOB_TYPE_LEN`.
 const MAX_JOB_TYPE_LEN: usize = 128;
+
+/// `jobqueue_core::RetryPolicy::DEFAULT.base`, in milliseconds.
+const DEFAULT_BACKOFF_BASE_MS: i128 = 2_000;
+/// `jobqueue_core::RetryPolicy::DEFAULT.max`, in seconds.
+const DEFAULT_BACKOFF_MAX_SECS: i128 = 3_600;
+/// The longest backoff accepted: a year, in seconds.
+const MAX_BACKOFF_SECS: i128 = 365 * 24 * 3600;
 
 /// Reports every rule `input` and its `#[job(...)]` break.
 pub fn check(cx: &mut Ctxt, input: &DeriveInput, attrs: &JobAttrs) {
@@ -39,6 +47,7 @@ pub fn check(cx: &mut Ctxt, input: &DeriveInput, attrs: &JobAttrs) {
     if let Some(max_attempts) = &attrs.max_attempts {
         check_range(cx, "max_attempts", max_attempts, 1, MAX_MAX_ATTEMPTS, "");
     }
+    check_backoff(cx, attrs);
     if let Some(limit) = &attrs.max_payload_bytes {
         match limit.value() {
             Some(value) if value >= 1 && value <= i128::from(u64::MAX) => {}
@@ -57,6 +66,49 @@ pub fn check(cx: &mut Ctxt, input: &DeriveInput, attrs: &JobAttrs) {
                 ),
             ),
         }
+    }
+}
+
+/// The backoff keys: in range, and the first delay no longer than the
+/// longest (a key left out has the runner default's value).
+fn check_backoff(cx: &mut Ctxt, attrs: &JobAttrs) {
+    let max_ms = MAX_BACKOFF_SECS * 1000;
+    if let Some(base) = &attrs.backoff_base_ms {
+        check_range(cx, "backoff_base_ms", base, 0, max_ms, " milliseconds");
+    }
+    if let Some(max) = &attrs.backoff_max_secs {
+        check_range(cx, "backoff_max_secs", max, 1, MAX_BACKOFF_SECS, " seconds");
+    }
+    let base_ms = attrs
+        .backoff_base_ms
+        .as_ref()
+        .map_or(Some(DEFAULT_BACKOFF_BASE_MS), IntLit::value);
+    let max_secs = attrs
+        .backoff_max_secs
+        .as_ref()
+        .map_or(Some(DEFAULT_BACKOFF_MAX_SECS), IntLit::value);
+    if let (Some(base_ms), Some(max_secs)) = (base_ms, max_secs)
+        && (0..=max_ms).contains(&base_ms)
+        && (1..=MAX_BACKOFF_SECS).contains(&max_secs)
+        && base_ms > max_secs * 1000
+    {
+        let culprit = match (&attrs.backoff_base_ms, &attrs.backoff_max_secs) {
+            (_, Some(max)) => max.to_token_stream(),
+            (Some(base), None) => base.to_token_stream(),
+            (None, None) => return,
+        };
+        cx.error_spanned_by(
+            culprit,
+            format!(
+                "invalid backoff: the first delay ({base_ms} ms) is longer than the longest \
+                 ({max_secs} s){}",
+                if attrs.backoff_max_secs.is_none() {
+                    "; the default longest is 3600 s: set `backoff_max_secs` too"
+                } else {
+                    ""
+                }
+            ),
+        );
     }
 }
 

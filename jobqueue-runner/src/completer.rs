@@ -111,10 +111,9 @@ fn flush(shared: &Shared, db: &mut Db, pending: &mut Vec<Outcome>) {
             OutcomeKind::Release => release.push(lease),
             OutcomeKind::Cancelled => cancel.push(lease),
             OutcomeKind::Park => park.push(lease),
-            OutcomeKind::Fail { error, retry } => failures.push(if *retry {
-                Failure::retry(lease, error.clone(), &shared.config.retry)
-            } else {
-                Failure::permanent(lease, error.clone())
+            OutcomeKind::Fail { error, retry } => failures.push(match retry {
+                Some(policy) => Failure::retry(lease, error.clone(), policy),
+                None => Failure::permanent(lease, error.clone()),
             }),
             OutcomeKind::Handled => Counters::add(&shared.counters.completed, 1),
             OutcomeKind::Lost => Counters::add(&shared.counters.lost, 1),

@@ -102,6 +102,17 @@ impl RunnerConfig {
         self
     }
 
+    /// Sets `queues` (the same as setting the field): the queues to work,
+    /// all of them if none.
+    pub fn queues<I, S>(mut self, queues: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.queues = queues.into_iter().map(Into::into).collect();
+        self
+    }
+
     /// Sets `lease` (the same as setting the field).
     pub fn lease(mut self, lease: Duration) -> Self {
         self.lease = lease;

@@ -59,18 +59,6 @@ impl std::fmt::Debug for JobContext<'_> {
     }
 }
 
-/// A failure inside [`JobContext::complete_in_transaction`]'s transaction.
-enum TxError {
-    Job(JobError),
-    Db(diesel::result::Error),
-}
-
-impl From<diesel::result::Error> for TxError {
-    fn from(e: diesel::result::Error) -> Self {
-        TxError::Db(e)
-    }
-}
-
 impl<'a> JobContext<'a> {
     pub(crate) fn new(shared: &'a Shared, row: &'a JobRow, state: &'a JobState) -> Self {
         JobContext {
@@ -150,6 +138,21 @@ impl<'a> JobContext<'a> {
             || self.is_shutting_down()
             || self.is_timed_out()
             || self.is_lease_lost()
+    }
+
+    /// The application state of type `S` given to the runner's registry
+    /// with [`Registry::state`](crate::Registry::state), shared by every
+    /// handler. Without one, the attempt fails with a retry whose error says
+    /// how to give it (a runner deployed without it leaves the job to one
+    /// that has it, or to a fixed deploy).
+    pub fn state<S: Send + Sync + 'static>(&self) -> Result<std::sync::Arc<S>, JobError> {
+        self.shared.registry.get_state::<S>().ok_or_else(|| {
+            JobError::Retry(format!(
+                "this runner has no application state of type `{}`: give it with \
+                 `Registry::state(value)` (or `Cli::state(value)`)",
+                std::any::type_name::<S>()
+            ))
+        })
     }
 
     /// Records progress: `percent` done (capped at 100) and the current stage.
@@ -235,27 +238,29 @@ impl<'a> JobContext<'a> {
     ) -> Result<T, JobError> {
         let lease = self.state.lease;
         let conn = self.conn()?;
-        let result = conn.build_transaction().read_committed().run(|conn| {
-            let value = work(conn).map_err(TxError::Job)?;
-            match jobqueue_core::complete(conn, &lease) {
-                Ok(()) => Ok(value),
-                Err(jobqueue_core::Error::LeaseLost { .. }) => {
-                    Err(TxError::Job(JobError::LeaseLost))
+        // The transaction's own failures (BEGIN, COMMIT) become retries
+        // through `JobError`'s conversion.
+        let result = conn
+            .build_transaction()
+            .read_committed()
+            .run::<T, JobError, _>(|conn| {
+                let value = work(conn)?;
+                match jobqueue_core::complete(conn, &lease) {
+                    Ok(()) => Ok(value),
+                    Err(jobqueue_core::Error::LeaseLost { .. }) => Err(JobError::LeaseLost),
+                    Err(e) => Err(JobError::retry(e)),
                 }
-                Err(e) => Err(TxError::Job(JobError::retry(e))),
-            }
-        });
+            });
         match result {
             Ok(value) => {
                 self.state.handled.store(true, Ordering::Relaxed);
                 Ok(value)
             }
-            Err(TxError::Job(JobError::LeaseLost)) => {
+            Err(JobError::LeaseLost) => {
                 self.state.lost.store(true, Ordering::Relaxed);
                 Err(JobError::LeaseLost)
             }
-            Err(TxError::Job(e)) => Err(e),
-            Err(TxError::Db(e)) => Err(JobError::retry(e)),
+            Err(e) => Err(e),
         }
     }
 }

@@ -4,9 +4,31 @@ use std::fmt;
 
 /// The failure of one attempt, as the handler describes it.
 ///
-/// Any error type converts into [`JobError::Retry`] with `?`, so a handler
-/// can propagate errors as usual; use [`JobError::permanent`] when retrying
-/// cannot help.
+/// `?` turns any error into [`JobError::Retry`], so a handler propagates
+/// errors as usual; use [`JobError::permanent`] when retrying cannot help.
+/// What converts is whatever converts into `Box<dyn Error + Send + Sync>`:
+/// every `std::error::Error + Send + Sync + 'static` type (`io::Error`,
+/// `diesel::result::Error`, `jobqueue_core::Error`, an application's own
+/// error enum), `Box<dyn Error + Send + Sync>` itself, `anyhow::Error`, and
+/// `String` / `&str` messages. The stored text is the error's message
+/// followed by those of its sources (`source()`) that the message does not
+/// already contain, so context added on top of an error keeps its cause.
+///
+/// ```
+/// use jobqueue_runner::JobError;
+///
+/// fn read_config(path: &str) -> Result<String, JobError> {
+///     let text = std::fs::read_to_string(path)?;           // io::Error
+///     let parsed: Result<u32, Box<dyn std::error::Error + Send + Sync>> =
+///         text.trim().parse::<u32>().map_err(Into::into);
+///     parsed?;                                             // a boxed error
+///     if text.is_empty() {
+///         Err("the config is empty")?;                     // a message
+///     }
+///     Ok(text)
+/// }
+/// assert!(matches!(read_config("/no/such/file"), Err(JobError::Retry(_))));
+/// ```
 #[derive(Debug)]
 pub enum JobError {
     /// The attempt failed; retry after the backoff while attempts remain.
@@ -45,8 +67,27 @@ impl fmt::Display for JobError {
     }
 }
 
-impl<E: std::error::Error> From<E> for JobError {
+impl<E> From<E> for JobError
+where
+    E: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
     fn from(error: E) -> Self {
-        JobError::Retry(error.to_string())
+        JobError::Retry(describe(error.into().as_ref()))
     }
+}
+
+/// An error's message, then each source's that the text so far does not
+/// already include (many errors print their cause in their own message).
+fn describe(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !text.contains(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
+    text
 }

@@ -11,6 +11,13 @@
 //! a runner that handles it starts. [`RunnerHandle::shutdown`] stops it
 //! gracefully.
 //!
+//! Handlers reach the application's state (an HTTP client, a pool, a
+//! configuration) given once with [`Registry::state`], through
+//! [`JobContext::state`]; they use `?` on any error ([`JobError`] says which
+//! convert). The runner installs no signal handler and logs through `log`:
+//! an application embedding it decides when it stops
+//! ([`RunnerHandle::trigger`]) and brings the logger.
+//!
 //! ```no_run
 //! use jobqueue_core::Job;
 //! use jobqueue_runner::{JobContext, JobError, Perform, Registry, Runner, RunnerConfig};
@@ -61,6 +68,10 @@ mod registry;
 mod runner;
 mod shared;
 mod worker;
+
+/// This crate's version (`major.minor.patch`), for tools that report what
+/// they ran.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 
 pub use config::RunnerConfig;
 pub use context::JobContext;

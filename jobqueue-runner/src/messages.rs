@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use jobqueue_core::{JobRow, Lease};
+use jobqueue_core::{JobRow, Lease, RetryPolicy};
 
 use crate::job_state::JobState;
 
@@ -39,8 +39,12 @@ pub(crate) enum OutcomeKind {
     Complete,
     /// The handler completed the job in its own transaction: nothing to write.
     Handled,
-    /// The attempt failed; `retry` false fails the job for good.
-    Fail { error: String, retry: bool },
+    /// The attempt failed: retried after the policy's backoff while
+    /// attempts remain, or, without a policy, failed for good.
+    Fail {
+        error: String,
+        retry: Option<RetryPolicy>,
+    },
     /// The handler stopped on a cancel request.
     Cancelled,
     /// Claimed but never started (shutdown, shedding): hand it back.

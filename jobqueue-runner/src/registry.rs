@@ -1,8 +1,12 @@
-//! The handlers a runner knows, by job type.
+//! The handlers a runner knows, by job type, and the application state
+//! they may reach.
 
+use std::any::{Any, TypeId};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
+
+use jobqueue_core::{JobOptions, NewJob, RetryPolicy};
 
 use crate::{JobContext, JobError, Perform};
 
@@ -14,20 +18,41 @@ type HandlerFn =
 pub(crate) struct Handler {
     pub(crate) run: Arc<HandlerFn>,
     pub(crate) timeout: Option<Duration>,
+    /// The type's own backoff, if it declares one.
+    pub(crate) retry: Option<RetryPolicy>,
+    /// Builds a job of this type from JSON text, with its defaults.
+    new_job: fn(&str, JobOptions) -> jobqueue_core::Result<NewJob>,
 }
 
-/// Handlers by job type. The runner claims only job types registered here;
-/// jobs of other types stay pending for runners that know them.
+/// A value handlers share, with its type's name for messages.
+#[derive(Clone)]
+struct State {
+    type_name: &'static str,
+    value: Arc<dyn Any + Send + Sync>,
+}
+
+/// Handlers by job type, and the application state they share.
+///
+/// A runner claims every job of the queues it works; a job whose type has
+/// no handler here is set aside as unhandled for a runner that has one.
+///
+/// State (an HTTP client, a connection pool, a configuration) is given once
+/// with [`Registry::state`] and reached from any handler by its type with
+/// [`JobContext::state`], so no handler needs a process-wide global.
 #[derive(Clone, Default)]
 pub struct Registry {
     handlers: HashMap<&'static str, Handler>,
-    duplicates: Vec<&'static str>,
+    states: HashMap<TypeId, State>,
+    duplicates: Vec<String>,
 }
 
 impl std::fmt::Debug for Registry {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut states: Vec<_> = self.states.values().map(|s| s.type_name).collect();
+        states.sort_unstable();
         f.debug_struct("Registry")
             .field("job_types", &self.job_types())
+            .field("states", &states)
             .finish()
     }
 }
@@ -54,9 +79,54 @@ impl Registry {
         let handler = Handler {
             run: Arc::new(run),
             timeout: T::TIMEOUT,
+            retry: T::RETRY_POLICY,
+            new_job: NewJob::from_json::<T>,
         };
         if self.handlers.insert(T::JOB_TYPE, handler).is_some() {
-            self.duplicates.push(T::JOB_TYPE);
+            self.duplicates
+                .push(format!("job type `{}` is registered twice", T::JOB_TYPE));
+        }
+        self
+    }
+
+    /// Gives handlers `value`, shared by all of them (behind an [`Arc`]):
+    /// a handler reaches it with `ctx.state::<S>()`. One value per type;
+    /// wrap values of the same type in types of their own to give several.
+    ///
+    /// ```
+    /// use std::sync::atomic::{AtomicU64, Ordering};
+    /// use jobqueue_core::Job;
+    /// use jobqueue_runner::{JobContext, JobError, Perform, Registry};
+    /// use serde::{Deserialize, Serialize};
+    ///
+    /// /// The application's mail client, made once at start.
+    /// struct Mailer { relay: String, sent: AtomicU64 }
+    ///
+    /// #[derive(Serialize, Deserialize, Job)]
+    /// #[job(type = "email.send")]
+    /// struct SendEmail { to: String }
+    ///
+    /// impl Perform for SendEmail {
+    ///     fn perform(&self, ctx: &mut JobContext<'_>) -> Result<(), JobError> {
+    ///         let mailer = ctx.state::<Mailer>()?;
+    ///         mailer.sent.fetch_add(1, Ordering::Relaxed); // send through mailer.relay
+    ///         Ok(())
+    ///     }
+    /// }
+    ///
+    /// let registry = Registry::new()
+    ///     .state(Mailer { relay: "smtp.example.com".into(), sent: AtomicU64::new(0) })
+    ///     .register::<SendEmail>();
+    /// ```
+    pub fn state<S: Send + Sync + 'static>(mut self, value: S) -> Self {
+        let type_name = std::any::type_name::<S>();
+        let state = State {
+            type_name,
+            value: Arc::new(value),
+        };
+        if self.states.insert(TypeId::of::<S>(), state).is_some() {
+            self.duplicates
+                .push(format!("state of type `{type_name}` is given twice"));
         }
         self
     }
@@ -68,24 +138,64 @@ impl Registry {
         types
     }
 
+    /// A job of the registered type `job_type` from its payload as JSON
+    /// text, with what the type declares (queue, priority, attempts, payload
+    /// limit) for anything `options` leaves unset: how a command line or an
+    /// HTTP endpoint enqueues by type name. The payload must decode as the
+    /// type ([`jobqueue_core::Error::Deserialize`] otherwise); a type not
+    /// registered here is an [`jobqueue_core::Error::InvalidOption`] that
+    /// lists the registered ones.
+    pub fn new_job(
+        &self,
+        job_type: &str,
+        payload_json: &str,
+        options: JobOptions,
+    ) -> jobqueue_core::Result<NewJob> {
+        match self.handlers.get(job_type) {
+            Some(handler) => (handler.new_job)(payload_json, options),
+            None => Err(jobqueue_core::Error::InvalidOption {
+                field: "job type",
+                reason: format!(
+                    "`{job_type}` is not registered here; the registered types are: {}",
+                    match self.job_types() {
+                        types if types.is_empty() => "none".to_owned(),
+                        types => types.join(", "),
+                    }
+                ),
+            }),
+        }
+    }
+
     pub(crate) fn get(&self, job_type: &str) -> Option<&Handler> {
         self.handlers.get(job_type)
     }
 
-    /// Checks that each job type was registered once and is a valid name.
+    /// The state of type `S`, if given.
+    pub(crate) fn get_state<S: Send + Sync + 'static>(&self) -> Option<Arc<S>> {
+        let state = self.states.get(&TypeId::of::<S>())?;
+        Arc::clone(&state.value).downcast::<S>().ok()
+    }
+
+    /// Checks that each job type was registered once, each state given
+    /// once, and that every type is a valid name.
     pub(crate) fn validate(&self) -> Result<(), crate::RunnerError> {
         if let Some(dup) = self.duplicates.first() {
-            return Err(crate::RunnerError::Config(format!(
-                "job type `{dup}` is registered twice"
-            )));
+            return Err(crate::RunnerError::Config(dup.clone()));
         }
         if self.handlers.is_empty() {
             return Err(crate::RunnerError::Config(
-                "no job types registered: the runner would never claim anything".into(),
+                "no job types registered: the runner would never work anything; \
+                 register handlers with `Registry::register::<T>()`"
+                    .into(),
             ));
         }
-        for job_type in self.handlers.keys() {
+        for (job_type, handler) in &self.handlers {
             jobqueue_core::limits::check_job_type(job_type)?;
+            if let Some(policy) = &handler.retry {
+                policy.validate().map_err(|e| {
+                    crate::RunnerError::Config(format!("job type `{job_type}`: {e}"))
+                })?;
+            }
         }
         Ok(())
     }

@@ -46,17 +46,18 @@ fn execute(shared: &Shared, claimed: &Claimed) -> OutcomeKind {
         return OutcomeKind::Park;
     };
     state.start(handler.timeout.or(shared.config.default_timeout));
+    let policy = Some(handler.retry.unwrap_or(shared.config.retry));
     let mut ctx = JobContext::new(shared, row, state);
     let result = catch_unwind(AssertUnwindSafe(|| (handler.run)(&row.payload, &mut ctx)));
     drop(ctx);
     match result {
         Ok(Ok(())) if state.handled.load(Ordering::Relaxed) => OutcomeKind::Handled,
         Ok(Ok(())) => OutcomeKind::Complete,
-        Ok(Err(JobError::Retry(error))) => OutcomeKind::Fail { error, retry: true },
-        Ok(Err(JobError::Permanent(error))) => OutcomeKind::Fail {
+        Ok(Err(JobError::Retry(error))) => OutcomeKind::Fail {
             error,
-            retry: false,
+            retry: policy,
         },
+        Ok(Err(JobError::Permanent(error))) => OutcomeKind::Fail { error, retry: None },
         Ok(Err(JobError::Cancelled)) => OutcomeKind::Cancelled,
         Ok(Err(JobError::LeaseLost)) => OutcomeKind::Lost,
         Err(panic) => {
@@ -71,7 +72,7 @@ fn execute(shared: &Shared, claimed: &Claimed) -> OutcomeKind {
                     "handler for job type `{}` panicked: {message}",
                     row.job_type
                 ),
-                retry: true,
+                retry: policy,
             }
         }
     }

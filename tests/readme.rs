@@ -1,0 +1,357 @@
+//! The README's code, compiled and run: every ```rust block of README.md is
+//! an excerpt of this file, `tests/embedded.rs` or `examples/app_worker.rs`
+//! (checked below, line by line), and the tests here run what the blocks
+//! show against a real database.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use diesel::sql_types::{BigInt, Text};
+use jobqueue_runner::{Registry, Runner, RunnerConfig};
+use jobqueue_tests::{TestDb, count_where, wait_for};
+
+// ---- what the README's blocks assume the application has ----
+
+/// The application's mail client: made once at start, shared by handlers.
+struct Mailer {
+    sent: Arc<Mutex<Vec<String>>>,
+}
+
+impl Mailer {
+    fn send(&self, to: &str, subject: &str) -> Result<(), std::io::Error> {
+        if !to.contains('@') {
+            return Err(std::io::Error::other(format!("no such mailbox: {to}")));
+        }
+        let mut sent = self
+            .sent
+            .lock()
+            .map_err(|_| std::io::Error::other("poisoned"))?;
+        sent.push(format!("{to}: {subject}"));
+        Ok(())
+    }
+}
+
+/// The application's own table.
+fn insert_user(conn: &mut diesel::PgConnection, email: &str) -> diesel::QueryResult<i64> {
+    #[derive(diesel::QueryableByName)]
+    struct Id {
+        #[diesel(sql_type = BigInt)]
+        id: i64,
+    }
+    diesel::sql_query("INSERT INTO users (email) VALUES ($1) RETURNING id")
+        .bind::<Text, _>(email)
+        .get_result::<Id>(conn)
+        .map(|row| row.id)
+}
+
+// ---- README: "Using it" ----
+
+use jobqueue_core::Job; // the trait and its derive
+use jobqueue_runner::{JobContext, JobError, Perform};
+use serde::{Deserialize, Serialize};
+
+#[derive(Serialize, Deserialize, Job)]
+#[job(type = "email.send", priority = 150, queue = "mail", max_attempts = 5)]
+struct SendEmail {
+    to: String,
+    subject: String,
+}
+
+impl Perform for SendEmail {
+    fn perform(&self, ctx: &mut JobContext<'_>) -> Result<(), JobError> {
+        ctx.progress(50, "sending")?;
+        let mailer = ctx.state::<Mailer>()?; // the application's state, by type
+        mailer.send(&self.to, &self.subject)?; // any error: retried with backoff
+        Ok(())
+    }
+}
+
+use diesel::prelude::*;
+
+/// In the web request: the job exists if and only if the transaction commits.
+fn sign_up(conn: &mut PgConnection, email: &str) -> QueryResult<i64> {
+    conn.transaction(|conn| {
+        let user_id = insert_user(conn, email)?;
+        SendEmail {
+            to: email.into(),
+            subject: "Welcome".into(),
+        }
+        .enqueue(conn)?;
+        SendEmail {
+            to: "ops@example.com".into(),
+            subject: "New users".into(),
+        }
+        .options()
+        .priority(500)
+        .delay(Duration::from_secs(60))
+        .unique_key("ops-digest")
+        .enqueue(conn)?;
+        Ok(user_id)
+    })
+}
+
+/// An application's own error type absorbs both with `#[from]`.
+#[derive(Debug, thiserror::Error)]
+enum AppError {
+    #[error(transparent)]
+    Db(#[from] diesel::result::Error),
+    #[error(transparent)]
+    Queue(#[from] jobqueue_core::Error),
+}
+
+fn sign_up_checked(conn: &mut PgConnection, email: &str) -> Result<i64, AppError> {
+    conn.transaction(|conn| {
+        let user_id = insert_user(conn, email)?;
+        let welcome = SendEmail {
+            to: email.into(),
+            subject: "Welcome".into(),
+        };
+        welcome
+            .options()
+            .unique_key(format!("welcome:{email}"))
+            .enqueue(conn)?;
+        Ok(user_id)
+    })
+}
+
+// ---- the tests ----
+
+fn setup() -> (TestDb, PgConnection) {
+    let db = TestDb::new();
+    let mut conn = db.conn();
+    diesel::sql_query("CREATE TABLE users (id bigserial PRIMARY KEY, email text UNIQUE NOT NULL)")
+        .execute(&mut conn)
+        .expect("create users");
+    (db, conn)
+}
+
+fn config(db: &TestDb) -> RunnerConfig {
+    let mut config = RunnerConfig::new(&db.url).concurrency(2);
+    config.poll_interval = Duration::from_millis(100);
+    config
+}
+
+#[test]
+fn the_transactional_enqueue_commits_or_rolls_back_with_the_users_work() {
+    let (_db, mut conn) = setup();
+    sign_up(&mut conn, "a@example.com").expect("sign up");
+    assert_eq!(count_where(&mut conn, "job_type = 'email.send'"), 2);
+    let row: (String, i32, i32) = diesel::sql_query(
+        "SELECT queue, priority, max_attempts FROM jobqueue_jobs WHERE payload->>'to' = 'a@example.com'",
+    )
+    .get_result::<QueueRow>(&mut conn)
+    .map(|r| (r.queue, r.priority, r.max_attempts))
+    .expect("the welcome job");
+    assert_eq!(
+        row,
+        ("mail".to_owned(), 150, 5),
+        "the derive's declarations"
+    );
+
+    // The same address again: the user insert fails, and neither job exists.
+    let err = sign_up(&mut conn, "a@example.com").expect_err("duplicate user");
+    assert!(
+        matches!(
+            err,
+            diesel::result::Error::DatabaseError(
+                diesel::result::DatabaseErrorKind::UniqueViolation,
+                _
+            )
+        ),
+        "{err:?}"
+    );
+    assert_eq!(count_where(&mut conn, "job_type = 'email.send'"), 2);
+
+    // The queue's refusal passes through Diesel's error and back unchanged:
+    // the ops digest's unique key is taken by the first sign-up's job.
+    let err = sign_up(&mut conn, "b@example.com").expect_err("digest key taken");
+    assert!(
+        matches!(
+            jobqueue_core::Error::from_diesel(&err),
+            Some(jobqueue_core::Error::UniqueConflict { .. })
+        ),
+        "{err:?}"
+    );
+    assert!(matches!(
+        jobqueue_core::Error::from(err),
+        jobqueue_core::Error::UniqueConflict {
+            existing: Some(_),
+            ..
+        }
+    ));
+    assert_eq!(
+        count_where(&mut conn, "job_type = 'email.send'"),
+        2,
+        "rolled back"
+    );
+    let users: i64 = jobqueue_tests::scalar(&mut conn, "SELECT count(*) AS n FROM users");
+    assert_eq!(users, 1, "the user insert rolled back with the refused job");
+}
+
+#[derive(diesel::QueryableByName)]
+struct QueueRow {
+    #[diesel(sql_type = Text)]
+    queue: String,
+    #[diesel(sql_type = diesel::sql_types::Integer)]
+    priority: i32,
+    #[diesel(sql_type = diesel::sql_types::Integer)]
+    max_attempts: i32,
+}
+
+#[test]
+fn an_applications_own_error_type_absorbs_both() {
+    let (_db, mut conn) = setup();
+    sign_up_checked(&mut conn, "c@example.com").expect("sign up");
+    assert!(matches!(
+        sign_up_checked(&mut conn, "c@example.com"),
+        Err(AppError::Db(_))
+    ));
+    diesel::sql_query("DELETE FROM users")
+        .execute(&mut conn)
+        .expect("forget the user");
+    assert!(matches!(
+        sign_up_checked(&mut conn, "c@example.com"),
+        Err(AppError::Queue(jobqueue_core::Error::UniqueConflict { .. }))
+    ));
+    assert_eq!(
+        jobqueue_tests::scalar(&mut conn, "SELECT count(*) AS n FROM users"),
+        0
+    );
+}
+
+#[test]
+fn the_handler_reaches_the_applications_state_and_retries_on_its_errors() {
+    let (db, mut conn) = setup();
+    sign_up(&mut conn, "d@example.com").expect("sign up");
+    let bad = SendEmail {
+        to: "nobody".into(),
+        subject: "x".into(),
+    }
+    .enqueue(&mut conn)
+    .expect("enqueue");
+    let sent = Arc::new(Mutex::new(Vec::new()));
+    let mailer = Mailer {
+        sent: Arc::clone(&sent),
+    };
+    // State is found by its type: the handler asks for `Mailer`, so an
+    // `Arc<Mailer>` is not it, and the attempt fails saying what is missing.
+    let registry = Registry::new()
+        .state(Arc::new(Mailer {
+            sent: Arc::clone(&sent),
+        }))
+        .register::<SendEmail>();
+    let runner = Runner::new(config(&db), registry).start().expect("start");
+    wait_for(
+        "an attempt without the state",
+        Duration::from_secs(20),
+        || {
+            count_where(
+                &mut conn,
+                "last_error LIKE '%no application state of type%Mailer%'",
+            ) >= 1
+        },
+    );
+    runner.shutdown();
+    assert!(sent.lock().expect("lock").is_empty());
+
+    let mut config = config(&db);
+    config.retry = jobqueue_core::RetryPolicy {
+        base: Duration::from_millis(10),
+        max: Duration::from_millis(10),
+        jitter: 0.0,
+    };
+    diesel::sql_query(
+        "UPDATE jobqueue_jobs SET run_at = now(), status = 'pending' WHERE status = 'scheduled'",
+    )
+    .execute(&mut conn)
+    .expect("make due");
+    let registry = Registry::new().state(mailer).register::<SendEmail>();
+    let runner = Runner::new(config, registry).start().expect("start");
+    wait_for("both good mails sent", Duration::from_secs(20), || {
+        count_where(&mut conn, "status = 'completed'") == 2
+    });
+    wait_for("the bad address retried", Duration::from_secs(20), || {
+        count_where(&mut conn, &format!("id = '{bad}' AND attempts >= 3")) == 1
+    });
+    runner.shutdown();
+    let row = jobqueue_core::get_job(&mut conn, bad)
+        .expect("read")
+        .expect("row");
+    // An io::Error through `?` is a retry (a permanent error would have
+    // failed the job at its first attempt).
+    assert!(row.attempts >= 3, "{row:?}");
+    assert!(
+        row.last_error
+            .as_deref()
+            .unwrap_or("")
+            .contains("no such mailbox: nobody"),
+        "{:?}",
+        row.last_error
+    );
+    let mut sent = sent.lock().expect("lock").clone();
+    sent.sort();
+    assert_eq!(
+        sent,
+        ["d@example.com: Welcome", "ops@example.com: New users"]
+    );
+}
+
+#[test]
+fn every_rust_block_of_the_readme_is_code_the_tests_compile() {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let read = |path: &str| {
+        std::fs::read_to_string(format!("{root}/{path}")).unwrap_or_else(|e| panic!("{path}: {e}"))
+    };
+    let sources: Vec<(&str, String)> = [
+        "tests/readme.rs",
+        "tests/embedded.rs",
+        "examples/app_worker.rs",
+    ]
+    .into_iter()
+    .map(|path| (path, read(path)))
+    .collect();
+    let readme = read("README.md");
+    let blocks = rust_blocks(&readme);
+    assert!(blocks.len() >= 4, "the README shows its API in rust blocks");
+    for block in blocks {
+        let found = sources
+            .iter()
+            .any(|(_, source)| contains_lines(source, &block));
+        assert!(
+            found,
+            "this README block is not an excerpt of {:?}; change both together:\n{}",
+            sources.iter().map(|(path, _)| *path).collect::<Vec<_>>(),
+            block.join("\n")
+        );
+    }
+}
+
+/// The ```rust blocks of a Markdown text, each as its non-blank lines,
+/// trimmed.
+fn rust_blocks(markdown: &str) -> Vec<Vec<String>> {
+    let mut blocks = Vec::new();
+    let mut current: Option<Vec<String>> = None;
+    for line in markdown.lines() {
+        let fence = line.trim_start().starts_with("```");
+        match (&mut current, fence) {
+            (None, true) if line.trim() == "```rust" => current = Some(Vec::new()),
+            (Some(block), false) if !line.trim().is_empty() => block.push(line.trim().to_owned()),
+            (Some(_), true) => blocks.extend(current.take()),
+            _ => {}
+        }
+    }
+    blocks
+}
+
+/// Whether `block`'s lines stand in `source` one after the other (blank
+/// lines and indentation aside).
+fn contains_lines(source: &str, block: &[String]) -> bool {
+    let lines: Vec<&str> = source
+        .lines()
+        .map(str::trim)
+        .filter(|line| !line.is_empty())
+        .collect();
+    lines
+        .windows(block.len())
+        .any(|window| window.iter().zip(block).all(|(a, b)| a == b))
+}
