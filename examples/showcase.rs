@@ -18,41 +18,26 @@ use jobqueue_core::{
 };
 use serde::{Deserialize, Serialize};
 
-#[derive(Serialize, Deserialize)]
+#[derive(Serialize, Deserialize, Job)]
+#[job(type = "email.send", priority = 150, queue = "mail", max_attempts = 5)]
 struct SendEmail {
     to: String,
     subject: String,
 }
 
-impl Job for SendEmail {
-    const JOB_TYPE: &'static str = "email.send";
-    const PRIORITY: i32 = 150;
-    const QUEUE: &'static str = "mail";
-    const MAX_ATTEMPTS: i32 = 5;
-}
-
-#[derive(Serialize, Deserialize)]
+#[derive(Serialize, Deserialize, Job)]
+#[job(type = "image.resize", queue = "media")]
 struct ResizeImage {
     image_id: u64,
     width: u32,
 }
 
-impl Job for ResizeImage {
-    const JOB_TYPE: &'static str = "image.resize";
-    const QUEUE: &'static str = "media";
-}
-
 /// Fails on every attempt when `always_fails`, so it ends dead-lettered.
-#[derive(Serialize, Deserialize)]
+#[derive(Serialize, Deserialize, Job)]
+#[job(type = "crm.sync", priority = 50, max_attempts = 3)]
 struct SyncCrm {
     account: u64,
     always_fails: bool,
-}
-
-impl Job for SyncCrm {
-    const JOB_TYPE: &'static str = "crm.sync";
-    const PRIORITY: i32 = 50;
-    const MAX_ATTEMPTS: i32 = 3;
 }
 
 const DATABASE: &str = "jobqueue_showcase";

@@ -70,14 +70,11 @@ pub fn record(ctx: &mut JobContext<'_>, kind: &str) -> Result<(), JobError> {
 }
 
 /// Records one `run` and succeeds.
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Serialize, Deserialize, Job)]
+#[job(type = "test.noop")]
 pub struct Noop {
     /// Any number.
     pub n: u64,
-}
-
-impl Job for Noop {
-    const JOB_TYPE: &'static str = "test.noop";
 }
 
 impl Perform for Noop {
@@ -87,14 +84,11 @@ impl Perform for Noop {
 }
 
 /// Records `start`, sleeps, records `done`.
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Serialize, Deserialize, Job)]
+#[job(type = "test.sleep")]
 pub struct Sleep {
     /// How long, in milliseconds.
     pub ms: u64,
-}
-
-impl Job for Sleep {
-    const JOB_TYPE: &'static str = "test.sleep";
 }
 
 impl Perform for Sleep {
@@ -106,13 +100,9 @@ impl Perform for Sleep {
 }
 
 /// Panics on every attempt.
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Serialize, Deserialize, Job)]
+#[job(type = "test.panic", max_attempts = 2)]
 pub struct Panic {}
-
-impl Job for Panic {
-    const JOB_TYPE: &'static str = "test.panic";
-    const MAX_ATTEMPTS: i32 = 2;
-}
 
 impl Perform for Panic {
     fn perform(&self, ctx: &mut JobContext<'_>) -> Result<(), JobError> {
@@ -123,14 +113,11 @@ impl Perform for Panic {
 
 /// Writes its effect and completes in one transaction; with `pause`, its
 /// first attempt then sleeps inside that transaction (to be killed there).
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Serialize, Deserialize, Job)]
+#[job(type = "test.effect")]
 pub struct Effect {
     /// Sleep inside the transaction on the first attempt.
     pub pause: bool,
-}
-
-impl Job for Effect {
-    const JOB_TYPE: &'static str = "test.effect";
 }
 
 impl Perform for Effect {
@@ -148,12 +135,9 @@ impl Perform for Effect {
 }
 
 /// Runs until cancelled, then records `saw-cancel` and stops.
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Serialize, Deserialize, Job)]
+#[job(type = "test.cancellable")]
 pub struct Cancellable {}
-
-impl Job for Cancellable {
-    const JOB_TYPE: &'static str = "test.cancellable";
-}
 
 impl Perform for Cancellable {
     fn perform(&self, ctx: &mut JobContext<'_>) -> Result<(), JobError> {
@@ -174,7 +158,9 @@ impl Perform for Cancellable {
 /// there must leave neither); otherwise records its `attempt` (committed at
 /// once), sleeps `ms` and lets the runner complete it (at-least-once). Both
 /// rows carry the claiming worker's id in `runner`.
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Serialize, Deserialize, Job)]
+// Many kills may hit the same job; it must never run out of attempts.
+#[job(type = "test.chaos", max_attempts = 50)]
 pub struct Chaos {
     /// Effect and completion in one transaction.
     pub exactly_once: bool,
@@ -182,10 +168,15 @@ pub struct Chaos {
     pub ms: u64,
 }
 
-impl Job for Chaos {
-    const JOB_TYPE: &'static str = "test.chaos";
-    // Many kills may hit the same job; it must never run out of attempts.
-    const MAX_ATTEMPTS: i32 = 50;
+impl Chaos {
+    /// The crash-chaos workload: `n` jobs of `ms` each, every other one
+    /// exactly-once.
+    pub fn mix(n: usize, ms: u64) -> impl Iterator<Item = Chaos> {
+        (0..n).map(move |i| Chaos {
+            exactly_once: i % 2 == 0,
+            ms,
+        })
+    }
 }
 
 impl Perform for Chaos {
@@ -211,49 +202,45 @@ impl Perform for Chaos {
 /// first attempt, or on every attempt with `every_attempt`; a later attempt
 /// records `done` and succeeds. No timeout: only the runner's exit ends its
 /// lease.
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Serialize, Deserialize, Job)]
+#[job(type = "test.hang")]
 pub struct Hang {
     /// Hang on every attempt, not just the first.
     pub every_attempt: bool,
 }
 
-impl Job for Hang {
-    const JOB_TYPE: &'static str = "test.hang";
-}
-
 impl Perform for Hang {
     fn perform(&self, ctx: &mut JobContext<'_>) -> Result<(), JobError> {
-        record(ctx, "start")?;
-        if self.every_attempt || ctx.attempt() == 1 {
-            hang_forever();
-        }
-        record(ctx, "done")
+        hang_then_done(ctx, self.every_attempt)
     }
 }
 
 /// Like [`Hang`], with a 500 ms timeout: the runner stops renewing its lease
 /// a lease after the timeout, so the job is recovered while the stuck
 /// handler's runner lives on.
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Serialize, Deserialize, Job)]
+#[job(type = "test.hang-timeout")]
 pub struct HangTimeout {
     /// Hang on every attempt, not just the first.
     pub every_attempt: bool,
-}
-
-impl Job for HangTimeout {
-    const JOB_TYPE: &'static str = "test.hang-timeout";
 }
 
 impl Perform for HangTimeout {
     const TIMEOUT: Option<Duration> = Some(Duration::from_millis(500));
 
     fn perform(&self, ctx: &mut JobContext<'_>) -> Result<(), JobError> {
-        record(ctx, "start")?;
-        if self.every_attempt || ctx.attempt() == 1 {
-            hang_forever();
-        }
-        record(ctx, "done")
+        hang_then_done(ctx, self.every_attempt)
     }
+}
+
+/// [`Hang`]'s and [`HangTimeout`]'s handler: records `start`, hangs on the
+/// first attempt (or on every one), records `done` on an attempt it lets run.
+fn hang_then_done(ctx: &mut JobContext<'_>, every_attempt: bool) -> Result<(), JobError> {
+    record(ctx, "start")?;
+    if every_attempt || ctx.attempt() == 1 {
+        hang_forever();
+    }
+    record(ctx, "done")
 }
 
 /// A handler that never returns and ignores every request to stop.
@@ -268,16 +255,13 @@ fn hang_forever() -> ! {
 /// transaction that writes its `effect` and completes the job, after which it
 /// records `late-ok` or `late-refused`; otherwise before recording `done`
 /// and letting the runner complete it. Later attempts do not pause.
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Serialize, Deserialize, Job)]
+#[job(type = "test.stale")]
 pub struct Stale {
     /// Effect and completion in one transaction.
     pub exactly_once: bool,
     /// The first attempt's pause, in milliseconds.
     pub pause_ms: u64,
-}
-
-impl Job for Stale {
-    const JOB_TYPE: &'static str = "test.stale";
 }
 
 impl Perform for Stale {
@@ -314,12 +298,9 @@ impl Perform for Stale {
 
 /// Records `clock` with the handler process's own clock in `local_at` (the
 /// row's `at` is the database's clock).
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Serialize, Deserialize, Job)]
+#[job(type = "test.clock")]
 pub struct ClockProbe {}
-
-impl Job for ClockProbe {
-    const JOB_TYPE: &'static str = "test.clock";
-}
 
 impl Perform for ClockProbe {
     fn perform(&self, ctx: &mut JobContext<'_>) -> Result<(), JobError> {
@@ -330,15 +311,11 @@ impl Perform for ClockProbe {
 }
 
 /// A job whose type caps its payload at 4 KiB.
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Serialize, Deserialize, Job)]
+#[job(type = "test.blob", max_payload_bytes = 4096)]
 pub struct Blob {
     /// Any text.
     pub data: String,
-}
-
-impl Job for Blob {
-    const JOB_TYPE: &'static str = "test.blob";
-    const MAX_PAYLOAD_BYTES: usize = 4096;
 }
 
 impl Perform for Blob {

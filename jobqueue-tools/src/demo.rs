@@ -28,17 +28,11 @@ fn record_pickup(ctx: &JobContext<'_>) {
 }
 
 /// A welcome email (queue `mail`, priority 150).
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Serialize, Deserialize, Job)]
+#[job(type = "demo.email", priority = 150, queue = "mail", max_attempts = 5)]
 pub struct DemoEmail {
     /// Recipient.
     pub to: String,
-}
-
-impl Job for DemoEmail {
-    const JOB_TYPE: &'static str = "demo.email";
-    const PRIORITY: i32 = 150;
-    const QUEUE: &'static str = "mail";
-    const MAX_ATTEMPTS: i32 = 5;
 }
 
 impl Perform for DemoEmail {
@@ -55,17 +49,13 @@ impl Perform for DemoEmail {
 }
 
 /// An image thumbnail (queue `media`): a little CPU work.
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Serialize, Deserialize, Job)]
+#[job(type = "demo.thumbnail", queue = "media")]
 pub struct DemoThumbnail {
     /// Image id.
     pub image: u64,
     /// Target width.
     pub width: u32,
-}
-
-impl Job for DemoThumbnail {
-    const JOB_TYPE: &'static str = "demo.thumbnail";
-    const QUEUE: &'static str = "media";
 }
 
 impl Perform for DemoThumbnail {
@@ -82,7 +72,8 @@ impl Perform for DemoThumbnail {
 
 /// A webhook call that fails now and then (`flaky`: first attempt fails;
 /// `broken`: every attempt fails, so the job ends `failed`).
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Serialize, Deserialize, Job)]
+#[job(type = "demo.webhook", priority = 50, max_attempts = 3)]
 pub struct DemoWebhook {
     /// Target URL (not called).
     pub url: String,
@@ -90,12 +81,6 @@ pub struct DemoWebhook {
     pub flaky: bool,
     /// Fails on every attempt.
     pub broken: bool,
-}
-
-impl Job for DemoWebhook {
-    const JOB_TYPE: &'static str = "demo.webhook";
-    const PRIORITY: i32 = 50;
-    const MAX_ATTEMPTS: i32 = 3;
 }
 
 impl Perform for DemoWebhook {
@@ -112,15 +97,11 @@ impl Perform for DemoWebhook {
 }
 
 /// A digest email scheduled for later (queue `mail`).
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Serialize, Deserialize, Job)]
+#[job(type = "demo.digest", queue = "mail")]
 pub struct DemoDigest {
     /// Recipient.
     pub to: String,
-}
-
-impl Job for DemoDigest {
-    const JOB_TYPE: &'static str = "demo.digest";
-    const QUEUE: &'static str = "mail";
 }
 
 impl Perform for DemoDigest {
@@ -131,18 +112,13 @@ impl Perform for DemoDigest {
 }
 
 /// A long report that reports its progress stage by stage.
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Serialize, Deserialize, Job)]
+#[job(type = "demo.report", queue = "reports", priority = 200)]
 pub struct DemoReport {
     /// Stages to go through.
     pub stages: u8,
     /// Time per stage, in milliseconds.
     pub stage_ms: u64,
-}
-
-impl Job for DemoReport {
-    const JOB_TYPE: &'static str = "demo.report";
-    const QUEUE: &'static str = "reports";
-    const PRIORITY: i32 = 200;
 }
 
 impl Perform for DemoReport {

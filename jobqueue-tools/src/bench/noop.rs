@@ -14,14 +14,11 @@ use jobqueue_runner::{JobContext, JobError, Perform, Registry};
 static STARTS: Mutex<Option<HashMap<u64, Instant>>> = Mutex::new(None);
 
 /// A no-op job; `seq` identifies it to latency measurements.
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Serialize, Deserialize, Job)]
+#[job(type = "bench.noop")]
 pub struct BenchNoop {
     /// Sequence number (0: not timed).
     pub seq: u64,
-}
-
-impl Job for BenchNoop {
-    const JOB_TYPE: &'static str = "bench.noop";
 }
 
 impl Perform for BenchNoop {
