@@ -103,6 +103,30 @@ pub fn count_where(conn: &mut PgConnection, condition: &str) -> i64 {
     .n
 }
 
+/// How many jobs are in each status that has any, by status name, in
+/// lifecycle order.
+pub fn status_counts(conn: &mut PgConnection) -> Vec<(&'static str, i64)> {
+    #[derive(QueryableByName)]
+    struct ByStatus {
+        #[diesel(sql_type = diesel::sql_types::Text)]
+        status: jobqueue_core::JobStatus,
+        #[diesel(sql_type = BigInt)]
+        n: i64,
+    }
+    let mut counts: Vec<_> =
+        diesel::sql_query("SELECT status, count(*) AS n FROM jobqueue_jobs GROUP BY status")
+            .load::<ByStatus>(conn)
+            .expect("count jobs by status")
+            .into_iter()
+            .map(|row| (row.status, row.n))
+            .collect();
+    counts.sort();
+    counts
+        .into_iter()
+        .map(|(status, n)| (status.as_str(), n))
+        .collect()
+}
+
 /// Enqueues one job of `job_type` with an empty payload; returns its id.
 pub fn put(
     conn: &mut PgConnection,
@@ -124,6 +148,33 @@ pub fn bare_jobs(n: usize) -> Vec<jobqueue_core::NewJob> {
                 .expect("a valid job")
         })
         .collect()
+}
+
+/// Enqueues `jobs` with their type's defaults, in one statement; returns
+/// the ids of those inserted (all but any a held unique key skips), in order.
+pub fn enqueue_all<J: jobqueue_core::Job>(
+    conn: &mut PgConnection,
+    jobs: impl IntoIterator<Item = J>,
+) -> Vec<jobqueue_core::JobId> {
+    let jobs: Vec<J> = jobs.into_iter().collect();
+    J::enqueue_batch(conn, &jobs).expect("enqueue").inserted
+}
+
+/// Job `id`'s row; panics if there is none.
+pub fn read_job(conn: &mut PgConnection, id: jobqueue_core::JobId) -> jobqueue_core::JobRow {
+    jobqueue_core::get_job(conn, id)
+        .expect("read the job")
+        .unwrap_or_else(|| panic!("job {id} has no row"))
+}
+
+/// Claims one due job as worker `worker_id`; returns its lease. Panics if
+/// no job is due.
+pub fn claim_one(conn: &mut PgConnection, worker_id: &str) -> jobqueue_core::Lease {
+    jobqueue_core::claim(conn, &jobqueue_core::Claim::new(worker_id).limit(1))
+        .expect("claim")
+        .first()
+        .unwrap_or_else(|| panic!("no job due for {worker_id} to claim"))
+        .lease()
 }
 
 /// Whether job `id` is completed.
@@ -155,6 +206,33 @@ pub fn time_to_complete(
     let id = enqueue(conn);
     wait_completed(conn, id, std::time::Duration::from_secs(30));
     started.elapsed()
+}
+
+/// Starts a runner of the bench's no-op job with `config`, polling only
+/// once a minute so that only a notification wakes it in time; returns once
+/// it is idle (its first claim found nothing).
+pub fn start_idle_noop_runner(
+    mut config: jobqueue_runner::RunnerConfig,
+) -> jobqueue_runner::RunnerHandle {
+    config.poll_interval = std::time::Duration::from_secs(60);
+    let runner = jobqueue_runner::Runner::new(config, jobqueue_tools::bench::registry())
+        .start()
+        .expect("start the runner");
+    wait_for(
+        "the runner's first, empty claim",
+        std::time::Duration::from_secs(30),
+        || runner.stats().empty_claims >= 1,
+    );
+    runner
+}
+
+/// Enqueues a bench no-op on `conn` and waits until it is completed;
+/// returns how long that took (see [`time_to_complete`]).
+pub fn noop_time_to_complete(conn: &mut PgConnection) -> std::time::Duration {
+    time_to_complete(conn, |conn| {
+        jobqueue_core::Job::enqueue(&jobqueue_tools::bench::BenchNoop { seq: 0 }, conn)
+            .expect("enqueue")
+    })
 }
 
 /// Sessions on this connection's database other than its own (a runner's
@@ -209,6 +287,17 @@ pub fn wait_for(what: &str, timeout: std::time::Duration, mut condition: impl Fn
     }
 }
 
+/// Waits until no job is left to run (none scheduled, pending or held);
+/// panics after `timeout`.
+pub fn wait_no_live_jobs(conn: &mut PgConnection, timeout: std::time::Duration) {
+    wait_for("no live job left", timeout, || {
+        count_where(
+            conn,
+            "status IN ('scheduled', 'pending', 'claimed', 'running')",
+        ) == 0
+    });
+}
+
 /// `SELECT count(*)` of side-table rows matching a SQL condition (test code only).
 pub fn effects_where(conn: &mut PgConnection, condition: &str) -> i64 {
     diesel::sql_query(format!(
@@ -217,6 +306,17 @@ pub fn effects_where(conn: &mut PgConnection, condition: &str) -> i64 {
     .get_result::<Count>(conn)
     .expect("count effects")
     .n
+}
+
+/// Asserts that a finished command (`what`) exited successfully, showing
+/// its stderr if not.
+pub fn assert_success(what: &str, output: &std::process::Output) {
+    assert!(
+        output.status.success(),
+        "{what} failed ({}): {}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
 }
 
 /// `SELECT` of one `bigint` column named `n` (test code only).
