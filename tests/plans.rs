@@ -32,8 +32,8 @@ fn frozen_stats_db() -> (TestDb, PgConnection) {
     (db, conn)
 }
 
-/// Inserts `n` rows in `status` of queue `queue`, due `run_at` (SQL).
-fn insert(conn: &mut PgConnection, n: usize, status: &str, queue: &str, run_at: &str) {
+/// Inserts `n` rows in `status` of queue `queue`, due now.
+fn insert(conn: &mut PgConnection, n: usize, status: &str, queue: &str) {
     let held = matches!(status, "claimed" | "running");
     let finished = matches!(status, "completed" | "failed" | "cancelled");
     exec(
@@ -41,7 +41,7 @@ fn insert(conn: &mut PgConnection, n: usize, status: &str, queue: &str, run_at: 
         &format!(
             "INSERT INTO jobqueue_jobs (id, job_type, queue, status, run_at, priority, attempts,
                  claim_count, worker_id, claimed_at, heartbeat_at, lease_expires_at, finished_at)
-             SELECT gen_random_uuid(), 'plan.job', '{queue}', '{status}', {run_at}, 100,
+             SELECT gen_random_uuid(), 'plan.job', '{queue}', '{status}', now(), 100,
                     {attempts}, {attempts}, {worker}, {at}, {at}, {lease}, {finished_at}
              FROM generate_series(1, {n})",
             attempts = if held || finished { 1 } else { 0 },
@@ -55,6 +55,12 @@ fn insert(conn: &mut PgConnection, n: usize, status: &str, queue: &str, run_at: 
             finished_at = if finished { "now()" } else { "NULL" },
         ),
     );
+}
+
+/// `n` claimed jobs and `n` pending ones, in queue `default`.
+fn backlog(conn: &mut PgConnection, n: usize) {
+    insert(conn, n, "claimed", "default");
+    insert(conn, n, "pending", "default");
 }
 
 /// `BATCH` leases of held jobs.
@@ -165,85 +171,81 @@ fn assert_claim_bounded(state: &str, db: &TestDb, claim: &Claim) {
     );
 }
 
-fn claim_100() -> Claim {
-    Claim::new("plan-test").limit(100).queues(["default"])
+/// Builds a table state with `prepare` (on a database whose statistics
+/// stay as it leaves them), then checks the plans of every batch statement
+/// and of a claim of 100 in that state.
+fn check_state(state: &str, prepare: impl FnOnce(&mut PgConnection)) {
+    let (db, mut conn) = frozen_stats_db();
+    prepare(&mut conn);
+    assert_batch_statements_bounded(state, &db);
+    let claim = Claim::new("plan-test").limit(100).queues(["default"]);
+    assert_claim_bounded(state, &db, &claim);
 }
 
 #[test]
 fn fresh_table_never_analyzed() {
-    let (db, mut conn) = frozen_stats_db();
-    insert(&mut conn, 5_000, "claimed", "default", "now()");
-    insert(&mut conn, 5_000, "pending", "default", "now()");
-    assert_batch_statements_bounded("fresh table", &db);
-    assert_claim_bounded("fresh table", &db, &claim_100());
+    check_state("fresh table", |conn| backlog(conn, 5_000));
 }
 
 #[test]
 fn after_truncate() {
-    let (db, mut conn) = frozen_stats_db();
-    insert(&mut conn, 20_000, "completed", "default", "now()");
-    exec(&mut conn, "ANALYZE jobqueue_jobs");
-    exec(&mut conn, "TRUNCATE jobqueue_jobs");
-    insert(&mut conn, 20_000, "claimed", "default", "now()");
-    insert(&mut conn, 20_000, "pending", "default", "now()");
-    assert_batch_statements_bounded("after TRUNCATE", &db);
-    assert_claim_bounded("after TRUNCATE", &db, &claim_100());
+    check_state("after TRUNCATE", |conn| {
+        insert(conn, 20_000, "completed", "default");
+        exec(conn, "ANALYZE jobqueue_jobs");
+        exec(conn, "TRUNCATE jobqueue_jobs");
+        backlog(conn, 20_000);
+    });
 }
 
 #[test]
 fn statistics_claim_the_table_is_empty() {
-    let (db, mut conn) = frozen_stats_db();
-    exec(&mut conn, "ANALYZE jobqueue_jobs");
-    insert(&mut conn, 30_000, "claimed", "default", "now()");
-    insert(&mut conn, 30_000, "pending", "default", "now()");
-    assert_eq!(
-        scalar(
-            &mut conn,
-            "SELECT reltuples::int8 AS n FROM pg_class WHERE oid = 'jobqueue_jobs'::regclass"
-        ),
-        0,
-        "the statistics should still describe the empty table"
-    );
-    assert_batch_statements_bounded("statistics say empty", &db);
-    assert_claim_bounded("statistics say empty", &db, &claim_100());
+    check_state("statistics say empty", |conn| {
+        exec(conn, "ANALYZE jobqueue_jobs");
+        backlog(conn, 30_000);
+        assert_eq!(
+            scalar(
+                conn,
+                "SELECT reltuples::int8 AS n FROM pg_class WHERE oid = 'jobqueue_jobs'::regclass"
+            ),
+            0,
+            "the statistics should still describe the empty table"
+        );
+    });
 }
 
 #[test]
 fn statistics_taken_before_the_backlog_was_claimed() {
     // The state that made completions take seconds: analyzed while every
     // job was pending, then most of them claimed at once.
-    let (db, mut conn) = frozen_stats_db();
-    insert(&mut conn, 50_000, "pending", "default", "now()");
-    exec(&mut conn, "ANALYZE jobqueue_jobs");
-    exec(
-        &mut conn,
-        "UPDATE jobqueue_jobs SET status = 'claimed', worker_id = 'w', attempts = 1,
-             claim_count = 1, claimed_at = now(), heartbeat_at = now(),
-             lease_expires_at = now() + interval '1 hour'
-         WHERE id IN (SELECT id FROM jobqueue_jobs LIMIT 47000)",
-    );
-    assert_batch_statements_bounded("stale statistics, backlog claimed", &db);
-    assert_claim_bounded("stale statistics, backlog claimed", &db, &claim_100());
+    check_state("stale statistics, backlog claimed", |conn| {
+        insert(conn, 50_000, "pending", "default");
+        exec(conn, "ANALYZE jobqueue_jobs");
+        exec(
+            conn,
+            "UPDATE jobqueue_jobs SET status = 'claimed', worker_id = 'w', attempts = 1,
+                 claim_count = 1, claimed_at = now(), heartbeat_at = now(),
+                 lease_expires_at = now() + interval '1 hour'
+             WHERE id IN (SELECT id FROM jobqueue_jobs LIMIT 47000)",
+        );
+    });
 }
 
 #[test]
 fn a_million_rows() {
-    let (db, mut conn) = frozen_stats_db();
-    insert(&mut conn, 900_000, "completed", "default", "now()");
-    insert(&mut conn, 50_000, "claimed", "default", "now()");
-    insert(&mut conn, 50_000, "pending", "default", "now()");
-    exec(&mut conn, "ANALYZE jobqueue_jobs");
-    assert_batch_statements_bounded("1,000,000 rows", &db);
-    assert_claim_bounded("1,000,000 rows", &db, &claim_100());
+    check_state("1,000,000 rows", |conn| {
+        insert(conn, 900_000, "completed", "default");
+        backlog(conn, 50_000);
+        exec(conn, "ANALYZE jobqueue_jobs");
+    });
 }
 
 #[test]
 fn claims_examine_nothing_of_other_queues_future_jobs_or_unhandled_types() {
     let (db, mut conn) = frozen_stats_db();
-    insert(&mut conn, 1_000, "pending", "q1", "now()");
+    insert(&mut conn, 1_000, "pending", "q1");
     // In the way of a claim from q1 with the former (priority, run_at) index:
-    insert(&mut conn, 50_000, "pending", "q0", "now()");
-    insert(&mut conn, 50_000, "unhandled", "q1", "now()");
+    insert(&mut conn, 50_000, "pending", "q0");
+    insert(&mut conn, 50_000, "unhandled", "q1");
     exec(
         &mut conn,
         "INSERT INTO jobqueue_jobs (id, job_type, queue, status, run_at, priority)
