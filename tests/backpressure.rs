@@ -6,9 +6,8 @@
 use std::time::Duration;
 
 use diesel::prelude::*;
-use jobqueue_core::{JobOptions, NewJob, enqueue_many};
 use jobqueue_runner::{Runner, RunnerConfig};
-use jobqueue_tests::{TestDb, count_where};
+use jobqueue_tests::{TestDb, count_where, enqueue_all};
 use jobqueue_tools::bench::{BenchNoop, registry};
 
 #[test]
@@ -28,11 +27,7 @@ fn held_jobs_stay_within_the_bound_while_completions_are_slow() {
     )
     .execute(&mut conn)
     .expect("create the trigger");
-    let jobs: Vec<NewJob> = (0..JOBS)
-        .map(|_| NewJob::from_job(&BenchNoop { seq: 0 }, JobOptions::new()))
-        .collect::<Result<_, _>>()
-        .expect("build");
-    enqueue_many(&mut conn, &jobs).expect("enqueue");
+    enqueue_all(&mut conn, (0..JOBS).map(|_| BenchNoop { seq: 0 }));
 
     let mut config = RunnerConfig::new(&db.url).concurrency(4);
     config.batch_size = 20;

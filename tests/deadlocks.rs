@@ -12,7 +12,7 @@ use diesel::prelude::*;
 use jobqueue_core::{JobId, JobOptions, NewJob, cancel, enqueue_many, rescue_stale};
 use jobqueue_runner::{Runner, RunnerConfig};
 use jobqueue_tests::jobs::{self, Sleep};
-use jobqueue_tests::{TestDb, count_where, other_sessions, scalar, wait_for};
+use jobqueue_tests::{TestDb, count_where, other_sessions, scalar, wait_for, wait_no_live_jobs};
 
 fn deadlocks(conn: &mut PgConnection) -> i64 {
     diesel::sql_query("SELECT pg_stat_clear_snapshot()")
@@ -94,12 +94,7 @@ fn completer_lease_keeper_recovery_and_cancels_never_deadlock() {
             }
         })
     };
-    wait_for("every job finished", Duration::from_secs(180), || {
-        count_where(
-            &mut conn,
-            "status IN ('scheduled', 'pending', 'claimed', 'running')",
-        ) == 0
-    });
+    wait_no_live_jobs(&mut conn, Duration::from_secs(180));
     stop.store(true, Ordering::Relaxed);
     meddler.join().expect("the meddling thread panicked");
     for runner in runners {

@@ -8,10 +8,12 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
-use jobqueue_core::{Job, JobOptions, JobStatus, NewJob, enqueue_many, get_job};
+use jobqueue_core::{Job, JobStatus};
 use jobqueue_tests::fault::{Proc, Summary, assert_exit_0, runner_command};
 use jobqueue_tests::jobs::{self, ClockProbe, Panic, Sleep};
-use jobqueue_tests::{TestDb, count_where, effects_where, scalar, wait_for};
+use jobqueue_tests::{
+    TestDb, assert_success, count_where, effects_where, enqueue_all, read_job, scalar, wait_for,
+};
 
 const WORKER: &str = env!("CARGO_BIN_EXE_jobqueue-test-worker");
 const FUTURE: &str = "skew-future";
@@ -88,11 +90,7 @@ fn skewed_runner_clocks_neither_steal_leases_nor_move_schedules() {
             "1.5",
         ],
     );
-    let held: Vec<NewJob> = (0..2)
-        .map(|_| NewJob::from_job(&Sleep { ms: 4000 }, JobOptions::new()))
-        .collect::<Result<_, _>>()
-        .expect("build");
-    enqueue_many(&mut conn, &held).expect("enqueue");
+    enqueue_all(&mut conn, (0..2).map(|_| Sleep { ms: 4000 }));
     wait_for(
         "the honest runner's jobs running",
         Duration::from_secs(20),
@@ -149,11 +147,7 @@ fn skewed_runner_clocks_neither_steal_leases_nor_move_schedules() {
     let cli = skewed(&format!("+{OFFSET_DAYS}d"), cli)
         .output()
         .expect("run the skewed CLI");
-    assert!(
-        cli.status.success(),
-        "{}",
-        String::from_utf8_lossy(&cli.stderr)
-    );
+    assert_success("the skewed CLI", &cli);
     let cli_delay_ms = scalar(
         &mut conn,
         "SELECT (EXTRACT(EPOCH FROM run_at - created_at) * 1000)::bigint AS n
@@ -226,11 +220,11 @@ fn skewed_runner_clocks_neither_steal_leases_nor_move_schedules() {
     );
     let mut lost = 0;
     for id in &probes {
-        let row = get_job(&mut conn, *id).expect("read").expect("row");
+        let row = read_job(&mut conn, *id);
         lost += i64::from(row.status != JobStatus::Completed);
     }
     for id in &panics {
-        let row = get_job(&mut conn, *id).expect("read").expect("row");
+        let row = read_job(&mut conn, *id);
         lost += i64::from(row.status != JobStatus::Failed || row.attempts != 2);
     }
     let duplicated = stolen

@@ -8,10 +8,10 @@ use std::time::{Duration, Instant};
 
 use diesel::prelude::*;
 use diesel::sql_types::{Array, BigInt, Text};
-use jobqueue_core::{JobOptions, NewJob, enqueue_many};
+use jobqueue_core::Job;
 use jobqueue_tests::fault::{Proc, Summary, Tally, assert_exit_0, runner_flags};
 use jobqueue_tests::jobs::{self, Chaos};
-use jobqueue_tests::{TestDb, count_where, wait_for};
+use jobqueue_tests::{TestDb, count_where, wait_for, wait_no_live_jobs};
 
 const WORKER: &str = env!("CARGO_BIN_EXE_jobqueue-test-worker");
 const RUNNERS: usize = 4;
@@ -32,21 +32,9 @@ fn kill_9_chaos_loses_nothing_and_does_nothing_twice() {
     let db = TestDb::new();
     let mut conn = db.conn();
     jobs::create_side_tables(&mut conn);
-    for chunk in (0..JOBS).collect::<Vec<_>>().chunks(2000) {
-        let batch: Vec<NewJob> = chunk
-            .iter()
-            .map(|i| {
-                NewJob::from_job(
-                    &Chaos {
-                        exactly_once: i % 2 == 0,
-                        ms: JOB_MS,
-                    },
-                    JobOptions::new(),
-                )
-            })
-            .collect::<Result<_, _>>()
-            .expect("build");
-        enqueue_many(&mut conn, &batch).expect("enqueue");
+    let workload: Vec<Chaos> = Chaos::mix(JOBS, JOB_MS).collect();
+    for chunk in workload.chunks(2000) {
+        Chaos::enqueue_batch(&mut conn, chunk).expect("enqueue");
     }
 
     let mut started = 0;
@@ -89,12 +77,7 @@ fn kill_9_chaos_loses_nothing_and_does_nothing_twice() {
         "all jobs were done before the kills ended: the chaos must hit work in progress"
     );
 
-    wait_for("no live job left", Duration::from_secs(180), || {
-        count_where(
-            &mut conn,
-            "status IN ('scheduled', 'pending', 'claimed', 'running')",
-        ) == 0
-    });
+    wait_no_live_jobs(&mut conn, Duration::from_secs(180));
     for runner in &live {
         runner.signal("TERM");
     }

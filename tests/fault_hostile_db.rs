@@ -10,10 +10,10 @@ use std::time::Duration;
 
 use diesel::prelude::*;
 use diesel::sql_types::{Array, BigInt, Text, Uuid};
-use jobqueue_core::{JobId, JobOptions, NewJob, enqueue_many};
+use jobqueue_core::JobId;
 use jobqueue_tests::fault::{Proc, Summary, Tally, assert_exit_0, runner_command, runner_flags};
 use jobqueue_tests::jobs::{self, Chaos};
-use jobqueue_tests::{TestDb, count_where, wait_for};
+use jobqueue_tests::{TestDb, count_where, enqueue_all, wait_for, wait_no_live_jobs};
 
 const WORKER: &str = env!("CARGO_BIN_EXE_jobqueue-test-worker");
 const JOBS: usize = 2000;
@@ -108,19 +108,7 @@ fn serializable_default_and_foreign_row_locks_lose_nothing() {
         .expect("show");
     assert_eq!(setting.default_transaction_isolation, "serializable");
 
-    let batch: Vec<NewJob> = (0..JOBS)
-        .map(|i| {
-            NewJob::from_job(
-                &Chaos {
-                    exactly_once: i % 2 == 0,
-                    ms: 5,
-                },
-                JobOptions::new(),
-            )
-        })
-        .collect::<Result<_, _>>()
-        .expect("build");
-    enqueue_many(&mut conn, &batch).expect("enqueue");
+    enqueue_all(&mut conn, Chaos::mix(JOBS, 5));
 
     // A session holding the head of the queue: the very rows a claim would
     // take first.
@@ -174,12 +162,7 @@ fn serializable_default_and_foreign_row_locks_lose_nothing() {
         .execute(&mut holder)
         .expect("release");
 
-    wait_for("no live job left", Duration::from_secs(120), || {
-        count_where(
-            &mut conn,
-            "status IN ('scheduled', 'pending', 'claimed', 'running')",
-        ) == 0
-    });
+    wait_no_live_jobs(&mut conn, Duration::from_secs(120));
     stop.0.store(true, Ordering::Relaxed);
     let churn = churner.join().expect("the churning session");
     for runner in &runners {

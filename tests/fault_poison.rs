@@ -10,10 +10,12 @@ use std::time::Duration;
 use diesel::connection::SimpleConnection;
 use diesel::prelude::*;
 use diesel::sql_types::{Nullable, Text};
-use jobqueue_core::{Error, Job, JobOptions, NewJob, enqueue, enqueue_many};
+use jobqueue_core::{Error, Job, JobOptions, NewJob, enqueue};
 use jobqueue_tests::fault::{Proc, Summary, assert_exit_0, runner_flags};
 use jobqueue_tests::jobs::{Blob, Noop, Panic};
-use jobqueue_tests::{TestDb, count_where, effects_where, put, scalar, wait_for};
+use jobqueue_tests::{
+    TestDb, assert_success, count_where, effects_where, enqueue_all, put, scalar, wait_for,
+};
 
 const WORKER: &str = env!("CARGO_BIN_EXE_jobqueue-test-worker");
 
@@ -60,11 +62,7 @@ fn cli_refuses(db: &TestDb, args: &[&str], expect: &str) {
 }
 
 fn enqueue_noops(conn: &mut PgConnection, from: u64, n: u64) {
-    let batch: Vec<NewJob> = (from..from + n)
-        .map(|n| NewJob::from_job(&Noop { n }, JobOptions::new()))
-        .collect::<Result<_, _>>()
-        .expect("build");
-    enqueue_many(conn, &batch).expect("enqueue");
+    enqueue_all(conn, (from..from + n).map(|n| Noop { n }));
 }
 
 #[test]
@@ -397,11 +395,7 @@ fn hostile_names_are_refused_or_kept_verbatim_and_never_run_as_sql() {
         }
     }
     let stats = cli(&db, &["stats"]);
-    assert!(
-        stats.status.success(),
-        "{}",
-        String::from_utf8_lossy(&stats.stderr)
-    );
+    assert_success("stats", &stats);
     assert!(runner.is_running(), "the runner still runs");
     runner.signal("TERM");
     let status = runner.wait_exit(Duration::from_secs(30));

@@ -8,29 +8,16 @@ use std::time::Duration;
 
 use diesel::prelude::*;
 use diesel::sql_types::Double;
-use jobqueue_core::{JobOptions, NewJob, enqueue_many};
 use jobqueue_tests::fault::{OwnCluster, Proc, Summary, Tally, assert_exit_0, runner_flags};
 use jobqueue_tests::jobs::{self, Chaos};
-use jobqueue_tests::{TestDb, count_where, scalar, wait_for};
+use jobqueue_tests::{TestDb, count_where, enqueue_all, scalar, wait_for, wait_no_live_jobs};
 use jobqueue_tools::postgres::StopMode;
 
 const WORKER: &str = env!("CARGO_BIN_EXE_jobqueue-test-worker");
 const JOBS: usize = 3000;
 
 fn enqueue_chaos(conn: &mut PgConnection, ms: u64) {
-    let batch: Vec<NewJob> = (0..JOBS)
-        .map(|i| {
-            NewJob::from_job(
-                &Chaos {
-                    exactly_once: i % 2 == 0,
-                    ms,
-                },
-                JobOptions::new(),
-            )
-        })
-        .collect::<Result<_, _>>()
-        .expect("build");
-    enqueue_many(conn, &batch).expect("enqueue");
+    enqueue_all(conn, Chaos::mix(JOBS, ms));
 }
 
 fn completed(conn: &mut PgConnection) -> i64 {
@@ -143,12 +130,7 @@ fn runners_ride_out_a_postgres_crash_and_restart() {
         Duration::from_secs(30),
         || listening(&mut conn) == 2,
     );
-    wait_for("no live job left", Duration::from_secs(120), || {
-        count_where(
-            &mut conn,
-            "status IN ('scheduled', 'pending', 'claimed', 'running')",
-        ) == 0
-    });
+    wait_no_live_jobs(&mut conn, Duration::from_secs(120));
     for runner in &mut runners {
         assert!(
             runner.is_running(),
@@ -251,12 +233,7 @@ fn runners_ride_out_dropped_connections() {
         );
         first_completion_after(&mut conn, "(SELECT at FROM last_drop)")
     };
-    wait_for("no live job left", Duration::from_secs(120), || {
-        count_where(
-            &mut conn,
-            "status IN ('scheduled', 'pending', 'claimed', 'running')",
-        ) == 0
-    });
+    wait_no_live_jobs(&mut conn, Duration::from_secs(120));
     for runner in &mut runners {
         assert!(runner.is_running(), "{} was never restarted", runner.name());
     }

@@ -7,16 +7,14 @@ use std::time::{Duration, Instant};
 
 use diesel::prelude::*;
 use diesel::sql_types::Uuid;
-use jobqueue_core::{Job, JobId, JobOptions, JobStatus, NewJob, enqueue_many, get_job};
-use jobqueue_tests::fault::{Proc, Summary, assert_exit_0};
+use jobqueue_core::{Job, JobId, JobStatus};
+use jobqueue_tests::fault::{Proc, Summary, assert_exit_0, runner_flags};
 use jobqueue_tests::jobs::{Hang, HangTimeout, Noop, Sleep};
-use jobqueue_tests::{TestDb, count_where, effects_where, wait_completed, wait_for};
+use jobqueue_tests::{
+    TestDb, count_where, effects_where, enqueue_all, read_job, wait_completed, wait_for,
+};
 
 const WORKER: &str = env!("CARGO_BIN_EXE_jobqueue-test-worker");
-
-fn setup() -> (TestDb, PgConnection) {
-    TestDb::with_side_tables()
-}
 
 #[derive(QueryableByName)]
 struct IdRow {
@@ -34,23 +32,16 @@ fn started_jobs(conn: &mut PgConnection) -> BTreeSet<JobId> {
 }
 
 fn enqueue_noops(conn: &mut PgConnection, n: u64) {
-    let batch: Vec<NewJob> = (0..n)
-        .map(|n| NewJob::from_job(&Noop { n }, JobOptions::new()))
-        .collect::<Result<_, _>>()
-        .expect("build");
-    enqueue_many(conn, &batch).expect("enqueue");
+    enqueue_all(conn, (0..n).map(|n| Noop { n }));
 }
 
 #[test]
 fn sigterm_under_load_finishes_in_flight_jobs_and_hands_back_the_rest() {
     const JOBS: usize = 100;
-    let (db, mut conn) = setup();
-    let batch: Vec<NewJob> = (0..JOBS)
-        .map(|_| NewJob::from_job(&Sleep { ms: 2000 }, JobOptions::new()))
-        .collect::<Result<_, _>>()
-        .expect("build");
-    enqueue_many(&mut conn, &batch).expect("enqueue");
-    let all: BTreeSet<JobId> = batch.iter().map(NewJob::id).collect();
+    let (db, mut conn) = TestDb::with_side_tables();
+    let all: BTreeSet<JobId> = enqueue_all(&mut conn, (0..JOBS).map(|_| Sleep { ms: 2000 }))
+        .into_iter()
+        .collect();
 
     // 32 workers and a prefetch of 8: 32 jobs running, 8 claimed and waiting.
     let mut first = Proc::runner(
@@ -83,7 +74,7 @@ fn sigterm_under_load_finishes_in_flight_jobs_and_hands_back_the_rest() {
     assert!(started.is_superset(&in_flight));
     let mut lost = 0;
     for id in &all {
-        let row = get_job(&mut conn, *id).expect("read").expect("row");
+        let row = read_job(&mut conn, *id);
         let fine = if started.contains(id) {
             row.status == JobStatus::Completed
                 && row.attempts == 1
@@ -141,20 +132,22 @@ fn sigterm_under_load_finishes_in_flight_jobs_and_hands_back_the_rest() {
     assert_eq!(handed_back, (JOBS - finished_in_grace) as i64);
 }
 
+/// Flags for a runner of two workers that looks for lost jobs every 0.3 s,
+/// leases of `lease_secs` and `grace_secs` to stop.
+fn two_worker_flags(lease_secs: &str, grace_secs: u64) -> Vec<String> {
+    runner_flags(&[
+        ("concurrency", "2"),
+        ("lease-secs", lease_secs),
+        ("rescue-secs", "0.3"),
+        ("grace-secs", &grace_secs.to_string()),
+    ])
+}
+
 #[test]
 fn a_handler_that_never_returns_is_recovered_after_its_runner_stops() {
-    let (db, mut conn) = setup();
+    let (db, mut conn) = TestDb::with_side_tables();
     const GRACE_SECS: u64 = 3;
-    let args = &[
-        "--concurrency",
-        "2",
-        "--lease-secs",
-        "1.5",
-        "--rescue-secs",
-        "0.3",
-        "--grace-secs",
-        "3",
-    ];
+    let args = &two_worker_flags("1.5", GRACE_SECS);
     let stuck = Hang {
         every_attempt: false,
     }
@@ -183,7 +176,7 @@ fn a_handler_that_never_returns_is_recovered_after_its_runner_stops() {
     );
 
     wait_completed(&mut conn, stuck, Duration::from_secs(30));
-    let row = get_job(&mut conn, stuck).expect("read").expect("row");
+    let row = read_job(&mut conn, stuck);
     assert_eq!(row.worker_id.as_deref(), Some("hang-b"));
     assert_eq!(row.attempts, 2);
     assert!(
@@ -214,18 +207,9 @@ fn a_handler_that_never_returns_is_recovered_after_its_runner_stops() {
 
 #[test]
 fn a_handler_past_its_timeout_loses_its_lease_while_its_runner_lives_on() {
-    let (db, mut conn) = setup();
+    let (db, mut conn) = TestDb::with_side_tables();
     const GRACE_SECS: u64 = 2;
-    let args = &[
-        "--concurrency",
-        "2",
-        "--lease-secs",
-        "1",
-        "--rescue-secs",
-        "0.3",
-        "--grace-secs",
-        "2",
-    ];
+    let args = &two_worker_flags("1", GRACE_SECS);
     // Hangs on its first attempt only: another attempt completes it.
     let once = HangTimeout {
         every_attempt: false,
@@ -244,8 +228,7 @@ fn a_handler_past_its_timeout_loses_its_lease_while_its_runner_lives_on() {
         Proc::runner(WORKER, &db.url, "timeout-a", args),
         Proc::runner(WORKER, &db.url, "timeout-b", args),
     ];
-    let status_of =
-        |conn: &mut PgConnection, id: JobId| get_job(conn, id).expect("read").expect("row").status;
+    let status_of = |conn: &mut PgConnection, id: JobId| read_job(conn, id).status;
     wait_for(
         "the once-stuck job completed and the always-stuck one failed",
         Duration::from_secs(60),
@@ -254,9 +237,9 @@ fn a_handler_past_its_timeout_loses_its_lease_while_its_runner_lives_on() {
                 && status_of(&mut conn, always) == JobStatus::Failed
         },
     );
-    let row = get_job(&mut conn, once).expect("read").expect("row");
+    let row = read_job(&mut conn, once);
     assert_eq!(row.attempts, 2);
-    let row = get_job(&mut conn, always).expect("read").expect("row");
+    let row = read_job(&mut conn, always);
     assert_eq!(row.attempts, 2);
     assert!(
         row.last_error

@@ -8,10 +8,10 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use diesel::prelude::*;
 use diesel::sql_types::{Integer, Nullable, Text, Timestamptz, Uuid};
-use jobqueue_core::{JobId, JobOptions, NewJob, enqueue_many};
+use jobqueue_core::JobId;
 use jobqueue_tests::fault::{Proc, Summary, Tally, assert_exit_0, runner_flags};
 use jobqueue_tests::jobs::{self, Stale};
-use jobqueue_tests::{TestDb, count_where, effects_where, wait_for};
+use jobqueue_tests::{TestDb, count_where, effects_where, enqueue_all, wait_for};
 
 const WORKER: &str = env!("CARGO_BIN_EXE_jobqueue-test-worker");
 const JOBS: i64 = 8;
@@ -58,19 +58,11 @@ fn a_frozen_runner_thawed_after_recovery_changes_nothing() {
     let db = TestDb::new();
     let mut conn = db.conn();
     jobs::create_side_tables(&mut conn);
-    let batch: Vec<NewJob> = (0..JOBS)
-        .map(|i| {
-            NewJob::from_job(
-                &Stale {
-                    exactly_once: i % 2 == 0,
-                    pause_ms: 2500,
-                },
-                JobOptions::new(),
-            )
-        })
-        .collect::<Result<_, _>>()
-        .expect("build");
-    enqueue_many(&mut conn, &batch).expect("enqueue");
+    let batch = (0..JOBS).map(|i| Stale {
+        exactly_once: i % 2 == 0,
+        pause_ms: 2500,
+    });
+    enqueue_all(&mut conn, batch);
 
     let flags = runner_flags(&[
         ("concurrency", "8"),

@@ -4,20 +4,15 @@
 
 use std::time::Duration;
 
-use jobqueue_core::{JobOptions, NewJob, enqueue_many};
 use jobqueue_runner::{Runner, RunnerConfig};
-use jobqueue_tests::{TestDb, count_where, scalar, wait_for};
+use jobqueue_tests::{TestDb, count_where, enqueue_all, scalar, wait_for};
 use jobqueue_tools::bench::{BenchNoop, registry};
 
 #[test]
 fn the_vacuum_runs_on_its_own_timer() {
     let db = TestDb::new();
     let mut conn = db.conn();
-    let jobs: Vec<NewJob> = (0..300)
-        .map(|_| NewJob::from_job(&BenchNoop { seq: 0 }, JobOptions::new()))
-        .collect::<Result<_, _>>()
-        .expect("build");
-    enqueue_many(&mut conn, &jobs).expect("enqueue");
+    enqueue_all(&mut conn, (0..300).map(|_| BenchNoop { seq: 0 }));
     let mut config = RunnerConfig::new(&db.url);
     config.rescue_interval = Duration::from_secs(60);
     config.prune_interval = Duration::from_secs(60);

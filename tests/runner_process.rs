@@ -5,9 +5,12 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use diesel::prelude::*;
-use jobqueue_core::{Job, JobOptions, NewJob, enqueue_many, get_job};
+use jobqueue_core::Job;
 use jobqueue_tests::jobs::{Effect, Noop, Sleep};
-use jobqueue_tests::{TestDb, count_where, effects_where, wait_completed, wait_for};
+use jobqueue_tests::{
+    TestDb, count_where, effects_where, enqueue_all, read_job, status_counts, wait_completed,
+    wait_for,
+};
 
 const WORKER: &str = env!("CARGO_BIN_EXE_jobqueue-test-worker");
 
@@ -33,47 +36,36 @@ fn signal(child: &Child, name: &str) {
     assert!(status.success(), "kill -{name} failed");
 }
 
-/// Waits for the process to exit; returns its code and stderr.
-fn finish(child: Child) -> (Option<i32>, String) {
+/// Stops the worker with SIGTERM and asserts that it exits with code 0.
+fn stop(child: Child) {
+    signal(&child, "TERM");
     let output = child.wait_with_output().expect("wait for the worker");
-    (
+    assert_eq!(
         output.status.code(),
-        String::from_utf8_lossy(&output.stderr).into_owned(),
-    )
-}
-
-fn setup() -> (TestDb, PgConnection) {
-    TestDb::with_side_tables()
+        Some(0),
+        "stderr: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
 }
 
 #[test]
 fn a_worker_process_completes_every_job_once_and_exits_0_on_sigterm() {
-    let (db, mut conn) = setup();
+    let (db, mut conn) = TestDb::with_side_tables();
     const N: i64 = 2000;
-    let batch: Vec<NewJob> = (0..N as u64)
-        .map(|n| NewJob::from_job(&Noop { n }, JobOptions::new()))
-        .collect::<Result<_, _>>()
-        .expect("build");
-    enqueue_many(&mut conn, &batch).expect("enqueue");
+    enqueue_all(&mut conn, (0..N as u64).map(|n| Noop { n }));
     let child = start_worker(&db, &["--concurrency", "16"]);
     wait_for("all jobs completed", Duration::from_secs(60), || {
         count_where(&mut conn, "status = 'completed'") == N
     });
-    signal(&child, "TERM");
-    let (code, stderr) = finish(child);
-    assert_eq!(code, Some(0), "stderr: {stderr}");
+    stop(child);
     assert_eq!(effects_where(&mut conn, "kind = 'run'"), N);
     assert_eq!(count_where(&mut conn, "attempts <> 1"), 0);
 }
 
 #[test]
 fn sigterm_finishes_in_flight_jobs_and_hands_back_unstarted_ones() {
-    let (db, mut conn) = setup();
-    let batch: Vec<NewJob> = (0..10)
-        .map(|_| NewJob::from_job(&Sleep { ms: 1500 }, JobOptions::new()))
-        .collect::<Result<_, _>>()
-        .expect("build");
-    enqueue_many(&mut conn, &batch).expect("enqueue");
+    let (db, mut conn) = TestDb::with_side_tables();
+    enqueue_all(&mut conn, (0..10).map(|_| Sleep { ms: 1500 }));
     // Two workers, one prefetched job: 2 running, 1 claimed and waiting.
     let child = start_worker(&db, &["--concurrency", "2", "--grace-secs", "20"]);
     wait_for("two handlers running", Duration::from_secs(20), || {
@@ -82,29 +74,27 @@ fn sigterm_finishes_in_flight_jobs_and_hands_back_unstarted_ones() {
     wait_for("a third job claimed", Duration::from_secs(5), || {
         count_where(&mut conn, "status IN ('claimed', 'running')") == 3
     });
-    signal(&child, "TERM");
-    let (code, stderr) = finish(child);
-    assert_eq!(code, Some(0), "stderr: {stderr}");
+    stop(child);
     assert_eq!(
         effects_where(&mut conn, "kind = 'done'"),
         2,
         "in-flight jobs finished"
     );
-    assert_eq!(count_where(&mut conn, "status = 'completed'"), 2);
     assert_eq!(
-        count_where(&mut conn, "status = 'pending' AND attempts = 0"),
-        8,
-        "the rest pending, attempts unchanged"
+        status_counts(&mut conn),
+        [("pending", 8), ("completed", 2)],
+        "the rest pending, none held"
     );
     assert_eq!(
-        count_where(&mut conn, "status IN ('claimed', 'running')"),
-        0
+        count_where(&mut conn, "status = 'pending' AND attempts <> 0"),
+        0,
+        "the rest keep their attempts"
     );
 }
 
 #[test]
 fn kill_9_inside_the_handler_transaction_leaves_neither_effect_nor_completion() {
-    let (db, mut conn) = setup();
+    let (db, mut conn) = TestDb::with_side_tables();
     let id = Effect { pause: true }.enqueue(&mut conn).expect("enqueue");
     let mut child = start_worker(&db, &["--concurrency", "1", "--lease-secs", "1"]);
     // The handler inserted its effect and sleeps before commit: its
@@ -135,7 +125,7 @@ fn kill_9_inside_the_handler_transaction_leaves_neither_effect_nor_completion() 
         0,
         "no effect without the completion"
     );
-    let row = get_job(&mut conn, id).expect("read").expect("row");
+    let row = read_job(&mut conn, id);
     assert!(
         row.status.is_held(),
         "still held by the dead worker: {:?}",
@@ -155,9 +145,7 @@ fn kill_9_inside_the_handler_transaction_leaves_neither_effect_nor_completion() 
         ],
     );
     wait_completed(&mut conn, id, Duration::from_secs(30));
-    signal(&child, "TERM");
-    let (code, stderr) = finish(child);
-    assert_eq!(code, Some(0), "stderr: {stderr}");
+    stop(child);
     assert_eq!(
         effects_where(&mut conn, "kind = 'effect'"),
         1,
@@ -167,7 +155,7 @@ fn kill_9_inside_the_handler_transaction_leaves_neither_effect_nor_completion() 
         effects_where(&mut conn, "kind = 'effect' AND attempt = 2"),
         1
     );
-    let row = get_job(&mut conn, id).expect("read").expect("row");
+    let row = read_job(&mut conn, id);
     assert_eq!(row.attempts, 2);
     assert!(
         row.errors[0]["error"]
