@@ -5,10 +5,10 @@ use std::time::Duration;
 use diesel::prelude::*;
 use jobqueue_core::{
     CancelOutcome, Claim, Error, JobId, JobOptions, JobStatus, NewJob, Progress, Retention, cancel,
-    cancel_held_many, claim, complete, enqueue, enqueue_many, get_job, heartbeat_many, prune,
-    queue_stats, report_progress,
+    cancel_held_many, claim, complete, enqueue, enqueue_many, heartbeat_many, prune, queue_stats,
+    report_progress,
 };
-use jobqueue_tests::{TestDb, bare_jobs, count_where};
+use jobqueue_tests::{TestDb, bare_jobs, claim_one, read_job, status_counts};
 
 fn put(conn: &mut PgConnection, queue: &str) -> JobId {
     enqueue(
@@ -27,13 +27,7 @@ fn cancel_pending_at_once_and_running_by_flag() {
         cancel(&mut conn, pending).expect("cancel"),
         CancelOutcome::Cancelled
     );
-    assert_eq!(
-        get_job(&mut conn, pending)
-            .expect("read")
-            .expect("row")
-            .status,
-        JobStatus::Cancelled
-    );
+    assert_eq!(read_job(&mut conn, pending).status, JobStatus::Cancelled);
     assert_eq!(
         cancel(&mut conn, pending).expect("cancel"),
         CancelOutcome::AlreadyFinished(JobStatus::Cancelled)
@@ -44,7 +38,7 @@ fn cancel_pending_at_once_and_running_by_flag() {
     ));
 
     let running = put(&mut conn, "default");
-    let lease = claim(&mut conn, &Claim::new("w")).expect("claim")[0].lease();
+    let lease = claim_one(&mut conn, "w");
     let step = Progress {
         percent: Some(10),
         stage: Some("download".into()),
@@ -68,7 +62,7 @@ fn cancel_pending_at_once_and_running_by_flag() {
             .applied,
         vec![running]
     );
-    let row = get_job(&mut conn, running).expect("read").expect("row");
+    let row = read_job(&mut conn, running);
     assert_eq!((row.status, row.events_count), (JobStatus::Cancelled, 2));
 }
 
@@ -77,7 +71,7 @@ fn progress_is_recorded() {
     let db = TestDb::new();
     let mut conn = db.conn();
     let id = put(&mut conn, "default");
-    let lease = claim(&mut conn, &Claim::new("w")).expect("claim")[0].lease();
+    let lease = claim_one(&mut conn, "w");
     let report = Progress {
         percent: Some(40),
         stage: Some("rendering".into()),
@@ -93,7 +87,7 @@ fn progress_is_recorded() {
         },
     )
     .expect("progress");
-    let row = get_job(&mut conn, id).expect("read").expect("row");
+    let row = read_job(&mut conn, id);
     assert_eq!(row.status, JobStatus::Running);
     assert_eq!(
         (row.progress, row.current_stage.as_deref(), row.events_count),
@@ -101,10 +95,7 @@ fn progress_is_recorded() {
     );
     assert!(row.started_at.is_some());
     complete(&mut conn, &lease).expect("complete");
-    assert_eq!(
-        get_job(&mut conn, id).expect("read").expect("row").progress,
-        100
-    );
+    assert_eq!(read_job(&mut conn, id).progress, 100);
 }
 
 #[test]
@@ -146,16 +137,10 @@ fn prune_deletes_only_finished_rows_past_their_retention() {
         (pruned.completed, pruned.failed, pruned.cancelled),
         (10, 0, 0)
     );
-    assert_eq!(count_where(&mut conn, "status = 'completed'"), 5);
+    // Failed rows are kept forever; live rows are untouched.
     assert_eq!(
-        count_where(&mut conn, "status = 'failed'"),
-        5,
-        "failed kept forever"
-    );
-    assert_eq!(
-        count_where(&mut conn, "status = 'pending'"),
-        10,
-        "live rows untouched"
+        status_counts(&mut conn),
+        [("pending", 10), ("completed", 5), ("failed", 5)]
     );
 }
 

@@ -4,42 +4,24 @@
 use std::time::Duration;
 
 use chrono::Utc;
-use jobqueue_core::{Claim, JobOptions, JobStatus, claim, get_job};
-use jobqueue_tests::{TestDb, put};
+use jobqueue_core::{Claim, JobOptions, JobStatus, claim};
+use jobqueue_tests::{TestDb, put, read_job, wait_for};
 
 #[test]
 fn priority_first_then_run_at() {
     let db = TestDb::new();
     let mut conn = db.conn();
     let now = Utc::now();
-    let low_old = put(
-        &mut conn,
-        "t",
-        JobOptions::new()
-            .priority(10)
-            .run_at(now - chrono::Duration::minutes(10)),
-    );
-    let high_new = put(
-        &mut conn,
-        "t",
-        JobOptions::new()
-            .priority(500)
-            .run_at(now - chrono::Duration::minutes(1)),
-    );
-    let high_old = put(
-        &mut conn,
-        "t",
-        JobOptions::new()
-            .priority(500)
-            .run_at(now - chrono::Duration::minutes(5)),
-    );
-    let mid = put(
-        &mut conn,
-        "t",
-        JobOptions::new()
-            .priority(100)
-            .run_at(now - chrono::Duration::minutes(20)),
-    );
+    // (priority, minutes overdue) of each job.
+    let [low_old, high_new, high_old, mid] =
+        [(10, 10), (500, 1), (500, 5), (100, 20)].map(|(priority, minutes)| {
+            let run_at = now - chrono::Duration::minutes(minutes);
+            put(
+                &mut conn,
+                "t",
+                JobOptions::new().priority(priority).run_at(run_at),
+            )
+        });
 
     let got: Vec<_> = claim(&mut conn, &Claim::new("w").limit(10))
         .expect("claim")
@@ -80,21 +62,18 @@ fn future_job_is_not_claimed_before_it_is_due() {
     );
 
     // Wait on the database's clock until the job is due, then it is claimed.
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    loop {
-        jobqueue_core::promote_due(&mut conn, 100).expect("promote");
-        let got = claim(&mut conn, &Claim::new("w")).expect("claim");
-        if let Some(row) = got.first() {
-            assert_eq!(row.id, later);
-            assert!(row.claimed_at.expect("claimed_at") >= row.run_at);
-            break;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "scheduled job never became due"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let mut got = Vec::new();
+    wait_for(
+        "the scheduled job to become due",
+        Duration::from_secs(10),
+        || {
+            jobqueue_core::promote_due(&mut conn, 100).expect("promote");
+            got = claim(&mut conn, &Claim::new("w")).expect("claim");
+            !got.is_empty()
+        },
+    );
+    assert_eq!(got[0].id, later);
+    assert!(got[0].claimed_at.expect("claimed_at") >= got[0].run_at);
 }
 
 #[test]
@@ -126,8 +105,5 @@ fn claim_filters_by_queue_whatever_the_type_and_sets_the_lease() {
     let lease =
         (row.lease_expires_at.expect("lease") - row.claimed_at.expect("claimed")).num_seconds();
     assert_eq!(lease, 60);
-    assert_eq!(
-        get_job(&mut conn, mail).expect("read").expect("row").status,
-        JobStatus::Claimed
-    );
+    assert_eq!(read_job(&mut conn, mail).status, JobStatus::Claimed);
 }

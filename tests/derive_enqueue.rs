@@ -1,8 +1,8 @@
 //! Derived jobs enqueue with the constants their `#[job(...)]` gave, and the
 //! trait's defaults for the rest.
 
-use jobqueue_core::{Error, Job, JobRow, get_job};
-use jobqueue_tests::TestDb;
+use jobqueue_core::{Error, Job, JobRow};
+use jobqueue_tests::{TestDb, read_job};
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, PartialEq, Serialize, Deserialize, Job)]
@@ -42,8 +42,10 @@ struct Tiny {
     text: String,
 }
 
-fn row(conn: &mut diesel::PgConnection, id: jobqueue_core::JobId) -> JobRow {
-    get_job(conn, id).expect("read").expect("row exists")
+/// Enqueues `job` with its type's defaults and reads its row back.
+fn enqueued<J: Job>(conn: &mut diesel::PgConnection, job: &J) -> JobRow {
+    let id = job.enqueue(conn).expect("enqueue");
+    read_job(conn, id)
 }
 
 fn settings(row: &JobRow) -> (&str, i32, &str, i32) {
@@ -58,12 +60,10 @@ fn settings(row: &JobRow) -> (&str, i32, &str, i32) {
 #[test]
 fn attribute_values_land_on_the_row() {
     let db = TestDb::new();
-    let mut conn = db.conn();
     let email = SendEmail {
         to: "a@example.com".into(),
     };
-    let id = email.enqueue(&mut conn).expect("enqueue");
-    let row = row(&mut conn, id);
+    let row = enqueued(&mut db.conn(), &email);
     assert_eq!(settings(&row), ("email.send", 150, "mail", 5));
     assert_eq!(row.payload_as::<SendEmail>().expect("payload"), email);
 }
@@ -71,11 +71,7 @@ fn attribute_values_land_on_the_row() {
 #[test]
 fn keys_left_out_take_the_defaults() {
     let db = TestDb::new();
-    let mut conn = db.conn();
-    let id = Resize("cat.png".into(), 640)
-        .enqueue(&mut conn)
-        .expect("enqueue");
-    let row = row(&mut conn, id);
+    let row = enqueued(&mut db.conn(), &Resize("cat.png".into(), 640));
     assert_eq!(settings(&row), ("image.resize", 100, "default", 3));
     assert_eq!(row.payload, serde_json::json!(["cat.png", 640]));
 }
@@ -84,27 +80,21 @@ fn keys_left_out_take_the_defaults() {
 fn unit_struct_and_enum_jobs() {
     let db = TestDb::new();
     let mut conn = db.conn();
-    let flush = FlushCache.enqueue(&mut conn).expect("enqueue unit");
-    let daily = Report::Daily.enqueue(&mut conn).expect("enqueue daily");
-    let monthly = Report::Monthly { month: 11 }
-        .enqueue(&mut conn)
-        .expect("enqueue monthly");
-
-    let flush = row(&mut conn, flush);
+    let flush = enqueued(&mut conn, &FlushCache);
     assert_eq!(settings(&flush), ("cache.flush", 900, "default", 1));
     assert_eq!(
         flush.payload_as::<FlushCache>().expect("payload"),
         FlushCache
     );
 
-    let daily = row(&mut conn, daily);
+    let daily = enqueued(&mut conn, &Report::Daily);
     assert_eq!(settings(&daily), ("report.build", 100, "reports", 3));
     assert_eq!(
         daily.payload_as::<Report>().expect("payload"),
         Report::Daily
     );
 
-    let monthly = row(&mut conn, monthly);
+    let monthly = enqueued(&mut conn, &Report::Monthly { month: 11 });
     assert_eq!(
         monthly.payload,
         serde_json::json!({"Monthly": {"month": 11}})
@@ -123,8 +113,7 @@ fn generic_job() {
         url: "https://example.com/hook".into(),
         body: vec![1, 2, 3],
     };
-    let id = job.enqueue(&mut conn).expect("enqueue");
-    let row = row(&mut conn, id);
+    let row = enqueued(&mut conn, &job);
     assert_eq!(settings(&row), ("webhook.deliver", 10, "hooks", 3));
     assert_eq!(row.payload_as::<Deliver<Vec<i32>>>().expect("payload"), job);
 
@@ -157,7 +146,7 @@ fn options_override_the_derived_defaults() {
     .priority(1000)
     .enqueue(&mut conn)
     .expect("enqueue");
-    let row = row(&mut conn, id);
+    let row = read_job(&mut conn, id);
     assert_eq!(settings(&row), ("email.send", 1000, "urgent", 5));
 }
 

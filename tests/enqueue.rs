@@ -3,8 +3,8 @@
 use std::time::Duration;
 
 use diesel::prelude::*;
-use jobqueue_core::{Job, JobOptions, JobStatus, NewJob, enqueue_many, get_job};
-use jobqueue_tests::{TestDb, count_where};
+use jobqueue_core::{Job, JobOptions, JobStatus, NewJob, enqueue_many};
+use jobqueue_tests::{TestDb, count_where, read_job};
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, PartialEq, Serialize, Deserialize)]
@@ -49,7 +49,7 @@ fn committed_transaction_leaves_exactly_one_job() {
         .expect("enqueue");
     let mut other = db.conn();
     assert_eq!(count_where(&mut other, "true"), 1);
-    let row = get_job(&mut other, id).expect("read").expect("row exists");
+    let row = read_job(&mut other, id);
     assert_eq!(row.job_type, "email.send");
     assert_eq!(row.queue, "mail");
     assert_eq!(row.priority, 150);
@@ -75,7 +75,7 @@ fn options_override_the_type_defaults() {
         .unique_key("welcome:b")
         .enqueue(&mut conn)
         .expect("enqueue");
-    let row = get_job(&mut conn, id).expect("read").expect("row");
+    let row = read_job(&mut conn, id);
     assert_eq!(
         (row.priority, row.queue.as_str(), row.max_attempts),
         (900, "urgent", 1)
@@ -130,7 +130,7 @@ fn raw_json_jobs_enqueue_with_queue_defaults() {
     let job =
         NewJob::new("report.build", r#"{"month": "2026-11"}"#, JobOptions::new()).expect("valid");
     let id = jobqueue_core::enqueue(&mut conn, &job).expect("enqueue");
-    let row = get_job(&mut conn, id).expect("read").expect("row");
+    let row = read_job(&mut conn, id);
     assert_eq!(
         (row.priority, row.queue.as_str(), row.max_attempts),
         (100, "default", 3)
@@ -168,7 +168,7 @@ fn large_batches_stream_through_copy_with_payloads_intact() {
     let done = enqueue_many(&mut conn, &jobs).expect("enqueue");
     assert_eq!(done.inserted.len(), 600);
     for (i, job) in jobs.iter().enumerate().take(3) {
-        let row = get_job(&mut conn, job.id()).expect("read").expect("row");
+        let row = read_job(&mut conn, job.id());
         let expected: serde_json::Value = serde_json::from_str(tricky[i]).expect("json");
         assert_eq!(row.payload, expected, "payload {i} survives COPY");
         assert_eq!(

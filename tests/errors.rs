@@ -8,7 +8,7 @@ use anyhow::Context;
 use diesel::prelude::*;
 use jobqueue_core::{Job, JobStatus};
 use jobqueue_runner::{JobContext, JobError, Perform, Registry, Runner, RunnerConfig};
-use jobqueue_tests::{TestDb, count_where, wait_for};
+use jobqueue_tests::{TestDb, count_where, read_job, wait_for};
 use serde::{Deserialize, Serialize};
 
 #[derive(Serialize, Deserialize, Job)]
@@ -199,9 +199,7 @@ fn a_types_own_backoff_overrides_the_runners() {
     );
     runner.shutdown();
 
-    let row = jobqueue_core::get_job(&mut conn, slow)
-        .expect("read")
-        .expect("row");
+    let row = read_job(&mut conn, slow);
     assert_eq!((row.status, row.attempts), (JobStatus::Scheduled, 1));
     assert_eq!(
         row.last_error.as_deref(),

@@ -4,10 +4,10 @@
 use std::time::Duration;
 
 use jobqueue_core::{
-    Claim, Error, Failure, JobOptions, JobStatus, Progress, claim, complete, complete_many, fail,
-    get_job, heartbeat_many, release_many, report_progress, rescue_stale,
+    Error, Failure, JobOptions, JobStatus, Progress, complete, complete_many, fail, heartbeat_many,
+    release_many, report_progress, rescue_stale,
 };
-use jobqueue_tests::{TestDb, expire_leases, put};
+use jobqueue_tests::{TestDb, claim_one, expire_leases, put, read_job};
 
 #[test]
 fn late_writes_of_a_recovered_worker_change_nothing() {
@@ -15,7 +15,7 @@ fn late_writes_of_a_recovered_worker_change_nothing() {
     let mut conn = db.conn();
     let id = put(&mut conn, "t", JobOptions::new());
 
-    let a = claim(&mut conn, &Claim::new("A")).expect("claim")[0].lease();
+    let a = claim_one(&mut conn, "A");
     expire_leases(&mut conn);
     assert_eq!(
         rescue_stale(&mut conn, 10).expect("rescue").requeued,
@@ -27,12 +27,9 @@ fn late_writes_of_a_recovered_worker_change_nothing() {
         complete(&mut conn, &a),
         Err(Error::LeaseLost { .. })
     ));
-    assert_eq!(
-        get_job(&mut conn, id).expect("read").expect("row").status,
-        JobStatus::Pending
-    );
+    assert_eq!(read_job(&mut conn, id).status, JobStatus::Pending);
 
-    let b = claim(&mut conn, &Claim::new("B")).expect("claim")[0].lease();
+    let b = claim_one(&mut conn, "B");
     assert_eq!(b.attempt, 2);
     assert!(b.token > a.token);
 
@@ -66,7 +63,7 @@ fn late_writes_of_a_recovered_worker_change_nothing() {
         release_many(&mut conn, &[a]).expect("release").lost,
         vec![id]
     );
-    let row = get_job(&mut conn, id).expect("read").expect("row");
+    let row = read_job(&mut conn, id);
     assert_eq!(
         (row.status, row.worker_id.as_deref(), row.attempts),
         (JobStatus::Claimed, Some("B"), 2)
@@ -81,7 +78,7 @@ fn late_writes_of_a_recovered_worker_change_nothing() {
 
     // B completes it.
     complete(&mut conn, &b).expect("B completes");
-    let row = get_job(&mut conn, id).expect("read").expect("row");
+    let row = read_job(&mut conn, id);
     assert_eq!(row.status, JobStatus::Completed);
 
     // And no late write, by A or by B again, takes a completed job back.
@@ -91,10 +88,7 @@ fn late_writes_of_a_recovered_worker_change_nothing() {
     let batch = complete_many(&mut conn, &[a, b]).expect("batch");
     assert!(batch.applied.is_empty());
     assert_eq!(batch.lost, vec![id, id]);
-    assert_eq!(
-        get_job(&mut conn, id).expect("read").expect("row").status,
-        JobStatus::Completed
-    );
+    assert_eq!(read_job(&mut conn, id).status, JobStatus::Completed);
 }
 
 #[test]
@@ -102,18 +96,18 @@ fn a_released_job_gets_a_new_token_but_keeps_its_attempts() {
     let db = TestDb::new();
     let mut conn = db.conn();
     let id = put(&mut conn, "t", JobOptions::new());
-    let first = claim(&mut conn, &Claim::new("A")).expect("claim")[0].lease();
+    let first = claim_one(&mut conn, "A");
     assert_eq!(
         release_many(&mut conn, &[first]).expect("release").applied,
         vec![id]
     );
-    let row = get_job(&mut conn, id).expect("read").expect("row");
+    let row = read_job(&mut conn, id);
     assert_eq!(
         (row.status, row.attempts),
         (JobStatus::Pending, 0),
         "release gives the attempt back"
     );
-    let second = claim(&mut conn, &Claim::new("B")).expect("claim")[0].lease();
+    let second = claim_one(&mut conn, "B");
     assert_eq!(second.attempt, 1);
     assert_ne!(second.token, first.token, "tokens are never reused");
     assert!(complete(&mut conn, &first).is_err());

@@ -7,7 +7,7 @@ use diesel::PgConnection;
 use jobqueue_core::{
     Claim, JobOptions, JobStatus, NewJob, claim, get_job, heartbeat_many, rescue_stale, start_many,
 };
-use jobqueue_tests::{TestDb, bare_jobs, count_where, expire_leases, put, wait_for};
+use jobqueue_tests::{TestDb, bare_jobs, count_where, expire_leases, put, read_job, wait_for};
 
 #[test]
 fn expired_lease_goes_back_to_pending_and_last_attempt_fails() {
@@ -28,7 +28,7 @@ fn expired_lease_goes_back_to_pending_and_last_attempt_fails() {
     expire_leases(&mut conn);
     let rescued = rescue_stale(&mut conn, 100).expect("rescue");
     assert_eq!(rescued.requeued, vec![id]);
-    let row = get_job(&mut conn, id).expect("read").expect("row");
+    let row = read_job(&mut conn, id);
     assert_eq!(row.status, JobStatus::Pending);
     assert_eq!(row.attempts, 1);
     assert!(row.worker_id.is_none());
@@ -46,7 +46,7 @@ fn expired_lease_goes_back_to_pending_and_last_attempt_fails() {
     expire_leases(&mut conn);
     let rescued = rescue_stale(&mut conn, 100).expect("rescue");
     assert_eq!(rescued.failed, vec![id]);
-    let row = get_job(&mut conn, id).expect("read").expect("row");
+    let row = read_job(&mut conn, id);
     assert_eq!(row.status, JobStatus::Failed);
     assert!(row.finished_at.is_some());
     let error = row.last_error.expect("error");

@@ -6,9 +6,9 @@ use std::time::Duration;
 use diesel::prelude::*;
 use diesel::sql_types::Double;
 use jobqueue_core::{
-    Claim, FailOutcome, Failure, JobOptions, JobStatus, RetryPolicy, claim, fail, get_job,
+    Claim, FailOutcome, Failure, JobOptions, JobStatus, Lease, RetryPolicy, claim, fail,
 };
-use jobqueue_tests::{TestDb, make_due, put};
+use jobqueue_tests::{TestDb, make_due, put, read_job};
 
 #[derive(QueryableByName)]
 struct Wait {
@@ -26,6 +26,18 @@ fn wait_secs(conn: &mut PgConnection) -> f64 {
     .secs
 }
 
+/// Claims the only due job and fails its attempt with `failure`; returns
+/// the attempt that failed and what became of the job.
+fn claim_and_fail(
+    conn: &mut PgConnection,
+    failure: impl FnOnce(Lease) -> Failure,
+) -> (i32, FailOutcome) {
+    let rows = claim(conn, &Claim::new("w")).expect("claim");
+    assert_eq!(rows.len(), 1, "the job claimed");
+    let outcome = fail(conn, &failure(rows[0].lease())).expect("fail");
+    (rows[0].attempts, outcome)
+}
+
 #[test]
 fn backoff_grows_and_the_last_attempt_is_dead_lettered() {
     let db = TestDb::new();
@@ -39,19 +51,15 @@ fn backoff_grows_and_the_last_attempt_is_dead_lettered() {
 
     let mut waits = Vec::new();
     for attempt in 1..=3 {
-        let rows = claim(&mut conn, &Claim::new("w")).expect("claim");
-        assert_eq!(rows.len(), 1, "attempt {attempt} claimed");
-        assert_eq!(rows[0].attempts, attempt);
-        let outcome = fail(
-            &mut conn,
-            &Failure::retry(rows[0].lease(), format!("boom {attempt}"), &policy),
-        )
-        .expect("fail");
+        let (attempts, outcome) = claim_and_fail(&mut conn, |lease| {
+            Failure::retry(lease, format!("boom {attempt}"), &policy)
+        });
+        assert_eq!(attempts, attempt);
         assert!(
             matches!(outcome, FailOutcome::Retrying { .. }),
             "{outcome:?}"
         );
-        let row = get_job(&mut conn, id).expect("read").expect("row");
+        let row = read_job(&mut conn, id);
         // Waiting out its backoff: not in the claim's index until due.
         assert_eq!(row.status, JobStatus::Scheduled);
         assert_eq!(
@@ -79,15 +87,9 @@ fn backoff_grows_and_the_last_attempt_is_dead_lettered() {
         "backoff grows: {waits:?}"
     );
 
-    let rows = claim(&mut conn, &Claim::new("w")).expect("claim");
-    assert_eq!(rows[0].attempts, 4);
-    let outcome = fail(
-        &mut conn,
-        &Failure::retry(rows[0].lease(), "boom 4", &policy),
-    )
-    .expect("fail");
-    assert_eq!(outcome, FailOutcome::Failed);
-    let row = get_job(&mut conn, id).expect("read").expect("row");
+    let last = claim_and_fail(&mut conn, |lease| Failure::retry(lease, "boom 4", &policy));
+    assert_eq!(last, (4, FailOutcome::Failed));
+    let row = read_job(&mut conn, id);
     assert_eq!(row.status, JobStatus::Failed);
     assert_eq!(row.attempts, 4);
     assert_eq!(row.last_error.as_deref(), Some("boom 4"));
@@ -122,28 +124,20 @@ fn permanent_failure_skips_remaining_attempts_and_history_is_bounded() {
     };
     for attempt in 1..=12 {
         make_due(&mut conn);
-        let rows = claim(&mut conn, &Claim::new("w")).expect("claim");
-        fail(
-            &mut conn,
-            &Failure::retry(rows[0].lease(), format!("e{attempt}"), &policy),
-        )
-        .expect("fail");
+        claim_and_fail(&mut conn, |lease| {
+            Failure::retry(lease, format!("e{attempt}"), &policy)
+        });
     }
-    let row = get_job(&mut conn, id).expect("read").expect("row");
+    let row = read_job(&mut conn, id);
     let errors = row.errors.as_array().expect("array");
     assert_eq!(errors.len(), 10, "history keeps the last 10");
     assert_eq!(errors[0]["error"], "e3");
     assert_eq!(errors[9]["error"], "e12");
 
     make_due(&mut conn);
-    let rows = claim(&mut conn, &Claim::new("w")).expect("claim");
-    let outcome = fail(
-        &mut conn,
-        &Failure::permanent(rows[0].lease(), "bad payload"),
-    )
-    .expect("fail");
+    let (_, outcome) = claim_and_fail(&mut conn, |lease| Failure::permanent(lease, "bad payload"));
     assert_eq!(outcome, FailOutcome::Failed);
-    let row = get_job(&mut conn, id).expect("read").expect("row");
+    let row = read_job(&mut conn, id);
     assert_eq!((row.status, row.attempts), (JobStatus::Failed, 13));
 }
 
@@ -152,10 +146,9 @@ fn very_long_errors_are_cut() {
     let db = TestDb::new();
     let mut conn = db.conn();
     let id = put(&mut conn, "t", JobOptions::new());
-    let rows = claim(&mut conn, &Claim::new("w")).expect("claim");
     let huge = "x".repeat(1_000_000) + "\0end";
-    fail(&mut conn, &Failure::permanent(rows[0].lease(), huge)).expect("fail");
-    let row = get_job(&mut conn, id).expect("read").expect("row");
+    claim_and_fail(&mut conn, |lease| Failure::permanent(lease, huge));
+    let row = read_job(&mut conn, id);
     let kept = row.last_error.expect("error kept");
     assert!(
         kept.len() < 9000 && kept.ends_with("[truncated]"),

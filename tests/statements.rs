@@ -5,8 +5,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use diesel::connection::{Connection, InstrumentationEvent};
-use jobqueue_core::{Claim, Failure, JobOptions, NewJob, QueueSession, enqueue_many};
-use jobqueue_tests::{TestDb, count_where};
+use jobqueue_core::{Claim, Failure, GlobalLimits, QueueSession, enqueue_many};
+use jobqueue_tests::{TestDb, bare_jobs, status_counts};
 
 /// Counts the statements `session` sends from now on.
 fn count_statements(session: &mut QueueSession) -> Arc<AtomicUsize> {
@@ -25,21 +25,28 @@ fn count_statements(session: &mut QueueSession) -> Arc<AtomicUsize> {
 #[test]
 fn a_batch_of_1000_is_one_statement_to_claim_and_one_to_complete() {
     let db = TestDb::new();
-    let jobs: Vec<NewJob> = (0..1500)
-        .map(|_| NewJob::new("t", "{}", JobOptions::new()))
-        .collect::<Result<_, _>>()
-        .expect("build");
+    let jobs = bare_jobs(1500);
     enqueue_many(&mut db.conn(), &jobs).expect("enqueue");
 
     let mut session = QueueSession::establish(&db.url).expect("session");
     let statements = count_statements(&mut session);
-    let rows = session.claim(&Claim::new("w").limit(1000)).expect("claim");
+    // A runner that knows none of its queues has a global limit claims
+    // with `Skip`: one statement.
+    let claim = Claim::new("w").limit(1000);
+    let rows = session
+        .claim(&claim.clone().global_limits(GlobalLimits::Skip))
+        .expect("claim");
     assert_eq!(rows.len(), 1000);
     assert_eq!(
         statements.swap(0, Ordering::Relaxed),
         1,
         "one statement claims 1000 jobs"
     );
+    // Honouring global limits: BEGIN, lock the limited queues' rows, claim,
+    // COMMIT (whatever the batch).
+    let rest = session.claim(&claim).expect("claim");
+    assert_eq!(rest.len(), 500);
+    assert_eq!(statements.swap(0, Ordering::Relaxed), 4);
 
     let leases: Vec<_> = rows.iter().map(|row| row.lease()).collect();
     let done = session.complete_many(&leases[..900]).expect("complete");
@@ -62,18 +69,16 @@ fn a_batch_of_1000_is_one_statement_to_claim_and_one_to_complete() {
     );
 
     let mut conn = db.conn();
-    assert_eq!(count_where(&mut conn, "status = 'completed'"), 900);
-    assert_eq!(count_where(&mut conn, "status = 'failed'"), 100);
-    assert_eq!(count_where(&mut conn, "status = 'pending'"), 500);
+    assert_eq!(
+        status_counts(&mut conn),
+        [("claimed", 500), ("completed", 900), ("failed", 100)]
+    );
 }
 
 #[test]
 fn outside_a_session_each_operation_is_its_own_read_committed_transaction() {
     let db = TestDb::new();
-    let jobs: Vec<NewJob> = (0..10)
-        .map(|_| NewJob::new("t", "{}", JobOptions::new()))
-        .collect::<Result<_, _>>()
-        .expect("build");
+    let jobs = bare_jobs(10);
     let mut conn = db.conn();
     enqueue_many(&mut conn, &jobs).expect("enqueue");
     let count = Arc::new(AtomicUsize::new(0));
@@ -85,6 +90,7 @@ fn outside_a_session_each_operation_is_its_own_read_committed_transaction() {
     });
     let rows = jobqueue_core::claim(&mut conn, &Claim::new("w").limit(10)).expect("claim");
     assert_eq!(rows.len(), 10);
-    // BEGIN (with the claim's settings), the claim, COMMIT.
-    assert_eq!(count.swap(0, Ordering::Relaxed), 3);
+    // BEGIN (with the claim's settings), the lock of limited queues' rows,
+    // the claim, COMMIT.
+    assert_eq!(count.swap(0, Ordering::Relaxed), 4);
 }
