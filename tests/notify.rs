@@ -6,9 +6,9 @@ use std::time::Duration;
 
 use diesel::{Connection, RunQueryDsl};
 use jobqueue_core::{Error, Job};
-use jobqueue_runner::{Runner, RunnerConfig};
-use jobqueue_tests::{TestDb, time_to_complete, wait_for};
-use jobqueue_tools::bench::{BenchNoop, registry};
+use jobqueue_runner::RunnerConfig;
+use jobqueue_tests::{TestDb, noop_time_to_complete, start_idle_noop_runner};
+use jobqueue_tools::bench::BenchNoop;
 
 #[test]
 fn a_rolled_back_notification_in_one_database_holds_back_no_other() {
@@ -22,16 +22,7 @@ fn a_rolled_back_notification_in_one_database_holds_back_no_other() {
             .execute(conn)
             .expect("delete");
     }
-    let mut config = RunnerConfig::new(&b.url);
-    // After its first, empty claim the runner sleeps on this poll: only a
-    // notification wakes it in time.
-    config.poll_interval = Duration::from_secs(60);
-    let runner = Runner::new(config, registry()).start().expect("start");
-    wait_for(
-        "the runner's first, empty claim",
-        Duration::from_secs(30),
-        || runner.stats().empty_claims >= 1,
-    );
+    let runner = start_idle_noop_runner(RunnerConfig::new(&b.url));
 
     // In the other database: a notifying enqueue, rolled back.
     let rolled_back = conn_a.transaction::<(), Error, _>(|conn| {
@@ -40,9 +31,7 @@ fn a_rolled_back_notification_in_one_database_holds_back_no_other() {
     });
     assert!(rolled_back.is_err());
     // At once, an enqueue into this runner's database.
-    let waited = time_to_complete(&mut conn_b, |conn| {
-        BenchNoop { seq: 0 }.enqueue(conn).expect("enqueue")
-    });
+    let waited = noop_time_to_complete(&mut conn_b);
     runner.shutdown();
     assert!(
         waited < Duration::from_secs(5),

@@ -8,11 +8,11 @@ use std::process::Command;
 use std::time::Duration;
 
 use diesel::{Connection, PgConnection};
-use jobqueue_core::Job;
-use jobqueue_runner::{Runner, RunnerConfig};
+use jobqueue_runner::RunnerConfig;
 use jobqueue_tests::fault::OwnCluster;
-use jobqueue_tests::{scalar, time_to_complete, wait_for};
-use jobqueue_tools::bench::{BenchNoop, registry};
+use jobqueue_tests::{
+    assert_success, noop_time_to_complete, scalar, start_idle_noop_runner, wait_for,
+};
 use jobqueue_tools::postgres::StopMode;
 
 fn openssl(dir: &Path, args: &[&str]) {
@@ -21,11 +21,7 @@ fn openssl(dir: &Path, args: &[&str]) {
         .current_dir(dir)
         .output()
         .expect("run openssl (scripts/setup installs it)");
-    assert!(
-        out.status.success(),
-        "openssl {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&format!("openssl {args:?}"), &out);
 }
 
 /// A CA (`ca.crt`) and a server certificate it signed (`server.crt`,
@@ -134,21 +130,13 @@ fn every_connection_honours_sslmode_on_a_tls_only_server() {
         format!("{localhost}?sslmode=verify-full&sslrootcert={ca}"),
     ] {
         let mut conn = PgConnection::establish(&url).expect("connect with TLS");
-        let mut config = RunnerConfig::new(&url).concurrency(2);
-        // Only a notification wakes the runner in time.
-        config.poll_interval = Duration::from_secs(60);
-        let runner = Runner::new(config, registry()).start().expect("start");
+        let runner = start_idle_noop_runner(RunnerConfig::new(&url).concurrency(2));
         wait_for(
             &format!("the listener connected over TLS ({url})"),
             Duration::from_secs(30),
             || listener_on_tls(&mut conn),
         );
-        wait_for("the runner idle", Duration::from_secs(30), || {
-            runner.stats().empty_claims >= 1
-        });
-        let waited = time_to_complete(&mut conn, |conn| {
-            BenchNoop { seq: 0 }.enqueue(conn).expect("enqueue")
-        });
+        let waited = noop_time_to_complete(&mut conn);
         runner.shutdown();
         assert!(
             waited < Duration::from_secs(5),
