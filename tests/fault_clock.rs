@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use jobqueue_core::{Job, JobStatus};
 use jobqueue_tests::fault::{Proc, Summary, assert_exit_0, runner_command};
-use jobqueue_tests::jobs::{self, ClockProbe, Panic, Sleep};
+use jobqueue_tests::jobs::{ClockProbe, Panic, Sleep};
 use jobqueue_tests::{
     TestDb, assert_success, count_where, effects_where, enqueue_all, read_job, scalar, wait_for,
 };
@@ -72,9 +72,7 @@ fn skewed_runner(db: &TestDb, offset: &str, name: &str, queue: &str) -> Proc {
 
 #[test]
 fn skewed_runner_clocks_neither_steal_leases_nor_move_schedules() {
-    let db = TestDb::new();
-    let mut conn = db.conn();
-    jobs::create_side_tables(&mut conn);
+    let (db, mut conn) = TestDb::with_side_tables();
 
     // An honest runner holds two long jobs, renewing their 1.5 s leases.
     let mut honest = Proc::runner(

@@ -10,7 +10,7 @@ use diesel::prelude::*;
 use diesel::sql_types::{Array, BigInt, Text};
 use jobqueue_core::Job;
 use jobqueue_tests::fault::{Proc, Summary, Tally, assert_exit_0, runner_flags};
-use jobqueue_tests::jobs::{self, Chaos};
+use jobqueue_tests::jobs::Chaos;
 use jobqueue_tests::{TestDb, count_where, wait_for, wait_no_live_jobs};
 
 const WORKER: &str = env!("CARGO_BIN_EXE_jobqueue-test-worker");
@@ -29,9 +29,7 @@ struct N {
 
 #[test]
 fn kill_9_chaos_loses_nothing_and_does_nothing_twice() {
-    let db = TestDb::new();
-    let mut conn = db.conn();
-    jobs::create_side_tables(&mut conn);
+    let (db, mut conn) = TestDb::with_side_tables();
     let workload: Vec<Chaos> = Chaos::mix(JOBS, JOB_MS).collect();
     for chunk in workload.chunks(2000) {
         Chaos::enqueue_batch(&mut conn, chunk).expect("enqueue");

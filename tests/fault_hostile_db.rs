@@ -12,7 +12,7 @@ use diesel::prelude::*;
 use diesel::sql_types::{Array, BigInt, Text, Uuid};
 use jobqueue_core::JobId;
 use jobqueue_tests::fault::{Proc, Summary, Tally, assert_exit_0, runner_command, runner_flags};
-use jobqueue_tests::jobs::{self, Chaos};
+use jobqueue_tests::jobs::Chaos;
 use jobqueue_tests::{TestDb, count_where, enqueue_all, wait_for, wait_no_live_jobs};
 
 const WORKER: &str = env!("CARGO_BIN_EXE_jobqueue-test-worker");
@@ -92,9 +92,7 @@ fn churn(url: String, held: Vec<JobId>, stop: Arc<AtomicBool>) -> Churn {
 
 #[test]
 fn serializable_default_and_foreign_row_locks_lose_nothing() {
-    let db = TestDb::new();
-    let mut conn = db.conn();
-    jobs::create_side_tables(&mut conn);
+    let (db, mut conn) = TestDb::with_side_tables();
     diesel::sql_query(
         "DO $$ BEGIN EXECUTE format(
              'ALTER DATABASE %I SET default_transaction_isolation = %L',

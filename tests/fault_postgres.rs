@@ -9,7 +9,7 @@ use std::time::Duration;
 use diesel::prelude::*;
 use diesel::sql_types::Double;
 use jobqueue_tests::fault::{OwnCluster, Proc, Summary, Tally, assert_exit_0, runner_flags};
-use jobqueue_tests::jobs::{self, Chaos};
+use jobqueue_tests::jobs::Chaos;
 use jobqueue_tests::{TestDb, count_where, enqueue_all, scalar, wait_for, wait_no_live_jobs};
 use jobqueue_tools::postgres::StopMode;
 
@@ -178,9 +178,7 @@ fn runners_ride_out_a_postgres_crash_and_restart() {
 #[test]
 fn runners_ride_out_dropped_connections() {
     const ROUNDS: i64 = 5;
-    let db = TestDb::new();
-    let mut conn = db.conn();
-    jobs::create_side_tables(&mut conn);
+    let (db, mut conn) = TestDb::with_side_tables();
     enqueue_chaos(&mut conn, 20);
     let mut runners = vec![
         Proc::runner(WORKER, &db.url, "drop-a", &runner_flags(&[])),

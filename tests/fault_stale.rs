@@ -10,7 +10,7 @@ use diesel::prelude::*;
 use diesel::sql_types::{Integer, Nullable, Text, Timestamptz, Uuid};
 use jobqueue_core::JobId;
 use jobqueue_tests::fault::{Proc, Summary, Tally, assert_exit_0, runner_flags};
-use jobqueue_tests::jobs::{self, Stale};
+use jobqueue_tests::jobs::Stale;
 use jobqueue_tests::{TestDb, count_where, effects_where, enqueue_all, wait_for};
 
 const WORKER: &str = env!("CARGO_BIN_EXE_jobqueue-test-worker");
@@ -55,9 +55,7 @@ fn rows(conn: &mut PgConnection) -> Vec<RowState> {
 
 #[test]
 fn a_frozen_runner_thawed_after_recovery_changes_nothing() {
-    let db = TestDb::new();
-    let mut conn = db.conn();
-    jobs::create_side_tables(&mut conn);
+    let (db, mut conn) = TestDb::with_side_tables();
     let batch = (0..JOBS).map(|i| Stale {
         exactly_once: i % 2 == 0,
         pause_ms: 2500,
