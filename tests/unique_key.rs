@@ -3,7 +3,7 @@
 
 use diesel::prelude::*;
 use jobqueue_core::{Claim, Error, JobOptions, NewJob, claim, complete, enqueue, enqueue_many};
-use jobqueue_tests::{TestDb, count_where};
+use jobqueue_tests::{TestDb, count_where, put};
 
 fn keyed(key: &str) -> NewJob {
     NewJob::new("report.build", "{}", JobOptions::new().unique_key(key)).expect("valid")
@@ -83,18 +83,10 @@ fn batch_skips_held_and_repeated_keys() {
 fn a_scheduled_or_set_aside_job_holds_its_key() {
     let db = TestDb::new();
     let mut conn = db.conn();
-    let later = enqueue(
-        &mut conn,
-        &NewJob::new(
-            "report.build",
-            "{}",
-            JobOptions::new()
-                .unique_key("nightly")
-                .delay(std::time::Duration::from_secs(3600)),
-        )
-        .expect("valid"),
-    )
-    .expect("first");
+    let delayed = JobOptions::new()
+        .unique_key("nightly")
+        .delay(std::time::Duration::from_secs(3600));
+    let later = put(&mut conn, "report.build", delayed);
     assert_eq!(count_where(&mut conn, "status = 'scheduled'"), 1);
     for status in ["scheduled", "unhandled"] {
         diesel::sql_query(format!("UPDATE jobqueue_jobs SET status = '{status}'"))
