@@ -33,7 +33,11 @@ fn held_jobs_stay_within_the_bound_while_completions_are_slow() {
     config.batch_size = 20;
     config.prefetch = Some(2);
     let bound = config.max_held();
-    assert_eq!(bound, 4 + 2 * 20, "concurrency + the largest prefetch");
+    assert_eq!(
+        bound,
+        4 + 2 * 20 + 4,
+        "concurrency + the largest prefetch + the early reserve"
+    );
     let runner = Runner::new(config, registry()).start().expect("start");
 
     let mut largest = 0;

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use diesel::connection::{Connection, InstrumentationEvent};
-use jobqueue_core::{Claim, Failure, QueueSession, enqueue_many};
+use jobqueue_core::{Claim, Failure, GlobalLimits, QueueSession, enqueue_many};
 use jobqueue_tests::{TestDb, bare_jobs, status_counts};
 
 /// Counts the statements `session` sends from now on.
@@ -30,13 +30,23 @@ fn a_batch_of_1000_is_one_statement_to_claim_and_one_to_complete() {
 
     let mut session = QueueSession::establish(&db.url).expect("session");
     let statements = count_statements(&mut session);
-    let rows = session.claim(&Claim::new("w").limit(1000)).expect("claim");
+    // A runner that knows none of its queues has a global limit claims
+    // with `Skip`: one statement.
+    let claim = Claim::new("w").limit(1000);
+    let rows = session
+        .claim(&claim.clone().global_limits(GlobalLimits::Skip))
+        .expect("claim");
     assert_eq!(rows.len(), 1000);
     assert_eq!(
         statements.swap(0, Ordering::Relaxed),
         1,
         "one statement claims 1000 jobs"
     );
+    // Honouring global limits: BEGIN, lock the limited queues' rows, claim,
+    // COMMIT (whatever the batch).
+    let rest = session.claim(&claim).expect("claim");
+    assert_eq!(rest.len(), 500);
+    assert_eq!(statements.swap(0, Ordering::Relaxed), 4);
 
     let leases: Vec<_> = rows.iter().map(|row| row.lease()).collect();
     let done = session.complete_many(&leases[..900]).expect("complete");
@@ -61,7 +71,7 @@ fn a_batch_of_1000_is_one_statement_to_claim_and_one_to_complete() {
     let mut conn = db.conn();
     assert_eq!(
         status_counts(&mut conn),
-        [("pending", 500), ("completed", 900), ("failed", 100)]
+        [("claimed", 500), ("completed", 900), ("failed", 100)]
     );
 }
 
@@ -80,6 +90,7 @@ fn outside_a_session_each_operation_is_its_own_read_committed_transaction() {
     });
     let rows = jobqueue_core::claim(&mut conn, &Claim::new("w").limit(10)).expect("claim");
     assert_eq!(rows.len(), 10);
-    // BEGIN (with the claim's settings), the claim, COMMIT.
-    assert_eq!(count.swap(0, Ordering::Relaxed), 3);
+    // BEGIN (with the claim's settings), the lock of limited queues' rows,
+    // the claim, COMMIT.
+    assert_eq!(count.swap(0, Ordering::Relaxed), 4);
 }

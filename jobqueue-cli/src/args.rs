@@ -50,6 +50,45 @@ pub(crate) enum Command {
     },
     /// Delete finished jobs past their retention.
     Prune(PruneArgs),
+    /// Pause, resume, limit and list queues (stored in the database: every
+    /// runner follows within a claim, across restarts).
+    #[command(subcommand)]
+    Queue(QueueCommand),
+}
+
+/// `jobqueue queue ...`.
+#[derive(Debug, Subcommand)]
+pub(crate) enum QueueCommand {
+    /// Every queue with settings or live jobs: paused or not, due,
+    /// scheduled, unhandled and held jobs, oldest due age, global limit.
+    List,
+    /// Stop every runner claiming from a queue (its jobs stay pending,
+    /// running ones finish, enqueues go on). A queue no job names yet may
+    /// be paused: the pause waits for its first jobs.
+    Pause {
+        /// The queue.
+        name: String,
+    },
+    /// Let runners claim from a paused queue again.
+    Resume {
+        /// The queue.
+        name: String,
+    },
+    /// Cap the jobs of a queue held at once by all runners together.
+    Limit(LimitArgs),
+}
+
+/// `jobqueue queue limit`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct LimitArgs {
+    /// The queue.
+    pub(crate) name: String,
+    /// Most jobs held at once, 1 or more.
+    #[arg(allow_negative_numbers = true, required_unless_present = "none")]
+    pub(crate) limit: Option<i64>,
+    /// Remove the limit.
+    #[arg(long, conflicts_with = "limit")]
+    pub(crate) none: bool,
 }
 
 /// `jobqueue work`.
@@ -64,9 +103,13 @@ pub(crate) struct WorkArgs {
         default_value_t = 8
     )]
     pub(crate) concurrency: usize,
-    /// Queues to work, comma-separated (default: all).
+    /// Queues to work, comma-separated (default: all); `name=N` also caps
+    /// this runner's jobs of that queue at N at once, e.g. mail=4,media=2,default.
     #[arg(long, short = 'q', env = "JOBQUEUE_QUEUES", value_delimiter = ',')]
     pub(crate) queues: Vec<String>,
+    /// Snoozes allowed per job before it fails instead.
+    #[arg(long, allow_negative_numbers = true, env = "JOBQUEUE_MAX_SNOOZES", default_value_t = jobqueue_core::DEFAULT_MAX_SNOOZES)]
+    pub(crate) max_snoozes: i32,
     /// Most jobs claimed per statement.
     #[arg(long, allow_negative_numbers = true, env = "JOBQUEUE_BATCH_SIZE", default_value_t = jobqueue_runner::RunnerConfig::DEFAULT_BATCH_SIZE)]
     pub(crate) batch_size: usize,

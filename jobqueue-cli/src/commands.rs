@@ -8,7 +8,7 @@ use jobqueue_core::{CancelOutcome, JobFilter, JobId, JobOptions, JobStatus, NewJ
 use jobqueue_runner::{Registry, Runner, RunnerConfig};
 
 use crate::CliError;
-use crate::args::{Command, EnqueueArgs, ListArgs, PruneArgs, RetryArgs, WorkArgs};
+use crate::args::{Command, EnqueueArgs, ListArgs, PruneArgs, QueueCommand, RetryArgs, WorkArgs};
 
 type Result<T, E = CliError> = std::result::Result<T, E>;
 
@@ -24,6 +24,7 @@ pub(crate) fn run(url: &str, command: Command, registry: Registry) -> Result<()>
         Command::Retry(retry_args) => retry(url, retry_args),
         Command::Cancel { id } => cancel(url, &id),
         Command::Prune(prune_args) => prune(url, prune_args),
+        Command::Queue(queue_command) => queue(url, queue_command),
     }
 }
 
@@ -62,7 +63,10 @@ fn work(url: &str, args: WorkArgs, registry: Registry) -> Result<()> {
     let mut config = RunnerConfig::new(url)
         .concurrency(args.concurrency)
         .lease(secs("lease-secs", args.lease_secs)?);
-    config.queues = args.queues;
+    let (queues, queue_concurrency) = parse_queues(&args.queues)?;
+    config.queues = queues;
+    config.queue_concurrency = queue_concurrency;
+    config.max_snoozes = args.max_snoozes;
     config.batch_size = args.batch_size;
     config.poll_interval = Duration::from_millis(args.poll_interval_ms);
     config.shutdown_grace = secs("grace-secs", args.grace_secs)?;
@@ -144,6 +148,38 @@ fn work(url: &str, args: WorkArgs, registry: Registry) -> Result<()> {
         return Err(CliError::RunnerPanicked(summary.panicked_threads));
     }
     Ok(())
+}
+
+/// `--queues` entries: `name` or `name=N` (this runner's concurrency for
+/// the queue).
+fn parse_queues(
+    entries: &[String],
+) -> Result<(Vec<String>, std::collections::BTreeMap<String, usize>)> {
+    let mut queues = Vec::new();
+    let mut concurrency = std::collections::BTreeMap::new();
+    for entry in entries {
+        let (name, most) = match entry.split_once('=') {
+            None => (entry.as_str(), None),
+            Some((name, n)) => match n.trim().parse::<usize>() {
+                Ok(n) => (name, Some(n)),
+                Err(_) => {
+                    return Err(CliError::Usage(format!(
+                        "--queues `{entry}`: after `=` comes this runner's most jobs of the \
+                         queue at once, a whole number of at least 1 (e.g. mail=4)"
+                    )));
+                }
+            },
+        };
+        let name = name.trim().to_owned();
+        if queues.contains(&name) {
+            return Err(CliError::Usage(format!("--queues names `{name}` twice")));
+        }
+        if let Some(most) = most {
+            concurrency.insert(name.clone(), most);
+        }
+        queues.push(name);
+    }
+    Ok((queues, concurrency))
 }
 
 /// Refuses to start against a database without the schema; lets the runner
@@ -457,5 +493,91 @@ fn prune(url: &str, args: PruneArgs) -> Result<()> {
         "pruned {} completed, {} failed, {} cancelled job(s)",
         pruned.completed, pruned.failed, pruned.cancelled
     );
+    Ok(())
+}
+
+fn queue(url: &str, command: QueueCommand) -> Result<()> {
+    let mut conn = connect(url)?;
+    match command {
+        QueueCommand::List => queue_list(&mut conn),
+        QueueCommand::Pause { name } => {
+            let change = jobqueue_core::pause_queue(&mut conn, &name)?;
+            match (change.was_paused, change.known) {
+                (true, _) => println!("queue {name} was already paused"),
+                (false, true) => println!(
+                    "paused queue {name}: runners claim none of its jobs until `jobqueue queue resume {name}`"
+                ),
+                (false, false) => println!(
+                    "paused queue {name}; no job names it yet (queues come into being when used): \
+                     its jobs will wait from the first"
+                ),
+            }
+            Ok(())
+        }
+        QueueCommand::Resume { name } => {
+            let change = jobqueue_core::resume_queue(&mut conn, &name)?;
+            if change.was_paused {
+                println!("resumed queue {name}");
+            } else {
+                println!("queue {name} was not paused");
+            }
+            Ok(())
+        }
+        QueueCommand::Limit(args) => {
+            let limit = match (args.limit, args.none) {
+                (_, true) => None,
+                (Some(n), false) => Some(i32::try_from(n).map_err(|_| {
+                    CliError::Usage(format!(
+                        "queue limit {n} is out of range (1 to {})",
+                        i32::MAX
+                    ))
+                })?),
+                (None, false) => {
+                    return Err(CliError::Usage("give a limit, or --none".into()));
+                }
+            };
+            let change = jobqueue_core::set_queue_limit(&mut conn, &args.name, limit)?;
+            let name = &args.name;
+            match limit {
+                Some(n) => println!(
+                    "queue {name}: at most {n} jobs held at once by all runners together{}",
+                    if change.known {
+                        ""
+                    } else {
+                        " (no job names it yet)"
+                    }
+                ),
+                None => println!("queue {name}: no limit"),
+            }
+            Ok(())
+        }
+    }
+}
+
+fn queue_list(conn: &mut PgConnection) -> Result<()> {
+    let queues = jobqueue_core::list_queues(conn)?;
+    if queues.is_empty() {
+        println!("no queues: no live jobs, nothing paused or limited");
+        return Ok(());
+    }
+    println!(
+        "{:<20} {:<8} {:>10} {:>10} {:>10} {:>8} {:>12} {:>8}",
+        "queue", "state", "due", "scheduled", "unhandled", "held", "oldest due", "limit"
+    );
+    for q in queues {
+        println!(
+            "{:<20} {:<8} {:>10} {:>10} {:>10} {:>8} {:>12} {:>8}",
+            q.queue,
+            if q.paused { "paused" } else { "active" },
+            q.due,
+            q.scheduled,
+            q.unhandled,
+            q.held,
+            q.oldest_due_age().map(human).unwrap_or_else(|| "-".into()),
+            q.global_limit
+                .map(|n| n.to_string())
+                .unwrap_or_else(|| "-".into()),
+        );
+    }
     Ok(())
 }

@@ -43,6 +43,7 @@ impl CliError {
             CliError::Usage(_)
             | CliError::Queue(
                 Queue::InvalidOption { .. }
+                | Queue::UnknownQueue { .. }
                 | Queue::Deserialize { .. }
                 | Queue::Serialize { .. }
                 | Queue::PayloadTooLarge { .. },

@@ -1,6 +1,7 @@
 //! The `jobqueue` command line for an application's own worker binary:
 //! `migrate`, `work`, `enqueue`, `list`, `show`, `stats`, `retry`, `cancel`,
-//! `prune`, with the application's handlers for `work`.
+//! `prune`, `queue` (pause, resume, limit, list), with the application's
+//! handlers for `work`.
 //!
 //! ```no_run
 //! use jobqueue_core::Job;

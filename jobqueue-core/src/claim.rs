@@ -5,7 +5,7 @@ use std::time::Duration;
 use diesel::prelude::*;
 use diesel::sql_types::{Array, BigInt, Double, Text};
 
-use crate::isolation::{QUEUE_BEGIN, Scope, scoped};
+use crate::isolation::{QUEUE_BEGIN, READ_COMMITTED_BEGIN, Scope, in_transaction, scoped};
 use crate::prepared::{Prepared, Statement, prepared};
 use crate::{Error, JobRow, Result, limits, sql};
 
@@ -29,6 +29,30 @@ pub struct Claim {
     pub limit: i64,
     /// How long the claim holds each job without a heartbeat. Default 30 s.
     pub lease: Duration,
+    /// At most this many jobs of a queue in this claim, by queue (a
+    /// runner's own per-queue concurrency); queues not named take their
+    /// even share of `limit`.
+    pub queue_limits: Vec<(String, i64)>,
+    /// How the claim treats queues with a global limit
+    /// (`jobqueue queue limit`). Default [`GlobalLimits::Honour`].
+    pub global_limits: GlobalLimits,
+}
+
+/// How a claim treats queues that have a global limit: a cap on the jobs of
+/// the queue held at once by all runners together.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum GlobalLimits {
+    /// Lock those queues' rows first, in the claim's own READ COMMITTED
+    /// transaction, then claim from each at most its limit minus its jobs
+    /// held anywhere (one more statement per claim while a limited queue
+    /// has due jobs). Inside a caller's transaction at another isolation
+    /// level, limited queues are left out instead.
+    #[default]
+    Honour,
+    /// One statement: queues with a global limit are left out of this
+    /// claim (never over their limit). For a caller that knows none of its
+    /// queues has one.
+    Skip,
 }
 
 impl Claim {
@@ -39,7 +63,21 @@ impl Claim {
             queues: Vec::new(),
             limit: 10,
             lease: DEFAULT_LEASE,
+            queue_limits: Vec::new(),
+            global_limits: GlobalLimits::Honour,
         }
+    }
+
+    /// At most `limit` jobs of `queue` in this claim.
+    pub fn queue_limit(mut self, queue: impl Into<String>, limit: i64) -> Self {
+        self.queue_limits.push((queue.into(), limit));
+        self
+    }
+
+    /// See [`GlobalLimits`].
+    pub fn global_limits(mut self, global_limits: GlobalLimits) -> Self {
+        self.global_limits = global_limits;
+        self
     }
 
     /// Only from these queues (a name given twice counts once).
@@ -74,6 +112,15 @@ impl Claim {
         for queue in &self.queues {
             limits::check_queue(queue)?;
         }
+        for (queue, limit) in &self.queue_limits {
+            limits::check_queue(queue)?;
+            if *limit < 0 {
+                return Err(Error::invalid(
+                    "queue limit",
+                    format!("{limit} for queue `{queue}` is negative"),
+                ));
+            }
+        }
         if !(1..=10_000).contains(&self.limit) {
             return Err(Error::invalid(
                 "limit",
@@ -102,13 +149,28 @@ pub fn claim(conn: &mut PgConnection, claim: &Claim) -> Result<Vec<JobRow>> {
     claim_in(conn, Scope::Own, claim)
 }
 
-/// The claim statement for `claim`, bound, as `S` (one of the two claims).
-pub(crate) fn query<S: Statement>(claim: &Claim) -> Prepared<'_, S> {
+/// The claim statement for `claim`, bound, as `S` (one of the two claims);
+/// `locked`: the limited queues whose rows the transaction locked.
+pub(crate) fn query<'a, S: Statement>(claim: &'a Claim, locked: &'a [String]) -> Prepared<'a, S> {
+    let (names, limits): (Vec<&str>, Vec<i64>) = claim
+        .queue_limits
+        .iter()
+        .map(|(queue, limit)| (queue.as_str(), *limit))
+        .unzip();
     prepared::<S>()
         .bind::<Array<Text>, _>(&claim.queues)
         .bind::<BigInt, _>(claim.limit)
         .bind::<Text, _>(&claim.worker_id)
         .bind::<Double, _>(claim.lease.as_secs_f64())
+        .bind::<Array<Text>, _>(locked)
+        .bind::<Array<Text>, _>(names)
+        .bind::<Array<BigInt>, _>(limits)
+}
+
+#[derive(QueryableByName)]
+struct Name {
+    #[diesel(sql_type = Text)]
+    name: String,
 }
 
 pub(crate) fn claim_in(
@@ -117,13 +179,28 @@ pub(crate) fn claim_in(
     claim: &Claim,
 ) -> Result<Vec<JobRow>> {
     claim.validate()?;
-    let mut rows = scoped(conn, scope, QUEUE_BEGIN, |conn| {
+    let run = |conn: &mut PgConnection, locked: &[String]| -> Result<Vec<JobRow>> {
         Ok(if claim.queues.is_empty() {
-            query::<sql::JobClaimAny>(claim).load::<JobRow>(conn)?
+            query::<sql::JobClaimAny>(claim, locked).load::<JobRow>(conn)?
         } else {
-            query::<sql::JobClaimQueues>(claim).load::<JobRow>(conn)?
+            query::<sql::JobClaimQueues>(claim, locked).load::<JobRow>(conn)?
         })
-    })?;
+    };
+    let mut rows = match (claim.global_limits, scope) {
+        (GlobalLimits::Skip, _) => scoped(conn, scope, QUEUE_BEGIN, |conn| run(conn, &[]))?,
+        (GlobalLimits::Honour, Scope::Own) => scoped(conn, scope, QUEUE_BEGIN, |conn| {
+            let locked = lock_limited(conn, claim)?;
+            run(conn, &locked)
+        })?,
+        // The session is set up for the claim already; the lock and the
+        // claim need a transaction of their own.
+        (GlobalLimits::Honour, Scope::Session) => {
+            in_transaction(conn, READ_COMMITTED_BEGIN, |conn| {
+                let locked = lock_limited(conn, claim)?;
+                run(conn, &locked)
+            })?
+        }
+    };
     // UPDATE ... RETURNING does not keep the CTE's order.
     rows.sort_by(|a, b| {
         b.priority
@@ -132,4 +209,15 @@ pub(crate) fn claim_in(
             .then(a.id.cmp(&b.id))
     });
     Ok(rows)
+}
+
+/// Locks the rows of the limited queues `claim` may take from (see
+/// `sql::QUEUE_LOCK_LIMITED`) and returns their names.
+fn lock_limited(conn: &mut PgConnection, claim: &Claim) -> Result<Vec<String>> {
+    Ok(prepared::<sql::QueueLockLimited>()
+        .bind::<Array<Text>, _>(&claim.queues)
+        .load::<Name>(conn)?
+        .into_iter()
+        .map(|row| row.name)
+        .collect())
 }

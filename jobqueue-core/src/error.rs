@@ -132,6 +132,19 @@ pub enum Error {
         expected: &'static str,
     },
 
+    /// No queue of this name has settings or jobs (most likely a typo).
+    #[error(
+        "no queue named `{queue}`: no job names it and nothing is set on it{}",
+        if .known.is_empty() { "; there are no queues yet".to_owned() }
+        else { format!("; the queues are: {}", .known.join(", ")) }
+    )]
+    UnknownQueue {
+        /// The name given.
+        queue: String,
+        /// The queues that have settings or live jobs.
+        known: Vec<String>,
+    },
+
     /// No job has this id.
     #[error("no job with id {0}")]
     NotFound(JobId),

@@ -63,19 +63,21 @@ mod options;
 mod plan;
 mod prepared;
 mod prune;
+mod queues;
 mod ready;
 mod rescue;
 mod retry_policy;
 mod row;
 pub mod schema;
 mod session;
+mod snooze;
 mod sql;
 mod stats;
 mod status;
 
 pub use admin::{JobFilter, list_jobs, retry_failed, retry_job};
 pub use cancel::{CancelOutcome, cancel};
-pub use claim::{Claim, DEFAULT_LEASE, claim};
+pub use claim::{Claim, DEFAULT_LEASE, GlobalLimits, claim};
 pub use enqueue::{Enqueued, NOTIFY_DEBOUNCE, enqueue, enqueue_many};
 pub use error::{Error, Result};
 pub use finish::{
@@ -130,11 +132,13 @@ pub use new_job::NewJob;
 pub use options::{JobOptions, Schedule};
 pub use plan::{HotStatement, Plan, TableRead};
 pub use prune::{Pruned, Retention, prune};
+pub use queues::{QueueChange, QueueInfo, list_queues, pause_queue, resume_queue, set_queue_limit};
 pub use ready::{DEFAULT_PROMOTE_BATCH, promote_due, reclaim_unhandled};
 pub use rescue::{DEFAULT_RESCUE_BATCH, Rescued, rescue_stale};
 pub use retry_policy::RetryPolicy;
 pub use row::{JobRow, get_job};
 pub use session::QueueSession;
+pub use snooze::{DEFAULT_MAX_SNOOZES, Snooze, Snoozed, snooze_many};
 pub use stats::{QueueStats, TypeStats, queue_stats, type_stats};
 pub use status::JobStatus;
 

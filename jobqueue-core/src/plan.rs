@@ -80,9 +80,12 @@ pub(crate) fn explain(conn: &mut PgConnection, statement: HotStatement<'_>) -> R
         HotStatement::Claim(claim) => {
             claim.validate()?;
             if claim.queues.is_empty() {
-                run(conn, &crate::claim::query::<sql::JobClaimAny>(claim))?
+                run(conn, &crate::claim::query::<sql::JobClaimAny>(claim, &[]))?
             } else {
-                run(conn, &crate::claim::query::<sql::JobClaimQueues>(claim))?
+                run(
+                    conn,
+                    &crate::claim::query::<sql::JobClaimQueues>(claim, &[]),
+                )?
             }
         }
         HotStatement::Start(leases) => run(conn, &fenced_query::<sql::JobStartMany>(leases))?,
@@ -127,9 +130,15 @@ fn summarize(json: &str) -> Result<Plan> {
 fn collect_reads(node: &serde_json::Value, reads: &mut Vec<TableRead>) {
     let number = |key: &str| node[key].as_f64().unwrap_or(0.0);
     let kind = node["Node Type"].as_str().unwrap_or("");
-    if node["Relation Name"].as_str() == Some("jobqueue_jobs") && kind != "ModifyTable" {
+    let loops = number("Actual Loops");
+    // A node never executed (loops 0: a branch the statement did not take,
+    // such as the count of a limited queue's held jobs when no queue is
+    // limited) read nothing.
+    if node["Relation Name"].as_str() == Some("jobqueue_jobs")
+        && kind != "ModifyTable"
+        && loops > 0.0
+    {
         // EXPLAIN gives rows and removed rows per loop.
-        let loops = number("Actual Loops");
         let per_loop = number("Actual Rows")
             + number("Rows Removed by Filter")
             + number("Rows Removed by Index Recheck");

@@ -58,6 +58,8 @@ pub struct JobRow {
     pub started_at: Option<DateTime<Utc>>,
     /// When the job reached a finished status.
     pub finished_at: Option<DateTime<Utc>>,
+    /// Times a handler asked to run it again later (no attempt used).
+    pub snoozes: i32,
 }
 
 impl JobRow {

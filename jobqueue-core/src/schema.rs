@@ -51,5 +51,23 @@ diesel::table! {
         started_at -> Nullable<Timestamptz>,
         /// When the job reached a finished status.
         finished_at -> Nullable<Timestamptz>,
+        /// Times a handler asked to run it again later (no attempt used).
+        snoozes -> Int4,
+    }
+}
+
+diesel::table! {
+    /// What operators set on a queue (a row only for queues paused or limited).
+    jobqueue_queues (name) {
+        /// The queue.
+        name -> Text,
+        /// Runners claim nothing from it while set.
+        paused -> Bool,
+        /// When it was last paused.
+        paused_at -> Nullable<Timestamptz>,
+        /// Most jobs of the queue held at once by all runners together.
+        global_limit -> Nullable<Int4>,
+        /// When the row last changed.
+        updated_at -> Timestamptz,
     }
 }

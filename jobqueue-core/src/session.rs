@@ -113,6 +113,22 @@ impl QueueSession {
         fenced_update::<sql::JobCancelHeldMany>(&mut self.conn, Scope::Session, leases)
     }
 
+    /// Whether any of `queues` (all queues if empty) has a global limit
+    /// (see [`crate::set_queue_limit`]): a claim that may take from such a
+    /// queue needs [`crate::GlobalLimits::Honour`].
+    pub fn any_global_limit(&mut self, queues: &[String]) -> Result<bool> {
+        crate::queues::any_global_limit(&mut self.conn, queues)
+    }
+
+    /// [`crate::snooze_many`], in one round trip.
+    pub fn snooze_many(
+        &mut self,
+        snoozes: &[crate::Snooze],
+        max_snoozes: i32,
+    ) -> Result<crate::Snoozed> {
+        crate::snooze::snooze_many_in(&mut self.conn, Scope::Session, snoozes, max_snoozes)
+    }
+
     /// [`crate::start_many`], in one round trip.
     pub fn start_many(&mut self, leases: &[Lease]) -> Result<Fenced> {
         fenced_update::<sql::JobStartMany>(&mut self.conn, Scope::Session, leases)

@@ -127,27 +127,56 @@ pub(crate) const JOB_INSERT_MANY: &str = concat!(
 /// Wakes the queues in `$2` (distinct names) on channel `$1`: after a `COPY`.
 pub(crate) const JOB_NOTIFY_QUEUES: &str = "SELECT pg_notify($1, q) FROM unnest($2::text[]) AS q";
 
-/// The end of both claim statements: takes up to `$2` jobs, split evenly
-/// among the queues in `ready` (those with due jobs), best first within
-/// each queue, and claims them for worker `$3` with a lease of `$4`
-/// seconds. Each queue's part is one ordered range of
-/// `jobqueue_jobs_fetch_idx`, so a claim never steps over another queue's
-/// backlog. Each claim uses up an attempt and bumps the fencing token.
+/// The end of both claim statements, after `found` (the queues with due
+/// jobs): takes up to `$2` jobs, split evenly among the queues of `found`
+/// that may be claimed from, best first within each queue, and claims them
+/// for worker `$3` with a lease of `$4` seconds.
+///
+/// A queue is left out while paused (`jobqueue_queues.paused`), and while
+/// it has a global limit unless it is named in `$5`, the queues whose
+/// `jobqueue_queues` row this transaction locked first
+/// ([`QUEUE_LOCK_LIMITED`]): then its part is at most its limit minus
+/// its jobs held anywhere, counted after the lock, so concurrent claims
+/// never take more than the limit together. `$6`/`$7` (names, counts) cap
+/// a queue's part for this claim (a runner's own per-queue concurrency).
+///
+/// Each queue's part is one ordered range of `jobqueue_jobs_fetch_idx`, so
+/// a claim never steps over another queue's backlog. Each claim uses up an
+/// attempt and bumps the fencing token.
 macro_rules! claim_from_ready {
     () => {
-        "share AS (
+        "ready AS (
+            SELECT f.queue, c.global_limit, coalesce(r.room, $2::int8) AS room
+            FROM found AS f
+            LEFT JOIN jobqueue_queues AS c ON c.name = f.queue
+            LEFT JOIN unnest($6::text[], $7::int8[]) AS r(queue, room) ON r.queue = f.queue
+            WHERE c.paused IS NOT TRUE
+              AND coalesce(r.room, $2::int8) > 0
+              AND (c.global_limit IS NULL OR f.queue = ANY($5::text[]))
+        ),
+        share AS (
             SELECT ceil($2::float8 / greatest(count(*), 1))::int8 AS n FROM ready
+        ),
+        quota AS (
+            SELECT ready.queue,
+                   least(share.n, ready.room,
+                         CASE WHEN ready.global_limit IS NULL THEN share.n
+                              ELSE greatest(ready.global_limit - (
+                                  SELECT count(*) FROM jobqueue_jobs AS h
+                                  WHERE h.queue = ready.queue
+                                    AND h.lease_expires_at IS NOT NULL), 0)
+                         END) AS n
+            FROM ready CROSS JOIN share
         ),
         picked AS (
             SELECT c.id
-            FROM ready
-            CROSS JOIN share
+            FROM quota
             CROSS JOIN LATERAL (
                 SELECT p.id
                 FROM jobqueue_jobs AS p
-                WHERE p.status = 'pending' AND p.queue = ready.queue
+                WHERE p.status = 'pending' AND p.queue = quota.queue
                 ORDER BY p.priority DESC, p.run_at, p.id
-                LIMIT share.n
+                LIMIT quota.n
                 FOR UPDATE SKIP LOCKED
             ) AS c
             LIMIT $2
@@ -169,11 +198,27 @@ macro_rules! claim_from_ready {
     };
 }
 
+/// Locks, for the rest of the claim's transaction, the `jobqueue_queues`
+/// rows of the queues with a global limit among `$1` (all queues if empty)
+/// that have due jobs, in name order; returns their names, for the claim's
+/// `$5`. Under any isolation but READ COMMITTED it locks and returns
+/// nothing: the claim's count of held jobs would not see claims committed
+/// while it waited, so it leaves limited queues alone.
+pub(crate) const QUEUE_LOCK_LIMITED: &str = "
+    SELECT c.name
+    FROM jobqueue_queues AS c
+    WHERE c.global_limit IS NOT NULL
+      AND (cardinality($1::text[]) = 0 OR c.name = ANY($1::text[]))
+      AND current_setting('transaction_isolation') = 'read committed'
+      AND EXISTS (SELECT 1 FROM jobqueue_jobs AS p WHERE p.status = 'pending' AND p.queue = c.name)
+    ORDER BY c.name
+    FOR NO KEY UPDATE OF c";
+
 /// Claims up to `$2` due jobs from the queues named in `$1` (distinct
 /// names), for worker `$3`, lease `$4` seconds: see `claim_from_ready!`.
 /// Queues without due jobs take no part of the claim.
 pub(crate) const JOB_CLAIM_QUEUES: &str = concat!(
-    "WITH ready AS (
+    "WITH found AS (
         SELECT q.queue
         FROM unnest($1::text[]) AS q(queue)
         WHERE EXISTS (
@@ -200,7 +245,7 @@ pub(crate) const JOB_CLAIM_ANY: &str = concat!(
         FROM queues
         WHERE queues.queue IS NOT NULL
     ),
-    ready AS (SELECT queue FROM queues WHERE queue IS NOT NULL),
+    found AS (SELECT queue FROM queues WHERE queue IS NOT NULL),
     ",
     claim_from_ready!()
 );
@@ -339,6 +384,50 @@ pub(crate) const JOB_RELEASE_MANY: &str = "
       AND j.status IN ('claimed', 'running')
     RETURNING j.id";
 
+/// Snoozes held jobs: each goes back to `pending` (or `scheduled`) at
+/// `now() + delay` without using up its attempt, its history recording the
+/// snooze; a job already snoozed `$4` times fails instead. Arrays `$1`
+/// ids, `$2` tokens, `$3` delays in seconds. A job with a cancel request is
+/// cancelled. Returns the ids and new statuses.
+pub(crate) const JOB_SNOOZE_MANY: &str = concat!(
+    "WITH s AS (
+        SELECT j.id, l.delay,
+               CASE WHEN j.cancel_requested THEN 'cancelled'
+                    WHEN j.snoozes >= $4 THEN 'failed'
+                    WHEN l.delay <= 0 THEN 'pending'
+                    ELSE 'scheduled' END AS next_status,
+               CASE WHEN j.snoozes >= $4
+                    THEN format('snoozed %s times, the most allowed (max_snoozes %s): gave up \
+                                 waiting', j.snoozes + 1, $4)
+                    ELSE format('snoozed for %s s (snooze %s of at most %s; no attempt used)',
+                                round(l.delay::numeric, 3), j.snoozes + 1, $4) END AS note
+        FROM jobqueue_jobs AS j
+        JOIN unnest($1::uuid[], $2::int4[], $3::float8[]) AS l(id, token, delay)
+          ON j.id = l.id
+        WHERE j.claim_count = l.token
+          AND j.status IN ('claimed', 'running')
+        FOR UPDATE OF j
+    )
+    UPDATE jobqueue_jobs AS j
+    SET status = s.next_status,
+        run_at = CASE WHEN s.next_status IN ('pending', 'scheduled')
+                      THEN now() + make_interval(secs => s.delay) ELSE j.run_at END,
+        attempts = CASE WHEN s.next_status IN ('pending', 'scheduled')
+                        THEN j.attempts - 1 ELSE j.attempts END,
+        snoozes = j.snoozes + 1,
+        finished_at = CASE WHEN s.next_status IN ('pending', 'scheduled') THEN NULL ELSE now() END,
+        worker_id = CASE WHEN s.next_status IN ('pending', 'scheduled') THEN NULL ELSE j.worker_id END,
+        started_at = CASE WHEN s.next_status IN ('pending', 'scheduled') THEN NULL ELSE j.started_at END,
+        lease_expires_at = NULL,
+        last_error = CASE WHEN s.next_status = 'failed' THEN s.note ELSE j.last_error END,
+        errors = ",
+    push_error!("s.note"),
+    "
+    FROM s
+    WHERE j.id = s.id
+    RETURNING j.id, j.status"
+);
+
 /// Sets held jobs aside as `unhandled` without using up an attempt: the
 /// claiming runner has no handler for their type. Arrays `$1` ids, `$2`
 /// tokens; `$3` names the runner (for the error text). Returns the ids.
@@ -431,7 +520,6 @@ pub(crate) const JOB_RESCUE_STALE: &str = concat!(
         FROM jobqueue_jobs AS j
         WHERE j.status IN ('claimed', 'running')
           AND j.lease_expires_at < now()
-        ORDER BY j.lease_expires_at
         LIMIT $1
         FOR UPDATE SKIP LOCKED
     )
@@ -473,6 +561,116 @@ pub(crate) const JOB_STATS: &str = "
     FROM jobqueue_jobs
     GROUP BY queue, status
     ORDER BY queue, status";
+
+/// Whether any queue among `$1` (all queues if empty) has a global limit:
+/// a runner asks every poll interval, to know whether its claims must lock.
+pub(crate) const QUEUE_ANY_LIMITED: &str = "
+    SELECT EXISTS (
+        SELECT 1 FROM jobqueue_queues AS c
+        WHERE c.global_limit IS NOT NULL
+          AND (cardinality($1::text[]) = 0 OR c.name = ANY($1::text[]))) AS limited";
+
+/// Pauses queue `$1` (creating its row): runners claim nothing from it
+/// until it is resumed. Returns whether it was paused already, and whether
+/// the queue was known (a row, or a job of any status, names it).
+pub(crate) const QUEUE_PAUSE: &str = "
+    WITH before AS (
+        SELECT paused FROM jobqueue_queues WHERE name = $1
+    ),
+    upsert AS (
+        INSERT INTO jobqueue_queues AS c (name, paused, paused_at)
+        VALUES ($1, true, now())
+        ON CONFLICT (name) DO UPDATE
+        SET paused = true,
+            paused_at = CASE WHEN c.paused THEN c.paused_at ELSE now() END,
+            updated_at = now()
+        RETURNING c.name
+    )
+    SELECT coalesce((SELECT paused FROM before), false) AS was_paused,
+           (EXISTS (SELECT 1 FROM before)
+            OR EXISTS (SELECT 1 FROM jobqueue_jobs WHERE queue = $1)) AS known,
+           (SELECT count(*) FROM upsert) AS changed";
+
+/// Resumes queue `$1` if it has a row, and wakes its runners on channel
+/// `$2`. Returns whether it was paused, and whether the queue was known.
+pub(crate) const QUEUE_RESUME: &str = "
+    WITH before AS (
+        SELECT paused FROM jobqueue_queues WHERE name = $1 FOR UPDATE
+    ),
+    updated AS (
+        UPDATE jobqueue_queues AS c
+        SET paused = false, paused_at = NULL, updated_at = now()
+        WHERE c.name = $1 AND c.paused
+        RETURNING c.name
+    ),
+    wake AS (
+        SELECT pg_notify($2, name) FROM updated
+    )
+    SELECT coalesce((SELECT paused FROM before), false) AS was_paused,
+           (EXISTS (SELECT 1 FROM before)
+            OR EXISTS (SELECT 1 FROM jobqueue_jobs WHERE queue = $1)) AS known,
+           (SELECT count(*) FROM wake) AS changed";
+
+/// Sets (or with NULL removes) the global limit `$2` of queue `$1`,
+/// creating its row; a lowered limit takes no job back, it only stops
+/// claims until fewer are held. Returns whether the queue was known.
+pub(crate) const QUEUE_SET_LIMIT: &str = "
+    WITH before AS (
+        SELECT paused FROM jobqueue_queues WHERE name = $1
+    ),
+    upsert AS (
+        INSERT INTO jobqueue_queues AS c (name, global_limit)
+        VALUES ($1, $2)
+        ON CONFLICT (name) DO UPDATE
+        SET global_limit = $2, updated_at = now()
+        RETURNING c.name
+    ),
+    wake AS (
+        SELECT pg_notify($3, name) FROM upsert
+    )
+    SELECT coalesce((SELECT paused FROM before), false) AS was_paused,
+           (EXISTS (SELECT 1 FROM before)
+            OR EXISTS (SELECT 1 FROM jobqueue_jobs WHERE queue = $1)) AS known,
+           (SELECT count(*) FROM wake) AS changed";
+
+/// Every queue with a row or live jobs, with its settings and live counts
+/// (due, scheduled, unhandled, held) and the age of its oldest due job.
+/// Each count reads the partial index of its status, so the cost follows
+/// the live jobs, never the finished history.
+pub(crate) const QUEUE_LIST: &str = "
+    WITH counts AS (
+        SELECT queue, 'pending' AS kind, count(*) AS n,
+               EXTRACT(EPOCH FROM now() - min(run_at))::float8 AS oldest_due_secs
+        FROM jobqueue_jobs WHERE status = 'pending' GROUP BY queue
+        UNION ALL
+        SELECT queue, 'scheduled', count(*), NULL
+        FROM jobqueue_jobs WHERE status = 'scheduled' GROUP BY queue
+        UNION ALL
+        SELECT queue, 'unhandled', count(*), NULL
+        FROM jobqueue_jobs WHERE status = 'unhandled' GROUP BY queue
+        UNION ALL
+        SELECT queue, 'held', count(*), NULL
+        FROM jobqueue_jobs WHERE lease_expires_at IS NOT NULL GROUP BY queue
+    ),
+    names AS (
+        SELECT name FROM jobqueue_queues
+        UNION
+        SELECT queue FROM counts
+    )
+    SELECT names.name AS queue,
+           coalesce(c.paused, false) AS paused,
+           EXTRACT(EPOCH FROM now() - c.paused_at)::float8 AS paused_secs,
+           c.global_limit,
+           coalesce(sum(n) FILTER (WHERE kind = 'pending'), 0)::int8 AS due,
+           coalesce(sum(n) FILTER (WHERE kind = 'scheduled'), 0)::int8 AS scheduled,
+           coalesce(sum(n) FILTER (WHERE kind = 'unhandled'), 0)::int8 AS unhandled,
+           coalesce(sum(n) FILTER (WHERE kind = 'held'), 0)::int8 AS held,
+           max(oldest_due_secs) AS oldest_due_secs
+    FROM names
+    LEFT JOIN jobqueue_queues AS c ON c.name = names.name
+    LEFT JOIN counts ON counts.queue = names.name
+    GROUP BY names.name, c.paused, c.paused_at, c.global_limit
+    ORDER BY names.name";
 
 /// Counts live jobs (scheduled, pending, unhandled, claimed, running) by job
 /// type and status: a type no runner handles shows up as unhandled here.
@@ -535,11 +733,13 @@ crate::prepared::statements! {
     JobInsertQuiet => JOB_INSERT_QUIET,
     JobClaimQueues => JOB_CLAIM_QUEUES,
     JobClaimAny => JOB_CLAIM_ANY,
+    QueueLockLimited => QUEUE_LOCK_LIMITED,
     JobStartMany => JOB_START_MANY,
     JobCompleteMany => JOB_COMPLETE_MANY,
     JobFailMany => JOB_FAIL_MANY,
     JobReleaseMany => JOB_RELEASE_MANY,
     JobParkMany => JOB_PARK_MANY,
+    JobSnoozeMany => JOB_SNOOZE_MANY,
     JobCancelHeldMany => JOB_CANCEL_HELD_MANY,
     JobHeartbeatMany => JOB_HEARTBEAT_MANY,
 }

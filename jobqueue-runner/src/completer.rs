@@ -103,6 +103,7 @@ fn flush(shared: &Shared, db: &mut Db, pending: &mut Vec<Outcome>) {
     let mut release = Vec::new();
     let mut cancel = Vec::new();
     let mut park = Vec::new();
+    let mut snoozes = Vec::new();
     let mut failures = Vec::new();
     for outcome in pending.iter() {
         let lease = outcome.lease();
@@ -111,6 +112,10 @@ fn flush(shared: &Shared, db: &mut Db, pending: &mut Vec<Outcome>) {
             OutcomeKind::Release => release.push(lease),
             OutcomeKind::Cancelled => cancel.push(lease),
             OutcomeKind::Park => park.push(lease),
+            OutcomeKind::Snooze(delay) => snoozes.push(jobqueue_core::Snooze {
+                lease,
+                delay: *delay,
+            }),
             OutcomeKind::Fail { error, retry } => failures.push(match retry {
                 Some(policy) => Failure::retry(lease, error.clone(), policy),
                 None => Failure::permanent(lease, error.clone()),
@@ -167,6 +172,22 @@ fn flush(shared: &Shared, db: &mut Db, pending: &mut Vec<Outcome>) {
         Counters::add(&counters.cancelled, done.applied.len());
         note_lost(shared, "cancellation", &done.lost);
         written(pending, |k| matches!(k, OutcomeKind::Cancelled));
+    }
+    if !snoozes.is_empty()
+        && let Ok(done) = db.run(&shared.health, |conn| {
+            conn.snooze_many(&snoozes, shared.config.max_snoozes)
+        })
+    {
+        for (_, status) in &done.outcomes {
+            let counter = match status {
+                jobqueue_core::JobStatus::Failed => &counters.failed,
+                jobqueue_core::JobStatus::Cancelled => &counters.cancelled,
+                _ => &counters.snoozed,
+            };
+            Counters::add(counter, 1);
+        }
+        note_lost(shared, "snooze", &done.lost);
+        written(pending, |k| matches!(k, OutcomeKind::Snooze(_)));
     }
     if !park.is_empty()
         && let Ok(done) = db.run(&shared.health, |conn| {

@@ -21,6 +21,14 @@ pub struct RunnerConfig {
     pub concurrency: usize,
     /// Queues to work; empty means every queue. Default: every queue.
     pub queues: Vec<String>,
+    /// This runner's own concurrency per queue: at most this many jobs of
+    /// the queue held at once (`--queues mail=4,media=2`); queues not named
+    /// share the workers. A queue named here but not in a non-empty
+    /// `queues` is refused. Default: none.
+    pub queue_concurrency: std::collections::BTreeMap<String, usize>,
+    /// Snoozes allowed per job ([`crate::JobError::Snooze`]) before the job
+    /// fails instead. Default [`jobqueue_core::DEFAULT_MAX_SNOOZES`].
+    pub max_snoozes: i32,
     /// Most jobs claimed by one statement. Default
     /// [`RunnerConfig::DEFAULT_BATCH_SIZE`]. Only short jobs fill a batch:
     /// for longer ones the runner claims what its workers have room for.
@@ -78,6 +86,8 @@ impl RunnerConfig {
             worker_id: default_worker_id(),
             concurrency: 8,
             queues: Vec::new(),
+            queue_concurrency: std::collections::BTreeMap::new(),
+            max_snoozes: jobqueue_core::DEFAULT_MAX_SNOOZES,
             batch_size: Self::DEFAULT_BATCH_SIZE,
             prefetch: None,
             poll_interval: Duration::from_secs(1),
@@ -144,10 +154,19 @@ impl RunnerConfig {
 
     /// The most jobs this runner holds at once: claimed, running, or
     /// finished with the outcome not yet written (`concurrency` +
-    /// [`RunnerConfig::max_prefetch`]). A job's place frees up only once its
-    /// outcome is written, so a slow database makes the runner claim less.
+    /// [`RunnerConfig::max_prefetch`] + [`RunnerConfig::early_reserve`]). A
+    /// job's place frees up only once its outcome is written, so a slow
+    /// database makes the runner claim less.
     pub fn max_held(&self) -> usize {
-        self.concurrency + self.max_prefetch()
+        self.concurrency + self.max_prefetch() + self.early_reserve()
+    }
+
+    /// Places kept for early claims: when jobs are announced in a queue
+    /// of which this runner holds none waiting, it claims them at once, up
+    /// to this many (the workers' count), even while its other queues keep
+    /// it full, so they start at the next free worker.
+    pub fn early_reserve(&self) -> usize {
+        self.concurrency
     }
 
     /// Checks every field; the error names the field and what is allowed.
@@ -176,6 +195,24 @@ impl RunnerConfig {
         }
         for queue in &self.queues {
             jobqueue_core::limits::check_queue(queue)?;
+        }
+        for (queue, most) in &self.queue_concurrency {
+            jobqueue_core::limits::check_queue(queue)?;
+            if *most == 0 {
+                return bad(format!(
+                    "concurrency 0 for queue `{queue}`: give at least 1 (to not work the queue, \
+                     leave it out of `queues`)"
+                ));
+            }
+            if !self.queues.is_empty() && !self.queues.contains(queue) {
+                return bad(format!(
+                    "queue `{queue}` has a concurrency but is not among the queues worked ({})",
+                    self.queues.join(", ")
+                ));
+            }
+        }
+        if self.max_snoozes < 0 {
+            return bad(format!("max_snoozes {} is negative", self.max_snoozes));
         }
         if self.lease < Duration::from_millis(500) {
             return bad(format!("lease {:?} is shorter than 500 ms", self.lease));
@@ -259,9 +296,9 @@ mod tests {
     fn the_bound_on_held_jobs_is_concurrency_and_two_batches() {
         let mut config = RunnerConfig::new("postgres://x/y").concurrency(4);
         config.batch_size = 20;
-        assert_eq!(config.max_held(), 4 + 40);
+        assert_eq!(config.max_held(), 4 + 40 + 4);
         config.prefetch = Some(100);
-        assert_eq!(config.max_held(), 4 + 100);
+        assert_eq!(config.max_held(), 4 + 100 + 4);
     }
 
     #[test]

@@ -11,6 +11,7 @@ pub(crate) struct Counters {
     pub(crate) retried: AtomicU64,
     pub(crate) failed: AtomicU64,
     pub(crate) cancelled: AtomicU64,
+    pub(crate) snoozed: AtomicU64,
     pub(crate) released: AtomicU64,
     pub(crate) lost: AtomicU64,
     pub(crate) unhandled: AtomicU64,
@@ -38,6 +39,8 @@ pub struct RunnerStats {
     pub failed: u64,
     /// Jobs that ended `cancelled`.
     pub cancelled: u64,
+    /// Jobs snoozed: sent back to wait without using up an attempt.
+    pub snoozed: u64,
     /// Claimed jobs handed back unstarted (shutdown).
     pub released: u64,
     /// Outcomes not written because the lease was lost meanwhile.
@@ -63,6 +66,7 @@ impl Counters {
             retried: get(&self.retried),
             failed: get(&self.failed),
             cancelled: get(&self.cancelled),
+            snoozed: get(&self.snoozed),
             released: get(&self.released),
             lost: get(&self.lost),
             unhandled: get(&self.unhandled),

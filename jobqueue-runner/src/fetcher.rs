@@ -6,11 +6,14 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender, select};
-use jobqueue_core::Claim;
+use std::collections::HashSet;
+
+use jobqueue_core::{Claim, GlobalLimits, JobRow};
 
 use crate::RunnerConfig;
 use crate::backoff::Backoff;
 use crate::db::Db;
+use crate::dispatch::{Disconnected, JobReceiver, JobSender};
 use crate::job_state::JobState;
 use crate::messages::{Claimed, Outcome, OutcomeKind};
 use crate::shared::Shared;
@@ -58,7 +61,7 @@ fn wait(wake: &Receiver<()>, stop: &Receiver<()>, timeout: Duration) -> bool {
 /// handler for (set aside).
 pub(crate) struct HandBack {
     /// The workers' queue, to take unstarted jobs back out of.
-    pub(crate) queued: Receiver<Claimed>,
+    pub(crate) queued: JobReceiver,
     /// Where handed-back jobs go (the completer writes them).
     pub(crate) outcomes: Sender<Outcome>,
 }
@@ -71,7 +74,7 @@ const SHED_AFTER: Duration = Duration::from_millis(100);
 /// has been busy for `SHED_AFTER`: the prefetch grew while jobs were short,
 /// the jobs now are long, and another runner could start the waiting ones.
 /// They go back to pending without using up an attempt.
-fn shed(shared: &Shared, jobs: &Sender<Claimed>, shed: &HandBack, last_claim: u64) {
+fn shed(shared: &Shared, jobs: &JobSender, shed: &HandBack, last_claim: u64) {
     let waiting = jobs.len();
     if waiting <= shared.config.effective_prefetch() {
         return;
@@ -88,7 +91,7 @@ fn shed(shared: &Shared, jobs: &Sender<Claimed>, shed: &HandBack, last_claim: u6
     shared.job_micros.fetch_max(idle_for, Ordering::Relaxed);
     let mut released = 0;
     for _ in 0..excess {
-        let Ok(claimed) = shed.queued.try_recv() else {
+        let Some(claimed) = shed.queued.try_recv() else {
             break;
         };
         let _ = shed
@@ -101,9 +104,91 @@ fn shed(shared: &Shared, jobs: &Sender<Claimed>, shed: &HandBack, last_claim: u6
     }
 }
 
+/// What the fetcher last read of its queues' global limits.
+#[derive(Default)]
+struct GlobalLimitsSeen {
+    /// `None` until read: then claims lock, which is always safe.
+    any: Option<bool>,
+    read_at: Option<Instant>,
+}
+
+impl GlobalLimitsSeen {
+    fn refresh_if_older(&mut self, shared: &Shared, db: &mut Db, age: Duration) {
+        if self.read_at.is_some_and(|at| at.elapsed() < age) {
+            return;
+        }
+        let queues = &shared.config.queues;
+        if let Ok(any) = db.run(&shared.health, |conn| conn.any_global_limit(queues)) {
+            self.any = Some(any);
+            self.read_at = Some(Instant::now());
+        }
+    }
+
+    /// Claims lock limited queues' rows only while some queue has a limit;
+    /// otherwise a queue limited since the last read is left out of claims
+    /// (never claimed over its limit) until the next read.
+    fn policy(&self) -> GlobalLimits {
+        match self.any {
+            Some(false) => GlobalLimits::Skip,
+            _ => GlobalLimits::Honour,
+        }
+    }
+}
+
+/// Hands claimed `rows` to the workers, and sets aside (through the
+/// completer) those of types this runner has no handler for, logging each
+/// such type once. `early`: claimed from the early reserve (see
+/// `RunnerConfig::early_reserve`).
+pub(crate) fn deliver(
+    shared: &Shared,
+    rows: Vec<JobRow>,
+    jobs: &JobSender,
+    outcomes: &Sender<Outcome>,
+    unhandled_types: &mut HashSet<String>,
+    early: bool,
+) -> Result<(), Disconnected> {
+    let got = rows.len();
+    shared.outstanding.fetch_add(got, Ordering::AcqRel);
+    if early {
+        shared.early_held.fetch_add(got, Ordering::AcqRel);
+    }
+    crate::counters::Counters::add(&shared.counters.claimed, got);
+    if got == 0 {
+        crate::counters::Counters::add(&shared.counters.empty_claims, 1);
+    }
+    for row in rows {
+        let queue_slot = shared.queue_limits.slot(&row.queue);
+        if let Some(slot) = queue_slot {
+            shared.queue_limits.took(slot);
+        }
+        let state = Arc::new(JobState::new(
+            row.lease(),
+            row.job_type.clone(),
+            queue_slot,
+            early,
+        ));
+        shared.inflight.insert(Arc::clone(&state));
+        if shared.registry.get(&row.job_type).is_none() {
+            if unhandled_types.insert(row.job_type.clone()) {
+                log::warn!(
+                    "no handler for job type `{}` (queue `{}`): its jobs are set aside \
+                     as unhandled until a runner that handles it starts; register \
+                     it here, or give it a queue of its own",
+                    row.job_type,
+                    row.queue
+                );
+            }
+            let _ = outcomes.send(Outcome::new(&state, OutcomeKind::Park));
+            continue;
+        }
+        jobs.send(Claimed { row, state })?;
+    }
+    Ok(())
+}
+
 pub(crate) fn run(
     shared: Arc<Shared>,
-    jobs: Sender<Claimed>,
+    jobs: JobSender,
     hand_back: HandBack,
     wake: Receiver<()>,
     stop: Receiver<()>,
@@ -123,11 +208,18 @@ pub(crate) fn run(
         .queues(config.queues.iter().cloned())
         .lease(config.lease);
     // Job types this runner has set aside, to log each once.
-    let mut unhandled_types = std::collections::HashSet::new();
+    let mut unhandled_types = HashSet::new();
+    // Whether some of this runner's queues have a global limit, and when
+    // that was last read: checked while the fetcher goes idle (not between
+    // a wake-up and its claim), and at least every other poll interval.
+    let mut limits = GlobalLimitsSeen::default();
     loop {
         if shared.is_stopping() {
             break;
         }
+        limits.refresh_if_older(&shared, &mut db, 2 * config.poll_interval);
+        claim.global_limits = limits.policy();
+        claim.queue_limits = shared.queue_limits.room();
         shed(&shared, &jobs, &hand_back, last_claim);
         let job_micros = shared.job_micros.load(Ordering::Relaxed);
         let capacity = config.concurrency + prefetch(config, job_micros, claim_micros);
@@ -159,34 +251,19 @@ pub(crate) fn run(
                 };
                 let got = rows.len();
                 last_claim = shared.micros_now();
-                shared.outstanding.fetch_add(got, Ordering::AcqRel);
-                crate::counters::Counters::add(&shared.counters.claimed, got);
-                if got == 0 {
-                    crate::counters::Counters::add(&shared.counters.empty_claims, 1);
-                }
-                for row in rows {
-                    let state = Arc::new(JobState::new(row.lease(), row.job_type.clone()));
-                    shared.inflight.insert(Arc::clone(&state));
-                    if shared.registry.get(&row.job_type).is_none() {
-                        if unhandled_types.insert(row.job_type.clone()) {
-                            log::warn!(
-                                "no handler for job type `{}` (queue `{}`): its jobs are set aside \
-                                 as unhandled until a runner that handles it starts; register \
-                                 it here, or give it a queue of its own",
-                                row.job_type,
-                                row.queue
-                            );
-                        }
-                        let _ = hand_back
-                            .outcomes
-                            .send(Outcome::new(&state, OutcomeKind::Park));
-                        continue;
-                    }
-                    if jobs.send(Claimed { row, state }).is_err() {
-                        // Every worker is gone: the runner is going down. The
-                        // leases of what is left expire and get recovered.
-                        return;
-                    }
+                if deliver(
+                    &shared,
+                    rows,
+                    &jobs,
+                    &hand_back.outcomes,
+                    &mut unhandled_types,
+                    false,
+                )
+                .is_err()
+                {
+                    // Every worker is gone: the runner is going down. The
+                    // leases of what is left expire and get recovered.
+                    return;
                 }
                 repoll = if got > 0 {
                     QUICK_REPOLL
@@ -196,6 +273,7 @@ pub(crate) fn run(
                 if got < room {
                     // The queue ran dry: finishing jobs cannot bring more.
                     shared.wake_below.store(0, Ordering::Release);
+                    limits.refresh_if_older(&shared, &mut db, config.poll_interval);
                     if !wait(&wake, &stop, repoll.min(config.poll_interval)) {
                         break;
                     }

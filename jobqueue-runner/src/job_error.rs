@@ -30,11 +30,17 @@ use std::fmt;
 /// assert!(matches!(read_config("/no/such/file"), Err(JobError::Retry(_))));
 /// ```
 #[derive(Debug)]
+#[non_exhaustive]
 pub enum JobError {
     /// The attempt failed; retry after the backoff while attempts remain.
     Retry(String),
     /// The job can never succeed: `failed` at once, whatever attempts remain.
     Permanent(String),
+    /// Not now: run the job again after this long, without using up an
+    /// attempt (waiting on something outside: a report being generated, a
+    /// rate limit's window). Its history records the snooze; a job that
+    /// snoozed `max_snoozes` times (the runner's, default 100) fails instead.
+    Snooze(std::time::Duration),
     /// The handler stopped because the job was cancelled: `cancelled`.
     Cancelled,
     /// The worker no longer holds the job (its lease expired and it was
@@ -48,6 +54,12 @@ impl JobError {
         JobError::Retry(error.to_string())
     }
 
+    /// Run the job again after `delay`, without using up an attempt (see
+    /// [`JobError::Snooze`]).
+    pub fn snooze(delay: std::time::Duration) -> Self {
+        JobError::Snooze(delay)
+    }
+
     /// A failure retrying cannot fix.
     pub fn permanent(error: impl fmt::Display) -> Self {
         JobError::Permanent(error.to_string())
@@ -59,6 +71,7 @@ impl fmt::Display for JobError {
         match self {
             JobError::Retry(e) => write!(f, "{e}"),
             JobError::Permanent(e) => write!(f, "{e} (permanent)"),
+            JobError::Snooze(delay) => write!(f, "snoozed for {delay:?}"),
             JobError::Cancelled => f.write_str("cancelled"),
             JobError::LeaseLost => {
                 f.write_str("lease lost: the job was recovered by another worker")

@@ -15,6 +15,10 @@ use crate::shared::lock;
 pub(crate) struct JobState {
     pub(crate) lease: Lease,
     pub(crate) job_type: String,
+    /// The runner's own limit of its queue (see `queue_limits.rs`), if any.
+    pub(crate) queue_slot: Option<usize>,
+    /// Claimed by an early claim (see `early.rs`).
+    pub(crate) early: bool,
     /// A cancel was requested (seen at a heartbeat or progress report).
     pub(crate) cancel: AtomicBool,
     /// The lease was lost: the job was recovered by someone else.
@@ -36,10 +40,17 @@ pub(crate) struct JobState {
 }
 
 impl JobState {
-    pub(crate) fn new(lease: Lease, job_type: String) -> Self {
+    pub(crate) fn new(
+        lease: Lease,
+        job_type: String,
+        queue_slot: Option<usize>,
+        early: bool,
+    ) -> Self {
         JobState {
             lease,
             job_type,
+            queue_slot,
+            early,
             cancel: AtomicBool::new(false),
             lost: AtomicBool::new(false),
             timed_out: AtomicBool::new(false),

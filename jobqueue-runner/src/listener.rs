@@ -58,7 +58,7 @@ pub(crate) fn run(shared: Arc<Shared>, stop: Receiver<()>, connection: ListenerC
                     if shared.config.queues.is_empty()
                         || shared.config.queues.iter().any(|q| q == queue)
                     {
-                        shared.wake_fetcher();
+                        shared.announce();
                     }
                 }
                 Err(e) => {

@@ -45,6 +45,8 @@ pub(crate) enum OutcomeKind {
         error: String,
         retry: Option<RetryPolicy>,
     },
+    /// The handler asked to run again after this long (no attempt used).
+    Snooze(std::time::Duration),
     /// The handler stopped on a cancel request.
     Cancelled,
     /// Claimed but never started (shutdown, shedding): hand it back.

@@ -5,7 +5,8 @@
 //!  listener ──wake──┐            ┌──> worker ──┐
 //!  workers ───wake──┤            ├──> worker ──┤
 //!                 fetcher ──jobs─┼──> ...    ──┼──outcomes──> completer
-//!                 (claims)       └──> worker ──┘              (batched writes)
+//!                 (claims)   ▲   └──> worker ──┘              (batched writes)
+//!  listener ──> early claims ┘  (dispatch: one line per queue, taking turns)
 //!  lease keeper: renews leases of in-flight jobs, own connection
 //!  maintenance: stale-job recovery, pruning
 //! ```
@@ -20,9 +21,10 @@ use diesel::PgConnection;
 use diesel::r2d2::{ConnectionManager, Pool};
 
 use crate::counters::Counters;
+use crate::dispatch::JobReceiver;
 use crate::health::Health;
 use crate::job_state::InFlight;
-use crate::messages::{Claimed, Outcome, OutcomeKind};
+use crate::messages::{Outcome, OutcomeKind};
 use crate::shared::{Shared, lock};
 use crate::{Registry, RunnerConfig, RunnerError, RunnerStats};
 
@@ -75,10 +77,11 @@ impl Runner {
             .error_handler(Box::new(PoolErrors))
             .build_unchecked(ConnectionManager::<PgConnection>::new(&config.database_url));
         let (wake_tx, wake_rx) = bounded(1);
+        let (early_tx, early_rx) = bounded(1);
         // The runner holds at most this many jobs at once, counting those
         // whose outcome is not written yet; so neither channel ever holds more.
         let most_held = config.max_held();
-        let (job_tx, job_rx) = bounded::<Claimed>(most_held);
+        let (job_tx, job_rx) = crate::dispatch::dispatch(most_held);
         let (outcome_tx, outcome_rx) = bounded::<Outcome>(most_held);
         // Shutdown is disconnection, as crossbeam's docs describe it: the
         // trigger drops the only sender of `shutdown`; each worker holds a
@@ -100,6 +103,7 @@ impl Runner {
             job_types,
             registry: self.registry,
             inflight: InFlight::default(),
+            queue_limits: crate::queue_limits::QueueLimits::new(&config),
             health: Health::default(),
             counters: Counters::default(),
             pool,
@@ -111,12 +115,15 @@ impl Runner {
             last_start: std::sync::atomic::AtomicU64::new(0),
             epoch: Instant::now(),
             wake: wake_tx,
+            early: early_tx,
+            early_held: AtomicUsize::new(0),
             config,
         });
         let hand_back = crate::fetcher::HandBack {
             queued: job_rx.clone(),
             outcomes: outcome_tx.clone(),
         };
+        let outcome_tx_early = outcome_tx.clone();
         let workers = Arc::new(WorkerSet {
             shared: Arc::clone(&shared),
             jobs: job_rx.clone(),
@@ -128,6 +135,11 @@ impl Runner {
         for _ in 0..shared.config.concurrency {
             workers.spawn()?;
         }
+        let s = Arc::clone(&shared);
+        let (jobs, outcomes, stop) = (job_tx.clone(), outcome_tx_early, shutdown_rx.clone());
+        let early = spawn("jobqueue-early", move || {
+            crate::early::run(s, jobs, outcomes, early_rx, stop)
+        })?;
         let s = Arc::clone(&shared);
         let fetcher = spawn("jobqueue-fetcher", move || {
             crate::fetcher::run(s, job_tx, hand_back, wake_rx, shutdown_rx)
@@ -176,6 +188,7 @@ impl Runner {
             unstarted: job_rx,
             threads: Some(Threads {
                 fetcher,
+                early,
                 completer,
                 background,
                 last: last_tx,
@@ -203,7 +216,7 @@ fn spawn(name: &str, f: impl FnOnce() + Send + 'static) -> Result<JoinHandle<()>
 /// The worker threads, which can grow a replacement for one stuck in a handler.
 struct WorkerSet {
     shared: Arc<Shared>,
-    jobs: Receiver<Claimed>,
+    jobs: JobReceiver,
     /// What each new worker gets a copy of: the outcome channel, and its
     /// membership of `exited`. Taken when the runner stops, so no worker is
     /// started after that and both channels can disconnect.
@@ -270,7 +283,7 @@ pub struct RunnerHandle {
     trigger: ShutdownTrigger,
     shared: Arc<Shared>,
     workers: Arc<WorkerSet>,
-    unstarted: Receiver<Claimed>,
+    unstarted: JobReceiver,
     /// The threads to join; taken when the runner has been waited for.
     threads: Option<Threads>,
 }
@@ -278,6 +291,7 @@ pub struct RunnerHandle {
 /// The runner's threads besides its workers.
 struct Threads {
     fetcher: JoinHandle<()>,
+    early: JoinHandle<()>,
     completer: JoinHandle<()>,
     background: Vec<JoinHandle<()>>,
     /// Dropped last: stops the lease keeper, the listener and maintenance.
@@ -342,6 +356,7 @@ impl RunnerHandle {
             return self.summary(0, panicked_threads);
         };
         join(threads.fetcher);
+        join(threads.early);
         // No worker starts from now on; the handle keeps one sender of the
         // outcome channel to hand back what stuck workers never started.
         let senders = lock(&self.workers.senders).take();
@@ -368,7 +383,7 @@ impl RunnerHandle {
         } else {
             // Workers are stuck in handlers: hand back what they never started.
             if let Some(outcomes) = &hand_back {
-                while let Ok(claimed) = self.unstarted.try_recv() {
+                while let Some(claimed) = self.unstarted.try_recv() {
                     let _ = outcomes.send(Outcome::new(&claimed.state, OutcomeKind::Release));
                 }
             }

@@ -30,6 +30,8 @@ pub(crate) struct Shared {
     pub(crate) registry: Registry,
     pub(crate) job_types: Vec<String>,
     pub(crate) inflight: InFlight,
+    /// This runner's own per-queue concurrency.
+    pub(crate) queue_limits: crate::queue_limits::QueueLimits,
     pub(crate) health: Health,
     pub(crate) counters: Counters,
     pub(crate) pool: HandlerPool,
@@ -54,6 +56,10 @@ pub(crate) struct Shared {
     pub(crate) epoch: Instant,
     /// Wakes the fetcher (capacity 1: wake-ups coalesce, none is lost).
     pub(crate) wake: Sender<()>,
+    /// Wakes the early claims (see `early.rs`; capacity 1).
+    pub(crate) early: Sender<()>,
+    /// Jobs held from early claims (at most `RunnerConfig::early_reserve`).
+    pub(crate) early_held: AtomicUsize,
 }
 
 impl Shared {
@@ -73,11 +79,27 @@ impl Shared {
         let _ = self.wake.try_send(());
     }
 
+    /// New jobs are due in one of this runner's queues: wakes the fetcher,
+    /// and the early claims for when the runner is busy.
+    pub(crate) fn announce(&self) {
+        self.wake_fetcher();
+        let _ = self.early.try_send(());
+    }
+
     /// A job stops counting against the runner's capacity: its outcome was
     /// written, or its handler was abandoned. Counts once per job.
     pub(crate) fn finished(&self, state: &JobState) {
         self.inflight.remove(&state.lease);
         if state.free_slot() {
+            if state.early {
+                self.early_held.fetch_sub(1, Ordering::AcqRel);
+            }
+            if let Some(slot) = state.queue_slot
+                && self.queue_limits.freed(slot)
+            {
+                // Its queue was at this runner's limit for it.
+                self.wake_fetcher();
+            }
             self.slot_freed();
         }
     }

@@ -5,15 +5,17 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use crossbeam_channel::{Receiver, Sender};
+use crossbeam_channel::Sender;
+
+use crate::dispatch::JobReceiver;
 
 use crate::counters::Counters;
 use crate::messages::{Claimed, Outcome, OutcomeKind};
 use crate::shared::Shared;
 use crate::{JobContext, JobError};
 
-pub(crate) fn run(shared: Arc<Shared>, jobs: Receiver<Claimed>, outcomes: Sender<Outcome>) {
-    for claimed in jobs.iter() {
+pub(crate) fn run(shared: Arc<Shared>, jobs: JobReceiver, outcomes: Sender<Outcome>) {
+    while let Some(claimed) = jobs.recv() {
         if shared.is_stopping() {
             let _ = outcomes.send(Outcome::new(&claimed.state, OutcomeKind::Release));
             continue;
@@ -58,6 +60,7 @@ fn execute(shared: &Shared, claimed: &Claimed) -> OutcomeKind {
             retry: policy,
         },
         Ok(Err(JobError::Permanent(error))) => OutcomeKind::Fail { error, retry: None },
+        Ok(Err(JobError::Snooze(delay))) => OutcomeKind::Snooze(delay),
         Ok(Err(JobError::Cancelled)) => OutcomeKind::Cancelled,
         Ok(Err(JobError::LeaseLost)) => OutcomeKind::Lost,
         Err(panic) => {

@@ -16,6 +16,7 @@ mod history;
 mod isolation;
 mod latency;
 mod noop;
+mod queues;
 
 use std::time::Duration;
 
@@ -26,7 +27,7 @@ use crate::ToolError;
 pub use noop::{BenchNoop, registry};
 
 /// The measurements, by the names `--only` takes.
-pub const MEASUREMENTS: [&str; 10] = [
+pub const MEASUREMENTS: [&str; 12] = [
     "bulk",
     "txn",
     "burn",
@@ -37,6 +38,8 @@ pub const MEASUREMENTS: [&str; 10] = [
     "isolation",
     "steady",
     "footprint",
+    "limit",
+    "fair",
 ];
 
 /// What to run, and how big.
@@ -47,7 +50,7 @@ pub struct BenchOptions {
     /// Small sizes for a smoke test: figures are not comparable.
     pub quick: bool,
     /// Only these measurements (empty: all). Names: bulk, txn, burn, floor,
-    /// drain, pickup, history, isolation, steady, footprint.
+    /// drain, pickup, history, isolation, steady, footprint, limit, fair.
     pub only: Vec<String>,
     /// Database to create for the bench; one of that name the bench did not
     /// create is refused, never dropped.
@@ -79,6 +82,7 @@ pub(crate) struct Sizes {
     pub(crate) history_claims: usize,
     pub(crate) footprint_workers: usize,
     pub(crate) idle_window: Duration,
+    pub(crate) fair_backlog: usize,
 }
 
 impl Sizes {
@@ -100,6 +104,7 @@ impl Sizes {
                 history_claims: 20,
                 footprint_workers: 16,
                 idle_window: Duration::from_secs(1),
+                fair_backlog: 3_000,
             }
         } else {
             Sizes {
@@ -118,6 +123,7 @@ impl Sizes {
                 history_claims: 200,
                 footprint_workers: 128,
                 idle_window: Duration::from_secs(10),
+                fair_backlog: 100_000,
             }
         }
     }
@@ -340,7 +346,7 @@ pub fn run(server_url: &str, options: &BenchOptions) -> Result<(), ToolError> {
     };
     // The measurements whose rows are printed as they are.
     type Measure<'a> = Box<dyn Fn() -> Result<Vec<Row>, ToolError> + 'a>;
-    let measurements: [(&str, Measure<'_>); 6] = [
+    let measurements: [(&str, Measure<'_>); 8] = [
         ("drain", Box::new(|| drain::drains(&url, &sizes))),
         ("pickup", Box::new(|| latency::pickup(&url, &sizes, runs))),
         (
@@ -362,6 +368,8 @@ pub fn run(server_url: &str, options: &BenchOptions) -> Result<(), ToolError> {
             "footprint",
             Box::new(|| footprint::measure(&url, &sizes, runs)),
         ),
+        ("limit", Box::new(|| queues::limit_cost(&url, &sizes, runs))),
+        ("fair", Box::new(|| queues::fair_share(&url, &sizes, runs))),
     ];
     for (name, measure) in measurements {
         if wanted(name) {

@@ -1,0 +1,74 @@
+//! Early claims: while the runner is busy with the backlog of some queues,
+//! jobs announced in another queue are claimed at once, on a connection of
+//! their own, so they start at the next free worker instead of waiting for
+//! room, or for the fetcher's claim in progress, behind the others' jobs.
+//!
+//! An early claim takes only from queues of which the runner holds no job
+//! waiting for a worker (those queues' new jobs would wait anyway), at most
+//! `RunnerConfig::early_reserve` jobs held at once. An idle runner needs
+//! none: its fetcher claims at once.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use crossbeam_channel::{Receiver, Sender, select};
+use jobqueue_core::Claim;
+
+use crate::db::Db;
+use crate::dispatch::JobSender;
+use crate::fetcher::deliver;
+use crate::messages::Outcome;
+use crate::shared::Shared;
+
+pub(crate) fn run(
+    shared: Arc<Shared>,
+    jobs: JobSender,
+    outcomes: Sender<Outcome>,
+    announced: Receiver<()>,
+    stop: Receiver<()>,
+) {
+    let config = &shared.config;
+    let mut db = Db::new(&config.database_url, "early claims");
+    // Global limits honoured always: early claims are few.
+    let mut claim = Claim::new(config.worker_id.clone())
+        .queues(config.queues.iter().cloned())
+        .lease(config.lease);
+    let mut unhandled_types = HashSet::new();
+    loop {
+        select! {
+            recv(announced) -> message => if message.is_err() { break },
+            recv(stop) -> _ => break,
+        }
+        if shared.is_stopping() {
+            break;
+        }
+        let held = shared.early_held.load(Ordering::Acquire);
+        let room = config.early_reserve().saturating_sub(held);
+        if room == 0 || shared.outstanding.load(Ordering::Acquire) == 0 {
+            continue;
+        }
+        claim.limit = room as i64;
+        claim.queue_limits = shared.queue_limits.room();
+        for queue in jobs.waiting_queues() {
+            match claim.queue_limits.iter_mut().find(|(q, _)| *q == queue) {
+                Some(limit) => limit.1 = 0,
+                None => claim.queue_limits.push((queue, 0)),
+            }
+        }
+        match db.run(&shared.health, |session| session.claim(&claim)) {
+            Ok(rows) => {
+                if deliver(&shared, rows, &jobs, &outcomes, &mut unhandled_types, true).is_err() {
+                    return;
+                }
+            }
+            Err(e) => {
+                // The fetcher's next claim takes them instead.
+                if !db.lost_connection() {
+                    log::debug!("early claim failed: {}", crate::health::one_line(&e));
+                }
+            }
+        }
+    }
+    log::debug!("early claims stopped");
+}

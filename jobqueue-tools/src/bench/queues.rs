@@ -1,0 +1,235 @@
+//! Queue control's costs. `limit`: burn-down of one queue with a global
+//! limit far above what is held (the claim locks the queue's row and counts
+//! its held jobs) against the same queue without one, run after run.
+//! `fair`: a queue with a backlog drained by an 8-worker runner while a
+//! trickle of jobs arrives in another queue: the trickle's pickup latency
+//! against the same runner's once the backlog is gone (idle), and the
+//! backlog's drain rate against its drain with no trickle.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use diesel::{Connection, PgConnection};
+use jobqueue_core::{Job, JobOptions, NewJob};
+use jobqueue_runner::{Runner, RunnerConfig, RunnerHandle};
+
+use super::enqueue::insert;
+use super::noop::{self, BenchNoop};
+use super::{Row, Sizes, db, quantile, reset};
+use crate::ToolError;
+
+const WORKERS: usize = 8;
+/// A global limit no burn-down comes near.
+const LOOSE_LIMIT: i32 = 1_000_000;
+/// Between two jobs of the trickle.
+const TRICKLE_EVERY: Duration = Duration::from_millis(10);
+
+fn backlog(n: usize, queue: &str) -> Result<Vec<NewJob>, ToolError> {
+    (0..n)
+        .map(|_| {
+            NewJob::from_job(&BenchNoop { seq: 0 }, JobOptions::new().queue(queue))
+                .map_err(ToolError::from)
+        })
+        .collect()
+}
+
+/// Waits until `runner` has completed `n` jobs; returns how long it took
+/// from `started`.
+fn until_completed(
+    runner: &RunnerHandle,
+    n: usize,
+    started: Instant,
+    what: &str,
+) -> Result<Duration, ToolError> {
+    let deadline = started + Duration::from_secs(600);
+    while (runner.stats().completed as usize) < n {
+        if Instant::now() > deadline {
+            return Err(ToolError::Usage(format!("{what} did not finish")));
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    Ok(started.elapsed())
+}
+
+/// One burn-down of `n` jobs of the default queue, 8 workers: jobs/s.
+fn burn(url: &str, n: usize) -> Result<f64, ToolError> {
+    let runner = Runner::new(
+        RunnerConfig::new(url).concurrency(WORKERS),
+        super::registry(),
+    )
+    .start()?;
+    let took = until_completed(&runner, n, Instant::now(), "burn-down")?;
+    runner.shutdown();
+    Ok(n as f64 / took.as_secs_f64())
+}
+
+pub(crate) fn limit_cost(url: &str, sizes: &Sizes, runs: usize) -> Result<Vec<Row>, ToolError> {
+    let mut conn = PgConnection::establish(url).map_err(db)?;
+    let n = sizes.burn_jobs;
+    let (mut limited, mut ratios) = (Vec::new(), Vec::new());
+    let result = (|| {
+        for _ in 0..runs {
+            let mut rates = [0.0; 2];
+            for (i, limit) in [None, Some(LOOSE_LIMIT)].into_iter().enumerate() {
+                reset(&mut conn)?;
+                jobqueue_core::set_queue_limit(&mut conn, "default", limit)?;
+                insert(&mut conn, &backlog(n, "default")?)?;
+                rates[i] = burn(url, n)?;
+            }
+            limited.push(rates[1]);
+            ratios.push(rates[1] / rates[0]);
+        }
+        Ok::<_, ToolError>(())
+    })();
+    jobqueue_core::set_queue_limit(&mut conn, "default", None)?;
+    result?;
+    Ok(vec![
+        Row::new(
+            format!("burn-down, {WORKERS} workers, {n} jobs, global limit {LOOSE_LIMIT}"),
+            "jobs/s",
+            limited,
+        ),
+        Row::new(
+            "burn-down, global limit not binding / no limit",
+            "ratio",
+            ratios,
+        )
+        .note("same run, alternated; target ≥ 0.90"),
+    ])
+}
+
+/// Enqueues a job of queue `b` every `TRICKLE_EVERY` until `stop`;
+/// returns each job's commit instant by `seq`; `sent` counts them as they go.
+fn trickle(
+    url: &str,
+    stop: &AtomicBool,
+    sent: &AtomicU64,
+) -> Result<HashMap<u64, Instant>, ToolError> {
+    let mut conn = PgConnection::establish(url).map_err(db)?;
+    let mut commits = HashMap::new();
+    let mut seq = 1;
+    while !stop.load(Ordering::Relaxed) {
+        BenchNoop { seq }.options().queue("b").enqueue(&mut conn)?;
+        commits.insert(seq, Instant::now());
+        sent.fetch_add(1, Ordering::SeqCst);
+        seq += 1;
+        std::thread::sleep(TRICKLE_EVERY);
+    }
+    Ok(commits)
+}
+
+/// Pickup latencies in ms of the jobs in `commits` that started, sorted.
+fn latencies(commits: &HashMap<u64, Instant>, starts: &HashMap<u64, Instant>) -> Vec<f64> {
+    let mut out: Vec<f64> = commits
+        .iter()
+        .filter_map(|(seq, at)| {
+            let started = starts.get(seq)?;
+            Some(started.saturating_duration_since(*at).as_secs_f64() * 1000.0)
+        })
+        .collect();
+    out.sort_by(f64::total_cmp);
+    out
+}
+
+/// One run: the backlog's drain rate, and the trickle's latencies while it
+/// drains and once the runner is idle.
+struct FairRun {
+    rate: f64,
+    busy: Vec<f64>,
+    idle: Vec<f64>,
+}
+
+fn fair_run(url: &str, n: usize, with_trickle: bool) -> Result<FairRun, ToolError> {
+    let mut conn = PgConnection::establish(url).map_err(db)?;
+    reset(&mut conn)?;
+    insert(&mut conn, &backlog(n, "a")?)?;
+    noop::record_starts();
+    let runner = Runner::new(
+        RunnerConfig::new(url).concurrency(WORKERS),
+        super::registry(),
+    )
+    .start()?;
+    let started = Instant::now();
+    let stop = Arc::new(AtomicBool::new(false));
+    let sent = Arc::new(AtomicU64::new(0));
+    let producer = with_trickle.then(|| {
+        let (url, stop, sent) = (url.to_owned(), Arc::clone(&stop), Arc::clone(&sent));
+        std::thread::spawn(move || trickle(&url, &stop, &sent))
+    });
+    // The runner's completions count the trickle's too, of which at most
+    // `sent` are done: once completions exceed `sent` by `n`, the backlog
+    // is drained.
+    let deadline = started + Duration::from_secs(600);
+    while runner.stats().completed < n as u64 + sent.load(Ordering::SeqCst) {
+        if Instant::now() > deadline {
+            stop.store(true, Ordering::Relaxed);
+            runner.shutdown();
+            return Err(ToolError::Usage("the backlog did not drain".into()));
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let rate = n as f64 / started.elapsed().as_secs_f64();
+    let drained_at = Instant::now();
+    // The same trickle against the now idle runner.
+    std::thread::sleep(Duration::from_millis(500));
+    stop.store(true, Ordering::Relaxed);
+    let commits = match producer {
+        Some(producer) => producer
+            .join()
+            .map_err(|_| ToolError::Usage("the trickle thread panicked".into()))??,
+        None => HashMap::new(),
+    };
+    std::thread::sleep(Duration::from_millis(100));
+    runner.shutdown();
+    let starts = noop::take_starts();
+    let (during, after): (HashMap<u64, Instant>, HashMap<u64, Instant>) =
+        commits.into_iter().partition(|(_, at)| *at < drained_at);
+    Ok(FairRun {
+        rate,
+        busy: latencies(&during, &starts),
+        idle: latencies(&after, &starts),
+    })
+}
+
+pub(crate) fn fair_share(url: &str, sizes: &Sizes, runs: usize) -> Result<Vec<Row>, ToolError> {
+    let n = sizes.fair_backlog;
+    let (mut p50, mut p95, mut idle50, mut idle95, mut ratio95, mut drain) = (
+        Vec::new(),
+        Vec::new(),
+        Vec::new(),
+        Vec::new(),
+        Vec::new(),
+        Vec::new(),
+    );
+    for _ in 0..runs {
+        let alone = fair_run(url, n, false)?;
+        let shared = fair_run(url, n, true)?;
+        if shared.busy.is_empty() || shared.idle.is_empty() {
+            return Err(ToolError::Usage(
+                "fair: no trickle job started while the backlog drained, or after".into(),
+            ));
+        }
+        p50.push(quantile(&shared.busy, 0.50));
+        p95.push(quantile(&shared.busy, 0.95));
+        idle50.push(quantile(&shared.idle, 0.50));
+        idle95.push(quantile(&shared.idle, 0.95));
+        ratio95.push(quantile(&shared.busy, 0.95) / quantile(&shared.idle, 0.95));
+        drain.push(shared.rate / alone.rate);
+    }
+    let busy = |p| format!("queue b pickup p{p} while {n} drain in queue a");
+    Ok(vec![
+        Row::new(busy(50), "ms", p50).note("a job every 10 ms into b; enqueue commit -> start"),
+        Row::new(busy(95), "ms", p95),
+        Row::new("queue b pickup p50, same runner idle", "ms", idle50),
+        Row::new("queue b pickup p95, same runner idle", "ms", idle95),
+        Row::new("queue b pickup p95, draining a / idle", "ratio", ratio95),
+        Row::new(
+            "queue a drain rate with b's trickle / alone",
+            "ratio",
+            drain,
+        )
+        .note("target ≥ 0.90"),
+    ])
+}

@@ -1,0 +1,438 @@
+//! Queue control: pauses that hold across runner processes and restarts,
+//! a global limit that holds across runners, a runner's own per-queue
+//! concurrency, snoozes, fair turns between queues, and the command line's
+//! answers to bad input.
+
+use std::process::Command;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use diesel::prelude::*;
+use jobqueue_core::{Job, JobOptions, JobStatus, NewJob, enqueue_many};
+use jobqueue_runner::{JobContext, JobError, Perform, Registry, Runner, RunnerConfig};
+use jobqueue_tests::fault::{Proc, runner_flags};
+use jobqueue_tests::jobs::Sleep;
+use jobqueue_tests::{TestDb, count_where, scalar, wait_for};
+use serde::{Deserialize, Serialize};
+
+const WORKER: &str = env!("CARGO_BIN_EXE_jobqueue-test-worker");
+
+fn cli(db: &TestDb, args: &[&str]) -> (Option<i32>, String, String) {
+    let out = Command::new(WORKER)
+        .arg("--database-url")
+        .arg(&db.url)
+        .args(args)
+        .output()
+        .expect("run the CLI");
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn ok(db: &TestDb, args: &[&str]) -> String {
+    let (code, stdout, stderr) = cli(db, args);
+    assert_eq!(code, Some(0), "{args:?}: {stderr}");
+    stdout
+}
+
+fn sleeps(conn: &mut PgConnection, queue: &str, n: usize, ms: u64) {
+    let jobs: Vec<NewJob> = (0..n)
+        .map(|_| NewJob::from_job(&Sleep { ms }, JobOptions::new().queue(queue)))
+        .collect::<Result<_, _>>()
+        .expect("build");
+    enqueue_many(conn, &jobs).expect("enqueue");
+}
+
+fn held(conn: &mut PgConnection, queue: &str) -> i64 {
+    count_where(
+        conn,
+        &format!("queue = '{queue}' AND status IN ('claimed', 'running')"),
+    )
+}
+
+#[test]
+fn a_pause_holds_across_runner_processes_and_restarts() {
+    let (db, mut conn) = TestDb::with_side_tables();
+    let flags = runner_flags(&[("poll-interval-ms", "100"), ("queues", "media,mail")]);
+    let mut runners: Vec<Proc> = (0..2)
+        .map(|i| Proc::runner(WORKER, &db.url, &format!("pause-{i}"), &flags))
+        .collect();
+    // A long job is running when the pause comes: it finishes.
+    sleeps(&mut conn, "media", 1, 1500);
+    wait_for("the long job running", Duration::from_secs(20), || {
+        jobqueue_tests::effects_where(&mut conn, "kind = 'start'") == 1
+    });
+    assert!(ok(&db, &["queue", "pause", "media"]).contains("paused queue media"));
+    assert!(ok(&db, &["queue", "pause", "media"]).contains("already paused"));
+
+    // Enqueueing into the paused queue works; nothing of it is claimed after
+    // the pause, by any runner; the other queue goes on.
+    sleeps(&mut conn, "media", 20, 1);
+    sleeps(&mut conn, "mail", 20, 1);
+    wait_for(
+        "mail worked, the long job done",
+        Duration::from_secs(20),
+        || {
+            count_where(&mut conn, "queue = 'mail' AND status = 'completed'") == 20
+                && count_where(&mut conn, "queue = 'media' AND status = 'completed'") == 1
+        },
+    );
+    // Every runner claims (and moves due jobs, and rescues) on its own
+    // schedule: give each of them time to do all of it a few times.
+    std::thread::sleep(Duration::from_millis(600));
+    assert_eq!(
+        count_where(&mut conn, "queue = 'media' AND status = 'pending'"),
+        20
+    );
+    let claimed_after_pause = scalar(
+        &mut conn,
+        "SELECT count(*) AS n FROM jobqueue_jobs AS j, jobqueue_queues AS q
+         WHERE q.name = 'media' AND j.queue = 'media' AND j.claimed_at > q.paused_at",
+    );
+    assert_eq!(claimed_after_pause, 0, "no claim from the paused queue");
+
+    // Restart every runner: the pause is in the database, not in them.
+    for runner in &mut runners {
+        runner.signal("TERM");
+        let status = runner.wait_exit(Duration::from_secs(20));
+        jobqueue_tests::fault::assert_exit_0(runner, status);
+    }
+    let runners: Vec<Proc> = (0..2)
+        .map(|i| Proc::runner(WORKER, &db.url, &format!("pause-again-{i}"), &flags))
+        .collect();
+    sleeps(&mut conn, "mail", 5, 1);
+    wait_for("the new runners work mail", Duration::from_secs(20), || {
+        count_where(&mut conn, "queue = 'mail' AND status = 'completed'") == 25
+    });
+    assert_eq!(
+        count_where(&mut conn, "queue = 'media' AND status = 'pending'"),
+        20
+    );
+    let listed = ok(&db, &["queue", "list"]);
+    let media = listed
+        .lines()
+        .find(|line| line.starts_with("media"))
+        .unwrap_or_else(|| panic!("{listed}"));
+    assert_eq!(
+        media.split_whitespace().take(3).collect::<Vec<_>>(),
+        ["media", "paused", "20"],
+        "{listed}"
+    );
+
+    // Resumed: the runners are woken and work it.
+    assert!(ok(&db, &["queue", "resume", "media"]).contains("resumed queue media"));
+    wait_for("media worked", Duration::from_secs(20), || {
+        count_where(&mut conn, "queue = 'media' AND status = 'completed'") == 21
+    });
+    assert!(ok(&db, &["queue", "resume", "media"]).contains("was not paused"));
+    drop(runners);
+}
+
+#[test]
+fn a_global_limit_holds_across_four_runner_processes() {
+    let (db, mut conn) = TestDb::with_side_tables();
+    ok(&db, &["queue", "limit", "api", "5"]);
+    // Jobs of realistic length, far more than the limit, and another queue
+    // the limit must not slow.
+    sleeps(&mut conn, "api", 120, 40);
+    sleeps(&mut conn, "other", 40, 40);
+    let flags = runner_flags(&[("poll-interval-ms", "100"), ("concurrency", "4")]);
+    let runners: Vec<Proc> = (0..4)
+        .map(|i| Proc::runner(WORKER, &db.url, &format!("limited-{i}"), &flags))
+        .collect();
+    // The most held at once while the limit was 5, and after it was 8.
+    let (mut most, mut most_raised) = (0, 0);
+    let mut samples = 0;
+    let mut killed = false;
+    let mut raised = false;
+    let deadline = Instant::now() + Duration::from_secs(90);
+    loop {
+        let now_held = held(&mut conn, "api");
+        samples += 1;
+        let limit = if raised { 8 } else { 5 };
+        assert!(
+            now_held <= limit,
+            "{now_held} jobs of the queue held at once; its limit is {limit}"
+        );
+        if raised {
+            most_raised = most_raised.max(now_held);
+        } else {
+            most = most.max(now_held);
+        }
+        let done = count_where(&mut conn, "queue = 'api' AND status = 'completed'");
+        if !killed && done >= 30 {
+            // A runner dies holding part of the limit: its jobs count until
+            // their lease expires and they are recovered.
+            runners[0].signal("KILL");
+            killed = true;
+        }
+        if !raised && done >= 70 {
+            ok(&db, &["queue", "limit", "api", "8"]);
+            raised = true;
+        }
+        if done == 120 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the limited queue never drained");
+        std::thread::sleep(Duration::from_millis(3));
+    }
+    println!(
+        "global limit: most held at once {most} under 5, {most_raised} under 8 ({samples} samples)"
+    );
+    assert!(
+        most >= 5,
+        "the limit was reached ({most}): the test measured something"
+    );
+    assert_eq!(
+        count_where(&mut conn, "queue = 'other' AND status = 'completed'"),
+        40
+    );
+    drop(runners);
+}
+
+#[test]
+fn a_runner_holds_at_most_its_own_limit_of_a_queue() {
+    let (db, mut conn) = TestDb::with_side_tables();
+    sleeps(&mut conn, "mail", 40, 30);
+    sleeps(&mut conn, "bulk", 40, 30);
+    let mut config = RunnerConfig::new(&db.url).concurrency(6);
+    config.poll_interval = Duration::from_millis(100);
+    config.queues = vec!["mail".into(), "bulk".into()];
+    config.queue_concurrency.insert("mail".into(), 2);
+    let runner = Runner::new(config, jobqueue_tests::jobs::registry())
+        .start()
+        .expect("start");
+    let (mut most_mail, mut most_bulk) = (0, 0);
+    while count_where(&mut conn, "status = 'completed'") < 80 {
+        let mail = held(&mut conn, "mail");
+        let bulk = held(&mut conn, "bulk");
+        assert!(mail <= 2, "{mail} mail jobs held; this runner's limit is 2");
+        most_mail = most_mail.max(mail);
+        most_bulk = most_bulk.max(bulk);
+        std::thread::sleep(Duration::from_millis(3));
+    }
+    runner.shutdown();
+    assert_eq!(most_mail, 2, "the limit was reached");
+    assert!(
+        most_bulk >= 4,
+        "the other workers took the other queue ({most_bulk})"
+    );
+
+    // A limit on a queue the runner does not work, or of zero, is refused.
+    let mut config = RunnerConfig::new(&db.url);
+    config.queues = vec!["bulk".into()];
+    config.queue_concurrency.insert("mail".into(), 2);
+    let err = Runner::new(config, jobqueue_tests::jobs::registry())
+        .start()
+        .expect_err("mail is not worked");
+    assert!(
+        err.to_string().contains("not among the queues worked"),
+        "{err}"
+    );
+    let mut config = RunnerConfig::new(&db.url);
+    config.queue_concurrency.insert("mail".into(), 0);
+    let err = Runner::new(config, jobqueue_tests::jobs::registry())
+        .start()
+        .expect_err("zero");
+    assert!(
+        err.to_string().contains("concurrency 0 for queue `mail`"),
+        "{err}"
+    );
+}
+
+/// Snoozes `times` times, then completes.
+#[derive(Serialize, Deserialize, Job)]
+#[job(type = "test.snoozer", max_attempts = 2)]
+struct Snoozer {
+    times: i32,
+}
+
+impl Perform for Snoozer {
+    fn perform(&self, ctx: &mut JobContext<'_>) -> Result<(), JobError> {
+        if ctx.row().snoozes < self.times {
+            return Err(JobError::snooze(Duration::from_millis(20)));
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn snoozes_use_no_attempt_are_recorded_and_are_bounded() {
+    let db = TestDb::new();
+    let mut conn = db.conn();
+    let patient = Snoozer { times: 5 }.enqueue(&mut conn).expect("enqueue");
+    let endless = Snoozer { times: i32::MAX }
+        .enqueue(&mut conn)
+        .expect("enqueue");
+    let mut config = RunnerConfig::new(&db.url).concurrency(2);
+    config.poll_interval = Duration::from_millis(20);
+    config.max_snoozes = 8;
+    let runner = Runner::new(config, Registry::new().register::<Snoozer>())
+        .start()
+        .expect("start");
+    wait_for("both jobs finished", Duration::from_secs(30), || {
+        count_where(&mut conn, "status IN ('completed', 'failed')") == 2
+    });
+    let summary = runner.shutdown();
+    let patient = jobqueue_core::get_job(&mut conn, patient)
+        .expect("read")
+        .expect("row");
+    assert_eq!(
+        (patient.status, patient.attempts, patient.snoozes),
+        (JobStatus::Completed, 1, 5),
+        "five snoozes, one attempt"
+    );
+    let history = patient.errors.as_array().expect("history");
+    assert_eq!(history.len(), 5);
+    assert!(
+        history[0]["error"]
+            .as_str()
+            .is_some_and(|e| e.starts_with("snoozed for 0.020 s (snooze 1 of at most 8")),
+        "{history:?}"
+    );
+    assert_eq!(patient.last_error, None, "a snooze is not an error");
+
+    let endless = jobqueue_core::get_job(&mut conn, endless)
+        .expect("read")
+        .expect("row");
+    assert_eq!((endless.status, endless.attempts), (JobStatus::Failed, 1));
+    assert_eq!(endless.snoozes, 9);
+    assert_eq!(
+        endless.last_error.as_deref(),
+        Some("snoozed 9 times, the most allowed (max_snoozes 8): gave up waiting")
+    );
+    assert_eq!(summary.stats.snoozed, 5 + 8);
+}
+
+/// Counts the jobs started so far; the quiet queue's job notes how many
+/// had started before it.
+#[derive(Serialize, Deserialize, Job)]
+#[job(type = "test.fair")]
+struct Fair {
+    ms: u64,
+    quiet: bool,
+}
+
+static STARTED: AtomicU32 = AtomicU32::new(0);
+static QUIET_STARTED_AFTER: AtomicU32 = AtomicU32::new(u32::MAX);
+
+impl Perform for Fair {
+    fn perform(&self, _ctx: &mut JobContext<'_>) -> Result<(), JobError> {
+        let before = STARTED.fetch_add(1, Ordering::SeqCst);
+        if self.quiet {
+            QUIET_STARTED_AFTER.store(before, Ordering::SeqCst);
+        }
+        std::thread::sleep(Duration::from_millis(self.ms));
+        Ok(())
+    }
+}
+
+#[test]
+fn a_quiet_queues_job_does_not_wait_behind_another_queues_prefetched_jobs() {
+    let db = TestDb::new();
+    let mut conn = db.conn();
+    let backlog: Vec<NewJob> = (0..1500)
+        .map(|_| {
+            NewJob::from_job(
+                &Fair {
+                    ms: 5,
+                    quiet: false,
+                },
+                JobOptions::new().queue("bulk"),
+            )
+        })
+        .collect::<Result<_, _>>()
+        .expect("build");
+    enqueue_many(&mut conn, &backlog).expect("enqueue");
+    // Two workers and 200 claimed jobs waiting for them: the runner is full
+    // of the bulk queue's jobs when the quiet queue's job comes.
+    const PREFETCH: u32 = 200;
+    let mut config = RunnerConfig::new(&db.url).concurrency(2);
+    config.prefetch = Some(PREFETCH as usize);
+    config.poll_interval = Duration::from_millis(200);
+    let runner = Runner::new(config, Registry::new().register::<Fair>())
+        .start()
+        .expect("start");
+    wait_for(
+        "the runner full of bulk jobs",
+        Duration::from_secs(20),
+        || STARTED.load(Ordering::SeqCst) >= 20 && held(&mut conn, "bulk") >= i64::from(PREFETCH),
+    );
+    let started_at_enqueue = STARTED.load(Ordering::SeqCst);
+    let quiet = Fair { ms: 0, quiet: true }
+        .options()
+        .queue("quiet")
+        .enqueue(&mut conn)
+        .expect("enqueue");
+    wait_for("the quiet job done", Duration::from_secs(30), || {
+        jobqueue_tests::is_completed(&mut conn, quiet)
+    });
+    runner.shutdown();
+    let ahead = QUIET_STARTED_AFTER.load(Ordering::SeqCst) - started_at_enqueue;
+    println!(
+        "bulk jobs started between the quiet job's enqueue and its start: {ahead} \
+         ({PREFETCH} were waiting in the runner)"
+    );
+    // Claimed at once by an early claim (the runner is full, and the
+    // fetcher would wait for half its room), it starts at the next free
+    // worker: not behind the bulk jobs the runner had claimed before it.
+    assert!(
+        ahead < 40,
+        "{ahead} bulk jobs started ahead of the quiet queue's job"
+    );
+}
+
+#[test]
+fn queue_commands_answer_bad_input_clearly() {
+    let (db, mut conn) = TestDb::with_side_tables();
+    sleeps(&mut conn, "mail", 1, 1);
+    let refused = |args: &[&str], expect: &str| {
+        let (code, _, stderr) = cli(&db, args);
+        assert_eq!(code, Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(expect), "{args:?}: {stderr}");
+    };
+    refused(
+        &["queue", "resume", "mial"],
+        "no queue named `mial`: no job names it and nothing is set on it; the queues are: mail",
+    );
+    refused(
+        &["queue", "limit", "mail", "0"],
+        "invalid queue limit: 0 is not a limit",
+    );
+    refused(
+        &["queue", "limit", "mail", "-3"],
+        "invalid queue limit: -3 is not a limit",
+    );
+    refused(&["queue", "pause", "bad name;"], "invalid queue");
+    refused(
+        &["work", "--queues", "mail=0"],
+        "concurrency 0 for queue `mail`",
+    );
+    refused(
+        &["work", "--queues", "mail=x"],
+        "after `=` comes this runner's most jobs",
+    );
+    refused(&["work", "--queues", "mail,mail"], "names `mail` twice");
+    // Pausing or limiting a queue no job names yet is allowed, and said.
+    assert!(ok(&db, &["queue", "pause", "later"]).contains("no job names it yet"));
+    assert!(ok(&db, &["queue", "limit", "someday", "2"]).contains("(no job names it yet)"));
+    assert!(!ok(&db, &["queue", "limit", "later", "3"]).contains("(no job names it yet)"));
+    let listed = ok(&db, &["queue", "list"]);
+    let later = listed
+        .lines()
+        .find(|line| line.starts_with("later"))
+        .unwrap_or_else(|| panic!("{listed}"));
+    assert_eq!(
+        later.split_whitespace().collect::<Vec<_>>(),
+        ["later", "paused", "0", "0", "0", "0", "-", "3"]
+    );
+    assert!(ok(&db, &["queue", "limit", "later", "--none"]).contains("no limit"));
+    // Enqueueing into it works; it stays paused for its first jobs.
+    sleeps(&mut conn, "later", 2, 1);
+    assert!(
+        ok(&db, &["queue", "resume", "later"]).contains("resumed queue later"),
+        "a paused queue is known"
+    );
+}
