@@ -358,7 +358,10 @@ fn a_quiet_queues_job_does_not_wait_behind_another_queues_prefetched_jobs() {
     wait_for(
         "the runner full of bulk jobs",
         Duration::from_secs(20),
-        || STARTED.load(Ordering::SeqCst) >= 20 && held(&mut conn, "bulk") >= i64::from(PREFETCH),
+        || {
+            STARTED.load(Ordering::SeqCst) >= 20
+                && held(&mut conn, "bulk") >= i64::from(PREFETCH * 3 / 4)
+        },
     );
     let started_at_enqueue = STARTED.load(Ordering::SeqCst);
     let quiet = Fair { ms: 0, quiet: true }
@@ -373,7 +376,7 @@ fn a_quiet_queues_job_does_not_wait_behind_another_queues_prefetched_jobs() {
     let ahead = QUIET_STARTED_AFTER.load(Ordering::SeqCst) - started_at_enqueue;
     println!(
         "bulk jobs started between the quiet job's enqueue and its start: {ahead} \
-         ({PREFETCH} were waiting in the runner)"
+         (up to {PREFETCH} wait in the runner)"
     );
     // Claimed at once by an early claim (the runner is full, and the
     // fetcher would wait for half its room), it starts at the next free

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use diesel::prelude::*;
-use diesel::sql_types::{Array, BigInt, Double, Text};
+use diesel::sql_types::{Array, BigInt, Double, Integer, Nullable, Text};
 
 use crate::isolation::{QUEUE_BEGIN, READ_COMMITTED_BEGIN, Scope, in_transaction, scoped};
 use crate::prepared::{Prepared, Statement, prepared};
@@ -150,13 +150,14 @@ pub fn claim(conn: &mut PgConnection, claim: &Claim) -> Result<Vec<JobRow>> {
 }
 
 /// The claim statement for `claim`, bound, as `S` (one of the two claims);
-/// `locked`: the limited queues whose rows the transaction locked.
-pub(crate) fn query<'a, S: Statement>(claim: &'a Claim, locked: &'a [String]) -> Prepared<'a, S> {
-    let (names, limits): (Vec<&str>, Vec<i64>) = claim
-        .queue_limits
-        .iter()
-        .map(|(queue, limit)| (queue.as_str(), *limit))
-        .unzip();
+/// `locked`: the limited queues whose rows the transaction locked;
+/// `queue_limits`: most jobs per queue for this claim.
+pub(crate) fn query<'a, S: Statement>(
+    claim: &'a Claim,
+    locked: &'a [String],
+    queue_limits: &[(String, i64)],
+) -> Prepared<'a, S> {
+    let (names, limits): (Vec<String>, Vec<i64>) = queue_limits.iter().cloned().unzip();
     prepared::<S>()
         .bind::<Array<Text>, _>(&claim.queues)
         .bind::<BigInt, _>(claim.limit)
@@ -167,37 +168,24 @@ pub(crate) fn query<'a, S: Statement>(claim: &'a Claim, locked: &'a [String]) ->
         .bind::<Array<BigInt>, _>(limits)
 }
 
-#[derive(QueryableByName)]
-struct Name {
-    #[diesel(sql_type = Text)]
-    name: String,
-}
-
 pub(crate) fn claim_in(
     conn: &mut PgConnection,
     scope: Scope,
     claim: &Claim,
 ) -> Result<Vec<JobRow>> {
     claim.validate()?;
-    let run = |conn: &mut PgConnection, locked: &[String]| -> Result<Vec<JobRow>> {
-        Ok(if claim.queues.is_empty() {
-            query::<sql::JobClaimAny>(claim, locked).load::<JobRow>(conn)?
-        } else {
-            query::<sql::JobClaimQueues>(claim, locked).load::<JobRow>(conn)?
-        })
-    };
     let mut rows = match (claim.global_limits, scope) {
-        (GlobalLimits::Skip, _) => scoped(conn, scope, QUEUE_BEGIN, |conn| run(conn, &[]))?,
-        (GlobalLimits::Honour, Scope::Own) => scoped(conn, scope, QUEUE_BEGIN, |conn| {
-            let locked = lock_limited(conn, claim)?;
-            run(conn, &locked)
+        (GlobalLimits::Skip, _) => scoped(conn, scope, QUEUE_BEGIN, |conn| {
+            run(conn, claim, &[], &claim.queue_limits)
         })?,
+        (GlobalLimits::Honour, Scope::Own) => {
+            scoped(conn, scope, QUEUE_BEGIN, |conn| claim_limited(conn, claim))?
+        }
         // The session is set up for the claim already; the lock and the
         // claim need a transaction of their own.
         (GlobalLimits::Honour, Scope::Session) => {
             in_transaction(conn, READ_COMMITTED_BEGIN, |conn| {
-                let locked = lock_limited(conn, claim)?;
-                run(conn, &locked)
+                claim_limited(conn, claim)
             })?
         }
     };
@@ -211,13 +199,91 @@ pub(crate) fn claim_in(
     Ok(rows)
 }
 
-/// Locks the rows of the limited queues `claim` may take from (see
-/// `sql::QUEUE_LOCK_LIMITED`) and returns their names.
-fn lock_limited(conn: &mut PgConnection, claim: &Claim) -> Result<Vec<String>> {
-    Ok(prepared::<sql::QueueLockLimited>()
+/// Runs the claim statement.
+fn run(
+    conn: &mut PgConnection,
+    claim: &Claim,
+    locked: &[String],
+    queue_limits: &[(String, i64)],
+) -> Result<Vec<JobRow>> {
+    Ok(if claim.queues.is_empty() {
+        query::<sql::JobClaimAny>(claim, locked, queue_limits).load::<JobRow>(conn)?
+    } else {
+        query::<sql::JobClaimQueues>(claim, locked, queue_limits).load::<JobRow>(conn)?
+    })
+}
+
+/// A limited queue's row, locked for the claim.
+#[derive(QueryableByName)]
+struct Limited {
+    #[diesel(sql_type = Text)]
+    name: String,
+    #[diesel(sql_type = Integer)]
+    global_limit: i32,
+    #[diesel(sql_type = Nullable<Integer>)]
+    held_counted: Option<i32>,
+    #[diesel(sql_type = Integer)]
+    claimed_since: i32,
+}
+
+#[derive(QueryableByName)]
+struct Held {
+    #[diesel(sql_type = Nullable<Integer>)]
+    held_counted: Option<i32>,
+}
+
+/// The claim, honouring global limits, in the caller's transaction: locks
+/// the limited queues' rows (so claims from them take turns), caps each
+/// one's part at its limit minus its held jobs, claims, and adds what it
+/// took to their `claimed_since`.
+///
+/// The held jobs are bounded from above by the last count plus what was
+/// claimed under the lock since (jobs only become held through such
+/// claims); they are counted again only when that bound leaves less room
+/// than this claim could take, so a limit far above what is held costs no
+/// count.
+fn claim_limited(conn: &mut PgConnection, claim: &Claim) -> Result<Vec<JobRow>> {
+    let limited = prepared::<sql::QueueLockLimited>()
         .bind::<Array<Text>, _>(&claim.queues)
-        .load::<Name>(conn)?
-        .into_iter()
-        .map(|row| row.name)
-        .collect())
+        .load::<Limited>(conn)?;
+    if limited.is_empty() {
+        return run(conn, claim, &[], &claim.queue_limits);
+    }
+    let mut queue_limits = claim.queue_limits.clone();
+    for queue in &limited {
+        let bound = queue
+            .held_counted
+            .map(|held| i64::from(held) + i64::from(queue.claimed_since));
+        let held = match bound {
+            Some(bound) if bound + claim.limit <= i64::from(queue.global_limit) => bound,
+            _ => {
+                let counted = diesel::sql_query(sql::QUEUE_COUNT_HELD)
+                    .bind::<Text, _>(&queue.name)
+                    .get_result::<Held>(conn)?;
+                i64::from(counted.held_counted.unwrap_or(queue.global_limit))
+            }
+        };
+        let allowance = (i64::from(queue.global_limit) - held).max(0);
+        match queue_limits.iter_mut().find(|(q, _)| *q == queue.name) {
+            Some(limit) => limit.1 = limit.1.min(allowance),
+            None => queue_limits.push((queue.name.clone(), allowance)),
+        }
+    }
+    let locked: Vec<String> = limited.iter().map(|q| q.name.clone()).collect();
+    let rows = run(conn, claim, &locked, &queue_limits)?;
+    let (names, counts): (Vec<&str>, Vec<i32>) = limited
+        .iter()
+        .map(|queue| {
+            let took = rows.iter().filter(|row| row.queue == queue.name).count();
+            (queue.name.as_str(), i32::try_from(took).unwrap_or(i32::MAX))
+        })
+        .filter(|(_, took)| *took > 0)
+        .unzip();
+    if !names.is_empty() {
+        diesel::sql_query(sql::QUEUE_NOTE_CLAIMED)
+            .bind::<Array<Text>, _>(names)
+            .bind::<Array<Integer>, _>(counts)
+            .execute(conn)?;
+    }
+    Ok(rows)
 }

@@ -80,11 +80,14 @@ pub(crate) fn explain(conn: &mut PgConnection, statement: HotStatement<'_>) -> R
         HotStatement::Claim(claim) => {
             claim.validate()?;
             if claim.queues.is_empty() {
-                run(conn, &crate::claim::query::<sql::JobClaimAny>(claim, &[]))?
+                run(
+                    conn,
+                    &crate::claim::query::<sql::JobClaimAny>(claim, &[], &claim.queue_limits),
+                )?
             } else {
                 run(
                     conn,
-                    &crate::claim::query::<sql::JobClaimQueues>(claim, &[]),
+                    &crate::claim::query::<sql::JobClaimQueues>(claim, &[], &claim.queue_limits),
                 )?
             }
         }

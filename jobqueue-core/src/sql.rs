@@ -135,10 +135,10 @@ pub(crate) const JOB_NOTIFY_QUEUES: &str = "SELECT pg_notify($1, q) FROM unnest(
 /// A queue is left out while paused (`jobqueue_queues.paused`), and while
 /// it has a global limit unless it is named in `$5`, the queues whose
 /// `jobqueue_queues` row this transaction locked first
-/// ([`QUEUE_LOCK_LIMITED`]): then its part is at most its limit minus
-/// its jobs held anywhere, counted after the lock, so concurrent claims
-/// never take more than the limit together. `$6`/`$7` (names, counts) cap
-/// a queue's part for this claim (a runner's own per-queue concurrency).
+/// ([`QUEUE_LOCK_LIMITED`]; the caller then caps its part through `$6`/`$7`
+/// at its limit minus its jobs held anywhere, so concurrent claims never
+/// take more than the limit together). `$6`/`$7` (names, counts) cap a
+/// queue's part for this claim (also a runner's own per-queue concurrency).
 ///
 /// Each queue's part is one ordered range of `jobqueue_jobs_fetch_idx`, so
 /// a claim never steps over another queue's backlog. Each claim uses up an
@@ -146,7 +146,7 @@ pub(crate) const JOB_NOTIFY_QUEUES: &str = "SELECT pg_notify($1, q) FROM unnest(
 macro_rules! claim_from_ready {
     () => {
         "ready AS (
-            SELECT f.queue, c.global_limit, coalesce(r.room, $2::int8) AS room
+            SELECT f.queue, coalesce(r.room, $2::int8) AS room
             FROM found AS f
             LEFT JOIN jobqueue_queues AS c ON c.name = f.queue
             LEFT JOIN unnest($6::text[], $7::int8[]) AS r(queue, room) ON r.queue = f.queue
@@ -158,14 +158,7 @@ macro_rules! claim_from_ready {
             SELECT ceil($2::float8 / greatest(count(*), 1))::int8 AS n FROM ready
         ),
         quota AS (
-            SELECT ready.queue,
-                   least(share.n, ready.room,
-                         CASE WHEN ready.global_limit IS NULL THEN share.n
-                              ELSE greatest(ready.global_limit - (
-                                  SELECT count(*) FROM jobqueue_jobs AS h
-                                  WHERE h.queue = ready.queue
-                                    AND h.lease_expires_at IS NOT NULL), 0)
-                         END) AS n
+            SELECT ready.queue, least(share.n, ready.room) AS n
             FROM ready CROSS JOIN share
         ),
         picked AS (
@@ -200,12 +193,13 @@ macro_rules! claim_from_ready {
 
 /// Locks, for the rest of the claim's transaction, the `jobqueue_queues`
 /// rows of the queues with a global limit among `$1` (all queues if empty)
-/// that have due jobs, in name order; returns their names, for the claim's
-/// `$5`. Under any isolation but READ COMMITTED it locks and returns
-/// nothing: the claim's count of held jobs would not see claims committed
-/// while it waited, so it leaves limited queues alone.
+/// that have due jobs, in name order; returns them with their limit and
+/// what bounds their held jobs (`held_counted + claimed_since`). Under any
+/// isolation but READ COMMITTED it locks and returns nothing: a count of
+/// held jobs would not see claims committed while it waited, so the claim
+/// leaves limited queues alone.
 pub(crate) const QUEUE_LOCK_LIMITED: &str = "
-    SELECT c.name
+    SELECT c.name, c.global_limit, c.held_counted, c.claimed_since
     FROM jobqueue_queues AS c
     WHERE c.global_limit IS NOT NULL
       AND (cardinality($1::text[]) = 0 OR c.name = ANY($1::text[]))
@@ -562,6 +556,24 @@ pub(crate) const JOB_STATS: &str = "
     GROUP BY queue, status
     ORDER BY queue, status";
 
+/// Counts the held jobs of limited queue `$1` (its row locked by the
+/// caller) and keeps the count, with nothing claimed since.
+pub(crate) const QUEUE_COUNT_HELD: &str = "
+    UPDATE jobqueue_queues AS c
+    SET held_counted = (SELECT count(*) FROM jobqueue_jobs AS h
+                        WHERE h.queue = c.name AND h.lease_expires_at IS NOT NULL),
+        claimed_since = 0
+    WHERE c.name = $1
+    RETURNING c.held_counted";
+
+/// Adds what a claim took to the `claimed_since` of limited queues (rows
+/// locked by the caller): names `$1`, counts `$2`.
+pub(crate) const QUEUE_NOTE_CLAIMED: &str = "
+    UPDATE jobqueue_queues AS c
+    SET claimed_since = c.claimed_since + n.n
+    FROM unnest($1::text[], $2::int4[]) AS n(name, n)
+    WHERE c.name = n.name";
+
 /// Whether any queue among `$1` (all queues if empty) has a global limit:
 /// a runner asks every poll interval, to know whether its claims must lock.
 pub(crate) const QUEUE_ANY_LIMITED: &str = "
@@ -622,7 +634,7 @@ pub(crate) const QUEUE_SET_LIMIT: &str = "
         INSERT INTO jobqueue_queues AS c (name, global_limit)
         VALUES ($1, $2)
         ON CONFLICT (name) DO UPDATE
-        SET global_limit = $2, updated_at = now()
+        SET global_limit = $2, held_counted = NULL, claimed_since = 0, updated_at = now()
         RETURNING c.name
     ),
     wake AS (

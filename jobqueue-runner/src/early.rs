@@ -30,7 +30,6 @@ pub(crate) fn run(
 ) {
     let config = &shared.config;
     let mut db = Db::new(&config.database_url, "early claims");
-    // Global limits honoured always: early claims are few.
     let mut claim = Claim::new(config.worker_id.clone())
         .queues(config.queues.iter().cloned())
         .lease(config.lease);
@@ -49,6 +48,7 @@ pub(crate) fn run(
             continue;
         }
         claim.limit = room as i64;
+        claim.global_limits = crate::fetcher::limits_policy(&shared);
         claim.queue_limits = shared.queue_limits.room();
         for queue in jobs.waiting_queues() {
             match claim.queue_limits.iter_mut().find(|(q, _)| *q == queue) {

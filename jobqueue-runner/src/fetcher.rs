@@ -104,11 +104,10 @@ fn shed(shared: &Shared, jobs: &JobSender, shed: &HandBack, last_claim: u64) {
     }
 }
 
-/// What the fetcher last read of its queues' global limits.
+/// When the fetcher last read whether its queues have global limits (what
+/// it read is `Shared::limits_seen`, for the early claims too).
 #[derive(Default)]
 struct GlobalLimitsSeen {
-    /// `None` until read: then claims lock, which is always safe.
-    any: Option<bool>,
     read_at: Option<Instant>,
 }
 
@@ -119,19 +118,30 @@ impl GlobalLimitsSeen {
         }
         let queues = &shared.config.queues;
         if let Ok(any) = db.run(&shared.health, |conn| conn.any_global_limit(queues)) {
-            self.any = Some(any);
+            shared.limits_seen.store(
+                if any { LIMITS_SOME } else { LIMITS_NONE },
+                Ordering::Release,
+            );
             self.read_at = Some(Instant::now());
         }
     }
+}
 
-    /// Claims lock limited queues' rows only while some queue has a limit;
-    /// otherwise a queue limited since the last read is left out of claims
-    /// (never claimed over its limit) until the next read.
-    fn policy(&self) -> GlobalLimits {
-        match self.any {
-            Some(false) => GlobalLimits::Skip,
-            _ => GlobalLimits::Honour,
-        }
+/// `Shared::limits_seen`: not read yet.
+pub(crate) const LIMITS_UNKNOWN: u8 = 0;
+/// `Shared::limits_seen`: none of the runner's queues has a global limit.
+const LIMITS_NONE: u8 = 1;
+/// `Shared::limits_seen`: some of the runner's queues have one.
+const LIMITS_SOME: u8 = 2;
+
+/// Claims lock limited queues' rows only while some queue has a limit (or
+/// before it was read: always safe); otherwise a queue limited since the
+/// last read is left out of claims (never claimed over its limit) until
+/// the next read.
+pub(crate) fn limits_policy(shared: &Shared) -> GlobalLimits {
+    match shared.limits_seen.load(Ordering::Acquire) {
+        LIMITS_NONE => GlobalLimits::Skip,
+        _ => GlobalLimits::Honour,
     }
 }
 
@@ -218,7 +228,7 @@ pub(crate) fn run(
             break;
         }
         limits.refresh_if_older(&shared, &mut db, 2 * config.poll_interval);
-        claim.global_limits = limits.policy();
+        claim.global_limits = limits_policy(&shared);
         claim.queue_limits = shared.queue_limits.room();
         shed(&shared, &jobs, &hand_back, last_claim);
         let job_micros = shared.job_micros.load(Ordering::Relaxed);

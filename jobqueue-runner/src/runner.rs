@@ -117,6 +117,7 @@ impl Runner {
             wake: wake_tx,
             early: early_tx,
             early_held: AtomicUsize::new(0),
+            limits_seen: std::sync::atomic::AtomicU8::new(crate::fetcher::LIMITS_UNKNOWN),
             config,
         });
         let hand_back = crate::fetcher::HandBack {

@@ -60,6 +60,9 @@ pub(crate) struct Shared {
     pub(crate) early: Sender<()>,
     /// Jobs held from early claims (at most `RunnerConfig::early_reserve`).
     pub(crate) early_held: AtomicUsize,
+    /// Whether the runner's queues have global limits, as the fetcher last
+    /// read it (see `fetcher::limits_policy`).
+    pub(crate) limits_seen: std::sync::atomic::AtomicU8,
 }
 
 impl Shared {
