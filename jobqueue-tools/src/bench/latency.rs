@@ -15,8 +15,11 @@ use jobqueue_runner::{Runner, RunnerConfig};
 
 use crate::ToolError;
 
-/// Latencies in ms from commit instants to recorded handler starts.
-fn latencies(commits: &HashMap<u64, Instant>, starts: &HashMap<u64, Instant>) -> Vec<f64> {
+/// Latencies in ms from commit instants to recorded handler starts, sorted.
+pub(crate) fn latencies(
+    commits: &HashMap<u64, Instant>,
+    starts: &HashMap<u64, Instant>,
+) -> Vec<f64> {
     let mut out: Vec<f64> = commits
         .iter()
         .filter_map(|(seq, committed)| {

@@ -17,6 +17,7 @@ use jobqueue_core::{Job, JobOptions, NewJob};
 use jobqueue_runner::{Runner, RunnerConfig, RunnerHandle};
 
 use super::enqueue::insert;
+use super::latency::latencies;
 use super::noop::{self, BenchNoop};
 use super::{Row, Sizes, db, quantile, reset};
 use crate::ToolError;
@@ -119,19 +120,6 @@ fn trickle(
         std::thread::sleep(TRICKLE_EVERY);
     }
     Ok(commits)
-}
-
-/// Pickup latencies in ms of the jobs in `commits` that started, sorted.
-fn latencies(commits: &HashMap<u64, Instant>, starts: &HashMap<u64, Instant>) -> Vec<f64> {
-    let mut out: Vec<f64> = commits
-        .iter()
-        .filter_map(|(seq, at)| {
-            let started = starts.get(seq)?;
-            Some(started.saturating_duration_since(*at).as_secs_f64() * 1000.0)
-        })
-        .collect();
-    out.sort_by(f64::total_cmp);
-    out
 }
 
 /// One run: the backlog's drain rate, and the trickle's latencies while it
