@@ -9,12 +9,13 @@
 //! cargo run --example app_worker -- enqueue webhook.deliver --payload-file event.json
 //! cargo run --example app_worker -- work --concurrency 4      # Ctrl-C to stop
 //! cargo run --example app_worker -- stats
+//! cargo run --example app_worker -- cron list
 //! ```
 
 use std::process::ExitCode;
 use std::time::Duration;
 
-use jobqueue_core::Job;
+use jobqueue_core::{Job, Missed, Periodic};
 use jobqueue_runner::{JobContext, JobError, Perform};
 use serde::{Deserialize, Serialize};
 
@@ -104,10 +105,21 @@ fn main() -> ExitCode {
         .timeout_global(Some(Duration::from_secs(20)))
         .build()
         .into();
+    // Each night at 03:00, Paris time: one report, once, whatever the runners.
+    let nightly = Periodic::new(
+        "nightly-report",
+        "0 3 * * *",
+        &BuildReport {
+            month: "current".into(),
+        },
+    )
+    .time_zone("Europe/Paris")
+    .missed(Missed::Latest);
     jobqueue_cli::Cli::new()
         .state(http)
         .register::<SendEmail>()
         .register::<DeliverWebhook>()
         .register::<BuildReport>()
+        .periodic(nightly)
         .main()
 }

@@ -250,3 +250,62 @@ fn skewed_runner_clocks_neither_steal_leases_nor_move_schedules() {
         "a 1 s delay from a skewed CLI became {cli_delay_ms} ms"
     );
 }
+
+#[test]
+fn skewed_runner_clocks_fire_no_periodic_slot_early_or_twice() {
+    let (db, mut conn) = TestDb::with_side_tables();
+    let started = db_now(&mut conn);
+    // Two runners a year apart declare the same every-second schedule.
+    let runners: Vec<Proc> = [("+365d", "cron-fast"), ("-365d", "cron-slow")]
+        .into_iter()
+        .map(|(offset, name)| {
+            let mut command = runner_command(
+                WORKER,
+                &db.url,
+                name,
+                &["--poll-interval-ms", "200", "--queues", "cron-skew"],
+            );
+            command.env(
+                "JOBQUEUE_TEST_SCHEDULES",
+                "skewed|* * * * * *|catch_up:30|7",
+            );
+            Proc::spawn(name, skewed(offset, command))
+        })
+        .collect();
+    wait_for("five slots fired", Duration::from_secs(30), || {
+        count_where(&mut conn, "payload->>'n' = '7'") >= 5
+    });
+    drop(runners);
+    let ended = db_now(&mut conn);
+    let early = count_where(
+        &mut conn,
+        &format!(
+            "payload->>'n' = '7' AND (run_at > '{}' OR run_at < '{}')",
+            ended.to_rfc3339(),
+            (started - chrono::Duration::seconds(1)).to_rfc3339()
+        ),
+    );
+    let twice = scalar(
+        &mut conn,
+        "SELECT count(*) AS n FROM (SELECT run_at FROM jobqueue_jobs WHERE payload->>'n' = '7'
+         GROUP BY run_at HAVING count(*) > 1) AS d",
+    );
+    let fired = count_where(&mut conn, "payload->>'n' = '7'");
+    println!(
+        "periodic under skewed clocks: {fired} slots fired, {early} outside the database's time, {twice} twice"
+    );
+    assert_eq!((early, twice), (0, 0));
+}
+
+fn db_now(conn: &mut diesel::PgConnection) -> chrono::DateTime<chrono::Utc> {
+    use diesel::RunQueryDsl;
+    #[derive(diesel::QueryableByName)]
+    struct Now {
+        #[diesel(sql_type = diesel::sql_types::Timestamptz)]
+        now: chrono::DateTime<chrono::Utc>,
+    }
+    diesel::sql_query("SELECT now() AS now")
+        .get_result::<Now>(conn)
+        .expect("now")
+        .now
+}

@@ -54,6 +54,34 @@ pub(crate) enum Command {
     /// runner follows within a claim, across restarts).
     #[command(subcommand)]
     Queue(QueueCommand),
+    /// List, pause, resume and run periodic jobs (the schedules worker
+    /// binaries declare).
+    #[command(subcommand)]
+    Cron(CronCommand),
+}
+
+/// `jobqueue cron ...`.
+#[derive(Debug, Subcommand)]
+pub(crate) enum CronCommand {
+    /// Every schedule: expression, time zone, last and next slot, paused,
+    /// orphaned (no runner declares it any more).
+    List,
+    /// Stop a schedule firing, durably (across every runner's restarts).
+    Pause {
+        /// The schedule.
+        name: String,
+    },
+    /// Let a paused schedule fire again, from its next slot on (the slots
+    /// that passed while it was paused do not fire).
+    Resume {
+        /// The schedule.
+        name: String,
+    },
+    /// Enqueue one job of a schedule now, outside its slots.
+    Run {
+        /// The schedule.
+        name: String,
+    },
 }
 
 /// `jobqueue queue ...`.

@@ -8,7 +8,9 @@ use jobqueue_core::{CancelOutcome, JobFilter, JobId, JobOptions, JobStatus, NewJ
 use jobqueue_runner::{Registry, Runner, RunnerConfig};
 
 use crate::CliError;
-use crate::args::{Command, EnqueueArgs, ListArgs, PruneArgs, QueueCommand, RetryArgs, WorkArgs};
+use crate::args::{
+    Command, CronCommand, EnqueueArgs, ListArgs, PruneArgs, QueueCommand, RetryArgs, WorkArgs,
+};
 
 type Result<T, E = CliError> = std::result::Result<T, E>;
 
@@ -25,6 +27,7 @@ pub(crate) fn run(url: &str, command: Command, registry: Registry) -> Result<()>
         Command::Cancel { id } => cancel(url, &id),
         Command::Prune(prune_args) => prune(url, prune_args),
         Command::Queue(queue_command) => queue(url, queue_command),
+        Command::Cron(cron_command) => cron(url, cron_command),
     }
 }
 
@@ -577,6 +580,66 @@ fn queue_list(conn: &mut PgConnection) -> Result<()> {
             q.global_limit
                 .map(|n| n.to_string())
                 .unwrap_or_else(|| "-".into()),
+        );
+    }
+    Ok(())
+}
+
+fn cron(url: &str, command: CronCommand) -> Result<()> {
+    let mut conn = connect(url)?;
+    match command {
+        CronCommand::List => cron_list(&mut conn),
+        CronCommand::Pause { name } => {
+            if jobqueue_core::set_schedule_paused(&mut conn, &name, true)? {
+                println!("schedule {name} was already paused");
+            } else {
+                println!(
+                    "paused schedule {name}: it fires nothing until `jobqueue cron resume {name}`"
+                );
+            }
+            Ok(())
+        }
+        CronCommand::Resume { name } => {
+            if jobqueue_core::set_schedule_paused(&mut conn, &name, false)? {
+                println!("resumed schedule {name}: it fires from its next slot");
+            } else {
+                println!("schedule {name} was not paused");
+            }
+            Ok(())
+        }
+        CronCommand::Run { name } => {
+            let id = jobqueue_core::run_schedule_now(&mut conn, &name)?;
+            println!("{id}");
+            Ok(())
+        }
+    }
+}
+
+fn cron_list(conn: &mut PgConnection) -> Result<()> {
+    let schedules = jobqueue_core::list_schedules(conn)?;
+    if schedules.is_empty() {
+        println!("no schedules: a worker binary declares its own when it starts");
+        return Ok(());
+    }
+    let time =
+        |t: chrono::DateTime<chrono::Utc>| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    println!(
+        "{:<24} {:<18} {:<16} {:<22} {:<22} state",
+        "schedule", "cron", "time zone", "last slot", "next slot"
+    );
+    for s in schedules {
+        let state = match (s.paused, s.is_orphaned()) {
+            (_, true) => "orphaned (no runner declares it)",
+            (true, false) => "paused",
+            (false, false) => "active",
+        };
+        println!(
+            "{:<24} {:<18} {:<16} {:<22} {:<22} {state}",
+            s.name,
+            s.cron,
+            s.time_zone.as_deref().unwrap_or("UTC"),
+            time(s.last_slot),
+            s.next_slot().map(time).unwrap_or_else(|| "-".into()),
         );
     }
     Ok(())

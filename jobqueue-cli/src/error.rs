@@ -44,6 +44,7 @@ impl CliError {
             | CliError::Queue(
                 Queue::InvalidOption { .. }
                 | Queue::UnknownQueue { .. }
+                | Queue::UnknownSchedule { .. }
                 | Queue::Deserialize { .. }
                 | Queue::Serialize { .. }
                 | Queue::PayloadTooLarge { .. },

@@ -104,6 +104,12 @@ impl Cli {
         Cli { registry }
     }
 
+    /// Declares a periodic job for `work`, as [`Registry::periodic`] does.
+    pub fn periodic(mut self, schedule: jobqueue_core::Periodic) -> Self {
+        self.registry = self.registry.periodic(schedule);
+        self
+    }
+
     /// Gives `work`'s handlers `value`, as [`Registry::state`] does.
     pub fn state<S: Send + Sync + 'static>(mut self, value: S) -> Self {
         self.registry = self.registry.state(value);

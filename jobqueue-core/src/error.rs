@@ -145,6 +145,19 @@ pub enum Error {
         known: Vec<String>,
     },
 
+    /// No schedule of this name (most likely a typo).
+    #[error(
+        "no schedule named `{schedule}`{}",
+        if .known.is_empty() { "; there are no schedules".to_owned() }
+        else { format!("; the schedules are: {}", .known.join(", ")) }
+    )]
+    UnknownSchedule {
+        /// The name given.
+        schedule: String,
+        /// The schedules there are.
+        known: Vec<String>,
+    },
+
     /// No job has this id.
     #[error("no job with id {0}")]
     NotFound(JobId),

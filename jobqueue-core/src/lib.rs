@@ -48,6 +48,7 @@ extern crate self as jobqueue_core;
 mod admin;
 mod cancel;
 mod claim;
+mod cron_schedule;
 mod enqueue;
 mod error;
 mod finish;
@@ -60,6 +61,7 @@ pub mod limits;
 mod migrate;
 mod new_job;
 mod options;
+mod periodic;
 mod plan;
 mod prepared;
 mod prune;
@@ -78,6 +80,7 @@ mod status;
 pub use admin::{JobFilter, list_jobs, retry_failed, retry_job};
 pub use cancel::{CancelOutcome, cancel};
 pub use claim::{Claim, DEFAULT_LEASE, GlobalLimits, claim};
+pub use cron_schedule::CronSchedule;
 pub use enqueue::{Enqueued, NOTIFY_DEBOUNCE, enqueue, enqueue_many};
 pub use error::{Error, Result};
 pub use finish::{
@@ -130,6 +133,10 @@ pub use lease::{Fenced, Lease};
 pub use migrate::{MIGRATIONS, run_migrations};
 pub use new_job::NewJob;
 pub use options::{JobOptions, Schedule};
+pub use periodic::{
+    FirePass, Missed, ORPHANED_AFTER, Periodic, ScheduleInfo, declare_schedules, fire_due,
+    list_schedules, run_schedule_now, set_schedule_paused,
+};
 pub use plan::{HotStatement, Plan, TableRead};
 pub use prune::{Pruned, Retention, prune};
 pub use queues::{QueueChange, QueueInfo, list_queues, pause_queue, resume_queue, set_queue_limit};

@@ -66,6 +66,7 @@ mod listener_tls;
 mod maintenance;
 mod messages;
 mod perform;
+mod periodic;
 mod queue_limits;
 mod registry;
 mod runner;

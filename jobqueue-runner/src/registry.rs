@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use jobqueue_core::{JobOptions, NewJob, RetryPolicy};
+use jobqueue_core::{JobOptions, NewJob, Periodic, RetryPolicy};
 
 use crate::{JobContext, JobError, Perform};
 
@@ -43,6 +43,7 @@ struct State {
 pub struct Registry {
     handlers: HashMap<&'static str, Handler>,
     states: HashMap<TypeId, State>,
+    schedules: Vec<Periodic>,
     duplicates: Vec<String>,
 }
 
@@ -131,6 +132,45 @@ impl Registry {
         self
     }
 
+    /// Declares a periodic job: each slot of `schedule` enqueues its job,
+    /// fired by whichever runner with this schedule gets there first, once
+    /// per slot. Its job type must be registered here too. Checked when the
+    /// runner starts (an invalid expression or time zone stops it there,
+    /// naming the schedule).
+    ///
+    /// ```
+    /// use jobqueue_core::{Job, Periodic};
+    /// use jobqueue_runner::{JobContext, JobError, Perform, Registry};
+    /// use serde::{Deserialize, Serialize};
+    ///
+    /// #[derive(Serialize, Deserialize, Job)]
+    /// #[job(type = "digest.send", queue = "mail")]
+    /// struct Digest {}
+    ///
+    /// impl Perform for Digest {
+    ///     fn perform(&self, _ctx: &mut JobContext<'_>) -> Result<(), JobError> {
+    ///         Ok(())
+    ///     }
+    /// }
+    ///
+    /// let registry = Registry::new()
+    ///     .register::<Digest>()
+    ///     .periodic(Periodic::new("nightly-digest", "0 3 * * *", &Digest {}).time_zone("Europe/Paris"));
+    /// ```
+    pub fn periodic(mut self, schedule: Periodic) -> Self {
+        if self.schedules.iter().any(|s| s.name() == schedule.name()) {
+            self.duplicates
+                .push(format!("schedule `{}` is declared twice", schedule.name()));
+        }
+        self.schedules.push(schedule);
+        self
+    }
+
+    /// The declared schedules.
+    pub(crate) fn schedules(&self) -> &[Periodic] {
+        &self.schedules
+    }
+
     /// The registered job types, sorted.
     pub fn job_types(&self) -> Vec<&'static str> {
         let mut types: Vec<_> = self.handlers.keys().copied().collect();
@@ -188,6 +228,20 @@ impl Registry {
                  register handlers with `Registry::register::<T>()`"
                     .into(),
             ));
+        }
+        for schedule in &self.schedules {
+            schedule
+                .validate()
+                .map_err(|e| crate::RunnerError::Config(e.to_string()))?;
+            if let Some(job_type) = schedule.job_type()
+                && !self.handlers.contains_key(job_type)
+            {
+                return Err(crate::RunnerError::Config(format!(
+                    "schedule `{}` enqueues job type `{job_type}`, which this runner does not \
+                     register: register it too",
+                    schedule.name()
+                )));
+            }
         }
         for (job_type, handler) in &self.handlers {
             jobqueue_core::limits::check_job_type(job_type)?;

@@ -164,6 +164,12 @@ impl Runner {
         background.push(spawn("jobqueue-listener", move || {
             crate::listener::run(s, stop, listener)
         })?);
+        if !shared.registry.schedules().is_empty() {
+            let (s, stop) = (Arc::clone(&shared), last_rx.clone());
+            background.push(spawn("jobqueue-periodic", move || {
+                crate::periodic::run(s, stop)
+            })?);
+        }
         let s = Arc::clone(&shared);
         background.push(spawn("jobqueue-maintenance", move || {
             crate::maintenance::run(s, last_rx)
