@@ -319,6 +319,35 @@ pub fn assert_success(what: &str, output: &std::process::Output) {
     );
 }
 
+/// The database's `now()`.
+pub fn db_now(conn: &mut PgConnection) -> chrono::DateTime<chrono::Utc> {
+    #[derive(QueryableByName)]
+    struct Now {
+        #[diesel(sql_type = diesel::sql_types::Timestamptz)]
+        now: chrono::DateTime<chrono::Utc>,
+    }
+    diesel::sql_query("SELECT now() AS now")
+        .get_result::<Now>(conn)
+        .expect("the database's now()")
+        .now
+}
+
+/// Runs the command-line binary `bin` on the database at `url` with
+/// `args`: its exit code, stdout and stderr.
+pub fn run_cli(bin: &str, url: &str, args: &[&str]) -> (Option<i32>, String, String) {
+    let out = std::process::Command::new(bin)
+        .arg("--database-url")
+        .arg(url)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("run {bin}: {e}"));
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
 /// `SELECT` of one `bigint` column named `n` (test code only).
 pub fn scalar(conn: &mut PgConnection, query: &str) -> i64 {
     diesel::sql_query(query)

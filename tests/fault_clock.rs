@@ -12,7 +12,8 @@ use jobqueue_core::{Job, JobStatus};
 use jobqueue_tests::fault::{Proc, Summary, assert_exit_0, runner_command};
 use jobqueue_tests::jobs::{ClockProbe, Panic, Sleep};
 use jobqueue_tests::{
-    TestDb, assert_success, count_where, effects_where, enqueue_all, read_job, scalar, wait_for,
+    TestDb, assert_success, count_where, db_now, effects_where, enqueue_all, read_job, scalar,
+    wait_for,
 };
 
 const WORKER: &str = env!("CARGO_BIN_EXE_jobqueue-test-worker");
@@ -295,17 +296,4 @@ fn skewed_runner_clocks_fire_no_periodic_slot_early_or_twice() {
         "periodic under skewed clocks: {fired} slots fired, {early} outside the database's time, {twice} twice"
     );
     assert_eq!((early, twice), (0, 0));
-}
-
-fn db_now(conn: &mut diesel::PgConnection) -> chrono::DateTime<chrono::Utc> {
-    use diesel::RunQueryDsl;
-    #[derive(diesel::QueryableByName)]
-    struct Now {
-        #[diesel(sql_type = diesel::sql_types::Timestamptz)]
-        now: chrono::DateTime<chrono::Utc>,
-    }
-    diesel::sql_query("SELECT now() AS now")
-        .get_result::<Now>(conn)
-        .expect("now")
-        .now
 }

@@ -10,7 +10,7 @@ use chrono::{DateTime, Utc};
 use diesel::prelude::*;
 use diesel::sql_types::{Nullable, Timestamptz};
 use jobqueue_tests::fault::{Proc, runner_command, runner_flags};
-use jobqueue_tests::{TestDb, count_where, wait_for};
+use jobqueue_tests::{TestDb, count_where, db_now, wait_for};
 
 const WORKER: &str = env!("CARGO_BIN_EXE_jobqueue-test-worker");
 
@@ -27,17 +27,7 @@ fn runner(db: &TestDb, name: &str, schedules: &str) -> Proc {
 }
 
 fn cli(db: &TestDb, args: &[&str]) -> (Option<i32>, String, String) {
-    let out = Command::new(WORKER)
-        .arg("--database-url")
-        .arg(&db.url)
-        .args(args)
-        .output()
-        .expect("run the CLI");
-    (
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    jobqueue_tests::run_cli(WORKER, &db.url, args)
 }
 
 #[derive(QueryableByName)]
@@ -51,10 +41,6 @@ fn time(conn: &mut PgConnection, query: &str) -> Option<DateTime<Utc>> {
         .get_result::<Time>(conn)
         .expect("a time")
         .t
-}
-
-fn db_now(conn: &mut PgConnection) -> DateTime<Utc> {
-    time(conn, "SELECT now() AS t").expect("now")
 }
 
 /// The slots fired for payload `n`, oldest first, with their job counts.

@@ -3,7 +3,6 @@
 //! concurrency, snoozes, fair turns between queues, and the command line's
 //! answers to bad input.
 
-use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
@@ -18,17 +17,7 @@ use serde::{Deserialize, Serialize};
 const WORKER: &str = env!("CARGO_BIN_EXE_jobqueue-test-worker");
 
 fn cli(db: &TestDb, args: &[&str]) -> (Option<i32>, String, String) {
-    let out = Command::new(WORKER)
-        .arg("--database-url")
-        .arg(&db.url)
-        .args(args)
-        .output()
-        .expect("run the CLI");
-    (
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    jobqueue_tests::run_cli(WORKER, &db.url, args)
 }
 
 fn ok(db: &TestDb, args: &[&str]) -> String {
