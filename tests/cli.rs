@@ -86,9 +86,11 @@ fn migrate_applies_the_schema_once() {
     diesel::sql_query("DELETE FROM __diesel_schema_migrations")
         .execute(&mut conn)
         .expect("reset");
-    diesel::sql_query("DROP TABLE IF EXISTS jobqueue_jobs, jobqueue_queues, jobqueue_schedules")
-        .execute(&mut conn)
-        .expect("drop");
+    diesel::sql_query(
+        "DROP TABLE IF EXISTS jobqueue_jobs, jobqueue_queues, jobqueue_schedules, jobqueue_runners",
+    )
+    .execute(&mut conn)
+    .expect("drop");
     fails(&db, &["work"], "run `jobqueue migrate` first");
     assert!(ok(&db, &["migrate"]).contains(&format!(
         "applied {} migration(s)",

@@ -54,6 +54,9 @@ pub(crate) enum Command {
     /// runner follows within a claim, across restarts).
     #[command(subcommand)]
     Queue(QueueCommand),
+    /// The runners registered in the database: live ones, and gone ones
+    /// (not seen for three leases: they died).
+    Runners,
     /// List, pause, resume and run periodic jobs (the schedules worker
     /// binaries declare).
     #[command(subcommand)]

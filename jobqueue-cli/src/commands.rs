@@ -28,6 +28,7 @@ pub(crate) fn run(url: &str, command: Command, registry: Registry) -> Result<()>
         Command::Prune(prune_args) => prune(url, prune_args),
         Command::Queue(queue_command) => queue(url, queue_command),
         Command::Cron(cron_command) => cron(url, cron_command),
+        Command::Runners => runners(url),
     }
 }
 
@@ -441,12 +442,26 @@ fn stats(url: &str) -> Result<()> {
                 .map(|h| format!("{:>10}", h.as_str()))
                 .collect::<String>()
         );
+        let runners: Vec<_> = jobqueue_core::list_runners(&mut conn)?
+            .into_iter()
+            .filter(|r| !r.is_gone())
+            .collect();
         for t in types {
             let counts: String = live
                 .iter()
                 .map(|s| format!("{:>10}", t.counts.get(s).copied().unwrap_or(0)))
                 .collect();
-            println!("{:<32} {}", t.job_type, counts);
+            let handled = runners.iter().any(|r| r.job_types.contains(&t.job_type));
+            println!(
+                "{:<32} {}{}",
+                t.job_type,
+                counts,
+                if handled {
+                    ""
+                } else {
+                    "  (no live runner handles this type)"
+                }
+            );
         }
     }
     Ok(())
@@ -640,6 +655,37 @@ fn cron_list(conn: &mut PgConnection) -> Result<()> {
             s.time_zone.as_deref().unwrap_or("UTC"),
             time(s.last_slot),
             s.next_slot().map(time).unwrap_or_else(|| "-".into()),
+        );
+    }
+    Ok(())
+}
+
+fn runners(url: &str) -> Result<()> {
+    let runners = jobqueue_core::list_runners(&mut connect(url)?)?;
+    if runners.is_empty() {
+        println!("no runners registered");
+        return Ok(());
+    }
+    println!(
+        "{:<32} {:<16} {:>8} {:<8} {:>7} {:<20} {:>10} {:<5} job types",
+        "runner", "host", "pid", "version", "workers", "queues", "last seen", "state"
+    );
+    for r in runners {
+        println!(
+            "{:<32} {:<16} {:>8} {:<8} {:>7} {:<20} {:>10} {:<5} {}",
+            r.worker_id,
+            r.host,
+            r.pid,
+            r.version,
+            r.concurrency,
+            if r.queues.is_empty() {
+                "all".to_owned()
+            } else {
+                r.queues.join(",")
+            },
+            format!("{} ago", human(r.silent_for())),
+            if r.is_gone() { "gone" } else { "live" },
+            r.job_types.join(","),
         );
     }
     Ok(())

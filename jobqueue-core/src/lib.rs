@@ -70,6 +70,7 @@ mod ready;
 mod rescue;
 mod retry_policy;
 mod row;
+mod runners;
 pub mod schema;
 mod session;
 mod snooze;
@@ -144,6 +145,9 @@ pub use ready::{DEFAULT_PROMOTE_BATCH, promote_due, reclaim_unhandled};
 pub use rescue::{DEFAULT_RESCUE_BATCH, Rescued, rescue_stale};
 pub use retry_policy::RetryPolicy;
 pub use row::{JobRow, get_job};
+pub use runners::{
+    RunnerInfo, RunnerRow, deregister_runner, list_runners, register_runner, runner_seen,
+};
 pub use session::QueueSession;
 pub use snooze::{DEFAULT_MAX_SNOOZES, Snooze, Snoozed, snooze_many};
 pub use stats::{QueueStats, TypeStats, queue_stats, type_stats};

@@ -780,6 +780,38 @@ pub(crate) const SCHEDULE_RUN_NOW: &str = "
     )
     SELECT (SELECT count(*) FROM inserted) AS fired, (SELECT count(*) FROM wake) AS woke";
 
+/// Registers runner `$1` (`$2` host, `$3` pid, `$4` version, `$5` queues,
+/// `$6` job types, `$7` concurrency, `$8` lease in seconds), started and
+/// seen now, and deletes runners gone for a day.
+pub(crate) const RUNNER_REGISTER: &str = "
+    WITH forgotten AS (
+        DELETE FROM jobqueue_runners WHERE last_seen < now() - interval '1 day'
+    )
+    INSERT INTO jobqueue_runners
+        (worker_id, host, pid, version, queues, job_types, concurrency, lease_secs)
+    VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+    ON CONFLICT (worker_id) DO UPDATE
+    SET host = EXCLUDED.host, pid = EXCLUDED.pid, version = EXCLUDED.version,
+        queues = EXCLUDED.queues, job_types = EXCLUDED.job_types,
+        concurrency = EXCLUDED.concurrency, lease_secs = EXCLUDED.lease_secs,
+        started_at = now(), last_seen = now()";
+
+/// Runner `$1` is alive: returns whether its row was there.
+pub(crate) const RUNNER_SEEN: &str = "
+    UPDATE jobqueue_runners SET last_seen = now() WHERE worker_id = $1";
+
+/// Runner `$1` stopped.
+pub(crate) const RUNNER_DEREGISTER: &str = "
+    DELETE FROM jobqueue_runners WHERE worker_id = $1";
+
+/// Every registered runner, with how long since it was last seen.
+pub(crate) const RUNNER_LIST: &str = "
+    SELECT worker_id, host, pid, version, queues, job_types, concurrency, lease_secs,
+           started_at, last_seen,
+           EXTRACT(EPOCH FROM now() - last_seen)::float8 AS silent_secs
+    FROM jobqueue_runners
+    ORDER BY started_at, worker_id";
+
 /// Counts live jobs (scheduled, pending, unhandled, claimed, running) by job
 /// type and status: a type no runner handles shows up as unhandled here.
 pub(crate) const JOB_STATS_BY_TYPE: &str = "

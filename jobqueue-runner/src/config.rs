@@ -250,12 +250,21 @@ impl RunnerConfig {
 
 /// `host-pid-random`: unique per process, readable in `list` output.
 fn default_worker_id() -> String {
-    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+    format!(
+        "{}-{}-{:04x}",
+        hostname(),
+        std::process::id(),
+        fastrand::u16(..)
+    )
+}
+
+/// This machine's name (`host` if it cannot be read).
+pub(crate) fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
         .ok()
         .map(|h| h.trim().to_owned())
         .filter(|h| !h.is_empty())
-        .unwrap_or_else(|| "host".to_owned());
-    format!("{host}-{}-{:04x}", std::process::id(), fastrand::u16(..))
+        .unwrap_or_else(|| "host".to_owned())
 }
 
 #[cfg(test)]

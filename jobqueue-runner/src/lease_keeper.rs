@@ -18,7 +18,9 @@ use crate::shared::Shared;
 pub(crate) fn run(shared: Arc<Shared>, stop: Receiver<()>, spawn_worker: impl Fn()) {
     let config = &shared.config;
     let mut db = Db::new(&config.database_url, "lease keeper");
+    let mut registered = false;
     loop {
+        registered = presence(&shared, &mut db, registered);
         if stopped_within(&stop, config.effective_heartbeat_interval()) {
             break;
         }
@@ -66,7 +68,54 @@ pub(crate) fn run(shared: Arc<Shared>, stop: Receiver<()>, spawn_worker: impl Fn
             }
         }
     }
+    // The runner is stopping for good: it leaves the registry.
+    let worker_id = &config.worker_id;
+    if registered
+        && let Err(e) = db.run(&shared.health, |session| {
+            jobqueue_core::deregister_runner(session.conn(), worker_id)
+        })
+    {
+        log::debug!("leaving the runner registry failed: {e}");
+    }
     log::debug!("lease keeper stopped");
+}
+
+/// Keeps this runner's row in `jobqueue_runners` fresh: registers it (at
+/// start, or when its row is gone), else notes it alive. Returns whether it
+/// is registered.
+fn presence(shared: &Shared, db: &mut Db, registered: bool) -> bool {
+    let config = &shared.config;
+    if registered {
+        match db.run(&shared.health, |session| {
+            jobqueue_core::runner_seen(session.conn(), &config.worker_id)
+        }) {
+            Ok(true) => return true,
+            Ok(false) => {}
+            Err(e) => {
+                log::debug!("refreshing the runner registry failed: {e}");
+                return true;
+            }
+        }
+    }
+    let info = jobqueue_core::RunnerInfo {
+        worker_id: config.worker_id.clone(),
+        host: crate::config::hostname(),
+        pid: std::process::id(),
+        version: crate::VERSION.to_owned(),
+        queues: config.queues.clone(),
+        job_types: shared.job_types.clone(),
+        concurrency: config.concurrency,
+        lease: config.lease,
+    };
+    match db.run(&shared.health, |session| {
+        jobqueue_core::register_runner(session.conn(), &info)
+    }) {
+        Ok(()) => true,
+        Err(e) => {
+            log::debug!("joining the runner registry failed: {e}");
+            false
+        }
+    }
 }
 
 /// Flags a handler past its timeout; once it is a whole lease past it, stops

@@ -1,0 +1,127 @@
+//! Live runners: each registers itself (id, host, pid, version, queues,
+//! job types, concurrency), refreshes `last_seen` at every lease beat and
+//! removes itself when it stops; one not seen for three of its leases died.
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use diesel::prelude::*;
+use diesel::sql_types::{Array, Double, Integer, Text, Timestamptz};
+
+use crate::isolation::read_committed;
+use crate::{Result, sql};
+
+/// What a runner says of itself when it registers.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunnerInfo {
+    /// Its worker id (stored on the jobs it claims).
+    pub worker_id: String,
+    /// The host it runs on.
+    pub host: String,
+    /// Its process id.
+    pub pid: u32,
+    /// The runner library's version.
+    pub version: String,
+    /// The queues it works (empty: all).
+    pub queues: Vec<String>,
+    /// The job types it handles.
+    pub job_types: Vec<String>,
+    /// Its worker threads.
+    pub concurrency: usize,
+    /// Its lease.
+    pub lease: Duration,
+}
+
+/// Registers (or registers again) a runner, seen now.
+pub fn register_runner(conn: &mut PgConnection, info: &RunnerInfo) -> Result<()> {
+    read_committed(conn, |conn| {
+        diesel::sql_query(sql::RUNNER_REGISTER)
+            .bind::<Text, _>(&info.worker_id)
+            .bind::<Text, _>(&info.host)
+            .bind::<Integer, _>(i32::try_from(info.pid).unwrap_or(i32::MAX))
+            .bind::<Text, _>(&info.version)
+            .bind::<Array<Text>, _>(&info.queues)
+            .bind::<Array<Text>, _>(&info.job_types)
+            .bind::<Integer, _>(i32::try_from(info.concurrency).unwrap_or(i32::MAX))
+            .bind::<Double, _>(info.lease.as_secs_f64())
+            .execute(conn)?;
+        Ok(())
+    })
+}
+
+/// Notes that runner `worker_id` is alive; false if it has no row (never
+/// registered, or deleted): register it again.
+pub fn runner_seen(conn: &mut PgConnection, worker_id: &str) -> Result<bool> {
+    Ok(diesel::sql_query(sql::RUNNER_SEEN)
+        .bind::<Text, _>(worker_id)
+        .execute(conn)?
+        > 0)
+}
+
+/// Removes runner `worker_id` (it stopped).
+pub fn deregister_runner(conn: &mut PgConnection, worker_id: &str) -> Result<()> {
+    diesel::sql_query(sql::RUNNER_DEREGISTER)
+        .bind::<Text, _>(worker_id)
+        .execute(conn)?;
+    Ok(())
+}
+
+/// A registered runner, as [`list_runners`] sees it.
+#[derive(Debug, Clone, PartialEq, QueryableByName)]
+pub struct RunnerRow {
+    /// Its worker id.
+    #[diesel(sql_type = Text)]
+    pub worker_id: String,
+    /// Its host.
+    #[diesel(sql_type = Text)]
+    pub host: String,
+    /// Its process id.
+    #[diesel(sql_type = Integer)]
+    pub pid: i32,
+    /// Its runner library's version.
+    #[diesel(sql_type = Text)]
+    pub version: String,
+    /// The queues it works (empty: all).
+    #[diesel(sql_type = Array<Text>)]
+    pub queues: Vec<String>,
+    /// The job types it handles.
+    #[diesel(sql_type = Array<Text>)]
+    pub job_types: Vec<String>,
+    /// Its worker threads.
+    #[diesel(sql_type = Integer)]
+    pub concurrency: i32,
+    #[diesel(sql_type = Double)]
+    lease_secs: f64,
+    /// When it started.
+    #[diesel(sql_type = Timestamptz)]
+    pub started_at: DateTime<Utc>,
+    /// When it was last seen.
+    #[diesel(sql_type = Timestamptz)]
+    pub last_seen: DateTime<Utc>,
+    #[diesel(sql_type = Double)]
+    silent_secs: f64,
+}
+
+impl RunnerRow {
+    /// How long since it was last seen (database clock).
+    pub fn silent_for(&self) -> Duration {
+        Duration::from_secs_f64(self.silent_secs.max(0.0))
+    }
+
+    /// Not seen for three of its leases: it died (its held jobs are
+    /// recovered when their leases expire).
+    pub fn is_gone(&self) -> bool {
+        self.silent_secs > 3.0 * self.lease_secs
+    }
+
+    /// Whether it works `queue` and handles `job_type`.
+    pub fn handles(&self, queue: &str, job_type: &str) -> bool {
+        (self.queues.is_empty() || self.queues.iter().any(|q| q == queue))
+            && self.job_types.iter().any(|t| t == job_type)
+    }
+}
+
+/// Every registered runner, oldest first.
+pub fn list_runners(conn: &mut PgConnection) -> Result<Vec<RunnerRow>> {
+    Ok(diesel::sql_query(sql::RUNNER_LIST).load::<RunnerRow>(conn)?)
+}

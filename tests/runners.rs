@@ -1,0 +1,94 @@
+//! The registry of live runners: each runner process registers itself,
+//! stays seen while it runs, shows as gone once killed, and leaves when it
+//! stops; `stats` says which pending types no live runner handles.
+
+use std::time::Duration;
+
+use jobqueue_core::JobOptions;
+use jobqueue_tests::fault::{Proc, runner_flags};
+use jobqueue_tests::{TestDb, put, run_cli, wait_for};
+
+const WORKER: &str = env!("CARGO_BIN_EXE_jobqueue-test-worker");
+
+fn listed(db: &TestDb) -> String {
+    let (code, out, err) = run_cli(WORKER, &db.url, &["runners"]);
+    assert_eq!(code, Some(0), "{err}");
+    out
+}
+
+/// The `runners` line of `name`, split into its columns.
+fn line(db: &TestDb, name: &str) -> Option<Vec<String>> {
+    listed(db)
+        .lines()
+        .find(|line| line.starts_with(name))
+        .map(|line| line.split_whitespace().map(str::to_owned).collect())
+}
+
+/// The state column (`live` or `gone`) of `name`'s line.
+fn state(db: &TestDb, name: &str) -> Option<String> {
+    line(db, name)?
+        .into_iter()
+        .find(|column| column == "live" || column == "gone")
+}
+
+#[test]
+fn runners_register_stay_seen_show_as_gone_when_killed_and_leave_when_stopped() {
+    let db = TestDb::new();
+    let flags = runner_flags(&[("lease-secs", "1.5"), ("queues", "mail,media")]);
+    let killed = Proc::runner(WORKER, &db.url, "registry-killed", &flags);
+    let mut stopped = Proc::runner(WORKER, &db.url, "registry-stopped", &flags);
+    wait_for("both registered", Duration::from_secs(20), || {
+        line(&db, "registry-killed").is_some() && line(&db, "registry-stopped").is_some()
+    });
+    let columns = line(&db, "registry-killed").expect("listed");
+    assert_eq!(columns[2], killed.pid().to_string(), "{columns:?}");
+    assert_eq!(columns[3], jobqueue_runner::VERSION);
+    assert_eq!(columns[4], "4", "workers");
+    assert_eq!(columns[5], "mail,media");
+    assert_eq!(state(&db, "registry-killed").as_deref(), Some("live"));
+    assert!(
+        columns
+            .last()
+            .is_some_and(|types| types.contains("test.noop")),
+        "{columns:?}"
+    );
+
+    // Three leases after it last beat, a killed runner is gone (its row is
+    // kept, for `doctor` and `stats` to explain its held jobs).
+    killed.signal("KILL");
+    wait_for(
+        "the killed runner shown as gone",
+        Duration::from_secs(30),
+        || state(&db, "registry-killed").as_deref() == Some("gone"),
+    );
+    // The other, started with it, stays seen: it beats every third of a
+    // lease (without that, it would have gone silent as long).
+    assert_eq!(state(&db, "registry-stopped").as_deref(), Some("live"));
+
+    // Pending jobs of a type no live runner handles are said so.
+    let mut conn = db.conn();
+    put(
+        &mut conn,
+        "nobody.handles.this",
+        JobOptions::new().queue("mail"),
+    );
+    put(&mut conn, "test.noop", JobOptions::new().queue("elsewhere"));
+    let (_, stats, _) = run_cli(WORKER, &db.url, &["stats"]);
+    let of = |job_type: &str| {
+        stats
+            .lines()
+            .find(|line| line.starts_with(job_type))
+            .unwrap_or_else(|| panic!("{stats}"))
+            .to_owned()
+    };
+    assert!(of("nobody.handles.this").ends_with("(no live runner handles this type)"));
+    assert!(!of("test.noop").contains("no live runner"), "{stats}");
+
+    stopped.signal("TERM");
+    let status = stopped.wait_exit(Duration::from_secs(20));
+    jobqueue_tests::fault::assert_exit_0(&stopped, status);
+    assert!(
+        line(&db, "registry-stopped").is_none(),
+        "a stopped runner leaves"
+    );
+}
