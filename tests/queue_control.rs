@@ -68,9 +68,8 @@ fn a_pause_holds_across_runner_processes_and_restarts() {
                 && count_where(&mut conn, "queue = 'media' AND status = 'completed'") == 1
         },
     );
-    // Every runner claims (and moves due jobs, and rescues) on its own
-    // schedule: give each of them time to do all of it a few times.
-    std::thread::sleep(Duration::from_millis(600));
+    // The mail jobs were claimed after the pause by the same claim
+    // statements that cover the paused queue: none of those took its jobs.
     assert_eq!(
         count_where(&mut conn, "queue = 'media' AND status = 'pending'"),
         20
@@ -165,6 +164,7 @@ fn a_global_limit_holds_across_four_runner_processes() {
             break;
         }
         assert!(Instant::now() < deadline, "the limited queue never drained");
+        // Sampling interval: the scenario, not a wait for a condition.
         std::thread::sleep(Duration::from_millis(3));
     }
     println!(
@@ -200,6 +200,7 @@ fn a_runner_holds_at_most_its_own_limit_of_a_queue() {
         assert!(mail <= 2, "{mail} mail jobs held; this runner's limit is 2");
         most_mail = most_mail.max(mail);
         most_bulk = most_bulk.max(bulk);
+        // Sampling interval: the scenario, not a wait for a condition.
         std::thread::sleep(Duration::from_millis(3));
     }
     runner.shutdown();

@@ -68,10 +68,20 @@ impl Claim {
         }
     }
 
-    /// At most `limit` jobs of `queue` in this claim.
+    /// At most `limit` jobs of `queue` in this claim (a queue limited twice
+    /// keeps the lower limit).
     pub fn queue_limit(mut self, queue: impl Into<String>, limit: i64) -> Self {
-        self.queue_limits.push((queue.into(), limit));
+        self.cap_queue(&queue.into(), limit);
         self
+    }
+
+    /// Lowers `queue`'s limit in this claim to `limit`, or sets it if it has
+    /// none.
+    pub fn cap_queue(&mut self, queue: &str, limit: i64) {
+        match self.queue_limits.iter_mut().find(|(q, _)| q == queue) {
+            Some(entry) => entry.1 = entry.1.min(limit),
+            None => self.queue_limits.push((queue.to_owned(), limit)),
+        }
     }
 
     /// See [`GlobalLimits`].
@@ -150,14 +160,9 @@ pub fn claim(conn: &mut PgConnection, claim: &Claim) -> Result<Vec<JobRow>> {
 }
 
 /// The claim statement for `claim`, bound, as `S` (one of the two claims);
-/// `locked`: the limited queues whose rows the transaction locked;
-/// `queue_limits`: most jobs per queue for this claim.
-pub(crate) fn query<'a, S: Statement>(
-    claim: &'a Claim,
-    locked: &'a [String],
-    queue_limits: &[(String, i64)],
-) -> Prepared<'a, S> {
-    let (names, limits): (Vec<String>, Vec<i64>) = queue_limits.iter().cloned().unzip();
+/// `locked`: the limited queues whose rows the transaction locked.
+pub(crate) fn query<'a, S: Statement>(claim: &'a Claim, locked: &'a [String]) -> Prepared<'a, S> {
+    let (names, limits): (Vec<String>, Vec<i64>) = claim.queue_limits.iter().cloned().unzip();
     prepared::<S>()
         .bind::<Array<Text>, _>(&claim.queues)
         .bind::<BigInt, _>(claim.limit)
@@ -175,9 +180,7 @@ pub(crate) fn claim_in(
 ) -> Result<Vec<JobRow>> {
     claim.validate()?;
     let mut rows = match (claim.global_limits, scope) {
-        (GlobalLimits::Skip, _) => scoped(conn, scope, QUEUE_BEGIN, |conn| {
-            run(conn, claim, &[], &claim.queue_limits)
-        })?,
+        (GlobalLimits::Skip, _) => scoped(conn, scope, QUEUE_BEGIN, |conn| run(conn, claim, &[]))?,
         (GlobalLimits::Honour, Scope::Own) => {
             scoped(conn, scope, QUEUE_BEGIN, |conn| claim_limited(conn, claim))?
         }
@@ -200,16 +203,11 @@ pub(crate) fn claim_in(
 }
 
 /// Runs the claim statement.
-fn run(
-    conn: &mut PgConnection,
-    claim: &Claim,
-    locked: &[String],
-    queue_limits: &[(String, i64)],
-) -> Result<Vec<JobRow>> {
+fn run(conn: &mut PgConnection, claim: &Claim, locked: &[String]) -> Result<Vec<JobRow>> {
     Ok(if claim.queues.is_empty() {
-        query::<sql::JobClaimAny>(claim, locked, queue_limits).load::<JobRow>(conn)?
+        query::<sql::JobClaimAny>(claim, locked).load::<JobRow>(conn)?
     } else {
-        query::<sql::JobClaimQueues>(claim, locked, queue_limits).load::<JobRow>(conn)?
+        query::<sql::JobClaimQueues>(claim, locked).load::<JobRow>(conn)?
     })
 }
 
@@ -247,9 +245,9 @@ fn claim_limited(conn: &mut PgConnection, claim: &Claim) -> Result<Vec<JobRow>> 
         .bind::<Array<Text>, _>(&claim.queues)
         .load::<Limited>(conn)?;
     if limited.is_empty() {
-        return run(conn, claim, &[], &claim.queue_limits);
+        return run(conn, claim, &[]);
     }
-    let mut queue_limits = claim.queue_limits.clone();
+    let mut capped = claim.clone();
     for queue in &limited {
         let bound = queue
             .held_counted
@@ -264,13 +262,10 @@ fn claim_limited(conn: &mut PgConnection, claim: &Claim) -> Result<Vec<JobRow>> 
             }
         };
         let allowance = (i64::from(queue.global_limit) - held).max(0);
-        match queue_limits.iter_mut().find(|(q, _)| *q == queue.name) {
-            Some(limit) => limit.1 = limit.1.min(allowance),
-            None => queue_limits.push((queue.name.clone(), allowance)),
-        }
+        capped.cap_queue(&queue.name, allowance);
     }
     let locked: Vec<String> = limited.iter().map(|q| q.name.clone()).collect();
-    let rows = run(conn, claim, &locked, &queue_limits)?;
+    let rows = run(conn, &capped, &locked)?;
     let (names, counts): (Vec<&str>, Vec<i32>) = limited
         .iter()
         .map(|queue| {

@@ -80,14 +80,11 @@ pub(crate) fn explain(conn: &mut PgConnection, statement: HotStatement<'_>) -> R
         HotStatement::Claim(claim) => {
             claim.validate()?;
             if claim.queues.is_empty() {
-                run(
-                    conn,
-                    &crate::claim::query::<sql::JobClaimAny>(claim, &[], &claim.queue_limits),
-                )?
+                run(conn, &crate::claim::query::<sql::JobClaimAny>(claim, &[]))?
             } else {
                 run(
                     conn,
-                    &crate::claim::query::<sql::JobClaimQueues>(claim, &[], &claim.queue_limits),
+                    &crate::claim::query::<sql::JobClaimQueues>(claim, &[]),
                 )?
             }
         }

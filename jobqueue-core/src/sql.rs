@@ -582,10 +582,27 @@ pub(crate) const QUEUE_ANY_LIMITED: &str = "
         WHERE c.global_limit IS NOT NULL
           AND (cardinality($1::text[]) = 0 OR c.name = ANY($1::text[]))) AS limited";
 
+/// The end of the queue-settings statements: whether queue `$1` was
+/// paused before (CTE `before`: its row, if any), whether it was known (a
+/// row, or a job of any status), and how many rows CTE `$written` wrote.
+macro_rules! queue_change {
+    ($written:literal) => {
+        concat!(
+            "SELECT coalesce((SELECT paused FROM before), false) AS was_paused,
+                    (EXISTS (SELECT 1 FROM before)
+                     OR EXISTS (SELECT 1 FROM jobqueue_jobs WHERE queue = $1)) AS known,
+                    (SELECT count(*) FROM ",
+            $written,
+            ") AS changed"
+        )
+    };
+}
+
 /// Pauses queue `$1` (creating its row): runners claim nothing from it
 /// until it is resumed. Returns whether it was paused already, and whether
 /// the queue was known (a row, or a job of any status, names it).
-pub(crate) const QUEUE_PAUSE: &str = "
+pub(crate) const QUEUE_PAUSE: &str = concat!(
+    "
     WITH before AS (
         SELECT paused FROM jobqueue_queues WHERE name = $1
     ),
@@ -598,14 +615,14 @@ pub(crate) const QUEUE_PAUSE: &str = "
             updated_at = now()
         RETURNING c.name
     )
-    SELECT coalesce((SELECT paused FROM before), false) AS was_paused,
-           (EXISTS (SELECT 1 FROM before)
-            OR EXISTS (SELECT 1 FROM jobqueue_jobs WHERE queue = $1)) AS known,
-           (SELECT count(*) FROM upsert) AS changed";
+    ",
+    queue_change!("upsert")
+);
 
 /// Resumes queue `$1` if it has a row, and wakes its runners on channel
 /// `$2`. Returns whether it was paused, and whether the queue was known.
-pub(crate) const QUEUE_RESUME: &str = "
+pub(crate) const QUEUE_RESUME: &str = concat!(
+    "
     WITH before AS (
         SELECT paused FROM jobqueue_queues WHERE name = $1 FOR UPDATE
     ),
@@ -618,15 +635,15 @@ pub(crate) const QUEUE_RESUME: &str = "
     wake AS (
         SELECT pg_notify($2, name) FROM updated
     )
-    SELECT coalesce((SELECT paused FROM before), false) AS was_paused,
-           (EXISTS (SELECT 1 FROM before)
-            OR EXISTS (SELECT 1 FROM jobqueue_jobs WHERE queue = $1)) AS known,
-           (SELECT count(*) FROM wake) AS changed";
+    ",
+    queue_change!("wake")
+);
 
 /// Sets (or with NULL removes) the global limit `$2` of queue `$1`,
 /// creating its row; a lowered limit takes no job back, it only stops
 /// claims until fewer are held. Returns whether the queue was known.
-pub(crate) const QUEUE_SET_LIMIT: &str = "
+pub(crate) const QUEUE_SET_LIMIT: &str = concat!(
+    "
     WITH before AS (
         SELECT paused FROM jobqueue_queues WHERE name = $1
     ),
@@ -640,10 +657,9 @@ pub(crate) const QUEUE_SET_LIMIT: &str = "
     wake AS (
         SELECT pg_notify($3, name) FROM upsert
     )
-    SELECT coalesce((SELECT paused FROM before), false) AS was_paused,
-           (EXISTS (SELECT 1 FROM before)
-            OR EXISTS (SELECT 1 FROM jobqueue_jobs WHERE queue = $1)) AS known,
-           (SELECT count(*) FROM wake) AS changed";
+    ",
+    queue_change!("wake")
+);
 
 /// Every queue with a row or live jobs, with its settings and live counts
 /// (due, scheduled, unhandled, held) and the age of its oldest due job.

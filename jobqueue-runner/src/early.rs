@@ -51,10 +51,7 @@ pub(crate) fn run(
         claim.global_limits = crate::fetcher::limits_policy(&shared);
         claim.queue_limits = shared.queue_limits.room();
         for queue in jobs.waiting_queues() {
-            match claim.queue_limits.iter_mut().find(|(q, _)| *q == queue) {
-                Some(limit) => limit.1 = 0,
-                None => claim.queue_limits.push((queue, 0)),
-            }
+            claim.cap_queue(&queue, 0);
         }
         match db.run(&shared.health, |session| session.claim(&claim)) {
             Ok(rows) => {
