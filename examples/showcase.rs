@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 
 use diesel::prelude::*;
 use jobqueue_core::{
-    Claim, Failure, Job, JobOptions, JobStatus, NewJob, RetryPolicy, claim, complete_many,
-    enqueue_many, fail_many, queue_stats, rescue_stale,
+    Claim, Counting, Failure, Job, JobOptions, JobStatus, NewJob, RetryPolicy, claim,
+    complete_many, enqueue_many, fail_many, queue_stats, rescue_stale,
 };
 use serde::{Deserialize, Serialize};
 
@@ -178,7 +178,7 @@ fn main() -> Result<(), Box<dyn Error>> {
         "\n{:<10} {:>9} {:>9} {:>9} {:>9}",
         "queue", "pending", "running", "completed", "failed"
     );
-    for queue in queue_stats(&mut conn)? {
+    for queue in queue_stats(&mut conn, Counting::WithHistory)? {
         println!(
             "{:<10} {:>9} {:>9} {:>9} {:>9}",
             queue.queue,

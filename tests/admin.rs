@@ -4,9 +4,9 @@ use std::time::Duration;
 
 use diesel::prelude::*;
 use jobqueue_core::{
-    CancelOutcome, Claim, Error, JobId, JobOptions, JobStatus, NewJob, Progress, Retention, cancel,
-    cancel_held_many, claim, complete, enqueue, enqueue_many, heartbeat_many, prune, queue_stats,
-    report_progress,
+    CancelOutcome, Claim, Counting, Error, JobId, JobOptions, JobStatus, NewJob, Progress,
+    Retention, cancel, cancel_held_many, claim, complete, enqueue, enqueue_many, heartbeat_many,
+    prune, queue_stats, report_progress,
 };
 use jobqueue_tests::{TestDb, bare_jobs, claim_one, read_job, status_counts};
 
@@ -158,7 +158,7 @@ fn stats_count_by_queue_and_status() {
     let lease =
         claim(&mut conn, &Claim::new("w").queues(["mail"]).limit(1)).expect("claim")[0].lease();
     complete(&mut conn, &lease).expect("complete");
-    let stats = queue_stats(&mut conn).expect("stats");
+    let stats = queue_stats(&mut conn, Counting::WithHistory).expect("stats");
     assert_eq!(
         stats.iter().map(|s| s.queue.as_str()).collect::<Vec<_>>(),
         ["mail", "reports"]
@@ -175,4 +175,15 @@ fn stats_count_by_queue_and_status() {
     let age = mail.oldest_due_age.expect("oldest due").as_secs();
     assert!((89..=100).contains(&age), "oldest due job waited {age}s");
     assert_eq!(stats[1].count(JobStatus::Pending), 1);
+    // The everyday counts leave the completed history out, and agree on
+    // everything else.
+    let live = queue_stats(&mut conn, Counting::Live).expect("live stats");
+    assert_eq!(live[0].count(JobStatus::Completed), 0);
+    assert_eq!(live[0].count(JobStatus::Pending), 2);
+    let live_age = live[0].oldest_due_age.expect("oldest due").as_secs();
+    assert!(
+        (89..=100).contains(&live_age),
+        "oldest due job waited {live_age}s"
+    );
+    assert_eq!(live[1].count(JobStatus::Pending), 1);
 }

@@ -38,8 +38,14 @@ pub(crate) enum Command {
         /// The job's id.
         id: String,
     },
-    /// Counts by queue and status, and by job type.
-    Stats,
+    /// Counts by queue and status, and by job type. Live and failed jobs
+    /// only: counting the completed and cancelled history reads the whole
+    /// table (`--history` does).
+    Stats {
+        /// Also count completed and cancelled jobs (a scan of the table).
+        #[arg(long)]
+        history: bool,
+    },
     /// Put failed (or cancelled) jobs back to pending.
     Retry(RetryArgs),
     /// Cancel a job: at once if waiting, by request if running; cancelling
@@ -220,6 +226,20 @@ pub(crate) struct WorkArgs {
     /// Worker id stored on claimed rows (default: host-pid-random).
     #[arg(long, env = "JOBQUEUE_WORKER_ID")]
     pub(crate) worker_id: Option<String>,
+    /// Serve Prometheus metrics at http://ADDR/metrics, e.g.
+    /// 127.0.0.1:9464 (default: no metrics). Bind to 127.0.0.1 unless the
+    /// scraper runs elsewhere: the page shows queue names and job types.
+    #[arg(long, env = "JOBQUEUE_METRICS_ADDR", value_name = "ADDR")]
+    pub(crate) metrics_addr: Option<std::net::SocketAddr>,
+    /// How often the runner that computes the table-wide queue gauges
+    /// refreshes them, in seconds.
+    #[arg(
+        long,
+        allow_negative_numbers = true,
+        env = "JOBQUEUE_METRICS_REFRESH_SECS",
+        default_value_t = 5.0
+    )]
+    pub(crate) metrics_refresh_secs: f64,
 }
 
 /// `jobqueue enqueue`.

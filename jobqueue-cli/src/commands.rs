@@ -22,7 +22,7 @@ pub(crate) fn run(url: &str, command: Command, registry: Registry) -> Result<()>
         Command::Enqueue(enqueue_args) => enqueue(url, enqueue_args, &registry),
         Command::List(list_args) => list(url, list_args),
         Command::Show { id } => show(url, &id),
-        Command::Stats => stats(url),
+        Command::Stats { history } => stats(url, history),
         Command::Retry(retry_args) => retry(url, retry_args),
         Command::Cancel { id } => cancel(url, &id),
         Command::Prune(prune_args) => prune(url, prune_args),
@@ -95,6 +95,10 @@ fn work(url: &str, args: WorkArgs, registry: Registry) -> Result<()> {
     if let Some(worker_id) = args.worker_id {
         config.worker_id = worker_id;
     }
+    if let Some(addr) = args.metrics_addr {
+        config.metrics = jobqueue_runner::MetricsMode::Serve(addr);
+    }
+    config.metrics_refresh = secs("metrics-refresh-secs", args.metrics_refresh_secs)?;
     if registry.job_types().is_empty() {
         return Err(CliError::Usage(
             "this binary registers no job types, so `work` would never run anything: \
@@ -414,9 +418,14 @@ fn human(duration: Duration) -> String {
     }
 }
 
-fn stats(url: &str) -> Result<()> {
+fn stats(url: &str, history: bool) -> Result<()> {
     let mut conn = connect(url)?;
-    let queues = jobqueue_core::queue_stats(&mut conn)?;
+    let counting = if history {
+        jobqueue_core::Counting::WithHistory
+    } else {
+        jobqueue_core::Counting::Live
+    };
+    let queues = jobqueue_core::queue_stats(&mut conn, counting)?;
     let header = JobStatus::ALL.map(JobStatus::as_str);
     println!(
         "{:<16} {}{:>12}",
@@ -426,7 +435,13 @@ fn stats(url: &str) -> Result<()> {
     );
     for q in &queues {
         let age = q.oldest_due_age.map(human).unwrap_or_else(|| "-".into());
-        let counts = JobStatus::ALL.map(|s| format!("{:>10}", q.count(s)));
+        let counts = JobStatus::ALL.map(|s| {
+            if history || !matches!(s, JobStatus::Completed | JobStatus::Cancelled) {
+                format!("{:>10}", q.count(s))
+            } else {
+                format!("{:>10}", "-")
+            }
+        });
         println!("{:<16} {}{:>12}", q.queue, counts.concat(), age);
     }
     let types = jobqueue_core::type_stats(&mut conn)?;
@@ -575,22 +590,23 @@ fn queue(url: &str, command: QueueCommand) -> Result<()> {
 fn queue_list(conn: &mut PgConnection) -> Result<()> {
     let queues = jobqueue_core::list_queues(conn)?;
     if queues.is_empty() {
-        println!("no queues: no live jobs, nothing paused or limited");
+        println!("no queues: no live or failed jobs, nothing paused or limited");
         return Ok(());
     }
     println!(
-        "{:<20} {:<8} {:>10} {:>10} {:>10} {:>8} {:>12} {:>8}",
-        "queue", "state", "due", "scheduled", "unhandled", "held", "oldest due", "limit"
+        "{:<20} {:<8} {:>10} {:>10} {:>10} {:>8} {:>10} {:>12} {:>8}",
+        "queue", "state", "due", "scheduled", "unhandled", "held", "failed", "oldest due", "limit"
     );
     for q in queues {
         println!(
-            "{:<20} {:<8} {:>10} {:>10} {:>10} {:>8} {:>12} {:>8}",
+            "{:<20} {:<8} {:>10} {:>10} {:>10} {:>8} {:>10} {:>12} {:>8}",
             q.queue,
             if q.paused { "paused" } else { "active" },
             q.due,
             q.scheduled,
             q.unhandled,
             q.held,
+            q.failed,
             q.oldest_due_age().map(human).unwrap_or_else(|| "-".into()),
             q.global_limit
                 .map(|n| n.to_string())

@@ -147,10 +147,11 @@ pub use retry_policy::RetryPolicy;
 pub use row::{JobRow, get_job};
 pub use runners::{
     RunnerInfo, RunnerRow, deregister_runner, list_runners, register_runner, runner_seen,
+    try_lead_queue_gauges,
 };
 pub use session::QueueSession;
 pub use snooze::{DEFAULT_MAX_SNOOZES, Snooze, Snoozed, snooze_many};
-pub use stats::{QueueStats, TypeStats, queue_stats, type_stats};
+pub use stats::{Counting, QueueStats, TypeStats, queue_stats, type_stats};
 pub use status::JobStatus;
 
 /// What `#[derive(Job)]`'s generated code names; not a public API.

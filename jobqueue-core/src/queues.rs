@@ -57,6 +57,9 @@ pub struct QueueInfo {
     /// Jobs held by a runner (`claimed` or `running`).
     #[diesel(sql_type = BigInt)]
     pub held: i64,
+    /// Jobs that failed for good (the dead letter), until pruned.
+    #[diesel(sql_type = BigInt)]
+    pub failed: i64,
     #[diesel(sql_type = Nullable<Double>)]
     oldest_due_secs: Option<f64>,
 }

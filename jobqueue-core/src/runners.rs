@@ -125,3 +125,20 @@ impl RunnerRow {
 pub fn list_runners(conn: &mut PgConnection) -> Result<Vec<RunnerRow>> {
     Ok(diesel::sql_query(sql::RUNNER_LIST).load::<RunnerRow>(conn)?)
 }
+
+#[derive(QueryableByName)]
+struct Leading {
+    #[diesel(sql_type = diesel::sql_types::Bool)]
+    leading: bool,
+}
+
+/// Makes this connection's runner the one that computes the table-wide
+/// queue gauges (an advisory lock held until the session ends: a runner
+/// that dies or loses its connection hands the role on by itself); false
+/// if another runner has it. Call it again only on a new connection: each
+/// success takes the lock once more.
+pub fn try_lead_queue_gauges(conn: &mut PgConnection) -> Result<bool> {
+    Ok(diesel::sql_query(sql::RUNNER_LEAD_GAUGES)
+        .get_result::<Leading>(conn)?
+        .leading)
+}

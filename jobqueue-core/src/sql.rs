@@ -545,11 +545,31 @@ pub(crate) const JOB_PRUNE: &str = "
     USING doomed
     WHERE j.id = doomed.id";
 
-/// Counts jobs by queue and status, with the age of the oldest due pending job.
+/// Counts live and failed jobs by queue and status, with the age of the
+/// oldest due job. Each branch reads the partial index of its status (held
+/// jobs: the lease index), so the cost follows the backlog and the dead
+/// letter, never the completed and cancelled history.
 pub(crate) const JOB_STATS: &str = "
-    SELECT queue,
-           status,
-           count(*) AS jobs,
+    SELECT queue, status, count(*) AS jobs,
+           EXTRACT(EPOCH FROM now() - min(run_at))::float8 AS oldest_due_secs
+    FROM (
+        SELECT queue, status, run_at FROM jobqueue_jobs WHERE status = 'pending'
+        UNION ALL
+        SELECT queue, status, NULL FROM jobqueue_jobs WHERE status = 'scheduled'
+        UNION ALL
+        SELECT queue, status, NULL FROM jobqueue_jobs WHERE status = 'unhandled'
+        UNION ALL
+        SELECT queue, status, NULL FROM jobqueue_jobs WHERE lease_expires_at IS NOT NULL
+        UNION ALL
+        SELECT queue, status, NULL FROM jobqueue_jobs WHERE status = 'failed'
+    ) AS live
+    GROUP BY queue, status
+    ORDER BY queue, status";
+
+/// Counts every job by queue and status, the finished history included: a
+/// scan of the whole table (`jobqueue stats --history`).
+pub(crate) const JOB_STATS_HISTORY: &str = "
+    SELECT queue, status, count(*) AS jobs,
            EXTRACT(EPOCH FROM now() - min(run_at) FILTER (
                WHERE status = 'pending'))::float8 AS oldest_due_secs
     FROM jobqueue_jobs
@@ -661,8 +681,10 @@ pub(crate) const QUEUE_SET_LIMIT: &str = concat!(
     queue_change!("wake")
 );
 
-/// Every queue with a row or live jobs, with its settings and live counts
-/// (due, scheduled, unhandled, held) and the age of its oldest due job.
+/// Every known queue (with a row, live or failed jobs, a schedule, or a
+/// runner that names it), with its settings, its live counts (due,
+/// scheduled, unhandled, held), its failed jobs (the dead letter) and the
+/// age of its oldest due job.
 /// Each count reads the partial index of its status, so the cost follows
 /// the live jobs, never the finished history.
 pub(crate) const QUEUE_LIST: &str = "
@@ -679,11 +701,18 @@ pub(crate) const QUEUE_LIST: &str = "
         UNION ALL
         SELECT queue, 'held', count(*), NULL
         FROM jobqueue_jobs WHERE lease_expires_at IS NOT NULL GROUP BY queue
+        UNION ALL
+        SELECT queue, 'failed', count(*), NULL
+        FROM jobqueue_jobs WHERE status = 'failed' GROUP BY queue
     ),
     names AS (
         SELECT name FROM jobqueue_queues
         UNION
         SELECT queue FROM counts
+        UNION
+        SELECT queue FROM jobqueue_schedules
+        UNION
+        SELECT unnest(queues) FROM jobqueue_runners
     )
     SELECT names.name AS queue,
            coalesce(c.paused, false) AS paused,
@@ -693,6 +722,7 @@ pub(crate) const QUEUE_LIST: &str = "
            coalesce(sum(n) FILTER (WHERE kind = 'scheduled'), 0)::int8 AS scheduled,
            coalesce(sum(n) FILTER (WHERE kind = 'unhandled'), 0)::int8 AS unhandled,
            coalesce(sum(n) FILTER (WHERE kind = 'held'), 0)::int8 AS held,
+           coalesce(sum(n) FILTER (WHERE kind = 'failed'), 0)::int8 AS failed,
            max(oldest_due_secs) AS oldest_due_secs
     FROM names
     LEFT JOIN jobqueue_queues AS c ON c.name = names.name
@@ -828,12 +858,26 @@ pub(crate) const RUNNER_LIST: &str = "
     FROM jobqueue_runners
     ORDER BY started_at, worker_id";
 
+/// Takes, for the rest of this session, the advisory lock that makes its
+/// runner the one computing the table-wide queue gauges; false if another
+/// session holds it. The key is the ASCII of `jqgauges`, a number no other
+/// jobqueue lock uses (applications using advisory locks should avoid it).
+pub(crate) const RUNNER_LEAD_GAUGES: &str =
+    "SELECT pg_try_advisory_lock(7670025308667864435) AS leading";
+
 /// Counts live jobs (scheduled, pending, unhandled, claimed, running) by job
 /// type and status: a type no runner handles shows up as unhandled here.
 pub(crate) const JOB_STATS_BY_TYPE: &str = "
     SELECT job_type, status, count(*) AS jobs
-    FROM jobqueue_jobs
-    WHERE status IN ('scheduled', 'pending', 'unhandled', 'claimed', 'running')
+    FROM (
+        SELECT job_type, status FROM jobqueue_jobs WHERE status = 'pending'
+        UNION ALL
+        SELECT job_type, status FROM jobqueue_jobs WHERE status = 'scheduled'
+        UNION ALL
+        SELECT job_type, status FROM jobqueue_jobs WHERE status = 'unhandled'
+        UNION ALL
+        SELECT job_type, status FROM jobqueue_jobs WHERE lease_expires_at IS NOT NULL
+    ) AS live
     GROUP BY job_type, status
     ORDER BY job_type, status";
 

@@ -1,4 +1,10 @@
 //! Queue statistics: counts by queue and status, age of the oldest due job.
+//!
+//! The everyday counts ([`queue_stats`], [`type_stats`]) read the partial
+//! indexes of the live statuses and of `failed`, so they cost what the
+//! backlog and the dead letter hold, however much finished history is
+//! kept. Completed and cancelled jobs are counted only when asked
+//! ([`Counting::WithHistory`]): that reads the whole table.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -9,12 +15,25 @@ use diesel::sql_types::{BigInt, Double, Nullable, Text};
 use crate::isolation::read_committed;
 use crate::{JobStatus, Result, sql};
 
+/// What [`queue_stats`] counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Counting {
+    /// Live jobs (scheduled, pending, unhandled, claimed, running) and
+    /// failed ones: cheap at any history size.
+    #[default]
+    Live,
+    /// Every job, completed and cancelled included: a scan of the table,
+    /// which grows with the retained history.
+    WithHistory,
+}
+
 /// The state of one queue.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct QueueStats {
     /// The queue's name.
     pub queue: String,
-    /// Jobs per status (statuses with no job are absent).
+    /// Jobs per status (statuses with no job are absent; completed and
+    /// cancelled only with [`Counting::WithHistory`]).
     pub counts: BTreeMap<JobStatus, i64>,
     /// How long the oldest due pending job has been waiting past its `run_at`.
     pub oldest_due_age: Option<Duration>,
@@ -39,10 +58,15 @@ struct StatsRow {
     oldest_due_secs: Option<f64>,
 }
 
-/// Counts jobs by queue and status, one entry per queue, sorted by name.
-pub fn queue_stats(conn: &mut PgConnection) -> Result<Vec<QueueStats>> {
+/// Counts jobs by queue and status, one entry per queue, sorted by name:
+/// what `counting` says.
+pub fn queue_stats(conn: &mut PgConnection, counting: Counting) -> Result<Vec<QueueStats>> {
+    let statement = match counting {
+        Counting::Live => sql::JOB_STATS,
+        Counting::WithHistory => sql::JOB_STATS_HISTORY,
+    };
     let rows = read_committed(conn, |conn| {
-        Ok(diesel::sql_query(sql::JOB_STATS).load::<StatsRow>(conn)?)
+        Ok(diesel::sql_query(statement).load::<StatsRow>(conn)?)
     })?;
     let mut out: Vec<QueueStats> = Vec::new();
     for row in rows {

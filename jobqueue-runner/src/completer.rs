@@ -3,16 +3,18 @@
 //! the runner is free only once its outcome is written: a slow database
 //! makes the runner claim less, never more.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, select};
-use jobqueue_core::{FailOutcome, Failure};
+use jobqueue_core::{FailOutcome, Failure, JobId};
 
 use crate::backoff::Backoff;
 use crate::counters::Counters;
 use crate::db::Db;
 use crate::messages::{Outcome, OutcomeKind};
+use crate::metrics::Outcome as Ended;
 use crate::shared::Shared;
 
 /// What the completer waits for next.
@@ -135,59 +137,82 @@ fn flush(shared: &Shared, db: &mut Db, pending: &mut Vec<Outcome>) {
             }
         });
     };
-    written(pending, |k| {
-        matches!(k, OutcomeKind::Handled | OutcomeKind::Lost)
-    });
+    count_ended(pending, is_handled_or_lost, &[], |_| Ended::Completed);
+    written(pending, is_handled_or_lost);
     if !complete.is_empty()
         && let Ok(done) = db.run(&shared.health, |conn| conn.complete_many(&complete))
     {
         Counters::add(&counters.completed, done.applied.len());
         note_lost(shared, "completion", &done.lost);
-        written(pending, |k| matches!(k, OutcomeKind::Complete));
+        let is_complete = |k: &OutcomeKind| matches!(k, OutcomeKind::Complete);
+        count_ended(pending, is_complete, &done.lost, |_| Ended::Completed);
+        written(pending, is_complete);
     }
     if !failures.is_empty()
         && let Ok(done) = db.run(&shared.health, |conn| conn.fail_many(&failures))
     {
+        let ended = |outcome: &FailOutcome| match outcome {
+            FailOutcome::Retrying { .. } => Ended::Retried,
+            FailOutcome::Failed => Ended::Failed,
+            FailOutcome::Cancelled => Ended::Cancelled,
+        };
         for (_, outcome) in &done.outcomes {
-            let counter = match outcome {
-                FailOutcome::Retrying { .. } => &counters.retried,
-                FailOutcome::Failed => &counters.failed,
-                FailOutcome::Cancelled => &counters.cancelled,
-            };
-            Counters::add(counter, 1);
+            Counters::add(counters.of(ended(outcome)), 1);
         }
         note_lost(shared, "failure", &done.lost);
-        written(pending, |k| matches!(k, OutcomeKind::Fail { .. }));
+        let by_id: HashMap<JobId, Ended> = done
+            .outcomes
+            .iter()
+            .map(|(id, outcome)| (*id, ended(outcome)))
+            .collect();
+        let is_fail = |k: &OutcomeKind| matches!(k, OutcomeKind::Fail { .. });
+        count_ended(pending, is_fail, &done.lost, |id| {
+            by_id.get(&id).copied().unwrap_or(Ended::Failed)
+        });
+        written(pending, is_fail);
     }
     if !release.is_empty()
         && let Ok(done) = db.run(&shared.health, |conn| conn.release_many(&release))
     {
         Counters::add(&counters.released, done.applied.len());
         note_lost(shared, "release", &done.lost);
-        written(pending, |k| matches!(k, OutcomeKind::Release));
+        let is_release = |k: &OutcomeKind| matches!(k, OutcomeKind::Release);
+        count_ended(pending, is_release, &done.lost, |_| Ended::Released);
+        written(pending, is_release);
     }
     if !cancel.is_empty()
         && let Ok(done) = db.run(&shared.health, |conn| conn.cancel_held_many(&cancel))
     {
         Counters::add(&counters.cancelled, done.applied.len());
         note_lost(shared, "cancellation", &done.lost);
-        written(pending, |k| matches!(k, OutcomeKind::Cancelled));
+        let is_cancel = |k: &OutcomeKind| matches!(k, OutcomeKind::Cancelled);
+        count_ended(pending, is_cancel, &done.lost, |_| Ended::Cancelled);
+        written(pending, is_cancel);
     }
     if !snoozes.is_empty()
         && let Ok(done) = db.run(&shared.health, |conn| {
             conn.snooze_many(&snoozes, shared.config.max_snoozes)
         })
     {
+        let ended = |status: &jobqueue_core::JobStatus| match status {
+            jobqueue_core::JobStatus::Failed => Ended::Failed,
+            jobqueue_core::JobStatus::Cancelled => Ended::Cancelled,
+            _ => Ended::Snoozed,
+        };
         for (_, status) in &done.outcomes {
-            let counter = match status {
-                jobqueue_core::JobStatus::Failed => &counters.failed,
-                jobqueue_core::JobStatus::Cancelled => &counters.cancelled,
-                _ => &counters.snoozed,
-            };
-            Counters::add(counter, 1);
+            Counters::add(counters.of(ended(status)), 1);
         }
         note_lost(shared, "snooze", &done.lost);
-        written(pending, |k| matches!(k, OutcomeKind::Snooze(_)));
+        let by_id: HashMap<JobId, Ended> = done
+            .outcomes
+            .iter()
+            .map(|(id, status)| (*id, ended(status)))
+            .collect();
+        let is_snooze = |k: &OutcomeKind| matches!(k, OutcomeKind::Snooze(_));
+        count_ended(pending, is_snooze, &done.lost, |id| {
+            by_id.get(&id).copied().unwrap_or(Ended::Snoozed)
+        });
+        written(pending, is_snooze);
     }
     if !park.is_empty()
         && let Ok(done) = db.run(&shared.health, |conn| {
@@ -196,7 +221,37 @@ fn flush(shared: &Shared, db: &mut Db, pending: &mut Vec<Outcome>) {
     {
         Counters::add(&counters.unhandled, done.applied.len());
         note_lost(shared, "set-aside", &done.lost);
-        written(pending, |k| matches!(k, OutcomeKind::Park));
+        let is_park = |k: &OutcomeKind| matches!(k, OutcomeKind::Park);
+        count_ended(pending, is_park, &done.lost, |_| Ended::Unhandled);
+        written(pending, is_park);
+    }
+}
+
+fn is_handled_or_lost(kind: &OutcomeKind) -> bool {
+    matches!(kind, OutcomeKind::Handled | OutcomeKind::Lost)
+}
+
+/// Counts in the metrics of each job's queue and type (when kept) what the
+/// statement just written made of the outcomes `of_kind`: `lost` ones (and
+/// `OutcomeKind::Lost`) as lease lost, the others as `ended` says.
+fn count_ended(
+    pending: &[Outcome],
+    of_kind: impl Fn(&OutcomeKind) -> bool,
+    lost: &[JobId],
+    ended: impl Fn(JobId) -> Ended,
+) {
+    for outcome in pending.iter().filter(|o| of_kind(&o.kind)) {
+        let Some(metrics) = &outcome.state.metrics else {
+            continue;
+        };
+        let id = outcome.state.lease.job_id;
+        metrics.ended(
+            if matches!(outcome.kind, OutcomeKind::Lost) || lost.contains(&id) {
+                Ended::LeaseLost
+            } else {
+                ended(id)
+            },
+        );
     }
 }
 

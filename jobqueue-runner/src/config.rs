@@ -1,5 +1,6 @@
 //! Runner configuration: every knob, its default, and its validation.
 
+use std::net::SocketAddr;
 use std::time::Duration;
 
 use jobqueue_core::{Retention, RetryPolicy};
@@ -70,6 +71,35 @@ pub struct RunnerConfig {
     /// Database connections handlers may use at once. Default (`None`):
     /// `concurrency`, at most 256.
     pub handler_pool_size: Option<u32>,
+    /// Prometheus metrics: off, kept for [`crate::RunnerHandle::metrics_text`],
+    /// or also served over HTTP. Default: off.
+    pub metrics: MetricsMode,
+    /// How often the one runner that computes the table-wide queue gauges
+    /// (see [`MetricsMode`]) refreshes them, and how soon another takes
+    /// over when it stops. Default 5 s.
+    pub metrics_refresh: Duration,
+}
+
+/// Whether a runner keeps Prometheus metrics, and where it serves them.
+///
+/// A runner that keeps them counts what it does by queue and job type
+/// (claims, outcomes, handler and queue-time histograms, claim round trips
+/// and batch sizes, empty claims, wake-ups, rescues, reconnects, busy and
+/// idle workers), and one runner at a time also computes the table-wide
+/// gauges of every known queue (jobs by state, oldest due age, paused).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum MetricsMode {
+    /// No metrics are kept (and none of their cost is paid).
+    #[default]
+    Off,
+    /// Kept, and read by the application
+    /// ([`crate::RunnerHandle::metrics_text`]), e.g. to serve from its own
+    /// HTTP server.
+    Keep,
+    /// Kept, and served as OpenMetrics text at `GET /metrics` on this
+    /// address (e.g. `127.0.0.1:9464`). A runner whose address cannot be
+    /// bound refuses to start.
+    Serve(SocketAddr),
 }
 
 impl RunnerConfig {
@@ -103,7 +133,15 @@ impl RunnerConfig {
             default_timeout: None,
             completion_batch: 1000,
             handler_pool_size: None,
+            metrics: MetricsMode::Off,
+            metrics_refresh: Duration::from_secs(5),
         }
+    }
+
+    /// Serves Prometheus metrics on `addr` (sets `metrics`).
+    pub fn serve_metrics(mut self, addr: SocketAddr) -> Self {
+        self.metrics = MetricsMode::Serve(addr);
+        self
     }
 
     /// Sets `concurrency` (the same as setting the field).
@@ -229,6 +267,7 @@ impl RunnerConfig {
             ("rescue_interval", self.rescue_interval),
             ("prune_interval", self.prune_interval),
             ("vacuum_interval", self.vacuum_interval),
+            ("metrics_refresh", self.metrics_refresh),
         ] {
             if value < Duration::from_millis(1) {
                 return bad(format!("{name} {value:?} is shorter than 1 ms"));

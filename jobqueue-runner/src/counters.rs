@@ -53,6 +53,21 @@ pub struct RunnerStats {
 }
 
 impl Counters {
+    /// The counter of jobs that ended so.
+    pub(crate) fn of(&self, ended: crate::metrics::Outcome) -> &AtomicU64 {
+        use crate::metrics::Outcome;
+        match ended {
+            Outcome::Completed => &self.completed,
+            Outcome::Retried => &self.retried,
+            Outcome::Failed => &self.failed,
+            Outcome::Cancelled => &self.cancelled,
+            Outcome::Snoozed => &self.snoozed,
+            Outcome::LeaseLost => &self.lost,
+            Outcome::Released => &self.released,
+            Outcome::Unhandled => &self.unhandled,
+        }
+    }
+
     pub(crate) fn add(counter: &AtomicU64, n: usize) {
         counter.fetch_add(n as u64, Ordering::Relaxed);
     }

@@ -53,9 +53,21 @@ pub(crate) fn run(
         for queue in jobs.waiting_queues() {
             claim.cap_queue(&queue, 0);
         }
+        let started = std::time::Instant::now();
         match db.run(&shared.health, |session| session.claim(&claim)) {
             Ok(rows) => {
-                if deliver(&shared, rows, &jobs, &outcomes, &mut unhandled_types, true).is_err() {
+                let took = started.elapsed();
+                if deliver(
+                    &shared,
+                    rows,
+                    took,
+                    &jobs,
+                    &outcomes,
+                    &mut unhandled_types,
+                    true,
+                )
+                .is_err()
+                {
                     return;
                 }
             }

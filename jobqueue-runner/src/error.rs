@@ -10,6 +10,17 @@ pub enum RunnerError {
     /// The configuration is invalid: the message names the field.
     #[error("invalid configuration: {0}")]
     Config(String),
+    /// The metrics address could not be bound (taken, or not this
+    /// machine's).
+    #[error(
+        "cannot serve metrics on {addr}: {reason} (choose another address with --metrics-addr, or leave metrics off)"
+    )]
+    Metrics {
+        /// The address given.
+        addr: std::net::SocketAddr,
+        /// Why it could not be bound.
+        reason: String,
+    },
     /// The operating system refused to start one of the runner's threads.
     #[error("cannot start a thread: {0}")]
     Thread(#[from] std::io::Error),

@@ -148,10 +148,11 @@ pub(crate) fn limits_policy(shared: &Shared) -> GlobalLimits {
 /// Hands claimed `rows` to the workers, and sets aside (through the
 /// completer) those of types this runner has no handler for, logging each
 /// such type once. `early`: claimed from the early reserve (see
-/// `RunnerConfig::early_reserve`).
+/// `RunnerConfig::early_reserve`); `took`: the claim's round trip.
 pub(crate) fn deliver(
     shared: &Shared,
     rows: Vec<JobRow>,
+    took: Duration,
     jobs: &JobSender,
     outcomes: &Sender<Outcome>,
     unhandled_types: &mut HashSet<String>,
@@ -166,17 +167,25 @@ pub(crate) fn deliver(
     if got == 0 {
         crate::counters::Counters::add(&shared.counters.empty_claims, 1);
     }
+    if let Some(metrics) = &shared.metrics {
+        metrics.claimed(took, got);
+    }
     for row in rows {
         let queue_slot = shared.queue_limits.slot(&row.queue);
         if let Some(slot) = queue_slot {
             shared.queue_limits.took(slot);
         }
-        let state = Arc::new(JobState::new(
-            row.lease(),
-            row.job_type.clone(),
-            queue_slot,
-            early,
-        ));
+        let mut state = JobState::new(row.lease(), row.job_type.clone(), queue_slot, early);
+        if let Some(metrics) = &shared.metrics {
+            let job = metrics.job(&row.queue, &row.job_type);
+            crate::metrics::Metrics::job_claimed(&job);
+            state.metrics = Some(job);
+        }
+        state.waited_at_claim = row
+            .claimed_at
+            .and_then(|claimed| (claimed - row.run_at).to_std().ok())
+            .unwrap_or_default();
+        let state = Arc::new(state);
         shared.inflight.insert(Arc::clone(&state));
         if shared.registry.get(&row.job_type).is_none() {
             if unhandled_types.insert(row.job_type.clone()) {
@@ -253,17 +262,19 @@ pub(crate) fn run(
         match db.run(&shared.health, |session| session.claim(&claim)) {
             Ok(rows) => {
                 backoff.reset();
-                let took = started.elapsed().as_micros().min(u128::from(u32::MAX)) as u64;
+                let took = started.elapsed();
+                let micros = took.as_micros().min(u128::from(u32::MAX)) as u64;
                 claim_micros = if claim_micros == 0 {
-                    took
+                    micros
                 } else {
-                    (claim_micros * 7 + took) / 8
+                    (claim_micros * 7 + micros) / 8
                 };
                 let got = rows.len();
                 last_claim = shared.micros_now();
                 if deliver(
                     &shared,
                     rows,
+                    took,
                     &jobs,
                     &hand_back.outcomes,
                     &mut unhandled_types,

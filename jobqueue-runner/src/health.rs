@@ -2,6 +2,7 @@
 //! outage is logged once.
 
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 use crate::shared::lock;
@@ -20,9 +21,16 @@ pub(crate) fn one_line(error: &dyn std::fmt::Display) -> String {
 #[derive(Debug, Default)]
 pub(crate) struct Health {
     down_since: Mutex<Option<Instant>>,
+    /// Connections of the runner's threads opened again after one was lost.
+    reconnects: AtomicU64,
 }
 
 impl Health {
+    /// Connections opened again after one was lost, by every thread.
+    pub(crate) fn reconnects(&self) -> u64 {
+        self.reconnects.load(Ordering::Relaxed)
+    }
+
     pub(crate) fn report_down(&self, who: &str, error: &dyn std::fmt::Display) {
         let mut down = lock(&self.down_since);
         if down.is_none() {
@@ -49,13 +57,17 @@ impl Health {
 /// counts as down from the second: a single failure is also what a new
 /// session the server ended as it started (a terminated backend) looks like.
 #[derive(Debug, Default)]
-pub(crate) struct ConnectFailures(u32);
+pub(crate) struct ConnectFailures {
+    in_a_row: u32,
+    /// The thread had a connection before.
+    connected_before: bool,
+}
 
 impl ConnectFailures {
     /// A connection attempt of `who` failed with `error`.
     pub(crate) fn failed(&mut self, health: &Health, who: &str, error: &dyn std::fmt::Display) {
-        self.0 += 1;
-        if self.0 >= 2 {
+        self.in_a_row += 1;
+        if self.in_a_row >= 2 {
             health.report_down(who, error);
         } else {
             log::info!("{who}: cannot connect ({}); trying again", one_line(error));
@@ -64,7 +76,11 @@ impl ConnectFailures {
 
     /// A connection attempt succeeded: the database answers.
     pub(crate) fn connected(&mut self, health: &Health) {
-        self.0 = 0;
+        self.in_a_row = 0;
+        if self.connected_before {
+            health.reconnects.fetch_add(1, Ordering::Relaxed);
+        }
+        self.connected_before = true;
         health.report_up();
     }
 }

@@ -19,6 +19,13 @@ pub(crate) struct JobState {
     pub(crate) queue_slot: Option<usize>,
     /// Claimed by an early claim (see `early.rs`).
     pub(crate) early: bool,
+    /// The metrics of its queue and type, when metrics are kept.
+    pub(crate) metrics: Option<Arc<crate::metrics::JobMetrics>>,
+    /// How long it waited from due to claimed (by the database's clock),
+    /// and when the claim returned (by this machine's): its queue time is
+    /// the one plus the time since the other when its handler starts.
+    pub(crate) waited_at_claim: Duration,
+    pub(crate) claim_returned: Instant,
     /// A cancel was requested (seen at a heartbeat or progress report).
     pub(crate) cancel: AtomicBool,
     /// The lease was lost: the job was recovered by someone else.
@@ -51,6 +58,9 @@ impl JobState {
             job_type,
             queue_slot,
             early,
+            metrics: None,
+            waited_at_claim: Duration::ZERO,
+            claim_returned: Instant::now(),
             cancel: AtomicBool::new(false),
             lost: AtomicBool::new(false),
             timed_out: AtomicBool::new(false),
@@ -73,6 +83,11 @@ impl JobState {
     pub(crate) fn start(&self, timeout: Option<Duration>) {
         let _ = self.started.set(Instant::now());
         let _ = self.timeout.set(timeout);
+    }
+
+    /// From due to now: how long the job waited for its handler.
+    pub(crate) fn queue_time(&self) -> Duration {
+        self.waited_at_claim + self.claim_returned.elapsed()
     }
 
     pub(crate) fn started(&self) -> Option<Instant> {

@@ -56,6 +56,7 @@ mod db;
 mod dispatch;
 mod early;
 mod error;
+mod exposition;
 mod fetcher;
 mod health;
 mod job_error;
@@ -65,8 +66,10 @@ mod listener;
 mod listener_tls;
 mod maintenance;
 mod messages;
+mod metrics;
 mod perform;
 mod periodic;
+mod queue_gauges;
 mod queue_limits;
 mod registry;
 mod runner;
@@ -77,7 +80,7 @@ mod worker;
 /// they ran.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 
-pub use config::RunnerConfig;
+pub use config::{MetricsMode, RunnerConfig};
 pub use context::JobContext;
 pub use counters::RunnerStats;
 pub use error::RunnerError;

@@ -58,6 +58,9 @@ pub(crate) fn run(shared: Arc<Shared>, stop: Receiver<()>, connection: ListenerC
                     if shared.config.queues.is_empty()
                         || shared.config.queues.iter().any(|q| q == queue)
                     {
+                        if let Some(metrics) = &shared.metrics {
+                            metrics.wakeups.inc();
+                        }
                         shared.announce();
                     }
                 }

@@ -134,6 +134,9 @@ fn rescue(shared: &Shared, db: &mut Db) {
         if !rescued.requeued.is_empty() {
             shared.wake_fetcher();
         }
+        if let Some(metrics) = &shared.metrics {
+            metrics.rescued.inc_by(rescued.total() as u64);
+        }
         Ok(rescued.total() as i64)
     });
 }

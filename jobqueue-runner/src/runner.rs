@@ -69,6 +69,11 @@ impl Runner {
             tls,
         };
         let config = self.config;
+        // Bound before anything starts: a taken address refuses the start.
+        let metrics_server = match config.metrics {
+            crate::MetricsMode::Serve(addr) => Some(crate::exposition::bind(addr)?),
+            _ => None,
+        };
         let pool = Pool::builder()
             .max_size(config.effective_handler_pool_size())
             .min_idle(Some(0))
@@ -106,6 +111,8 @@ impl Runner {
             queue_limits: crate::queue_limits::QueueLimits::new(&config),
             health: Health::default(),
             counters: Counters::default(),
+            metrics: (config.metrics != crate::MetricsMode::Off).then(crate::metrics::Metrics::new),
+            busy_workers: AtomicUsize::new(0),
             pool,
             shutdown: shutdown_rx.clone(),
             shutdown_at: std::sync::OnceLock::new(),
@@ -170,6 +177,26 @@ impl Runner {
                 crate::periodic::run(s, stop)
             })?);
         }
+        let registry = crate::exposition::registry(&shared).map(Arc::new);
+        if registry.is_some() {
+            let (s, stop) = (Arc::clone(&shared), last_rx.clone());
+            background.push(spawn("jobqueue-queue-gauges", move || {
+                crate::queue_gauges::run(s, stop)
+            })?);
+        }
+        if let (Some(server), Some(registry)) = (metrics_server, &registry) {
+            log::info!(
+                "serving metrics at http://{}/metrics",
+                server
+                    .server_addr()
+                    .to_ip()
+                    .map_or_else(|| "?".to_owned(), |a| a.to_string())
+            );
+            let (registry, stop) = (Arc::clone(registry), last_rx.clone());
+            background.push(spawn("jobqueue-metrics", move || {
+                crate::exposition::serve(server, registry, stop)
+            })?);
+        }
         let s = Arc::clone(&shared);
         background.push(spawn("jobqueue-maintenance", move || {
             crate::maintenance::run(s, last_rx)
@@ -191,6 +218,7 @@ impl Runner {
                 broadcast: Arc::new(Mutex::new(Some(shutdown_tx))),
             },
             shared,
+            registry,
             workers,
             unstarted: job_rx,
             threads: Some(Threads {
@@ -289,6 +317,8 @@ impl ShutdownTrigger {
 pub struct RunnerHandle {
     trigger: ShutdownTrigger,
     shared: Arc<Shared>,
+    /// The metrics, when kept.
+    registry: Option<Arc<prometheus_client::registry::Registry>>,
     workers: Arc<WorkerSet>,
     unstarted: JobReceiver,
     /// The threads to join; taken when the runner has been waited for.
@@ -323,6 +353,13 @@ impl RunnerHandle {
     /// The runner's counters so far.
     pub fn stats(&self) -> RunnerStats {
         self.shared.counters.snapshot()
+    }
+
+    /// The runner's Prometheus metrics as OpenMetrics text (what
+    /// `GET /metrics` answers), or `None` when `RunnerConfig::metrics` is
+    /// off. For an application that serves them from its own HTTP server.
+    pub fn metrics_text(&self) -> Option<String> {
+        self.registry.as_deref().map(crate::exposition::encode)
     }
 
     /// Jobs claimed by this runner and not yet finished.

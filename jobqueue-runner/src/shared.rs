@@ -34,6 +34,10 @@ pub(crate) struct Shared {
     pub(crate) queue_limits: crate::queue_limits::QueueLimits,
     pub(crate) health: Health,
     pub(crate) counters: Counters,
+    /// Prometheus metrics, when kept (see `RunnerConfig::metrics`).
+    pub(crate) metrics: Option<crate::metrics::Metrics>,
+    /// Workers running a handler now.
+    pub(crate) busy_workers: AtomicUsize,
     pub(crate) pool: HandlerPool,
     /// The shutdown broadcast: disconnected when shutdown begins (claiming
     /// stops; claimed jobs not yet started are handed back).

@@ -24,8 +24,18 @@ pub(crate) fn run(shared: Arc<Shared>, jobs: JobReceiver, outcomes: Sender<Outco
         shared
             .last_start
             .store(shared.micros_now(), Ordering::Relaxed);
+        let metrics = claimed.state.metrics.as_deref();
+        if let Some(metrics) = metrics {
+            metrics.started_after(claimed.state.queue_time());
+        }
+        shared.busy_workers.fetch_add(1, Ordering::Relaxed);
         let kind = execute(&shared, &claimed);
-        shared.note_job_time(started.elapsed());
+        shared.busy_workers.fetch_sub(1, Ordering::Relaxed);
+        let took = started.elapsed();
+        shared.note_job_time(took);
+        if let Some(metrics) = metrics {
+            metrics.handler_ran(took);
+        }
         let _ = outcomes.send(Outcome::new(&claimed.state, kind));
         if claimed.state.abandoned.load(Ordering::Acquire) {
             // Replaced by a new worker while this handler overran: bow out.
@@ -65,6 +75,9 @@ fn execute(shared: &Shared, claimed: &Claimed) -> OutcomeKind {
         Ok(Err(JobError::LeaseLost)) => OutcomeKind::Lost,
         Err(panic) => {
             Counters::add(&shared.counters.panicked, 1);
+            if let Some(metrics) = &state.metrics {
+                metrics.panicked();
+            }
             let message = panic
                 .downcast_ref::<&str>()
                 .map(|s| (*s).to_owned())

@@ -316,7 +316,7 @@ pub fn run(
         (JobStatus::Failed, 0),
         (JobStatus::Cancelled, 0),
     ];
-    for queue in jobqueue_core::queue_stats(&mut conn)? {
+    for queue in jobqueue_core::queue_stats(&mut conn, jobqueue_core::Counting::WithHistory)? {
         for (status, n) in &mut finals {
             *n += queue.count(*status);
         }

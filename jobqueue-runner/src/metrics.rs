@@ -1,0 +1,322 @@
+//! The runner's Prometheus metrics: what this runner did, by queue and job
+//! type, and the table-wide queue gauges when this runner computes them
+//! (see `queue_gauges.rs`).
+//!
+//! Families are `prometheus-client` handles (clones share their values):
+//! the runner's threads update them, and the exposition (see
+//! `exposition.rs`) encodes them with the values read at scrape time.
+//! Each job carries the handles of its queue and type ([`JobMetrics`]),
+//! looked up once when it is claimed, so the hot path takes no lock but the
+//! histograms' own.
+
+use std::collections::HashMap;
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, PoisonError, RwLock};
+use std::time::Duration;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::{Registry, Unit};
+
+/// Labels of what one job did.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(crate) struct JobLabels {
+    queue: String,
+    job_type: String,
+}
+
+/// Labels of a job's end (or hand-back).
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(crate) struct OutcomeLabels {
+    queue: String,
+    job_type: String,
+    outcome: &'static str,
+}
+
+/// Labels of a table-wide queue gauge.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(crate) struct QueueLabels {
+    pub(crate) queue: String,
+}
+
+/// Labels of a queue's job count by state.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(crate) struct QueueStateLabels {
+    pub(crate) queue: String,
+    pub(crate) state: &'static str,
+}
+
+/// What became of a claimed job, as counted in `jobqueue_job_outcomes_total`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Outcome {
+    Completed,
+    Retried,
+    Failed,
+    Cancelled,
+    Snoozed,
+    LeaseLost,
+    Released,
+    Unhandled,
+}
+
+impl Outcome {
+    const ALL: [Outcome; 8] = [
+        Outcome::Completed,
+        Outcome::Retried,
+        Outcome::Failed,
+        Outcome::Cancelled,
+        Outcome::Snoozed,
+        Outcome::LeaseLost,
+        Outcome::Released,
+        Outcome::Unhandled,
+    ];
+
+    fn label(self) -> &'static str {
+        match self {
+            Outcome::Completed => "completed",
+            Outcome::Retried => "retried",
+            Outcome::Failed => "failed",
+            Outcome::Cancelled => "cancelled",
+            Outcome::Snoozed => "snoozed",
+            Outcome::LeaseLost => "lease_lost",
+            Outcome::Released => "released",
+            Outcome::Unhandled => "unhandled",
+        }
+    }
+}
+
+/// The handles of one queue and job type, carried by each of its jobs.
+#[derive(Debug)]
+pub(crate) struct JobMetrics {
+    claimed: Counter,
+    panics: Counter,
+    handler: Histogram,
+    queue_time: Histogram,
+    outcomes: [Counter; Outcome::ALL.len()],
+}
+
+impl JobMetrics {
+    /// The handler ran for `took`.
+    pub(crate) fn handler_ran(&self, took: Duration) {
+        self.handler.observe(took.as_secs_f64());
+    }
+
+    /// The job started `waited` after it was due.
+    pub(crate) fn started_after(&self, waited: Duration) {
+        self.queue_time.observe(waited.as_secs_f64());
+    }
+
+    /// The handler panicked.
+    pub(crate) fn panicked(&self) {
+        self.panics.inc();
+    }
+
+    /// The job's outcome was written (or, for `LeaseLost`, found lost).
+    pub(crate) fn ended(&self, outcome: Outcome) {
+        if let Some(i) = Outcome::ALL.iter().position(|o| *o == outcome) {
+            self.outcomes[i].inc();
+        }
+    }
+}
+
+/// Buckets of durations from 0.5 ms to about 65 s, doubling.
+fn seconds_histogram() -> Histogram {
+    Histogram::new(exponential_buckets(0.0005, 2.0, 18))
+}
+
+/// The table-wide queue gauges, set by the runner that computes them.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct QueueGaugeFamilies {
+    /// Jobs by queue and state (due, scheduled, unhandled, held, failed).
+    pub(crate) jobs: Family<QueueStateLabels, Gauge>,
+    /// Age of each queue's oldest due job (0 when none is due).
+    pub(crate) oldest_due: Family<QueueLabels, Gauge<f64, AtomicU64>>,
+    /// 1 for a paused queue.
+    pub(crate) paused: Family<QueueLabels, Gauge>,
+    /// 1 while this runner computes the table-wide gauges.
+    pub(crate) leader: Gauge,
+    /// How long the last computation took.
+    pub(crate) refresh: Gauge<f64, AtomicU64>,
+}
+
+/// Every metric a runner keeps.
+#[derive(Debug)]
+pub(crate) struct Metrics {
+    claimed: Family<JobLabels, Counter>,
+    outcomes: Family<OutcomeLabels, Counter>,
+    panics: Family<JobLabels, Counter>,
+    handler: Family<JobLabels, Histogram, fn() -> Histogram>,
+    queue_time: Family<JobLabels, Histogram, fn() -> Histogram>,
+    claim_duration: Histogram,
+    claim_batch: Histogram,
+    pub(crate) empty_claims: Counter,
+    pub(crate) wakeups: Counter,
+    pub(crate) rescued: Counter,
+    pub(crate) queues: QueueGaugeFamilies,
+    /// The handles by queue, then job type.
+    by_job: RwLock<HashMap<String, HashMap<String, Arc<JobMetrics>>>>,
+}
+
+impl Metrics {
+    pub(crate) fn new() -> Self {
+        Metrics {
+            claimed: Family::default(),
+            outcomes: Family::default(),
+            panics: Family::default(),
+            handler: Family::new_with_constructor(seconds_histogram),
+            queue_time: Family::new_with_constructor(seconds_histogram),
+            claim_duration: Histogram::new(exponential_buckets(0.0001, 2.0, 16)),
+            claim_batch: Histogram::new(exponential_buckets(1.0, 2.0, 14)),
+            empty_claims: Counter::default(),
+            wakeups: Counter::default(),
+            rescued: Counter::default(),
+            queues: QueueGaugeFamilies::default(),
+            by_job: RwLock::new(HashMap::new()),
+        }
+    }
+
+    /// The handles of `queue` and `job_type`, made on first use (with every
+    /// outcome at 0, so each series exists before its first increment).
+    pub(crate) fn job(&self, queue: &str, job_type: &str) -> Arc<JobMetrics> {
+        if let Some(found) = self
+            .by_job
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(queue)
+            .and_then(|types| types.get(job_type))
+        {
+            return Arc::clone(found);
+        }
+        let labels = JobLabels {
+            queue: queue.to_owned(),
+            job_type: job_type.to_owned(),
+        };
+        let made = Arc::new(JobMetrics {
+            claimed: self.claimed.get_or_create_owned(&labels),
+            panics: self.panics.get_or_create_owned(&labels),
+            handler: self.handler.get_or_create_owned(&labels),
+            queue_time: self.queue_time.get_or_create_owned(&labels),
+            outcomes: Outcome::ALL.map(|outcome| {
+                self.outcomes.get_or_create_owned(&OutcomeLabels {
+                    queue: queue.to_owned(),
+                    job_type: job_type.to_owned(),
+                    outcome: outcome.label(),
+                })
+            }),
+        });
+        let mut by_job = self.by_job.write().unwrap_or_else(PoisonError::into_inner);
+        Arc::clone(
+            by_job
+                .entry(labels.queue)
+                .or_default()
+                .entry(labels.job_type)
+                .or_insert(made),
+        )
+    }
+
+    /// A claim took `took` and returned `jobs` jobs.
+    pub(crate) fn claimed(&self, took: Duration, jobs: usize) {
+        self.claim_duration.observe(took.as_secs_f64());
+        self.claim_batch.observe(jobs as f64);
+        if jobs == 0 {
+            self.empty_claims.inc();
+        }
+    }
+
+    /// A job of `job` was claimed.
+    pub(crate) fn job_claimed(job: &JobMetrics) {
+        job.claimed.inc();
+    }
+
+    /// Registers every family in `registry` (names get the `jobqueue_`
+    /// prefix, counters `_total`, durations `_seconds`).
+    pub(crate) fn register(&self, registry: &mut Registry) {
+        registry.register(
+            "jobs_claimed",
+            "Jobs claimed by this runner",
+            self.claimed.clone(),
+        );
+        registry.register(
+            "job_outcomes",
+            "What became of the jobs this runner claimed: completed, retried, failed, \
+             cancelled, snoozed, lease_lost (another runner recovered the job first), \
+             released (handed back unstarted), unhandled (set aside: no handler)",
+            self.outcomes.clone(),
+        );
+        registry.register(
+            "handler_panics",
+            "Handler panics caught (each also fails or retries its attempt)",
+            self.panics.clone(),
+        );
+        registry.register_with_unit(
+            "job_duration",
+            "How long handlers ran",
+            Unit::Seconds,
+            self.handler.clone(),
+        );
+        registry.register_with_unit(
+            "job_queue_time",
+            "From when a job was due (its run_at) to when its handler started",
+            Unit::Seconds,
+            self.queue_time.clone(),
+        );
+        registry.register_with_unit(
+            "claim_duration",
+            "Round trip of one claim statement",
+            Unit::Seconds,
+            self.claim_duration.clone(),
+        );
+        registry.register(
+            "claim_batch_size",
+            "Jobs returned by one claim statement",
+            self.claim_batch.clone(),
+        );
+        registry.register(
+            "claims_empty",
+            "Claims that found no due job",
+            self.empty_claims.clone(),
+        );
+        registry.register(
+            "notify_wakeups",
+            "Notifications of new due jobs in this runner's queues",
+            self.wakeups.clone(),
+        );
+        registry.register(
+            "jobs_rescued",
+            "Jobs whose lease expired (their runner died or froze), recovered by this runner",
+            self.rescued.clone(),
+        );
+        let queues = &self.queues;
+        registry.register(
+            "queue_jobs",
+            "Jobs per queue and state (due, scheduled, unhandled, held, failed), for every \
+             known queue; exported by the one runner that computes the table-wide gauges",
+            queues.jobs.clone(),
+        );
+        registry.register_with_unit(
+            "queue_oldest_due_age",
+            "How long the oldest due job of each queue has waited past its run_at (0: none due)",
+            Unit::Seconds,
+            queues.oldest_due.clone(),
+        );
+        registry.register(
+            "queue_paused",
+            "1 for a paused queue",
+            queues.paused.clone(),
+        );
+        registry.register(
+            "queue_gauges_leader",
+            "1 while this runner computes the table-wide queue gauges",
+            queues.leader.clone(),
+        );
+        registry.register_with_unit(
+            "queue_gauges_refresh",
+            "How long the last computation of the queue gauges took",
+            Unit::Seconds,
+            queues.refresh.clone(),
+        );
+    }
+}

@@ -1,0 +1,1 @@
+DROP INDEX jobqueue_jobs_failed_idx;

@@ -1,0 +1,298 @@
+//! Prometheus metrics: runner processes serve what they did by queue and
+//! type, one of them the table-wide queue gauges (zero-filled, handed on
+//! when it dies), and a metrics address that cannot be bound refuses the
+//! start.
+
+use std::time::Duration;
+
+use diesel::RunQueryDsl;
+use jobqueue_core::{JobOptions, NewJob, enqueue_many};
+use jobqueue_runner::{MetricsMode, Registry, Runner, RunnerConfig};
+use jobqueue_tests::fault::{Proc, runner_flags};
+use jobqueue_tests::jobs::{Noop, Panic};
+use jobqueue_tests::{TestDb, count_where, run_cli, wait_for, wait_no_live_jobs};
+use jobqueue_tools::postgres::free_port;
+
+const WORKER: &str = env!("CARGO_BIN_EXE_jobqueue-test-worker");
+
+/// A runner process serving metrics on a port of its own.
+struct MetricsRunner {
+    proc: Proc,
+    port: u16,
+}
+
+impl MetricsRunner {
+    fn start(db: &TestDb, name: &str) -> Self {
+        let port = free_port().expect("a free port");
+        let addr = format!("127.0.0.1:{port}");
+        let flags = runner_flags(&[("metrics-addr", &addr), ("metrics-refresh-secs", "0.2")]);
+        let proc = Proc::runner(WORKER, &db.url, name, &flags);
+        let runner = MetricsRunner { proc, port };
+        wait_for("the metrics endpoint", Duration::from_secs(20), || {
+            runner.try_scrape().is_some()
+        });
+        runner
+    }
+
+    fn try_scrape(&self) -> Option<String> {
+        let url = format!("http://127.0.0.1:{}/metrics", self.port);
+        let mut response = ureq::get(&url).call().ok()?;
+        response.body_mut().read_to_string().ok()
+    }
+
+    fn scrape(&self) -> Scrape {
+        Scrape(self.try_scrape().expect("the metrics endpoint answers"))
+    }
+}
+
+/// One page of OpenMetrics text.
+struct Scrape(String);
+
+impl Scrape {
+    /// The value of the series `name` whose labels include `labels`.
+    fn value(&self, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+        self.0.lines().find_map(|line| {
+            let (series, value) = line.rsplit_once(' ')?;
+            let (series_name, series_labels) = match series.split_once('{') {
+                Some((n, l)) => (n, l.trim_end_matches('}')),
+                None => (series, ""),
+            };
+            let matches = series_name == name
+                && labels.iter().all(|(k, v)| {
+                    series_labels
+                        .split(',')
+                        .any(|pair| pair == format!("{k}=\"{v}\""))
+                });
+            matches.then(|| value.parse().ok()).flatten()
+        })
+    }
+
+    fn get(&self, name: &str, labels: &[(&str, &str)]) -> f64 {
+        self.value(name, labels)
+            .unwrap_or_else(|| panic!("no {name} {labels:?} in:\n{}", self.0))
+    }
+}
+
+/// Enqueues `jobs` with `options`.
+fn put_many<J: jobqueue_core::Job>(
+    conn: &mut diesel::PgConnection,
+    jobs: &[J],
+    options: &JobOptions,
+) {
+    let new: Vec<NewJob> = jobs
+        .iter()
+        .map(|job| NewJob::from_job(job, options.clone()).expect("a valid job"))
+        .collect();
+    enqueue_many(conn, &new).expect("enqueue");
+}
+
+fn noops(n: u64) -> Vec<Noop> {
+    (0..n).map(|n| Noop { n }).collect()
+}
+
+fn jobs(labels: (&'static str, &'static str)) -> [(&'static str, &'static str); 2] {
+    [("queue", labels.0), ("job_type", labels.1)]
+}
+
+#[test]
+fn a_runner_serves_what_it_did_by_queue_and_type_and_the_queue_gauges() {
+    let (db, mut conn) = TestDb::with_side_tables();
+    let runner = MetricsRunner::start(&db, "metrics-one");
+    put_many(&mut conn, &noops(20), &JobOptions::new().queue("mail"));
+    let panics: Vec<Panic> = (0..3).map(|_| Panic {}).collect();
+    put_many(&mut conn, &panics, &JobOptions::new().queue("media"));
+    wait_no_live_jobs(&mut conn, Duration::from_secs(30));
+    assert_eq!(count_where(&mut conn, "status = 'failed'"), 3);
+
+    let mail = jobs(("mail", "test.noop"));
+    let media = jobs(("media", "test.panic"));
+    let outcome = |labels: [(&'static str, &'static str); 2], outcome: &'static str| {
+        let [q, t] = labels;
+        [q, t, ("outcome", outcome)]
+    };
+    // The counters are final once the outcomes are written, and the queue
+    // gauges follow within a refresh.
+    wait_for(
+        "the gauges of the drained queues",
+        Duration::from_secs(10),
+        || {
+            let page = runner.scrape();
+            page.value(
+                "jobqueue_queue_jobs",
+                &[("queue", "media"), ("state", "failed")],
+            ) == Some(3.0)
+                && page.value(
+                    "jobqueue_queue_jobs",
+                    &[("queue", "mail"), ("state", "due")],
+                ) == Some(0.0)
+        },
+    );
+    let page = runner.scrape();
+    assert_eq!(page.get("jobqueue_jobs_claimed_total", &mail), 20.0);
+    assert_eq!(
+        page.get("jobqueue_job_outcomes_total", &outcome(mail, "completed")),
+        20.0
+    );
+    assert_eq!(
+        page.get("jobqueue_job_outcomes_total", &outcome(mail, "failed")),
+        0.0,
+        "every outcome series exists from the first job on"
+    );
+    // Two attempts each: one retried, then failed for good.
+    assert_eq!(page.get("jobqueue_jobs_claimed_total", &media), 6.0);
+    assert_eq!(
+        page.get("jobqueue_job_outcomes_total", &outcome(media, "retried")),
+        3.0
+    );
+    assert_eq!(
+        page.get("jobqueue_job_outcomes_total", &outcome(media, "failed")),
+        3.0
+    );
+    assert_eq!(page.get("jobqueue_handler_panics_total", &media), 6.0);
+    assert_eq!(page.get("jobqueue_job_duration_seconds_count", &mail), 20.0);
+    assert_eq!(
+        page.get("jobqueue_job_queue_time_seconds_count", &mail),
+        20.0
+    );
+    assert!(page.get("jobqueue_claim_duration_seconds_count", &[]) >= 2.0);
+    assert!(page.get("jobqueue_claim_batch_size_sum", &[]) >= 26.0);
+    assert_eq!(page.get("jobqueue_workers", &[("state", "idle")]), 4.0);
+    assert_eq!(page.get("jobqueue_jobs_held", &[]), 0.0);
+    assert_eq!(page.get("jobqueue_queue_gauges_leader", &[]), 1.0);
+    assert_eq!(
+        page.get("jobqueue_runner", &[("worker_id", "metrics-one")]),
+        1.0
+    );
+    assert!(
+        page.0.ends_with("# EOF\n"),
+        "OpenMetrics text ends with # EOF"
+    );
+
+    // A queue that empties reads 0, not its last depth: jobs scheduled for
+    // later show, then, deleted, read 0 while the queue is still exported.
+    let later = JobOptions::new()
+        .queue("later")
+        .run_at(chrono::Utc::now() + chrono::Duration::hours(1));
+    put_many(&mut conn, &noops(5), &later);
+    let scheduled = [("queue", "later"), ("state", "scheduled")];
+    wait_for("the scheduled gauge", Duration::from_secs(10), || {
+        runner.scrape().value("jobqueue_queue_jobs", &scheduled) == Some(5.0)
+    });
+    diesel::sql_query("DELETE FROM jobqueue_jobs WHERE queue = 'later'")
+        .execute(&mut conn)
+        .expect("delete");
+    wait_for(
+        "the emptied queue to read 0",
+        Duration::from_secs(10),
+        || runner.scrape().value("jobqueue_queue_jobs", &scheduled) == Some(0.0),
+    );
+
+    // Anything but GET /metrics is a 404 that says where the metrics are.
+    let other = ureq::get(&format!("http://127.0.0.1:{}/", runner.port)).call();
+    assert!(
+        matches!(other, Err(ureq::Error::StatusCode(404))),
+        "{other:?}"
+    );
+    runner.proc.signal("TERM");
+}
+
+#[test]
+fn one_runner_computes_the_queue_gauges_and_another_takes_over_when_it_dies() {
+    let db = TestDb::new();
+    let mut conn = db.conn();
+    let first = MetricsRunner::start(&db, "gauges-first");
+    let second = MetricsRunner::start(&db, "gauges-second");
+    let later = JobOptions::new()
+        .queue("held-back")
+        .run_at(chrono::Utc::now() + chrono::Duration::hours(1));
+    put_many(&mut conn, &noops(7), &later);
+    let scheduled = [("queue", "held-back"), ("state", "scheduled")];
+    let leads = |r: &MetricsRunner| r.scrape().value("jobqueue_queue_gauges_leader", &[]);
+    wait_for("exactly one leader", Duration::from_secs(10), || {
+        let (a, b) = (leads(&first), leads(&second));
+        matches!((a, b), (Some(1.0), Some(0.0)) | (Some(0.0), Some(1.0)))
+    });
+    let (leader, other) = if leads(&first) == Some(1.0) {
+        (first, second)
+    } else {
+        (second, first)
+    };
+    wait_for("the leader's gauges", Duration::from_secs(10), || {
+        leader.scrape().value("jobqueue_queue_jobs", &scheduled) == Some(7.0)
+    });
+    assert_eq!(
+        other.scrape().value("jobqueue_queue_jobs", &scheduled),
+        None,
+        "only the leader exports the table-wide gauges"
+    );
+    // Its session ends with it, and the advisory lock with the session.
+    leader.proc.signal("KILL");
+    wait_for(
+        "the other runner to take over",
+        Duration::from_secs(15),
+        || {
+            let page = other.scrape();
+            page.value("jobqueue_queue_gauges_leader", &[]) == Some(1.0)
+                && page.value("jobqueue_queue_jobs", &scheduled) == Some(7.0)
+        },
+    );
+    other.proc.signal("TERM");
+}
+
+#[test]
+fn a_metrics_address_that_cannot_be_bound_refuses_the_start() {
+    let db = TestDb::new();
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = taken.local_addr().expect("address").to_string();
+    let args = [
+        "work",
+        "--worker-id",
+        "metrics-refused",
+        "--metrics-addr",
+        addr.as_str(),
+    ];
+    let (code, _, err) = run_cli(WORKER, &db.url, &args);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains(&format!("cannot serve metrics on {addr}")),
+        "{err}"
+    );
+    let mut conn = db.conn();
+    assert_eq!(
+        count_where(&mut conn, "true"),
+        0,
+        "nothing enqueued or claimed"
+    );
+    let registered: i64 =
+        jobqueue_tests::scalar(&mut conn, "SELECT count(*) AS n FROM jobqueue_runners");
+    assert_eq!(registered, 0, "the refused runner never registered");
+
+    // Not an address at all: a wrong command line, said before connecting.
+    let (code, _, err) = run_cli(WORKER, &db.url, &["work", "--metrics-addr", "localhost"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("--metrics-addr"), "{err}");
+}
+
+#[test]
+fn an_embedding_application_reads_the_metrics_text_when_kept() {
+    let db = TestDb::new();
+    let registry = Registry::new().register::<Noop>();
+    let off = Runner::new(RunnerConfig::new(&db.url), registry.clone())
+        .start()
+        .expect("start");
+    assert_eq!(off.metrics_text(), None, "off by default");
+    off.shutdown();
+    let mut config = RunnerConfig::new(&db.url);
+    config.metrics = MetricsMode::Keep;
+    let kept = Runner::new(config, registry).start().expect("start");
+    let text = kept.metrics_text().expect("kept");
+    assert!(
+        text.contains("# TYPE jobqueue_claims_empty counter"),
+        "{text}"
+    );
+    assert!(
+        text.contains("jobqueue_workers{state=\"idle\"} 8"),
+        "{text}"
+    );
+    kept.shutdown();
+}
