@@ -446,8 +446,8 @@ fn cancel_retry_prune() {
 fn every_subcommand_has_help() {
     let db = TestDb::new();
     for sub in [
-        "migrate", "work", "enqueue", "list", "show", "stats", "retry", "cancel", "prune", "demo",
-        "bench",
+        "migrate", "work", "enqueue", "list", "show", "stats", "retry", "cancel", "prune", "queue",
+        "cron", "runners", "doctor", "demo", "bench",
     ] {
         let help = ok(&db, &[sub, "--help"]);
         assert!(help.contains("Usage"), "{sub} --help: {help}");

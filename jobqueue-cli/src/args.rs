@@ -67,6 +67,15 @@ pub(crate) enum Command {
     /// binaries declare).
     #[command(subcommand)]
     Cron(CronCommand),
+    /// Check the database for what hurts a queue: ok, warn or fail per check.
+    ///
+    /// What holds back vacuum (transactions, replication slots, prepared
+    /// transactions), dead rows, the fetch index and the claim's plan,
+    /// leases nobody recovers, jobs and queues no live runner works, the
+    /// NOTIFY queue, connections: one line per check, with the evidence and
+    /// what to do. Exits 0 when no check fails (warnings alone included), 1
+    /// when one does.
+    Doctor(crate::doctor::DoctorArgs),
 }
 
 /// `jobqueue cron ...`.

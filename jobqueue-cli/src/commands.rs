@@ -29,6 +29,7 @@ pub(crate) fn run(url: &str, command: Command, registry: Registry) -> Result<()>
         Command::Queue(queue_command) => queue(url, queue_command),
         Command::Cron(cron_command) => cron(url, cron_command),
         Command::Runners => runners(url),
+        Command::Doctor(doctor_args) => crate::doctor::run(url, doctor_args),
     }
 }
 

@@ -1,7 +1,7 @@
 //! The `jobqueue` command line for an application's own worker binary:
 //! `migrate`, `work`, `enqueue`, `list`, `show`, `stats`, `retry`, `cancel`,
-//! `prune`, `queue` (pause, resume, limit, list), with the application's
-//! handlers for `work`.
+//! `prune`, `queue` (pause, resume, limit, list), `doctor`, with the
+//! application's handlers for `work`.
 //!
 //! ```no_run
 //! use jobqueue_core::Job;
@@ -29,6 +29,7 @@
 
 mod args;
 mod commands;
+mod doctor;
 mod error;
 
 use std::ffi::OsString;

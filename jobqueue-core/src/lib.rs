@@ -49,6 +49,7 @@ mod admin;
 mod cancel;
 mod claim;
 mod cron_schedule;
+mod doctor;
 mod enqueue;
 mod error;
 mod finish;
@@ -82,6 +83,7 @@ pub use admin::{JobFilter, list_jobs, retry_failed, retry_job};
 pub use cancel::{CancelOutcome, cancel};
 pub use claim::{Claim, DEFAULT_LEASE, GlobalLimits, claim};
 pub use cron_schedule::CronSchedule;
+pub use doctor::{Check, CheckStatus, DoctorOptions, doctor};
 pub use enqueue::{Enqueued, NOTIFY_DEBOUNCE, enqueue, enqueue_many};
 pub use error::{Error, Result};
 pub use finish::{

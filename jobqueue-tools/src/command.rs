@@ -39,8 +39,9 @@ pub struct BenchArgs {
     /// Small sizes, for a smoke test (figures not comparable).
     #[arg(long)]
     quick: bool,
-    /// Only these measurements, comma-separated: bulk, txn, burn, floor,
-    /// drain, pickup, history, isolation, steady, footprint.
+    /// Only these measurements, comma-separated: bulk, txn, burn, metrics,
+    /// floor, drain, pickup, history, isolation, steady, fleet, footprint,
+    /// limit, fair, scale.
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
     /// Database to create for the bench (dropped at the end; a database of

@@ -129,6 +129,8 @@ pub struct PrivateCluster {
     bin_dir: PathBuf,
     /// `Some(user)` when running as root: the cluster is run as this user.
     run_as: Option<String>,
+    /// `-c name=value` settings added at every start (see [`Self::with_setting`]).
+    settings: Vec<(String, String)>,
 }
 
 /// How to stop a cluster (`pg_ctl stop -m MODE`).
@@ -154,7 +156,18 @@ impl PrivateCluster {
             port,
             bin_dir: find_bin_dir().ok_or(ServerError::NoBinaries)?,
             run_as,
+            settings: Vec::new(),
         })
+    }
+
+    /// Starts the server with `name = value` (a word, no spaces or quotes)
+    /// on its command line, after the defaults, so it overrides them
+    /// (`max_connections` too) and whatever `postgresql.conf` says: for a
+    /// test cluster that needs settings of its own (`wal_level`,
+    /// `max_prepared_transactions`, a small `max_connections`).
+    pub fn with_setting(mut self, name: &str, value: &str) -> Self {
+        self.settings.push((name.to_owned(), value.to_owned()));
+        self
     }
 
     /// The port it serves.
@@ -252,11 +265,14 @@ impl PrivateCluster {
 
     /// Starts the server (it must be initialized and stopped).
     pub fn start(&self) -> Result<(), ServerError> {
-        let options = format!(
+        let mut options = format!(
             "-p {} -c listen_addresses=127.0.0.1 -c unix_socket_directories='{}' -c max_connections=300",
             self.port,
             self.base.display()
         );
+        for (name, value) in &self.settings {
+            options.push_str(&format!(" -c {name}={value}"));
+        }
         let log = self.base.join("server.log");
         self.run(
             "pg_ctl",

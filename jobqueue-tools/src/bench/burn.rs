@@ -20,6 +20,29 @@ fn jobs_for(sizes: &Sizes, workers: usize) -> usize {
     sizes.burn_jobs.min(workers * 25_000)
 }
 
+/// One burn-down of `n` fresh no-op jobs by a runner configured as
+/// `config`; returns jobs/s.
+fn burn_once(conn: &mut PgConnection, config: RunnerConfig, n: usize) -> Result<f64, ToolError> {
+    reset(conn)?;
+    insert(conn, &build(n)?)?;
+    let workers = config.concurrency;
+    let started = Instant::now();
+    let runner = Runner::new(config, super::registry()).start()?;
+    let deadline = started + Duration::from_secs(600);
+    while (runner.stats().completed as usize) < n {
+        if Instant::now() > deadline {
+            runner.shutdown();
+            return Err(ToolError::Usage(format!(
+                "burn-down at {workers} workers did not finish"
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    let rate = n as f64 / started.elapsed().as_secs_f64();
+    runner.shutdown();
+    Ok(rate)
+}
+
 pub(crate) fn burn_down(url: &str, sizes: &Sizes, runs: usize) -> Result<Vec<Row>, ToolError> {
     let mut conn = PgConnection::establish(url).map_err(db)?;
     let mut rows = Vec::new();
@@ -27,23 +50,8 @@ pub(crate) fn burn_down(url: &str, sizes: &Sizes, runs: usize) -> Result<Vec<Row
         let n = jobs_for(sizes, workers);
         let mut rates = Vec::new();
         for _ in 0..runs {
-            reset(&mut conn)?;
-            insert(&mut conn, &build(n)?)?;
             let config = RunnerConfig::new(url).concurrency(workers);
-            let started = Instant::now();
-            let runner = Runner::new(config, super::registry()).start()?;
-            let deadline = started + Duration::from_secs(600);
-            while (runner.stats().completed as usize) < n {
-                if Instant::now() > deadline {
-                    runner.shutdown();
-                    return Err(ToolError::Usage(format!(
-                        "burn-down at {workers} workers did not finish"
-                    )));
-                }
-                std::thread::sleep(Duration::from_millis(2));
-            }
-            rates.push(n as f64 / started.elapsed().as_secs_f64());
-            runner.shutdown();
+            rates.push(burn_once(&mut conn, config, n)?);
         }
         rows.push(Row::new(
             format!("burn-down, {workers} workers, {n} jobs"),
@@ -52,6 +60,48 @@ pub(crate) fn burn_down(url: &str, sizes: &Sizes, runs: usize) -> Result<Vec<Row
         ));
     }
     Ok(rows)
+}
+
+/// Workers of the metrics-cost burn-down: the busiest count of the
+/// burn-down rows short of the largest, where per-job overhead shows most.
+const METRICS_WORKERS: usize = 32;
+
+/// Burn-down with metrics kept (and served) against the same without, run
+/// in alternating order so neither side gets the warmer cache.
+pub(crate) fn metrics_cost(url: &str, sizes: &Sizes, runs: usize) -> Result<Vec<Row>, ToolError> {
+    let mut conn = PgConnection::establish(url).map_err(db)?;
+    let n = jobs_for(sizes, METRICS_WORKERS);
+    let (mut off, mut on, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
+    for run in 0..runs {
+        let plain = RunnerConfig::new(url).concurrency(METRICS_WORKERS);
+        let mut kept = plain.clone();
+        // Served on a port the system picks, so a scraper could read it.
+        kept.metrics = jobqueue_runner::MetricsMode::Serve(([127, 0, 0, 1], 0).into());
+        let (a, b) = if run % 2 == 0 {
+            let a = burn_once(&mut conn, plain, n)?;
+            (a, burn_once(&mut conn, kept, n)?)
+        } else {
+            let b = burn_once(&mut conn, kept, n)?;
+            (burn_once(&mut conn, plain, n)?, b)
+        };
+        off.push(a);
+        on.push(b);
+        ratios.push(b / a);
+    }
+    Ok(vec![
+        Row::new(
+            format!("burn-down, {METRICS_WORKERS} workers, metrics off"),
+            "jobs/s",
+            off,
+        ),
+        Row::new(
+            format!("burn-down, {METRICS_WORKERS} workers, metrics on"),
+            "jobs/s",
+            on,
+        )
+        .note("counters, histograms and queue gauges kept and served"),
+        Row::new("burn-down with metrics / without", "ratio", ratios).note("target ≥ 0.97"),
+    ])
 }
 
 pub(crate) fn floor(url: &str, sizes: &Sizes, runs: usize) -> Result<Row, ToolError> {

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use diesel::{Connection, PgConnection, RunQueryDsl};
 use jobqueue_core::{Job, JobOptions, NewJob};
 
-use super::noop::{self, BenchNoop};
+use super::noop::{self, BenchNoop, BenchWork};
 use super::{Row, Sizes, count, db, quantile, reset};
 use jobqueue_runner::{Runner, RunnerConfig};
 
@@ -171,5 +171,107 @@ pub(crate) fn steady(
         Row::new(format!("{label}: pickup p95"), "ms", p95s),
         Row::new(format!("{label}: dead tuples at end"), "tuples", deads)
             .note("pg_stat_user_tables, autovacuum on"),
+    ])
+}
+
+/// The fleet's steady load: producer ticks, runners, workers per runner,
+/// job length.
+const FLEET_TICK: Duration = Duration::from_millis(25);
+const FLEET_RUNNERS: usize = 2;
+const FLEET_WORKERS: usize = 16;
+const FLEET_JOB: Duration = Duration::from_millis(1);
+/// The most jobs one producer transaction inserts.
+const FLEET_MOST_PER_TICK: usize = 128;
+
+/// Queue time at a steady, light load on a fleet: a producer inserting a
+/// batch every 25 ms (one transaction each) at `rate` jobs/s, two runners
+/// of 16 workers each, jobs of 1 ms. Reports commit → handler start
+/// p50/p95/p99, against the idle pickup of the same runners measured in
+/// the same run (one job at a time).
+pub(crate) fn fleet(
+    url: &str,
+    rate: u32,
+    duration: Duration,
+    runs: usize,
+) -> Result<Vec<Row>, ToolError> {
+    let mut conn = PgConnection::establish(url).map_err(db)?;
+    let per_tick =
+        ((rate as f64 * FLEET_TICK.as_secs_f64()).round() as usize).clamp(1, FLEET_MOST_PER_TICK);
+    let mut rows: [Vec<f64>; 4] = Default::default();
+    let mut idle_p99 = Vec::new();
+    for _ in 0..runs {
+        reset(&mut conn)?;
+        let runners = (0..FLEET_RUNNERS)
+            .map(|_| {
+                let config = RunnerConfig::new(url).concurrency(FLEET_WORKERS);
+                Runner::new(config, super::registry()).start()
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        std::thread::sleep(Duration::from_millis(500));
+        noop::record_starts();
+        let micros = FLEET_JOB.as_micros() as u64;
+        // Idle: one job at a time, each after the last started.
+        let mut commits = HashMap::new();
+        let mut seq = 0u64;
+        for _ in 0..100 {
+            seq += 1;
+            BenchWork { seq, micros }.enqueue(&mut conn)?;
+            commits.insert(seq, Instant::now());
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        wait_started(&commits, Duration::from_secs(10));
+        idle_p99.push(quantile(&latencies(&commits, &noop::take_starts()), 0.99));
+        noop::record_starts();
+        let mut commits = HashMap::new();
+        let started = Instant::now();
+        let mut next = started;
+        while started.elapsed() < duration {
+            let batch: Vec<NewJob> = (0..per_tick)
+                .map(|_| {
+                    seq += 1;
+                    NewJob::from_job(&BenchWork { seq, micros }, JobOptions::new())
+                })
+                .collect::<Result<_, _>>()?;
+            conn.transaction(|conn| jobqueue_core::enqueue_many(conn, &batch))?;
+            let committed = Instant::now();
+            for job_seq in seq + 1 - per_tick as u64..=seq {
+                commits.insert(job_seq, committed);
+            }
+            next += FLEET_TICK;
+            std::thread::sleep(next.saturating_duration_since(Instant::now()));
+        }
+        let produced = commits.len() as f64 / started.elapsed().as_secs_f64();
+        wait_started(&commits, Duration::from_secs(30));
+        let lat = latencies(&commits, &noop::take_starts());
+        for runner in runners {
+            runner.shutdown();
+        }
+        if lat.len() < commits.len() {
+            return Err(ToolError::Usage(format!(
+                "fleet: only {} of {} jobs started",
+                lat.len(),
+                commits.len()
+            )));
+        }
+        rows[0].push(produced);
+        rows[1].push(quantile(&lat, 0.50));
+        rows[2].push(quantile(&lat, 0.95));
+        rows[3].push(quantile(&lat, 0.99));
+    }
+    let label = format!("fleet {rate} jobs/s, {FLEET_RUNNERS}×{FLEET_WORKERS} workers, 1 ms jobs");
+    let [rates, p50, p95, p99] = rows;
+    let ratios = p99.iter().zip(&idle_p99).map(|(a, b)| a / b).collect();
+    Ok(vec![
+        Row::new(format!("{label}: produced"), "jobs/s", rates).note(format!(
+            "{per_tick} per transaction every {} ms",
+            FLEET_TICK.as_millis()
+        )),
+        Row::new(format!("{label}: queue time p50"), "ms", p50)
+            .note("enqueue commit -> handler start"),
+        Row::new(format!("{label}: queue time p95"), "ms", p95),
+        Row::new(format!("{label}: queue time p99"), "ms", p99).note("target < 10 ms"),
+        Row::new("fleet: idle pickup p99 (same runners)", "ms", idle_p99)
+            .note("one job at a time, 20 ms apart"),
+        Row::new("fleet: steady p99 / idle p99", "ratio", ratios),
     ])
 }

@@ -17,6 +17,7 @@ mod isolation;
 mod latency;
 mod noop;
 mod queues;
+mod scale;
 
 use std::time::Duration;
 
@@ -27,20 +28,28 @@ use crate::ToolError;
 pub use noop::{BenchNoop, registry};
 
 /// The measurements, by the names `--only` takes.
-pub const MEASUREMENTS: [&str; 12] = [
+pub const MEASUREMENTS: [&str; 15] = [
     "bulk",
     "txn",
     "burn",
+    "metrics",
     "floor",
     "drain",
     "pickup",
     "history",
     "isolation",
     "steady",
+    "fleet",
     "footprint",
     "limit",
     "fair",
+    "scale",
 ];
+
+/// Producer rate of the fleet measurement, jobs/s: a light, steady load.
+const FLEET_RATE: u32 = 400;
+/// Longest fleet run, seconds.
+const FLEET_SECS: u64 = 20;
 
 /// What to run, and how big.
 #[derive(Debug, Clone)]
@@ -49,8 +58,9 @@ pub struct BenchOptions {
     pub runs: usize,
     /// Small sizes for a smoke test: figures are not comparable.
     pub quick: bool,
-    /// Only these measurements (empty: all). Names: bulk, txn, burn, floor,
-    /// drain, pickup, history, isolation, steady, footprint, limit, fair.
+    /// Only these measurements (empty: all). Names: bulk, txn, burn,
+    /// metrics, floor, drain, pickup, history, isolation, steady, fleet,
+    /// footprint, limit, fair, scale.
     pub only: Vec<String>,
     /// Database to create for the bench; one of that name the bench did not
     /// create is refused, never dropped.
@@ -83,6 +93,8 @@ pub(crate) struct Sizes {
     pub(crate) footprint_workers: usize,
     pub(crate) idle_window: Duration,
     pub(crate) fair_backlog: usize,
+    pub(crate) scale_finished: usize,
+    pub(crate) scale_pending: usize,
 }
 
 impl Sizes {
@@ -105,6 +117,8 @@ impl Sizes {
                 footprint_workers: 16,
                 idle_window: Duration::from_secs(1),
                 fair_backlog: 3_000,
+                scale_finished: 200_000,
+                scale_pending: 10_000,
             }
         } else {
             Sizes {
@@ -124,6 +138,8 @@ impl Sizes {
                 footprint_workers: 128,
                 idle_window: Duration::from_secs(10),
                 fair_backlog: 100_000,
+                scale_finished: 10_000_000,
+                scale_pending: 100_000,
             }
         }
     }
@@ -346,7 +362,11 @@ pub fn run(server_url: &str, options: &BenchOptions) -> Result<(), ToolError> {
     };
     // The measurements whose rows are printed as they are.
     type Measure<'a> = Box<dyn Fn() -> Result<Vec<Row>, ToolError> + 'a>;
-    let measurements: [(&str, Measure<'_>); 8] = [
+    let measurements: [(&str, Measure<'_>); 11] = [
+        (
+            "metrics",
+            Box::new(|| burn::metrics_cost(&url, &sizes, runs)),
+        ),
         ("drain", Box::new(|| drain::drains(&url, &sizes))),
         ("pickup", Box::new(|| latency::pickup(&url, &sizes, runs))),
         (
@@ -365,11 +385,19 @@ pub fn run(server_url: &str, options: &BenchOptions) -> Result<(), ToolError> {
             }),
         ),
         (
+            "fleet",
+            Box::new(|| {
+                let length = Duration::from_secs(steady_secs.min(FLEET_SECS));
+                latency::fleet(&url, FLEET_RATE, length, runs)
+            }),
+        ),
+        (
             "footprint",
             Box::new(|| footprint::measure(&url, &sizes, runs)),
         ),
         ("limit", Box::new(|| queues::limit_cost(&url, &sizes, runs))),
         ("fair", Box::new(|| queues::fair_share(&url, &sizes, runs))),
+        ("scale", Box::new(|| scale::at_scale(&url, &sizes, runs))),
     ];
     for (name, measure) in measurements {
         if wanted(name) {

@@ -33,9 +33,30 @@ impl Perform for BenchNoop {
     }
 }
 
+/// A job that works for `micros` microseconds (sleeping, as a job waiting
+/// on a remote call does); `seq` identifies it as [`BenchNoop`]'s does.
+#[derive(Debug, Serialize, Deserialize, Job)]
+#[job(type = "bench.work")]
+pub struct BenchWork {
+    /// Sequence number (0: not timed).
+    pub seq: u64,
+    /// How long it works.
+    pub micros: u64,
+}
+
+impl Perform for BenchWork {
+    fn perform(&self, ctx: &mut JobContext<'_>) -> Result<(), JobError> {
+        BenchNoop { seq: self.seq }.perform(ctx)?;
+        std::thread::sleep(std::time::Duration::from_micros(self.micros));
+        Ok(())
+    }
+}
+
 /// The bench's handlers.
 pub fn registry() -> Registry {
-    Registry::new().register::<BenchNoop>()
+    Registry::new()
+        .register::<BenchNoop>()
+        .register::<BenchWork>()
 }
 
 /// Starts recording handler start times.

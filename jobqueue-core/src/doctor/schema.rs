@@ -1,0 +1,131 @@
+//! `migrations`: whether the database has the schema this library embeds.
+//!
+//! Read-only: diesel's `MigrationHarness::pending_migrations` would create
+//! the migrations table in a database that has none; the doctor only
+//! compares the versions recorded there with the embedded ones.
+
+use diesel::migration::MigrationSource;
+use diesel::pg::Pg;
+use diesel::prelude::*;
+use diesel::sql_types::{Array, Bool, Text};
+
+use super::{Check, CheckStatus, format, read};
+use crate::{Error, MIGRATIONS, Result, sql};
+
+/// The name of the `migrations` check.
+pub(super) const MIGRATIONS_CHECK: &str = "migrations";
+
+/// The `migrations` check, and whether the checks of the jobs table can run.
+pub(super) struct Schema {
+    pub(super) check: Check,
+    pub(super) ready: bool,
+}
+
+#[derive(QueryableByName)]
+struct Present {
+    #[diesel(sql_type = Bool)]
+    has_migrations_table: bool,
+    #[diesel(sql_type = Array<Text>)]
+    missing_tables: Vec<String>,
+}
+
+#[derive(QueryableByName)]
+struct Applied {
+    #[diesel(sql_type = Text)]
+    version: String,
+}
+
+/// Compares the embedded migrations with those applied.
+pub(super) fn migrations(conn: &mut PgConnection) -> Result<Schema> {
+    let embedded: Vec<(String, String)> = MigrationSource::<Pg>::migrations(&MIGRATIONS)
+        .map_err(Error::Migration)?
+        .iter()
+        .map(|m| (m.name().version().to_string(), m.name().to_string()))
+        .collect();
+    let (present, applied) = read(conn, |conn| {
+        let present = diesel::sql_query(sql::DOCTOR_SCHEMA).get_result::<Present>(conn)?;
+        let applied = if present.has_migrations_table {
+            diesel::sql_query(sql::DOCTOR_APPLIED_MIGRATIONS)
+                .load::<Applied>(conn)?
+                .into_iter()
+                .map(|a| a.version)
+                .collect()
+        } else {
+            Vec::new()
+        };
+        Ok((present, applied))
+    })?;
+    let pending: Vec<String> = embedded
+        .iter()
+        .filter(|(version, _)| !applied.contains(version))
+        .map(|(_, name)| name.clone())
+        .collect();
+    let unknown: Vec<String> = applied
+        .iter()
+        .filter(|version| !embedded.iter().any(|(v, _)| v == *version))
+        .cloned()
+        .collect();
+    let ready = pending.is_empty() && present.missing_tables.is_empty();
+    let check = if !pending.is_empty() {
+        let schema = if present.missing_tables.iter().any(|t| t == "jobqueue_jobs") {
+            "no jobqueue schema (no jobqueue_jobs table)"
+        } else {
+            "the schema is behind this library"
+        };
+        Check::graded(
+            MIGRATIONS_CHECK,
+            CheckStatus::Fail,
+            format!(
+                "{} of {} migrations pending ({}); {schema}: the checks of the jobs table are \
+                 left out",
+                pending.len(),
+                embedded.len(),
+                format::list(&pending, 3)
+            ),
+            "run `jobqueue migrate` (it applies them; several migrators at once take turns)",
+        )
+    } else if !present.missing_tables.is_empty() {
+        Check::graded(
+            MIGRATIONS_CHECK,
+            CheckStatus::Fail,
+            format!(
+                "every migration is recorded as applied, yet {} missing: the checks of the jobs \
+                 table are left out",
+                match present.missing_tables.as_slice() {
+                    [one] => format!("table {one} is"),
+                    many => format!("tables {} are", many.join(", ")),
+                }
+            ),
+            "the tables were dropped by hand, or the connection's search_path does not \
+             reach them: set the search_path (or the URL's `options=-csearch_path=...`) \
+             to the schema the migrations ran in",
+        )
+    } else if !unknown.is_empty() {
+        Check::graded(
+            MIGRATIONS_CHECK,
+            CheckStatus::Warn,
+            format!(
+                "all {} migrations applied, and {} this library (jobqueue {}) does not know: {}",
+                embedded.len(),
+                unknown.len(),
+                crate::VERSION,
+                format::list(&unknown, 3)
+            ),
+            "a newer jobqueue migrated this database: run this check (and the runners) \
+             with that version",
+        )
+    } else {
+        Check::ok(
+            MIGRATIONS_CHECK,
+            format!(
+                "all {} migrations applied (latest {})",
+                embedded.len(),
+                embedded
+                    .last()
+                    .map(|(_, name)| name.as_str())
+                    .unwrap_or("none")
+            ),
+        )
+    };
+    Ok(Schema { check, ready })
+}

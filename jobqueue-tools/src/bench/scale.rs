@@ -1,0 +1,193 @@
+//! The operator's reads at scale: `stats`, the queue gauges (`queue list`,
+//! what the metrics leader computes) and `doctor`, timed on a backlog alone
+//! and again once millions of finished rows sit behind it.
+
+use std::time::Instant;
+
+use diesel::{Connection, PgConnection, RunQueryDsl};
+use jobqueue_core::{Claim, Counting, JobOptions, NewJob};
+
+use super::enqueue::insert;
+use super::noop::BenchNoop;
+use super::{Row, Sizes, db, median, quantile, reset};
+use crate::ToolError;
+
+/// Calls of each read per run.
+const CALLS: usize = 20;
+
+/// The queues the bench's jobs are spread over.
+const QUEUES: [&str; 4] = ["default", "mail", "media", "reports"];
+
+/// One read an operator (or the metrics leader) makes: `stats` (live and
+/// failed counts by queue and by type), the queue gauges (`queue list`),
+/// `doctor` (every check).
+struct Read {
+    name: &'static str,
+    run: fn(&mut PgConnection) -> Result<(), ToolError>,
+}
+
+const READS: [Read; 3] = [
+    Read {
+        name: "stats",
+        run: |conn| {
+            jobqueue_core::queue_stats(conn, Counting::Live)?;
+            jobqueue_core::type_stats(conn)?;
+            Ok(())
+        },
+    },
+    Read {
+        name: "queue gauges",
+        run: |conn| {
+            jobqueue_core::list_queues(conn)?;
+            Ok(())
+        },
+    },
+    Read {
+        name: "doctor",
+        run: |conn| {
+            jobqueue_core::doctor(conn, &jobqueue_core::DoctorOptions::default())?;
+            Ok(())
+        },
+    },
+];
+
+/// Milliseconds of each of `CALLS` calls of `read`, sorted.
+fn time(conn: &mut PgConnection, read: &Read) -> Result<Vec<f64>, ToolError> {
+    let mut times = Vec::with_capacity(CALLS);
+    for _ in 0..CALLS {
+        let started = Instant::now();
+        (read.run)(conn)?;
+        times.push(started.elapsed().as_secs_f64() * 1000.0);
+    }
+    times.sort_by(f64::total_cmp);
+    Ok(times)
+}
+
+/// The live jobs: `pending` due jobs over the queues, a hundredth as many
+/// scheduled for later, and a hundredth claimed (held).
+fn backlog(conn: &mut PgConnection, pending: usize) -> Result<(), ToolError> {
+    let later = chrono::Utc::now() + chrono::Duration::hours(1);
+    let mut jobs = Vec::with_capacity(pending + pending / 100);
+    for i in 0..pending {
+        let queue = QUEUES[i % QUEUES.len()];
+        jobs.push(NewJob::from_job(
+            &BenchNoop { seq: i as u64 },
+            JobOptions::new().queue(queue),
+        )?);
+    }
+    for i in 0..pending / 100 {
+        jobs.push(NewJob::from_job(
+            &BenchNoop { seq: i as u64 },
+            JobOptions::new().queue("reports").run_at(later),
+        )?);
+    }
+    insert(conn, &jobs)?;
+    let held = Claim::new("bench-scale").limit((pending / 100).max(1) as i64);
+    jobqueue_core::claim(conn, &held)?;
+    Ok(())
+}
+
+/// Adds `rows` finished jobs (98 % completed, 1 % failed, 1 % cancelled)
+/// over the queues, in chunks of a million, with ids in time order as the
+/// client's UUIDv7 ids are; then vacuums and analyzes, as autovacuum would
+/// have long since on a table that old.
+fn history(conn: &mut PgConnection, rows: usize) -> Result<(), ToolError> {
+    const CHUNK: usize = 1_000_000;
+    let mut done = 0;
+    while done < rows {
+        let n = CHUNK.min(rows - done);
+        diesel::sql_query(
+            "INSERT INTO jobqueue_jobs (id, job_type, queue, status, payload, attempts, claim_count,
+                                        worker_id, claimed_at, started_at, finished_at, created_at,
+                                        run_at, last_error)
+             SELECT ('00000000-0000-7000-8000-' || lpad(to_hex(g), 12, '0'))::uuid,
+                    'bench.noop',
+                    (ARRAY['default', 'mail', 'media', 'reports'])[g % 4 + 1],
+                    CASE g % 100 WHEN 0 THEN 'failed' WHEN 1 THEN 'cancelled' ELSE 'completed' END,
+                    '{\"seq\":0}', 1, 1, 'history', t, t, t, t, t,
+                    CASE g % 100 WHEN 0 THEN 'boom' END
+             FROM generate_series($1::int8, $2::int8) AS g,
+                  LATERAL (SELECT now() - interval '1 day' + g * interval '1 ms' AS t) AS at",
+        )
+        .bind::<diesel::sql_types::BigInt, _>(done as i64 + 1)
+        .bind::<diesel::sql_types::BigInt, _>((done + n) as i64)
+        .execute(conn)
+        .map_err(db)?;
+        done += n;
+    }
+    diesel::sql_query("VACUUM (ANALYZE) jobqueue_jobs")
+        .execute(conn)
+        .map_err(db)?;
+    Ok(())
+}
+
+pub(crate) fn at_scale(url: &str, sizes: &Sizes, runs: usize) -> Result<Vec<Row>, ToolError> {
+    let mut conn = PgConnection::establish(url).map_err(db)?;
+    reset(&mut conn)?;
+    backlog(&mut conn, sizes.scale_pending)?;
+    diesel::sql_query("VACUUM (ANALYZE) jobqueue_jobs")
+        .execute(&mut conn)
+        .map_err(db)?;
+    // Each run times every read CALLS times; the row keeps each run's p95.
+    let mut empty: Vec<Vec<f64>> = vec![Vec::new(); READS.len()];
+    for _ in 0..runs {
+        for (i, read) in READS.iter().enumerate() {
+            empty[i].push(quantile(&time(&mut conn, read)?, 0.95));
+        }
+    }
+    let loading = Instant::now();
+    history(&mut conn, sizes.scale_finished)?;
+    let load_secs = loading.elapsed().as_secs_f64();
+    let mut full: Vec<Vec<f64>> = vec![Vec::new(); READS.len()];
+    let mut medians: Vec<Vec<f64>> = vec![Vec::new(); READS.len()];
+    for _ in 0..runs {
+        for (i, read) in READS.iter().enumerate() {
+            let times = time(&mut conn, read)?;
+            full[i].push(quantile(&times, 0.95));
+            medians[i].push(median(&times));
+        }
+    }
+    let started = Instant::now();
+    jobqueue_core::queue_stats(&mut conn, Counting::WithHistory)?;
+    let history_ms = started.elapsed().as_secs_f64() * 1000.0;
+
+    let finished = sizes.scale_finished;
+    let live = format!("{} due", sizes.scale_pending);
+    let mut rows = Vec::new();
+    for (i, read) in READS.iter().enumerate() {
+        let ratios = full[i].iter().zip(&empty[i]).map(|(f, e)| f / e).collect();
+        rows.push(Row::new(
+            format!("{} p95, {live}, no history", read.name),
+            "ms",
+            std::mem::take(&mut empty[i]),
+        ));
+        rows.push(
+            Row::new(
+                format!("{} p95, {live}, {finished} finished", read.name),
+                "ms",
+                std::mem::take(&mut full[i]),
+            )
+            .note(format!(
+                "median {:.1} ms; target p95 < 50 ms",
+                super::median(&medians[i])
+            )),
+        );
+        rows.push(Row::new(
+            format!("{} p95, with history / without", read.name),
+            "ratio",
+            ratios,
+        ));
+    }
+    rows.push(
+        Row::new(
+            format!("stats --history, {finished} finished"),
+            "ms",
+            vec![history_ms],
+        )
+        .note(format!(
+            "one call: what stats cost before; loading the history took {load_secs:.0} s"
+        )),
+    );
+    reset(&mut conn)?;
+    Ok(rows)
+}

@@ -1,0 +1,789 @@
+//! `jobqueue doctor`: each check is provoked for real and seen to warn or
+//! fail, then to pass once its cause is gone. Conditions that are
+//! server-wide (open and prepared transactions, replication slots, the
+//! NOTIFY queue, connections) are provoked on a PostgreSQL cluster of the
+//! test's own, so that other tests on the shared server neither see them
+//! nor disturb them; the others use a database of their own.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use diesel::connection::SimpleConnection;
+use diesel::prelude::*;
+use jobqueue_core::{Check, CheckStatus, DoctorOptions, Job};
+use jobqueue_tests::fault::{Proc, runner_flags};
+use jobqueue_tests::jobs::{Noop, Sleep};
+use jobqueue_tests::{TestDb, read_job, run_cli, scalar, server_url, wait_for, with_database};
+use jobqueue_tools::postgres::{PrivateCluster, StopMode, free_port};
+
+const WORKER: &str = env!("CARGO_BIN_EXE_jobqueue-test-worker");
+
+/// Long enough for every condition here to show (stats flushed, a killed
+/// runner gone); the waits end as soon as it does.
+const WITHIN: Duration = Duration::from_secs(30);
+
+fn exec(conn: &mut PgConnection, sql: &str) {
+    conn.batch_execute(sql)
+        .unwrap_or_else(|e| panic!("{e}\n{sql}"));
+}
+
+/// The check `name` of a doctor run with `options`.
+fn check(conn: &mut PgConnection, options: &DoctorOptions, name: &str) -> Check {
+    let checks = jobqueue_core::doctor(conn, options).expect("run the doctor");
+    checks
+        .iter()
+        .find(|check| check.name == name)
+        .cloned()
+        .unwrap_or_else(|| panic!("no check `{name}` in {checks:#?}"))
+}
+
+/// Waits until check `name` comes out as `status`; returns it. Each new
+/// finding on the way is printed (shown when the test fails).
+fn wait_status(
+    conn: &mut PgConnection,
+    options: &DoctorOptions,
+    name: &str,
+    status: CheckStatus,
+) -> Check {
+    let mut last: Option<Check> = None;
+    wait_for(&format!("`{name}` to be {status}"), WITHIN, || {
+        let found = check(conn, options, name);
+        if last.as_ref() != Some(&found) {
+            eprintln!(
+                "{name}: {} {} / {}",
+                found.status, found.evidence, found.advice
+            );
+        }
+        let done = found.status == status;
+        last = Some(found);
+        done
+    });
+    last.expect("checked at least once")
+}
+
+fn assert_has(check: &Check, parts: &[&str]) {
+    for part in parts {
+        assert!(
+            check.evidence.contains(part) || check.advice.contains(part),
+            "`{part}` is not in {check:#?}"
+        );
+    }
+}
+
+/// The line the command line printed for check `name`.
+fn line<'a>(out: &'a str, name: &str) -> &'a str {
+    out.lines()
+        .find(|line| line.get(6..).is_some_and(|rest| rest.starts_with(name)))
+        .unwrap_or_else(|| panic!("no line for `{name}` in:\n{out}"))
+}
+
+/// Makes the statistics this session collected visible to every session
+/// from its next statement on (they are otherwise sent at most once a
+/// second, when it goes idle).
+fn flush_stats(conn: &mut PgConnection) {
+    exec(conn, "SELECT pg_stat_force_next_flush()");
+}
+
+/// A PostgreSQL cluster of the test's own, started with `settings`, with
+/// one migrated database; stopped and deleted when dropped.
+struct OwnServer {
+    cluster: PrivateCluster,
+    base: PathBuf,
+    url: String,
+}
+
+impl OwnServer {
+    fn start(settings: &[(&str, &str)]) -> Self {
+        let port = free_port().expect("a free port");
+        let base =
+            std::env::temp_dir().join(format!("jobqueue-doctor-pg-{port}-{}", std::process::id()));
+        let mut cluster = PrivateCluster::new(&base, port)
+            .expect("PostgreSQL binaries on this machine (apt-get install postgresql)");
+        for (name, value) in settings {
+            cluster = cluster.with_setting(name, value);
+        }
+        // Built before starting, so that a failed start is cleaned up too.
+        let own = OwnServer {
+            url: cluster.url("jq_doctor"),
+            cluster,
+            base,
+        };
+        own.cluster
+            .ensure_running()
+            .expect("start a private PostgreSQL cluster");
+        let mut admin = PgConnection::establish(&own.cluster.url("postgres"))
+            .expect("connect to the private cluster");
+        exec(&mut admin, "CREATE DATABASE jq_doctor");
+        jobqueue_core::run_migrations(&mut own.conn()).expect("migrate");
+        own
+    }
+
+    fn conn(&self) -> PgConnection {
+        PgConnection::establish(&self.url).expect("connect to the private cluster")
+    }
+
+    /// A connection that names itself `application_name`.
+    fn conn_as(&self, application_name: &str) -> PgConnection {
+        PgConnection::establish(&format!("{}?application_name={application_name}", self.url))
+            .expect("connect to the private cluster")
+    }
+}
+
+impl Drop for OwnServer {
+    fn drop(&mut self) {
+        if self.cluster.is_running() {
+            let _ = self.cluster.stop(StopMode::Immediate);
+        }
+        let _ = std::fs::remove_dir_all(&self.base);
+        let _ = std::fs::remove_file(self.base.with_extension("lock"));
+    }
+}
+
+/// A database of the shared server that nobody migrated; dropped with
+/// this value.
+struct BareDb {
+    name: String,
+    url: String,
+}
+
+impl BareDb {
+    fn new() -> Self {
+        let name = format!(
+            "jq_doctor_bare_{}_{}",
+            std::process::id(),
+            fastrand::u32(..)
+        );
+        let mut admin = PgConnection::establish(server_url()).expect("connect to the server");
+        exec(&mut admin, &format!("CREATE DATABASE {name}"));
+        BareDb {
+            url: with_database(server_url(), &name),
+            name,
+        }
+    }
+}
+
+impl Drop for BareDb {
+    fn drop(&mut self) {
+        if let Ok(mut admin) = PgConnection::establish(server_url()) {
+            let _ = admin.batch_execute(&format!(
+                "DROP DATABASE IF EXISTS {} WITH (FORCE)",
+                self.name
+            ));
+        }
+    }
+}
+
+/// Inserts `n` jobs of type `job_type` in `status` (pending or completed)
+/// in one statement.
+fn insert(conn: &mut PgConnection, n: usize, job_type: &str, status: &str) {
+    let finished_at = if status == "completed" {
+        "now()"
+    } else {
+        "NULL"
+    };
+    exec(
+        conn,
+        &format!(
+            "INSERT INTO jobqueue_jobs (id, job_type, status, run_at, finished_at)
+             SELECT gen_random_uuid(), '{job_type}', '{status}', now(), {finished_at}
+             FROM generate_series(1, {n})"
+        ),
+    );
+}
+
+#[test]
+fn an_open_transaction_warns_then_fails_past_its_thresholds_until_it_ends() {
+    let server = OwnServer::start(&[]);
+    let mut conn = server.conn();
+    let mut idle = server.conn_as("doctor-test-idle");
+    let pid = scalar(&mut idle, "SELECT pg_backend_pid()::int8 AS n");
+    exec(&mut idle, "BEGIN; SELECT txid_current();");
+
+    let options = DoctorOptions {
+        xact_warn: Duration::from_millis(200),
+        ..DoctorOptions::default()
+    };
+    let found = wait_status(&mut conn, &options, "vacuum horizon", CheckStatus::Warn);
+    assert_has(
+        &found,
+        &[
+            &format!("pid {pid}"),
+            "doctor-test-idle",
+            "idle in transaction",
+            "holds the xmin horizon",
+            "SELECT txid_current()",
+            &format!("pg_terminate_backend({pid})"),
+        ],
+    );
+
+    // The command line, for real: a warning alone exits 0, a failure 1.
+    let (code, out, err) = run_cli(WORKER, &server.url, &["doctor", "--xact-warn", "200ms"]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    assert!(
+        line(&out, "vacuum horizon").starts_with("warn  vacuum horizon"),
+        "{out}"
+    );
+    assert!(
+        out.contains("\n      -> end it: commit or roll back"),
+        "{out}"
+    );
+    let strict = ["doctor", "--xact-warn", "100ms", "--xact-fail", "200ms"];
+    let (code, out, err) = run_cli(WORKER, &server.url, &strict);
+    assert_eq!(code, Some(1), "{out}{err}");
+    assert!(
+        line(&out, "vacuum horizon").starts_with("fail  vacuum horizon"),
+        "{out}"
+    );
+    assert!(
+        err.contains("1 of 12 checks failed: vacuum horizon"),
+        "{err}"
+    );
+
+    exec(&mut idle, "COMMIT");
+    let (code, out, err) = run_cli(WORKER, &server.url, &strict);
+    assert_eq!(code, Some(0), "{out}{err}");
+    assert!(
+        line(&out, "vacuum horizon").starts_with("ok    vacuum horizon"),
+        "{out}"
+    );
+    assert!(out.ends_with("12 checks: 12 ok, 0 warn, 0 fail\n"), "{out}");
+}
+
+#[test]
+fn a_replication_slot_holding_a_horizon_warns_while_inactive_and_fails_past_its_age() {
+    let server = OwnServer::start(&[("wal_level", "logical")]);
+    let mut conn = server.conn();
+    let options = DoctorOptions::default();
+
+    // A physical slot (no standby feeding it back) keeps WAL, no horizon.
+    exec(
+        &mut conn,
+        "SELECT pg_create_physical_replication_slot('doctor_physical', true)",
+    );
+    let found = check(&mut conn, &options, "replication slots");
+    assert_eq!(found.status, CheckStatus::Ok, "{found:#?}");
+
+    // A logical slot nothing reads from holds its catalog_xmin for good.
+    exec(
+        &mut conn,
+        "SELECT pg_create_logical_replication_slot('doctor_logical', 'pgoutput')",
+    );
+    let found = check(&mut conn, &options, "replication slots");
+    assert_eq!(found.status, CheckStatus::Warn, "{found:#?}");
+    assert_has(
+        &found,
+        &[
+            "slot doctor_logical (logical, inactive) holds catalog_xmin",
+            "of WAL",
+            "SELECT pg_drop_replication_slot('doctor_logical')",
+        ],
+    );
+
+    // Transactions since its horizon age it past the fail threshold.
+    for _ in 0..5 {
+        exec(&mut conn, "SELECT txid_current()");
+    }
+    let strict = DoctorOptions {
+        slot_warn_xids: 1,
+        slot_fail_xids: 5,
+        ..DoctorOptions::default()
+    };
+    let found = check(&mut conn, &strict, "replication slots");
+    assert_eq!(found.status, CheckStatus::Fail, "{found:#?}");
+    let flags = ["doctor", "--slot-warn-xids", "1", "--slot-fail-xids", "5"];
+    let (code, out, err) = run_cli(WORKER, &server.url, &flags);
+    assert_eq!(code, Some(1), "{out}{err}");
+    assert!(line(&out, "replication slots").starts_with("fail"), "{out}");
+
+    exec(
+        &mut conn,
+        "SELECT pg_drop_replication_slot('doctor_logical')",
+    );
+    let found = check(&mut conn, &strict, "replication slots");
+    assert_eq!(found.status, CheckStatus::Ok, "{found:#?}");
+}
+
+#[test]
+fn a_prepared_transaction_left_behind_fails_until_it_is_finished() {
+    let server = OwnServer::start(&[("max_prepared_transactions", "2")]);
+    let mut conn = server.conn();
+    let options = DoctorOptions {
+        xact_warn: Duration::from_millis(100),
+        xact_fail: Duration::from_millis(300),
+        ..DoctorOptions::default()
+    };
+    let mut other = server.conn();
+    exec(
+        &mut other,
+        "BEGIN; SELECT txid_current(); PREPARE TRANSACTION 'doctor-test';",
+    );
+    let found = wait_status(&mut conn, &options, "prepared xacts", CheckStatus::Fail);
+    assert_has(
+        &found,
+        &[
+            "prepared transaction 'doctor-test'",
+            "owner postgres",
+            "ROLLBACK PREPARED 'doctor-test'",
+        ],
+    );
+    exec(&mut other, "ROLLBACK PREPARED 'doctor-test'");
+    let found = check(&mut conn, &options, "prepared xacts");
+    assert_eq!(found.status, CheckStatus::Ok, "{found:#?}");
+}
+
+#[test]
+fn a_listener_that_does_not_read_fills_the_notify_queue_until_it_goes() {
+    let server = OwnServer::start(&[]);
+    let mut conn = server.conn();
+    // A session that listens, then sits in a transaction: it reads no
+    // notification until the transaction ends, so all of them stay queued.
+    let mut listener = server.conn_as("doctor-test-listener");
+    exec(&mut listener, "LISTEN doctor_test");
+    exec(&mut listener, "BEGIN; SELECT 1;");
+    exec(
+        &mut conn,
+        "SELECT count(pg_notify('doctor_test', g::text)) FROM generate_series(1, 100000) AS g",
+    );
+    // 100,000 notifications fill a few hundredths of a percent of the
+    // queue: the thresholds are set below that.
+    let warn_only = DoctorOptions {
+        notify_warn: 0.000_01,
+        ..DoctorOptions::default()
+    };
+    let found = check(&mut conn, &warn_only, "notify queue");
+    assert_eq!(found.status, CheckStatus::Warn, "{found:#?}");
+    let strict = DoctorOptions {
+        notify_warn: 0.000_01,
+        notify_fail: 0.000_1,
+        ..DoctorOptions::default()
+    };
+    let found = check(&mut conn, &strict, "notify queue");
+    assert_eq!(found.status, CheckStatus::Fail, "{found:#?}");
+    assert_has(&found, &["LISTEN/NOTIFY queue 0.0", "pg_terminate_backend"]);
+    let (code, out, err) = run_cli(
+        WORKER,
+        &server.url,
+        &[
+            "doctor",
+            "--notify-warn",
+            "0.001%",
+            "--notify-fail",
+            "0.01%",
+        ],
+    );
+    assert_eq!(code, Some(1), "{out}{err}");
+    assert!(line(&out, "notify queue").starts_with("fail"), "{out}");
+
+    drop(listener);
+    wait_status(&mut conn, &strict, "notify queue", CheckStatus::Ok);
+}
+
+#[test]
+fn connections_near_the_limit_warn_then_fail_until_they_close() {
+    // 12 connections, 3 kept for superusers: 9 open to the others.
+    let server = OwnServer::start(&[("max_connections", "12")]);
+    let mut conn = server.conn();
+    let options = DoctorOptions::default();
+    let mut held: Vec<PgConnection> = (0..6).map(|_| server.conn()).collect();
+    let found = wait_status(&mut conn, &options, "connections", CheckStatus::Ok);
+    assert_has(
+        &found,
+        &["7 of 9 connections in use (78 %; max_connections 12, 3 reserved)"],
+    );
+    held.push(server.conn());
+    wait_status(&mut conn, &options, "connections", CheckStatus::Warn);
+    held.push(server.conn());
+    let found = wait_status(&mut conn, &options, "connections", CheckStatus::Fail);
+    assert_has(&found, &["9 of 9 connections in use (100 %", "pooler"]);
+
+    // The command line's own connection is the tenth (a superuser's).
+    let (code, out, err) = run_cli(WORKER, &server.url, &["doctor"]);
+    assert_eq!(code, Some(1), "{out}{err}");
+    assert!(
+        line(&out, "connections").starts_with("fail  connections"),
+        "{out}"
+    );
+    assert!(err.contains("checks failed: connections"), "{err}");
+
+    drop(held);
+    wait_status(&mut conn, &options, "connections", CheckStatus::Ok);
+    let (code, out, err) = run_cli(WORKER, &server.url, &["doctor"]);
+    assert_eq!(code, Some(0), "{out}{err}");
+}
+
+#[test]
+fn jobs_held_past_their_lease_by_a_killed_runner_fail_until_recovered() {
+    let (db, mut conn) = TestDb::with_side_tables();
+    let options = DoctorOptions::default();
+    let flags = runner_flags(&[("lease-secs", "1"), ("concurrency", "1")]);
+    let runner = Proc::runner(WORKER, &db.url, "doctor-held", &flags);
+    let id = Sleep { ms: 120_000 }.enqueue(&mut conn).expect("enqueue");
+    wait_for("the job to run", WITHIN, || {
+        read_job(&mut conn, id).status == jobqueue_core::JobStatus::Running
+    });
+    let found = check(&mut conn, &options, "held leases");
+    assert_eq!(found.status, CheckStatus::Ok, "{found:#?}");
+    assert_has(&found, &["1 held job(s), all within their lease"]);
+
+    // Killed, the runner renews nothing; three leases on it is gone, and
+    // no live runner is left to recover its job.
+    runner.signal("KILL");
+    let found = wait_status(&mut conn, &options, "held leases", CheckStatus::Fail);
+    assert_has(
+        &found,
+        &[
+            "1 held job(s) past their lease: 1 job(s) of doctor-held (gone, last seen",
+            "no live runner to recover them",
+            "start a runner",
+        ],
+    );
+
+    let rescued = jobqueue_core::rescue_stale(&mut conn, 10).expect("rescue");
+    assert_eq!(rescued.requeued, vec![id]);
+    let found = check(&mut conn, &options, "held leases");
+    assert_eq!(found.status, CheckStatus::Ok, "{found:#?}");
+}
+
+#[test]
+fn jobs_of_a_type_no_live_runner_handles_warn_when_scheduled_and_fail_when_due() {
+    let (db, mut conn) = TestDb::with_side_tables();
+    let options = DoctorOptions::default();
+    Noop { n: 1 }
+        .options()
+        .delay(Duration::from_secs(3600))
+        .enqueue(&mut conn)
+        .expect("enqueue");
+    let found = check(&mut conn, &options, "job types");
+    assert_eq!(found.status, CheckStatus::Warn, "{found:#?}");
+    assert_has(
+        &found,
+        &["no live runner handles test.noop in queue default (1 scheduled)"],
+    );
+
+    let due = Noop { n: 2 }.enqueue(&mut conn).expect("enqueue");
+    let found = check(&mut conn, &options, "job types");
+    assert_eq!(found.status, CheckStatus::Fail, "{found:#?}");
+    assert_has(&found, &["test.noop in queue default (1 due, 1 scheduled)"]);
+
+    // A runner that handles the type: the due job runs, and the scheduled
+    // one has a runner for when it is due.
+    let _runner = Proc::runner(WORKER, &db.url, "doctor-types", &runner_flags(&[]));
+    let found = wait_status(&mut conn, &options, "job types", CheckStatus::Ok);
+    assert_has(&found, &["a live runner handles each of the 1 type(s)"]);
+    jobqueue_tests::wait_completed(&mut conn, due, WITHIN);
+}
+
+#[test]
+fn a_queue_with_due_jobs_and_no_live_runner_fails_until_one_works_it() {
+    let (db, mut conn) = TestDb::with_side_tables();
+    let options = DoctorOptions::default();
+    let flags = |queues: &str| runner_flags(&[("queues", queues)]);
+    let _mail = Proc::runner(WORKER, &db.url, "doctor-mail", &flags("mail"));
+    wait_for("the mail runner to register", WITHIN, || {
+        jobqueue_core::list_runners(&mut conn)
+            .expect("list runners")
+            .iter()
+            .any(|r| r.worker_id == "doctor-mail")
+    });
+    let id = Noop { n: 1 }
+        .options()
+        .queue("media")
+        .enqueue(&mut conn)
+        .expect("enqueue");
+    let found = check(&mut conn, &options, "queues");
+    assert_eq!(found.status, CheckStatus::Fail, "{found:#?}");
+    assert_has(
+        &found,
+        &["no live runner works queue(s) media (1 due", "--queues"],
+    );
+    assert!(!found.evidence.contains("mail"), "{found:#?}");
+
+    // Paused, the queue is claimed by no runner anyway.
+    jobqueue_core::pause_queue(&mut conn, "media").expect("pause");
+    let found = check(&mut conn, &options, "queues");
+    assert_eq!(found.status, CheckStatus::Ok, "{found:#?}");
+    assert_has(&found, &["paused: media (1 due)"]);
+    jobqueue_core::resume_queue(&mut conn, "media").expect("resume");
+    assert_eq!(
+        check(&mut conn, &options, "queues").status,
+        CheckStatus::Fail
+    );
+
+    let _media = Proc::runner(WORKER, &db.url, "doctor-media", &flags("media"));
+    wait_status(&mut conn, &options, "queues", CheckStatus::Ok);
+    jobqueue_tests::wait_completed(&mut conn, id, WITHIN);
+}
+
+#[test]
+fn a_database_without_the_schema_fails_on_migrations_until_migrated() {
+    let bare = BareDb::new();
+    let mut conn = PgConnection::establish(&bare.url).expect("connect");
+    let options = DoctorOptions::default();
+    let checks = jobqueue_core::doctor(&mut conn, &options).expect("run the doctor");
+    let names: Vec<&str> = checks.iter().map(|c| c.name).collect();
+    // The checks of the jobs table are left out; the server's run.
+    assert_eq!(
+        names,
+        [
+            "migrations",
+            "vacuum horizon",
+            "replication slots",
+            "prepared xacts",
+            "notify queue",
+            "connections"
+        ]
+    );
+    assert_eq!(checks[0].status, CheckStatus::Fail, "{:#?}", checks[0]);
+    assert_has(
+        &checks[0],
+        &[
+            "no jobqueue schema (no jobqueue_jobs table)",
+            "`jobqueue migrate`",
+        ],
+    );
+
+    let (code, out, err) = run_cli(WORKER, &bare.url, &["doctor"]);
+    assert_eq!(code, Some(1), "{out}{err}");
+    assert!(
+        line(&out, "migrations").starts_with("fail  migrations"),
+        "{out}"
+    );
+    assert!(out.contains("      -> run `jobqueue migrate`"), "{out}");
+    assert!(err.contains("checks failed: migrations"), "{err}");
+    let (code, out, err) = run_cli(WORKER, &bare.url, &["doctor", "--json"]);
+    assert_eq!(code, Some(1), "{out}{err}");
+    let report: serde_json::Value = serde_json::from_str(&out).expect("JSON");
+    assert_eq!(report["status"], "fail");
+    assert_eq!(report["checks"][0]["name"], "migrations");
+    assert_eq!(report["checks"][0]["status"], "fail");
+    assert_eq!(report["checks"][1]["advice"], "");
+
+    // The doctor only read: it created nothing, not even the migrations table.
+    assert_eq!(
+        scalar(
+            &mut conn,
+            "SELECT count(*) AS n FROM pg_tables WHERE schemaname = 'public'"
+        ),
+        0
+    );
+    jobqueue_core::run_migrations(&mut conn).expect("migrate");
+    let checks = jobqueue_core::doctor(&mut conn, &options).expect("run the doctor");
+    assert_eq!(checks.len(), 12);
+    assert_eq!(checks[0].status, CheckStatus::Ok, "{:#?}", checks[0]);
+}
+
+#[test]
+fn a_missing_fetch_index_fails_the_claim_plan_until_it_is_recreated() {
+    let db = TestDb::new();
+    let mut conn = db.conn();
+    let options = DoctorOptions::default();
+    insert(&mut conn, 3, "doctor.plan", "pending");
+    for name in ["claim plan", "fetch index"] {
+        let found = check(&mut conn, &options, name);
+        assert_eq!(found.status, CheckStatus::Ok, "{found:#?}");
+    }
+
+    exec(&mut conn, "DROP INDEX jobqueue_jobs_fetch_idx");
+    let plan = check(&mut conn, &options, "claim plan");
+    assert_eq!(plan.status, CheckStatus::Fail, "{plan:#?}");
+    assert_has(
+        &plan,
+        &[
+            "the claim of every queue reads jobqueue_jobs by",
+            "not through jobqueue_jobs_fetch_idx",
+        ],
+    );
+    let index = check(&mut conn, &options, "fetch index");
+    assert_eq!(index.status, CheckStatus::Fail, "{index:#?}");
+    assert_has(&index, &["jobqueue_jobs_fetch_idx is missing"]);
+
+    // The advice, as given, brings it back.
+    let recreate = index
+        .advice
+        .strip_prefix("recreate it: ")
+        .unwrap_or_else(|| panic!("{index:#?}"));
+    exec(&mut conn, recreate);
+    for name in ["claim plan", "fetch index"] {
+        let found = check(&mut conn, &options, name);
+        assert_eq!(found.status, CheckStatus::Ok, "{found:#?}");
+    }
+}
+
+#[test]
+fn a_fetch_index_left_large_by_a_drained_backlog_warns_until_reindexed() {
+    let db = TestDb::new();
+    let mut conn = db.conn();
+    let options = DoctorOptions::default();
+    insert(&mut conn, 30_000, "doctor.bloat", "pending");
+    let found = check(&mut conn, &options, "fetch index");
+    assert_eq!(found.status, CheckStatus::Ok, "{found:#?}");
+    assert_has(&found, &["for 30000 pending jobs"]);
+
+    // The backlog drains; VACUUM empties the index's pages, which stay.
+    exec(
+        &mut conn,
+        "UPDATE jobqueue_jobs SET status = 'completed', finished_at = now() \
+         WHERE status = 'pending'",
+    );
+    exec(&mut conn, "VACUUM jobqueue_jobs");
+    let found = check(&mut conn, &options, "fetch index");
+    assert_eq!(found.status, CheckStatus::Warn, "{found:#?}");
+    assert_has(
+        &found,
+        &[
+            "for 0 pending jobs (~",
+            "x the size of a packed index)",
+            "REINDEX INDEX CONCURRENTLY jobqueue_jobs_fetch_idx",
+        ],
+    );
+
+    exec(
+        &mut conn,
+        "REINDEX INDEX CONCURRENTLY jobqueue_jobs_fetch_idx",
+    );
+    let found = check(&mut conn, &options, "fetch index");
+    assert_eq!(found.status, CheckStatus::Ok, "{found:#?}");
+}
+
+#[test]
+fn dead_row_versions_warn_and_fail_by_their_share_until_vacuumed() {
+    let db = TestDb::new();
+    let mut conn = db.conn();
+    exec(
+        &mut conn,
+        "ALTER TABLE jobqueue_jobs SET (autovacuum_enabled = false)",
+    );
+    insert(&mut conn, 20_000, "doctor.dead", "completed");
+    exec(
+        &mut conn,
+        "DELETE FROM jobqueue_jobs WHERE id IN (SELECT id FROM jobqueue_jobs LIMIT 15000)",
+    );
+    flush_stats(&mut conn);
+    // 15,000 dead of 20,000: 75 %.
+    let found = wait_status(
+        &mut conn,
+        &DoctorOptions::default(),
+        "dead tuples",
+        CheckStatus::Fail,
+    );
+    assert_has(
+        &found,
+        &[
+            "15000 dead of 20000 row versions in jobqueue_jobs (75 %)",
+            "autovacuum is off",
+            "VACUUM jobqueue_jobs",
+        ],
+    );
+    let lenient = DoctorOptions {
+        dead_fail: 0.9,
+        ..DoctorOptions::default()
+    };
+    assert_eq!(
+        check(&mut conn, &lenient, "dead tuples").status,
+        CheckStatus::Warn
+    );
+    let few = DoctorOptions {
+        dead_min: 20_000,
+        ..DoctorOptions::default()
+    };
+    assert_eq!(
+        check(&mut conn, &few, "dead tuples").status,
+        CheckStatus::Ok
+    );
+
+    exec(&mut conn, "VACUUM jobqueue_jobs");
+    let found = wait_status(
+        &mut conn,
+        &DoctorOptions::default(),
+        "dead tuples",
+        CheckStatus::Ok,
+    );
+    assert_has(&found, &["0 dead of 5000 row versions", "ago (VACUUM)"]);
+}
+
+#[test]
+fn the_checks_never_scan_the_jobs_table() {
+    let db = TestDb::new();
+    let mut conn = db.conn();
+    exec(
+        &mut conn,
+        "ALTER TABLE jobqueue_jobs SET (autovacuum_enabled = false)",
+    );
+    insert(&mut conn, 20_000, "doctor.history", "completed");
+    insert(&mut conn, 10, "doctor.live", "pending");
+    exec(&mut conn, "ANALYZE jobqueue_jobs");
+    let scans = |conn: &mut PgConnection| {
+        flush_stats(conn);
+        let seq = scalar(
+            conn,
+            "SELECT seq_scan AS n FROM pg_stat_user_tables WHERE relname = 'jobqueue_jobs'",
+        );
+        let idx = scalar(
+            conn,
+            "SELECT idx_scan AS n FROM pg_stat_user_tables WHERE relname = 'jobqueue_jobs'",
+        );
+        (seq, idx)
+    };
+    let (seq_before, idx_before) = scans(&mut conn);
+    let checks = jobqueue_core::doctor(&mut conn, &DoctorOptions::default()).expect("doctor");
+    assert_eq!(checks.len(), 12);
+    let (seq_after, idx_after) = scans(&mut conn);
+    assert!(idx_after > idx_before, "the checks read the indexes");
+    assert_eq!(
+        seq_after, seq_before,
+        "a check scanned the whole jobs table"
+    );
+}
+
+#[test]
+fn a_role_that_may_not_read_what_a_check_reads_gets_that_check_failed_and_the_rest_run() {
+    let server = OwnServer::start(&[]);
+    let mut conn = server.conn();
+    exec(&mut conn, "CREATE ROLE doctor_reader LOGIN");
+    let url = server.url.replace("postgres@", "doctor_reader@");
+    let mut reader = PgConnection::establish(&url).expect("connect as doctor_reader");
+    let checks =
+        jobqueue_core::doctor(&mut reader, &DoctorOptions::default()).expect("run the doctor");
+    let migrations = &checks[0];
+    assert_eq!(migrations.status, CheckStatus::Fail, "{checks:#?}");
+    assert_has(
+        migrations,
+        &[
+            "could not check: database error: permission denied for table \
+             __diesel_schema_migrations",
+            "run the doctor as a role that may read what it checks",
+        ],
+    );
+    // The server's checks still ran; the horizon says what it could not see.
+    assert_eq!(checks.len(), 6, "{checks:#?}");
+    let horizon = &checks[1];
+    assert_eq!(horizon.status, CheckStatus::Ok, "{horizon:#?}");
+    assert_has(horizon, &["only this role's sessions are visible"]);
+}
+
+#[test]
+fn contradictory_or_malformed_thresholds_are_a_wrong_command_line() {
+    // Refused before connecting: this URL leads nowhere.
+    let nowhere = "postgres://postgres@127.0.0.1:1/none";
+    let cases: [(&[&str], &str); 5] = [
+        (&["--xact-warn", "30"], "`30` has no unit"),
+        (&["--xact-fail", "5 parsecs"], "is not a unit"),
+        (&["--dead-warn", "120%"], "not between 0% and 100%"),
+        (
+            &["--xact-warn", "1h", "--xact-fail", "5m"],
+            "invalid transaction thresholds: warn at 1h 00m is above fail at 5m 00s",
+        ),
+        (
+            &["--connections-warn", "99%"],
+            "invalid connection thresholds: warn at 99 % is above fail at 95 %",
+        ),
+    ];
+    for (flags, message) in cases {
+        let args: Vec<&str> = std::iter::once("doctor")
+            .chain(flags.iter().copied())
+            .collect();
+        let (code, out, err) = run_cli(WORKER, nowhere, &args);
+        assert_eq!(code, Some(2), "{flags:?}: {out}{err}");
+        assert!(err.contains(message), "{flags:?}: {err}");
+    }
+}
