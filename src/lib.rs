@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use diesel::prelude::*;
 use diesel::sql_types::BigInt;
 
+pub mod browser;
 pub mod jobs;
 
 pub use jobqueue_tools::postgres::with_database;

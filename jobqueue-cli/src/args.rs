@@ -76,6 +76,10 @@ pub(crate) enum Command {
     /// what to do. Exits 0 when no check fails (warnings alone included), 1
     /// when one does.
     Doctor(crate::doctor::DoctorArgs),
+    /// Serve the web dashboard: queues, jobs, failures and schedules, and
+    /// the actions on them (127.0.0.1:8080 unless --addr; until SIGINT or
+    /// SIGTERM).
+    Dashboard(crate::dashboard::DashboardArgs),
 }
 
 /// `jobqueue cron ...`.

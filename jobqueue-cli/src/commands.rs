@@ -30,6 +30,7 @@ pub(crate) fn run(url: &str, command: Command, registry: Registry) -> Result<()>
         Command::Cron(cron_command) => cron(url, cron_command),
         Command::Runners => runners(url),
         Command::Doctor(doctor_args) => crate::doctor::run(url, doctor_args),
+        Command::Dashboard(dashboard_args) => crate::dashboard::run(url, dashboard_args),
     }
 }
 

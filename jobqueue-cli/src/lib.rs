@@ -1,6 +1,6 @@
 //! The `jobqueue` command line for an application's own worker binary:
 //! `migrate`, `work`, `enqueue`, `list`, `show`, `stats`, `retry`, `cancel`,
-//! `prune`, `queue` (pause, resume, limit, list), `doctor`, with the
+//! `prune`, `queue` (pause, resume, limit, list), `doctor`, `dashboard`, with the
 //! application's handlers for `work`.
 //!
 //! ```no_run
@@ -29,6 +29,7 @@
 
 mod args;
 mod commands;
+mod dashboard;
 mod doctor;
 mod error;
 

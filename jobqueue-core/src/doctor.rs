@@ -16,7 +16,7 @@ use diesel::PgConnection;
 use diesel::connection::SimpleConnection;
 use serde::Serialize;
 
-use crate::isolation::{QUEUE_BEGIN, READ_COMMITTED_BEGIN, in_transaction};
+use crate::isolation::{QUEUE_BEGIN, REPORT_BEGIN, in_transaction};
 use crate::{Error, Result, sql};
 
 /// How a check came out; ordered from best to worst.
@@ -345,11 +345,12 @@ fn could_not(name: &'static str, error: &Error) -> Option<Check> {
     }
 }
 
-/// Runs `f` in a doctor transaction (see [`doctor`]), with the planner's
-/// own choices: the statistics views and catalogs are small, and the claim's
-/// settings (no sequential scans, no sorts) would make their plans costly.
+/// Runs `f` in a doctor transaction (see [`doctor`]), as a report (no JIT)
+/// with the planner's own choices: the statistics views and catalogs are
+/// small, and the claim's settings (no sequential scans, no sorts) would
+/// make their plans costly.
 fn read<T>(conn: &mut PgConnection, f: impl FnOnce(&mut PgConnection) -> Result<T>) -> Result<T> {
-    within(conn, READ_COMMITTED_BEGIN, f)
+    within(conn, REPORT_BEGIN, f)
 }
 
 /// Runs `f` in a doctor transaction with the planner settings a runner's

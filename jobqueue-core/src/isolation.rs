@@ -75,6 +75,22 @@ pub(crate) fn read_committed<T>(
     in_transaction(conn, READ_COMMITTED_BEGIN, f)
 }
 
+/// Opening of a report's transaction (stats, the queue list and gauges, the
+/// doctor): READ COMMITTED, without JIT compilation. A report aggregates the
+/// live jobs at most, and with a large backlog the planner's cost estimate
+/// crosses the JIT threshold: compiling took about 40 ms of an 80 ms count
+/// at 100,000 due jobs (`jobqueue bench --only scale`).
+pub(crate) const REPORT_BEGIN: &str = "BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL jit = off";
+
+/// Runs `f` in a report's transaction (see [`REPORT_BEGIN`]), or in the
+/// caller's open transaction as it is.
+pub(crate) fn report<T>(
+    conn: &mut PgConnection,
+    f: impl FnOnce(&mut PgConnection) -> Result<T>,
+) -> Result<T> {
+    in_transaction(conn, REPORT_BEGIN, f)
+}
+
 /// Runs `f` as `scope` says: in a transaction opened by `begin`, or as is.
 pub(crate) fn scoped<T>(
     conn: &mut PgConnection,

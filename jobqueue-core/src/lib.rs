@@ -46,6 +46,7 @@
 extern crate self as jobqueue_core;
 
 mod admin;
+mod browse;
 mod cancel;
 mod claim;
 mod cron_schedule;
@@ -80,6 +81,10 @@ mod stats;
 mod status;
 
 pub use admin::{JobFilter, list_jobs, retry_failed, retry_job};
+pub use browse::{
+    BoundedCount, JobCursor, JobOrder, JobPage, JobQuery, MinuteCount, THROUGHPUT_MOST,
+    browse_jobs, count_jobs, delete_finished_job, retry_failed_matching, throughput,
+};
 pub use cancel::{CancelOutcome, cancel};
 pub use claim::{Claim, DEFAULT_LEASE, GlobalLimits, claim};
 pub use cron_schedule::CronSchedule;

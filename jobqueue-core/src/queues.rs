@@ -147,7 +147,7 @@ pub fn set_queue_limit(
 /// its live counts and the age of its oldest due job. Reads only the
 /// indexes of live jobs: its cost follows the live jobs, not the history.
 pub fn list_queues(conn: &mut PgConnection) -> Result<Vec<QueueInfo>> {
-    read_committed(conn, |conn| {
+    crate::isolation::report(conn, |conn| {
         Ok(diesel::sql_query(sql::QUEUE_LIST).load::<QueueInfo>(conn)?)
     })
 }

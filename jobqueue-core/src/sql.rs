@@ -546,24 +546,26 @@ pub(crate) const JOB_PRUNE: &str = "
     WHERE j.id = doomed.id";
 
 /// Counts live and failed jobs by queue and status, with the age of the
-/// oldest due job. Each branch reads the partial index of its status (held
-/// jobs: the lease index), so the cost follows the backlog and the dead
-/// letter, never the completed and cancelled history.
+/// oldest due job. Each branch counts from the partial index of its status
+/// (held jobs: the lease index), index-only where the index holds what it
+/// reads, so the cost follows the backlog and the dead letter, never the
+/// completed and cancelled history.
 pub(crate) const JOB_STATS: &str = "
-    SELECT queue, status, count(*) AS jobs,
+    SELECT queue, 'pending' AS status, count(*) AS jobs,
            EXTRACT(EPOCH FROM now() - min(run_at))::float8 AS oldest_due_secs
-    FROM (
-        SELECT queue, status, run_at FROM jobqueue_jobs WHERE status = 'pending'
-        UNION ALL
-        SELECT queue, status, NULL FROM jobqueue_jobs WHERE status = 'scheduled'
-        UNION ALL
-        SELECT queue, status, NULL FROM jobqueue_jobs WHERE status = 'unhandled'
-        UNION ALL
-        SELECT queue, status, NULL FROM jobqueue_jobs WHERE lease_expires_at IS NOT NULL
-        UNION ALL
-        SELECT queue, status, NULL FROM jobqueue_jobs WHERE status = 'failed'
-    ) AS live
-    GROUP BY queue, status
+    FROM jobqueue_jobs WHERE status = 'pending' GROUP BY queue
+    UNION ALL
+    SELECT queue, 'scheduled', count(*), NULL
+    FROM jobqueue_jobs WHERE status = 'scheduled' GROUP BY queue
+    UNION ALL
+    SELECT queue, 'unhandled', count(*), NULL
+    FROM jobqueue_jobs WHERE status = 'unhandled' GROUP BY queue
+    UNION ALL
+    SELECT queue, status, count(*), NULL
+    FROM jobqueue_jobs WHERE lease_expires_at IS NOT NULL GROUP BY queue, status
+    UNION ALL
+    SELECT queue, 'failed', count(*), NULL
+    FROM jobqueue_jobs WHERE status = 'failed' GROUP BY queue
     ORDER BY queue, status";
 
 /// Counts every job by queue and status, the finished history included: a
@@ -868,17 +870,17 @@ pub(crate) const RUNNER_LEAD_GAUGES: &str =
 /// Counts live jobs (scheduled, pending, unhandled, claimed, running) by job
 /// type and status: a type no runner handles shows up as unhandled here.
 pub(crate) const JOB_STATS_BY_TYPE: &str = "
-    SELECT job_type, status, count(*) AS jobs
-    FROM (
-        SELECT job_type, status FROM jobqueue_jobs WHERE status = 'pending'
-        UNION ALL
-        SELECT job_type, status FROM jobqueue_jobs WHERE status = 'scheduled'
-        UNION ALL
-        SELECT job_type, status FROM jobqueue_jobs WHERE status = 'unhandled'
-        UNION ALL
-        SELECT job_type, status FROM jobqueue_jobs WHERE lease_expires_at IS NOT NULL
-    ) AS live
-    GROUP BY job_type, status
+    SELECT job_type, 'pending' AS status, count(*) AS jobs
+    FROM jobqueue_jobs WHERE status = 'pending' GROUP BY job_type
+    UNION ALL
+    SELECT job_type, 'scheduled', count(*)
+    FROM jobqueue_jobs WHERE status = 'scheduled' GROUP BY job_type
+    UNION ALL
+    SELECT job_type, 'unhandled', count(*)
+    FROM jobqueue_jobs WHERE status = 'unhandled' GROUP BY job_type
+    UNION ALL
+    SELECT job_type, status, count(*)
+    FROM jobqueue_jobs WHERE lease_expires_at IS NOT NULL GROUP BY job_type, status
     ORDER BY job_type, status";
 
 /// Dead row versions in `jobqueue_jobs`, from the statistics views.
@@ -896,36 +898,128 @@ pub(crate) const JOB_GET: &str = "SELECT * FROM jobqueue_jobs WHERE id = $1";
 /// Reads the status of one job by id.
 pub(crate) const JOB_GET_STATUS: &str = "SELECT status FROM jobqueue_jobs WHERE id = $1";
 
-/// Puts finished jobs back to `pending`, due now, with their attempts reset
-/// (their error history is kept), and wakes their queues. `$1` a job id
-/// (failed or cancelled), or null for every failed job; `$2` notify channel.
-/// A job whose unique key is held by a live job meanwhile is left alone.
-/// Returns the ids requeued.
-pub(crate) const JOB_RETRY: &str = "
-    WITH requeued AS (
-        UPDATE jobqueue_jobs AS j
-        SET status = 'pending',
-            run_at = now(),
-            attempts = 0,
-            finished_at = NULL,
-            worker_id = NULL,
-            lease_expires_at = NULL,
-            cancel_requested = false,
-            progress = 0,
-            current_stage = NULL
-        WHERE CASE WHEN $1::uuid IS NULL THEN j.status = 'failed'
-                   ELSE j.id = $1 AND j.status IN ('failed', 'cancelled') END
-          AND (j.unique_key IS NULL OR NOT EXISTS (
-                SELECT 1 FROM jobqueue_jobs AS live
-                WHERE live.unique_key = j.unique_key
-                  AND live.status IN ('scheduled', 'pending', 'unhandled', 'claimed', 'running')))
-        RETURNING j.id, j.queue
-    ),
-    wake AS (
-        SELECT count(pg_notify($2, q.queue)) AS notified
-        FROM (SELECT DISTINCT queue FROM requeued) AS q
-    )
-    SELECT requeued.id FROM requeued, wake";
+/// Puts the finished jobs `j` for which `$where` holds back to `pending`,
+/// due now, with their attempts reset (their error history is kept), and
+/// wakes their queues on the channel bound as `$channel`. A job whose
+/// unique key is held by a live job meanwhile is left alone. Returns the
+/// ids requeued.
+macro_rules! requeue_where {
+    ($where:literal, $channel:literal) => {
+        concat!(
+            "WITH requeued AS (
+                UPDATE jobqueue_jobs AS j
+                SET status = 'pending',
+                    run_at = now(),
+                    attempts = 0,
+                    finished_at = NULL,
+                    worker_id = NULL,
+                    lease_expires_at = NULL,
+                    cancel_requested = false,
+                    progress = 0,
+                    current_stage = NULL
+                WHERE ",
+            $where,
+            "
+                  AND (j.unique_key IS NULL OR NOT EXISTS (
+                        SELECT 1 FROM jobqueue_jobs AS live
+                        WHERE live.unique_key = j.unique_key
+                          AND live.status IN ('scheduled', 'pending', 'unhandled', 'claimed', 'running')))
+                RETURNING j.id, j.queue
+            ),
+            wake AS (
+                SELECT count(pg_notify(",
+            $channel,
+            ", q.queue)) AS notified
+                FROM (SELECT DISTINCT queue FROM requeued) AS q
+            )
+            SELECT requeued.id FROM requeued, wake"
+        )
+    };
+}
+
+/// Puts finished jobs back to `pending` (see `requeue_where`): `$1` a job
+/// id (failed or cancelled), or null for every failed job; `$2` notify
+/// channel.
+pub(crate) const JOB_RETRY: &str = requeue_where!(
+    "CASE WHEN $1::uuid IS NULL THEN j.status = 'failed'
+          ELSE j.id = $1 AND j.status IN ('failed', 'cancelled') END",
+    "$2"
+);
+
+/// Puts the failed jobs of queue `$1` and type `$2` (each: any if null)
+/// back to `pending` (see `requeue_where`); `$3` notify channel.
+pub(crate) const JOB_RETRY_MATCHING: &str = requeue_where!(
+    "j.status = 'failed'
+     AND ($1::text IS NULL OR j.queue = $1)
+     AND ($2::text IS NULL OR j.job_type = $2)",
+    "$3"
+);
+
+/// The filters of a job list: status `$1`, queue `$2`, type `$3`, the
+/// live job holding unique key `$4` (each: any if null; a key is looked up
+/// in the unique-key index, which holds live jobs only). Bound as values,
+/// the planner folds the null ones away before it plans.
+macro_rules! job_filters {
+    () => {
+        concat!(
+            "($1::text IS NULL OR status = $1)
+             AND ($2::text IS NULL OR queue = $2)
+             AND ($3::text IS NULL OR job_type = $3)
+             AND ($4::text IS NULL OR (unique_key = $4 AND ",
+            live_predicate!(),
+            "))"
+        )
+    };
+}
+
+/// A page of jobs newest first (see `job_filters`), after id `$5` if not
+/// null, at most `$6`.
+pub(crate) const JOB_BROWSE_NEWEST: &str = concat!(
+    "SELECT * FROM jobqueue_jobs WHERE ",
+    job_filters!(),
+    " AND ($5::uuid IS NULL OR id < $5)
+     ORDER BY id DESC
+     LIMIT $6"
+);
+
+/// A page of jobs by `run_at` (see `job_filters`; a live status), after
+/// (`$5`, `$6`) if not null, at most `$7`.
+pub(crate) const JOB_BROWSE_RUN_AT: &str = concat!(
+    "SELECT * FROM jobqueue_jobs WHERE ",
+    job_filters!(),
+    " AND ($5::timestamptz IS NULL OR (run_at, id) > ($5, $6::uuid))
+     ORDER BY run_at, id
+     LIMIT $7"
+);
+
+/// How many jobs match the filters (see `job_filters`), counting at most
+/// `$5`.
+pub(crate) const JOB_COUNT_BOUNDED: &str = concat!(
+    "SELECT count(*) AS n FROM (SELECT 1 FROM jobqueue_jobs WHERE ",
+    job_filters!(),
+    " LIMIT $5) AS bounded"
+);
+
+/// Deletes job `$1` if it is finished.
+pub(crate) const JOB_DELETE_FINISHED: &str = "
+    DELETE FROM jobqueue_jobs
+    WHERE id = $1 AND status IN ('completed', 'failed', 'cancelled')";
+
+/// Finished and failed jobs per minute over the last hour, from the latest
+/// `$1` finished jobs at most (the pruning index, newest first).
+pub(crate) const JOB_THROUGHPUT: &str = "
+    SELECT date_trunc('minute', finished_at) AS minute,
+           count(*) AS finished,
+           count(*) FILTER (WHERE status = 'failed') AS failed
+    FROM (
+        SELECT finished_at, status FROM jobqueue_jobs
+        WHERE status IN ('completed', 'failed', 'cancelled')
+          AND finished_at >= now() - interval '1 hour'
+        ORDER BY finished_at DESC
+        LIMIT $1
+    ) AS latest
+    GROUP BY 1
+    ORDER BY 1";
 
 // The hot-path statements, run prepared (see `prepared.rs`).
 crate::prepared::statements! {

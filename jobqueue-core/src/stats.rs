@@ -12,7 +12,7 @@ use std::time::Duration;
 use diesel::prelude::*;
 use diesel::sql_types::{BigInt, Double, Nullable, Text};
 
-use crate::isolation::read_committed;
+use crate::isolation::report;
 use crate::{JobStatus, Result, sql};
 
 /// What [`queue_stats`] counts.
@@ -65,7 +65,7 @@ pub fn queue_stats(conn: &mut PgConnection, counting: Counting) -> Result<Vec<Qu
         Counting::Live => sql::JOB_STATS,
         Counting::WithHistory => sql::JOB_STATS_HISTORY,
     };
-    let rows = read_committed(conn, |conn| {
+    let rows = report(conn, |conn| {
         Ok(diesel::sql_query(statement).load::<StatsRow>(conn)?)
     })?;
     let mut out: Vec<QueueStats> = Vec::new();
@@ -107,7 +107,7 @@ struct TypeRow {
 
 /// Counts live jobs by job type and status, sorted by type.
 pub fn type_stats(conn: &mut PgConnection) -> Result<Vec<TypeStats>> {
-    let rows = read_committed(conn, |conn| {
+    let rows = report(conn, |conn| {
         Ok(diesel::sql_query(sql::JOB_STATS_BY_TYPE).load::<TypeRow>(conn)?)
     })?;
     let mut out: Vec<TypeStats> = Vec::new();

@@ -1,0 +1,253 @@
+//! Browsing jobs page by page (a dashboard's job lists): filters, keyset
+//! pagination, counts with a bound, finished jobs per minute, and the bulk
+//! and single-job actions that go with them.
+//!
+//! Every read here costs what one page, one bound or one window holds,
+//! never a scan of the whole history: pages continue from the last row
+//! shown (no `OFFSET`), counts stop at their bound, and the per-minute
+//! counts read at most [`THROUGHPUT_MOST`] of the latest finished jobs.
+
+use chrono::{DateTime, Utc};
+use diesel::prelude::*;
+use diesel::sql_types::{BigInt, Nullable, Text, Timestamptz, Uuid};
+
+use crate::isolation::{read_committed, report};
+use crate::{Error, JobId, JobRow, JobStatus, Result, limits, sql};
+
+/// The order of a job list.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum JobOrder {
+    /// Newest first (by id: ids are time-ordered).
+    #[default]
+    Newest,
+    /// By when they are (or were) due, soonest first. Only for a live
+    /// status (scheduled, pending, unhandled, claimed, running): the
+    /// finished history has no index by `run_at`.
+    RunAt,
+}
+
+/// Where a page starts: after the last row of the page before.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JobCursor {
+    /// After this id (newest first).
+    Before(JobId),
+    /// After this `run_at` and id (by `run_at`).
+    After(DateTime<Utc>, JobId),
+}
+
+/// Which jobs a page shows.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct JobQuery {
+    /// Only jobs in this status.
+    pub status: Option<JobStatus>,
+    /// Only jobs in this queue.
+    pub queue: Option<String>,
+    /// Only jobs of this type.
+    pub job_type: Option<String>,
+    /// Only the live job holding this unique key (finished jobs keep their
+    /// key, but only live ones are indexed by it).
+    pub unique_key: Option<String>,
+    /// The order.
+    pub order: JobOrder,
+    /// Where the page starts (none: the first page).
+    pub cursor: Option<JobCursor>,
+}
+
+/// One page of jobs, and where the next one starts.
+#[derive(Debug, Clone)]
+pub struct JobPage {
+    /// The jobs, in the query's order.
+    pub jobs: Vec<JobRow>,
+    /// The next page's cursor, if there are more.
+    pub next: Option<JobCursor>,
+}
+
+impl JobQuery {
+    /// Checks the filters: names as the queue accepts them, and `RunAt`
+    /// only with a live status.
+    pub fn validate(&self) -> Result<()> {
+        if let Some(queue) = &self.queue {
+            limits::check_queue(queue)?;
+        }
+        if let Some(job_type) = &self.job_type {
+            limits::check_job_type(job_type)?;
+        }
+        if self.order == JobOrder::RunAt && self.status.is_none_or(|s| s.is_finished()) {
+            return Err(Error::invalid(
+                "order",
+                "ordering by run_at needs a live status (scheduled, pending, unhandled, \
+                 claimed or running): the finished history has no index by run_at",
+            ));
+        }
+        Ok(())
+    }
+}
+
+#[derive(QueryableByName)]
+struct Counted {
+    #[diesel(sql_type = BigInt)]
+    n: i64,
+}
+
+/// A page of at most `limit` (1 to 500) jobs matching `query`.
+pub fn browse_jobs(conn: &mut PgConnection, query: &JobQuery, limit: i64) -> Result<JobPage> {
+    query.validate()?;
+    if !(1..=500).contains(&limit) {
+        return Err(Error::invalid(
+            "limit",
+            format!("{limit} is out of range (1 to 500)"),
+        ));
+    }
+    let (before, after_at, after_id) = match query.cursor {
+        None => (None, None, None),
+        Some(JobCursor::Before(id)) => (Some(id), None, None),
+        Some(JobCursor::After(at, id)) => (None, Some(at), Some(id)),
+    };
+    // One more than the page: whether there is a next one.
+    let mut jobs = report(conn, |conn| {
+        let filtered = |statement: &'static str| {
+            diesel::sql_query(statement)
+                .bind::<Nullable<Text>, _>(query.status.map(JobStatus::as_str))
+                .bind::<Nullable<Text>, _>(query.queue.clone())
+                .bind::<Nullable<Text>, _>(query.job_type.clone())
+                .bind::<Nullable<Text>, _>(query.unique_key.clone())
+        };
+        Ok(match query.order {
+            JobOrder::Newest => filtered(sql::JOB_BROWSE_NEWEST)
+                .bind::<Nullable<Uuid>, _>(before)
+                .bind::<BigInt, _>(limit + 1)
+                .load::<JobRow>(conn)?,
+            JobOrder::RunAt => filtered(sql::JOB_BROWSE_RUN_AT)
+                .bind::<Nullable<Timestamptz>, _>(after_at)
+                .bind::<Nullable<Uuid>, _>(after_id)
+                .bind::<BigInt, _>(limit + 1)
+                .load::<JobRow>(conn)?,
+        })
+    })?;
+    let more = jobs.len() as i64 > limit;
+    jobs.truncate(limit as usize);
+    let next = match (more, jobs.last()) {
+        (true, Some(last)) => Some(match query.order {
+            JobOrder::Newest => JobCursor::Before(last.id),
+            JobOrder::RunAt => JobCursor::After(last.run_at, last.id),
+        }),
+        _ => None,
+    };
+    Ok(JobPage { jobs, next })
+}
+
+/// A count that stops at a bound.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BoundedCount {
+    /// The jobs counted, at most the bound.
+    pub n: i64,
+    /// There are more than `n`: the count stopped at its bound.
+    pub capped: bool,
+}
+
+/// How many jobs match `query`'s filters (its order and cursor aside),
+/// counting at most `bound`.
+pub fn count_jobs(conn: &mut PgConnection, query: &JobQuery, bound: i64) -> Result<BoundedCount> {
+    let unordered = JobQuery {
+        order: JobOrder::Newest,
+        cursor: None,
+        ..query.clone()
+    };
+    unordered.validate()?;
+    let n = report(conn, |conn| {
+        Ok(diesel::sql_query(sql::JOB_COUNT_BOUNDED)
+            .bind::<Nullable<Text>, _>(query.status.map(JobStatus::as_str))
+            .bind::<Nullable<Text>, _>(query.queue.as_deref())
+            .bind::<Nullable<Text>, _>(query.job_type.as_deref())
+            .bind::<Nullable<Text>, _>(query.unique_key.as_deref())
+            .bind::<BigInt, _>(bound + 1)
+            .get_result::<Counted>(conn)?
+            .n)
+    })?;
+    Ok(BoundedCount {
+        n: n.min(bound),
+        capped: n > bound,
+    })
+}
+
+/// Puts every failed job of `queue` and of `job_type` (each: all if none)
+/// back to `pending`, as [`crate::retry_job`] does one; returns the ids
+/// requeued. Jobs whose unique key a live job holds stay failed.
+pub fn retry_failed_matching(
+    conn: &mut PgConnection,
+    queue: Option<&str>,
+    job_type: Option<&str>,
+) -> Result<Vec<JobId>> {
+    if let Some(queue) = queue {
+        limits::check_queue(queue)?;
+    }
+    if let Some(job_type) = job_type {
+        limits::check_job_type(job_type)?;
+    }
+    #[derive(QueryableByName)]
+    struct IdRow {
+        #[diesel(sql_type = Uuid)]
+        id: JobId,
+    }
+    let rows = read_committed(conn, |conn| {
+        Ok(diesel::sql_query(sql::JOB_RETRY_MATCHING)
+            .bind::<Nullable<Text>, _>(queue)
+            .bind::<Nullable<Text>, _>(job_type)
+            .bind::<Text, _>(crate::NOTIFY_CHANNEL)
+            .load::<IdRow>(conn)?)
+    })?;
+    Ok(rows.into_iter().map(|row| row.id).collect())
+}
+
+/// Deletes a finished (completed, failed or cancelled) job.
+///
+/// [`Error::NotFound`] if there is no such job; [`Error::WrongStatus`] if
+/// it is not finished (cancel it first).
+pub fn delete_finished_job(conn: &mut PgConnection, id: JobId) -> Result<()> {
+    let deleted = read_committed(conn, |conn| {
+        Ok(diesel::sql_query(sql::JOB_DELETE_FINISHED)
+            .bind::<Uuid, _>(id)
+            .execute(conn)?)
+    })?;
+    if deleted == 1 {
+        return Ok(());
+    }
+    match crate::get_job(conn, id)? {
+        None => Err(Error::NotFound(id)),
+        Some(job) => Err(Error::WrongStatus {
+            job_id: id,
+            status: job.status,
+            expected: "only finished jobs can be deleted (cancel a live one first)",
+        }),
+    }
+}
+
+/// The most finished jobs [`throughput`] reads.
+pub const THROUGHPUT_MOST: i64 = 200_000;
+
+/// Jobs finished in one minute.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, QueryableByName)]
+pub struct MinuteCount {
+    /// The minute's start.
+    #[diesel(sql_type = Timestamptz)]
+    pub minute: DateTime<Utc>,
+    /// Jobs that finished in it (completed, failed or cancelled).
+    #[diesel(sql_type = BigInt)]
+    pub finished: i64,
+    /// Of those, failed ones.
+    #[diesel(sql_type = BigInt)]
+    pub failed: i64,
+}
+
+/// Finished and failed jobs per minute over the last hour, oldest minute
+/// first (minutes without any are absent), and whether the count stopped
+/// at [`THROUGHPUT_MOST`] (then only the latest minutes are complete).
+pub fn throughput(conn: &mut PgConnection) -> Result<(Vec<MinuteCount>, bool)> {
+    let minutes = report(conn, |conn| {
+        Ok(diesel::sql_query(sql::JOB_THROUGHPUT)
+            .bind::<BigInt, _>(THROUGHPUT_MOST)
+            .load::<MinuteCount>(conn)?)
+    })?;
+    let read: i64 = minutes.iter().map(|m| m.finished).sum();
+    Ok((minutes, read >= THROUGHPUT_MOST))
+}

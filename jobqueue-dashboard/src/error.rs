@@ -1,0 +1,32 @@
+//! Errors of the dashboard.
+
+use std::net::SocketAddr;
+
+/// Why the dashboard could not start.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum DashboardError {
+    /// A queue operation failed (connecting, reading).
+    #[error(transparent)]
+    Queue(#[from] jobqueue_core::Error),
+    /// The address is not a loopback address and no access token was set.
+    #[error(
+        "the dashboard on {0} would be reachable from other machines: set an access token \
+         (--token or JOBQUEUE_DASHBOARD_TOKEN), or bind to 127.0.0.1"
+    )]
+    NeedsToken(SocketAddr),
+    /// The access token is too short to resist guessing.
+    #[error("the access token has {0} characters: use at least 16")]
+    WeakToken(usize),
+    /// The address could not be bound.
+    #[error("cannot serve the dashboard on {addr}: {reason}")]
+    Bind {
+        /// The address given.
+        addr: SocketAddr,
+        /// Why it could not be bound.
+        reason: String,
+    },
+    /// The operating system refused to start a server thread.
+    #[error("cannot start a thread: {0}")]
+    Thread(#[from] std::io::Error),
+}

@@ -1,0 +1,123 @@
+//! The overview: every queue with its counts, the last hour's finished and
+//! failed jobs per minute, and the live runners.
+
+use chrono::{Duration, DurationRound, Utc};
+use diesel::PgConnection;
+use maud::{Markup, html};
+
+use super::layout::{Section, page};
+use super::{Ctx, ago, human, notice, status};
+use crate::form::Params;
+use crate::routes::Refusal;
+
+pub(crate) fn render(
+    ctx: &Ctx<'_>,
+    conn: &mut PgConnection,
+    params: &Params,
+) -> Result<String, Refusal> {
+    let queues = jobqueue_core::list_queues(conn)?;
+    let (minutes, capped) = jobqueue_core::throughput(conn)?;
+    let runners = jobqueue_core::list_runners(conn)?;
+    let content = html! {
+        h2 { "Queues" }
+        @if queues.is_empty() {
+            p.note { "No queues yet: a queue comes into being when a job names it." }
+        } @else {
+            table #queues {
+                thead { tr {
+                    th { "queue" } th { "state" } th.num { "due" } th.num { "scheduled" }
+                    th.num { "unhandled" } th.num { "held" } th.num { "failed" }
+                    th.num { "oldest due" } th.num { "limit" } th {}
+                } }
+                tbody {
+                    @for q in &queues {
+                        tr data-queue=(q.queue) {
+                            td { a href=(ctx.link(&format!("/jobs?{}", crate::form::query(&[("queue", Some(&q.queue))])))) { (q.queue) } }
+                            td.state { (status(if q.paused { "paused" } else { "active" })) }
+                            td.num { (q.due) } td.num { (q.scheduled) } td.num { (q.unhandled) }
+                            td.num { (q.held) }
+                            td.num { a href=(ctx.link(&format!("/failed?{}", crate::form::query(&[("queue", Some(&q.queue))])))) { (q.failed) } }
+                            td.num { (q.oldest_due_age().map(human).unwrap_or_else(|| "-".into())) }
+                            td.num { (q.global_limit.map(|n| n.to_string()).unwrap_or_else(|| "-".into())) }
+                            td {
+                                @if q.paused {
+                                    (ctx.action(&format!("/queues/{}/resume", q.queue), "Resume", &[]))
+                                } @else {
+                                    (ctx.action(&format!("/queues/{}/pause", q.queue), "Pause", &[]))
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        h2 { "Last hour" }
+        (chart(&minutes))
+        p.note {
+            "Jobs finished per minute (failed in red), from the pruning index"
+            @if capped {
+                ": counted from the latest " (jobqueue_core::THROUGHPUT_MOST)
+                " finished jobs only, so the older minutes show less than they had"
+            }
+            "."
+        }
+        h2 { "Runners" }
+        @if runners.is_empty() {
+            p.note { "No runner has registered." }
+        } @else {
+            table #runners {
+                thead { tr {
+                    th { "worker" } th { "host" } th.num { "pid" } th { "version" }
+                    th.num { "workers" } th { "queues" } th { "last seen" } th { "state" }
+                } }
+                tbody {
+                    @for r in &runners {
+                        tr {
+                            td { (r.worker_id) } td { (r.host) } td.num { (r.pid) } td { (r.version) }
+                            td.num { (r.concurrency) }
+                            td { (if r.queues.is_empty() { "every queue".to_owned() } else { r.queues.join(", ") }) }
+                            td { (ago(Some(r.last_seen))) }
+                            td { (status(if r.is_gone() { "gone" } else { "live" })) }
+                        }
+                    }
+                }
+            }
+        }
+    };
+    Ok(page(
+        ctx,
+        "Overview",
+        Section::Overview,
+        Some(5),
+        notice(params).as_deref(),
+        content,
+    ))
+}
+
+/// Sixty bars, one a minute, the last at the right: finished jobs, with
+/// the failed part in red.
+fn chart(minutes: &[jobqueue_core::MinuteCount]) -> Markup {
+    const WIDTH: i64 = 600;
+    const HEIGHT: i64 = 80;
+    let bar = WIDTH / 60;
+    let now = Utc::now()
+        .duration_trunc(Duration::minutes(1))
+        .unwrap_or_else(|_| Utc::now());
+    let most = minutes.iter().map(|m| m.finished).max().unwrap_or(0).max(1);
+    let height = |n: i64| (n * HEIGHT) / most;
+    html! {
+        svg.chart width=(WIDTH) height=(HEIGHT) viewBox={ "0 0 " (WIDTH) " " (HEIGHT) }
+            role="img" aria-label="jobs finished per minute over the last hour" {
+            @for m in minutes {
+                @let slot = 59 - (now - m.minute).num_minutes().clamp(0, 59);
+                @let x = slot * bar;
+                rect.finished x=(x) y=(HEIGHT - height(m.finished)) width=(bar - 1) height=(height(m.finished)) {
+                    title { (m.minute.format("%H:%M")) ": " (m.finished) " finished, " (m.failed) " failed" }
+                }
+                @if m.failed > 0 {
+                    rect.failed x=(x) y=(HEIGHT - height(m.failed)) width=(bar - 1) height=(height(m.failed)) {}
+                }
+            }
+        }
+    }
+}

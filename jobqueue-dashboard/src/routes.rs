@@ -1,0 +1,276 @@
+//! Which page or action a request asks for, who may ask, and the answer's
+//! headers.
+
+use jobqueue_core::{Error, JobId};
+
+use crate::form::{Params, split};
+use crate::pages;
+use crate::security::{TOKEN_COOKIE, allowed, same_secret};
+use crate::{Dashboard, Method, Request, Response, assets};
+
+/// Headers of every answer: nothing is framed, sniffed, or loaded from
+/// elsewhere; no page is cached.
+fn common_headers(content_type: &str) -> Vec<(&'static str, String)> {
+    vec![
+        ("Content-Type", content_type.to_owned()),
+        (
+            "Content-Security-Policy",
+            "default-src 'none'; style-src 'self'; script-src 'self'; img-src 'self'; \
+             form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+                .to_owned(),
+        ),
+        ("X-Content-Type-Options", "nosniff".to_owned()),
+        ("Referrer-Policy", "no-referrer".to_owned()),
+        ("Cache-Control", "no-store".to_owned()),
+    ]
+}
+
+fn html(status: u16, body: String) -> Response {
+    Response {
+        status,
+        headers: common_headers("text/html; charset=utf-8"),
+        body: body.into_bytes(),
+    }
+}
+
+fn asset(content_type: &str, body: &str) -> Response {
+    let mut headers = common_headers(content_type);
+    headers.retain(|(name, _)| *name != "Cache-Control");
+    Response {
+        status: 200,
+        headers,
+        body: body.as_bytes().to_vec(),
+    }
+}
+
+/// A redirect after an action (POST, then GET: a reload repeats nothing).
+fn see_other(location: String, cookie: Option<String>) -> Response {
+    let mut headers = common_headers("text/plain; charset=utf-8");
+    headers.push(("Location", location));
+    if let Some(cookie) = cookie {
+        headers.push(("Set-Cookie", cookie));
+    }
+    Response {
+        status: 303,
+        headers,
+        body: Vec::new(),
+    }
+}
+
+pub(crate) fn handle(dashboard: &Dashboard, request: &Request) -> Response {
+    let (path, params) = split(&request.path);
+    let ctx = pages::Ctx::new(dashboard);
+    match (request.method, path) {
+        (Method::Get, "/static/style.css") => return asset("text/css", assets::STYLE),
+        (Method::Get, "/static/app.js") => return asset("text/javascript", assets::SCRIPT),
+        (Method::Get, "/login") => return login(dashboard, &ctx, &params),
+        _ => {}
+    }
+    let token = dashboard.config.access_token.as_deref();
+    if !allowed(
+        token,
+        request.cookie.as_deref(),
+        request.authorization.as_deref(),
+    ) {
+        return html(401, pages::layout::message(&ctx, "Sign in", pages::SIGN_IN));
+    }
+    let answer = match request.method {
+        Method::Get => get(dashboard, &ctx, path, &params).map(|page| html(200, page)),
+        Method::Post => post(dashboard, &ctx, path, &Params::parse(&request.body)),
+        Method::Other => Err(Refusal::new(405, "only GET and POST are served")),
+    };
+    answer.unwrap_or_else(|refusal| {
+        html(
+            refusal.status,
+            pages::layout::message(&ctx, &refusal.title(), &refusal.message),
+        )
+    })
+}
+
+/// A request the dashboard turns down, with the reason.
+pub(crate) struct Refusal {
+    status: u16,
+    message: String,
+}
+
+impl Refusal {
+    pub(crate) fn new(status: u16, message: impl Into<String>) -> Self {
+        Refusal {
+            status,
+            message: message.into(),
+        }
+    }
+
+    fn title(&self) -> String {
+        match self.status {
+            400 => "Not understood".into(),
+            403 => "Refused".into(),
+            404 => "Not found".into(),
+            409 => "Not possible now".into(),
+            _ => "Error".into(),
+        }
+    }
+}
+
+impl From<Error> for Refusal {
+    fn from(error: Error) -> Self {
+        let status = match &error {
+            Error::NotFound(_) | Error::UnknownQueue { .. } | Error::UnknownSchedule { .. } => 404,
+            Error::InvalidOption { .. } => 400,
+            Error::WrongStatus { .. } | Error::UniqueConflict { .. } => 409,
+            _ => 500,
+        };
+        if status == 500 {
+            log::warn!("dashboard: {error}");
+        }
+        Refusal::new(status, error.to_string())
+    }
+}
+
+/// `/login?token=...`: sets the token's cookie and goes to the overview.
+fn login(dashboard: &Dashboard, ctx: &pages::Ctx<'_>, params: &Params) -> Response {
+    let (Some(expected), Some(given)) = (&dashboard.config.access_token, params.get("token"))
+    else {
+        return see_other(ctx.link("/"), None);
+    };
+    if !same_secret(given, expected) {
+        return html(401, pages::layout::message(ctx, "Sign in", pages::SIGN_IN));
+    }
+    let path = if dashboard.config.base_path.is_empty() {
+        "/"
+    } else {
+        &dashboard.config.base_path
+    };
+    let cookie = format!("{TOKEN_COOKIE}={given}; Path={path}; HttpOnly; SameSite=Strict");
+    see_other(ctx.link("/"), Some(cookie))
+}
+
+fn job_id(text: &str) -> Result<JobId, Refusal> {
+    text.parse()
+        .map_err(|_| Refusal::new(404, format!("`{text}` is not a job id")))
+}
+
+fn get(
+    dashboard: &Dashboard,
+    ctx: &pages::Ctx<'_>,
+    path: &str,
+    params: &Params,
+) -> Result<String, Refusal> {
+    let mut conn = dashboard.conn()?;
+    let conn = &mut *conn;
+    let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
+    match segments.as_slice() {
+        [""] => pages::overview::render(ctx, conn, params),
+        ["jobs"] => pages::jobs::list(ctx, conn, params),
+        ["jobs", id] => pages::job::render(ctx, conn, job_id(id)?, params),
+        ["failed"] => pages::failed::list(ctx, conn, params),
+        ["failed", "retry"] => pages::failed::confirm(ctx, conn, params),
+        ["schedules"] => pages::schedules::render(ctx, conn, params),
+        _ => Err(Refusal::new(404, format!("no page at {path}"))),
+    }
+}
+
+fn post(
+    dashboard: &Dashboard,
+    ctx: &pages::Ctx<'_>,
+    path: &str,
+    form: &Params,
+) -> Result<Response, Refusal> {
+    if dashboard.config.read_only {
+        return Err(Refusal::new(
+            403,
+            "this dashboard is read-only: it shows, and changes nothing",
+        ));
+    }
+    let token_ok = form
+        .get("csrf")
+        .is_some_and(|given| same_secret(given, &dashboard.csrf));
+    if !token_ok {
+        return Err(Refusal::new(
+            403,
+            "this form did not come from this dashboard (its CSRF token is missing or out of \
+             date): reload the page and try again",
+        ));
+    }
+    let mut conn = dashboard.conn()?;
+    let conn = &mut *conn;
+    let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
+    let (back, notice) = match segments.as_slice() {
+        ["jobs", id, action] => {
+            let id = job_id(id)?;
+            let notice = match *action {
+                "retry" => {
+                    jobqueue_core::retry_job(conn, id)?;
+                    format!("job {id} is pending again")
+                }
+                "cancel" => match jobqueue_core::cancel(conn, id)? {
+                    jobqueue_core::CancelOutcome::Cancelled => format!("job {id} cancelled"),
+                    jobqueue_core::CancelOutcome::Requested => {
+                        format!("cancel requested: job {id} stops at its next heartbeat")
+                    }
+                    jobqueue_core::CancelOutcome::AlreadyFinished(status) => {
+                        format!("job {id} had already finished ({status})")
+                    }
+                },
+                "delete" => {
+                    jobqueue_core::delete_finished_job(conn, id)?;
+                    return Ok(see_other(
+                        ctx.link(&format!("/jobs?notice=job+{id}+deleted")),
+                        None,
+                    ));
+                }
+                _ => return Err(Refusal::new(404, format!("no action {action}"))),
+            };
+            (format!("/jobs/{id}"), notice)
+        }
+        ["queues", name, action] => {
+            let change = match *action {
+                "pause" => jobqueue_core::pause_queue(conn, name)?,
+                "resume" => jobqueue_core::resume_queue(conn, name)?,
+                _ => return Err(Refusal::new(404, format!("no action {action}"))),
+            };
+            let notice = match (*action, change.was_paused) {
+                ("pause", true) => format!("queue {name} was already paused"),
+                ("pause", false) => format!("queue {name} paused"),
+                (_, true) => format!("queue {name} resumed"),
+                (_, false) => format!("queue {name} was not paused"),
+            };
+            ("/".to_owned(), notice)
+        }
+        ["schedules", name, action] => {
+            let notice = match *action {
+                "pause" | "resume" => {
+                    let pause = *action == "pause";
+                    let was = jobqueue_core::set_schedule_paused(conn, name, pause)?;
+                    match (pause, was) {
+                        (true, true) => format!("schedule {name} was already paused"),
+                        (true, false) => format!("schedule {name} paused"),
+                        (false, true) => format!("schedule {name} resumed"),
+                        (false, false) => format!("schedule {name} was not paused"),
+                    }
+                }
+                "run" => {
+                    let id = jobqueue_core::run_schedule_now(conn, name)?;
+                    format!("schedule {name}: job {id} enqueued")
+                }
+                _ => return Err(Refusal::new(404, format!("no action {action}"))),
+            };
+            ("/schedules".to_owned(), notice)
+        }
+        ["failed", "retry"] => {
+            let retried =
+                jobqueue_core::retry_failed_matching(conn, form.get("queue"), form.get("type"))?;
+            (
+                "/failed".to_owned(),
+                format!("{} failed jobs are pending again", retried.len()),
+            )
+        }
+        _ => return Err(Refusal::new(404, format!("no action at {path}"))),
+    };
+    let separator = if back.contains('?') { '&' } else { '?' };
+    let location = format!(
+        "{back}{separator}{}",
+        crate::form::query(&[("notice", Some(&notice))])
+    );
+    Ok(see_other(ctx.link(&location), None))
+}

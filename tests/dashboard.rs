@@ -1,0 +1,361 @@
+//! The dashboard over HTTP: every page answers, filters and pages, actions
+//! change the database through the library calls, and what must be
+//! refused is: a POST without its CSRF token, any action when read-only, a
+//! request without the access token, a non-loopback address without one.
+//! Hostile text from the database is escaped.
+
+use jobqueue_core::{JobOptions, JobStatus, NewJob, enqueue_many};
+use jobqueue_dashboard::{Dashboard, DashboardConfig, DashboardError, DashboardServer, serve};
+use jobqueue_tests::{TestDb, count_where, read_job};
+
+/// A dashboard on a port of its own, and an HTTP client that reports
+/// statuses and redirects as they are.
+struct Site {
+    server: DashboardServer,
+    agent: ureq::Agent,
+}
+
+/// What a request got back.
+struct Got {
+    status: u16,
+    location: Option<String>,
+    body: String,
+}
+
+impl Site {
+    fn start(config: DashboardConfig) -> Self {
+        let dashboard = Dashboard::new(config).expect("dashboard");
+        let server = serve(dashboard, "127.0.0.1:0".parse().expect("address")).expect("serve");
+        let agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .max_redirects(0)
+            .max_redirects_will_error(false)
+            .build()
+            .into();
+        Site { server, agent }
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.server.addr())
+    }
+
+    fn got(response: ureq::http::Response<ureq::Body>) -> Got {
+        let status = response.status().as_u16();
+        let location = response
+            .headers()
+            .get("location")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        let body = response.into_body().read_to_string().expect("a text body");
+        Got {
+            status,
+            location,
+            body,
+        }
+    }
+
+    fn get(&self, path: &str) -> Got {
+        Self::got(self.agent.get(self.url(path)).call().expect("GET"))
+    }
+
+    fn post(&self, path: &str, form: &[(&str, &str)]) -> Got {
+        Self::got(
+            self.agent
+                .post(self.url(path))
+                .send_form(form.iter().copied())
+                .expect("POST"),
+        )
+    }
+
+    /// The CSRF token the page at `path` carries in its forms.
+    fn csrf(&self, path: &str) -> String {
+        let page = self.get(path).body;
+        let at = page
+            .find("name=\"csrf\" value=\"")
+            .unwrap_or_else(|| panic!("no form on {path}:\n{page}"));
+        let rest = &page[at + "name=\"csrf\" value=\"".len()..];
+        rest[..rest.find('"').expect("end of value")].to_owned()
+    }
+}
+
+fn put(
+    conn: &mut diesel::PgConnection,
+    n: usize,
+    job_type: &str,
+    options: JobOptions,
+) -> Vec<jobqueue_core::JobId> {
+    let jobs: Vec<NewJob> = (0..n)
+        .map(|i| NewJob::new(job_type, &format!("{{\"n\":{i}}}"), options.clone()).expect("job"))
+        .collect();
+    enqueue_many(conn, &jobs).expect("enqueue").inserted
+}
+
+fn fail_for_good(conn: &mut diesel::PgConnection, condition: &str) {
+    use diesel::RunQueryDsl;
+    diesel::sql_query(format!(
+        "UPDATE jobqueue_jobs SET status = 'failed', finished_at = now(), attempts = 1, \
+         last_error = 'boom', lease_expires_at = NULL WHERE {condition}"
+    ))
+    .execute(conn)
+    .expect("fail");
+}
+
+#[test]
+fn every_page_answers_and_the_job_list_filters_and_pages() {
+    let db = TestDb::new();
+    let mut conn = db.conn();
+    let site = Site::start(DashboardConfig::new(&db.url));
+    put(&mut conn, 120, "mail.send", JobOptions::new().queue("mail"));
+    put(
+        &mut conn,
+        3,
+        "media.encode",
+        JobOptions::new().queue("media"),
+    );
+    for path in [
+        "/",
+        "/jobs",
+        "/failed",
+        "/schedules",
+        "/static/style.css",
+        "/static/app.js",
+    ] {
+        assert_eq!(site.get(path).status, 200, "{path}");
+    }
+    let overview = site.get("/").body;
+    assert!(overview.contains("data-queue=\"mail\"") && overview.contains("data-queue=\"media\""));
+
+    // 120 mail jobs: three pages of 50, 50, 20, newest first, none twice.
+    let mut seen = Vec::new();
+    let mut path = "/jobs?queue=mail".to_owned();
+    loop {
+        let page = site.get(&path).body;
+        assert!(page.contains("120 jobs match"), "{page}");
+        seen.extend(
+            page.match_indices("data-id=\"")
+                .map(|(at, m)| page[at + m.len()..at + m.len() + 36].to_owned()),
+        );
+        match page.find("id=\"next\" href=\"") {
+            Some(at) => {
+                let rest = &page[at + "id=\"next\" href=\"".len()..];
+                path = rest[..rest.find('"').expect("end")].replace("&amp;", "&");
+            }
+            None => break,
+        }
+    }
+    assert_eq!(seen.len(), 120);
+    let mut sorted = seen.clone();
+    sorted.sort();
+    sorted.reverse();
+    assert_eq!(seen, sorted, "newest first, across pages");
+    sorted.dedup();
+    assert_eq!(sorted.len(), 120, "no job on two pages");
+
+    let media = site.get("/jobs?type=media.encode").body;
+    assert!(media.contains("3 jobs match"), "{media}");
+    let by_run_at = site.get("/jobs?status=pending&order=run_at");
+    assert_eq!(by_run_at.status, 200);
+    let refused = site.get("/jobs?order=run_at");
+    assert_eq!(refused.status, 400, "run_at order needs a live status");
+    assert!(
+        refused.body.contains("needs a live status"),
+        "{}",
+        refused.body
+    );
+    assert_eq!(site.get("/jobs?status=nonsense").status, 400);
+    assert_eq!(site.get("/jobs/not-an-id").status, 404);
+    assert_eq!(site.get("/nowhere").status, 404);
+    let one = seen[0].clone();
+    let by_id = site.get(&format!("/jobs?id={one}")).body;
+    assert!(by_id.contains(&format!("Job {one}")), "{by_id}");
+}
+
+#[test]
+fn actions_change_the_database_and_say_what_they_did() {
+    let db = TestDb::new();
+    let mut conn = db.conn();
+    let site = Site::start(DashboardConfig::new(&db.url));
+    let ids = put(&mut conn, 4, "mail.send", JobOptions::new().queue("mail"));
+    fail_for_good(&mut conn, "true");
+
+    // Retry one failed job.
+    let csrf = site.csrf(&format!("/jobs/{}", ids[0]));
+    let done = site.post(&format!("/jobs/{}/retry", ids[0]), &[("csrf", &csrf)]);
+    assert_eq!(done.status, 303);
+    assert!(
+        done.location
+            .as_deref()
+            .is_some_and(|l| l.contains("notice="))
+    );
+    assert_eq!(read_job(&mut conn, ids[0]).status, JobStatus::Pending);
+
+    // Cancel it again, then delete it.
+    site.post(&format!("/jobs/{}/cancel", ids[0]), &[("csrf", &csrf)]);
+    assert_eq!(read_job(&mut conn, ids[0]).status, JobStatus::Cancelled);
+    let deleted = site.post(&format!("/jobs/{}/delete", ids[0]), &[("csrf", &csrf)]);
+    assert_eq!(deleted.status, 303);
+    assert_eq!(count_where(&mut conn, &format!("id = '{}'", ids[0])), 0);
+    // A live job cannot be deleted: said so, nothing changed.
+    let live = put(&mut conn, 1, "mail.send", JobOptions::new().queue("mail"))[0];
+    let refused = site.post(&format!("/jobs/{live}/delete"), &[("csrf", &csrf)]);
+    assert_eq!(refused.status, 409);
+    assert!(
+        refused.body.contains("only finished jobs"),
+        "{}",
+        refused.body
+    );
+
+    // Retry every failed job of the queue, after seeing how many.
+    let confirm = site.get("/failed/retry?queue=mail").body;
+    assert!(
+        confirm.contains("<strong>3</strong> failed jobs"),
+        "{confirm}"
+    );
+    let all = site.post("/failed/retry", &[("csrf", &csrf), ("queue", "mail")]);
+    assert_eq!(all.status, 303);
+    assert_eq!(count_where(&mut conn, "status = 'failed'"), 0);
+    assert_eq!(count_where(&mut conn, "status = 'pending'"), 4);
+
+    // Pause and resume the queue.
+    site.post("/queues/mail/pause", &[("csrf", &csrf)]);
+    let paused = site.get("/").body;
+    assert!(paused.contains("status paused"), "{paused}");
+    site.post("/queues/mail/resume", &[("csrf", &csrf)]);
+    assert!(!site.get("/").body.contains("status paused"));
+}
+
+#[test]
+fn forged_read_only_and_tokenless_requests_are_refused() {
+    let db = TestDb::new();
+    let mut conn = db.conn();
+    let ids = put(&mut conn, 1, "mail.send", JobOptions::new().queue("mail"));
+    fail_for_good(&mut conn, "true");
+
+    // No CSRF token, or a wrong one: refused, nothing changed.
+    let site = Site::start(DashboardConfig::new(&db.url));
+    for form in [&[][..], &[("csrf", "forged")][..]] {
+        let forged = site.post(&format!("/jobs/{}/retry", ids[0]), form);
+        assert_eq!(forged.status, 403);
+        assert!(forged.body.contains("CSRF"), "{}", forged.body);
+    }
+    assert_eq!(read_job(&mut conn, ids[0]).status, JobStatus::Failed);
+    // Another dashboard's token is not this one's.
+    let other = Site::start(DashboardConfig::new(&db.url));
+    let theirs = other.csrf(&format!("/jobs/{}", ids[0]));
+    assert_eq!(
+        site.post(&format!("/jobs/{}/retry", ids[0]), &[("csrf", &theirs)])
+            .status,
+        403
+    );
+
+    // Read-only: no buttons, and a POST with a valid token is refused.
+    let mut config = DashboardConfig::new(&db.url);
+    config.read_only = true;
+    let read_only = Site::start(config);
+    let page = read_only.get(&format!("/jobs/{}", ids[0])).body;
+    assert!(
+        !page.contains("<form class=\"inline\" method=\"post\""),
+        "{page}"
+    );
+    assert!(page.contains("read-only"));
+    let refused = read_only.post(&format!("/jobs/{}/retry", ids[0]), &[("csrf", "x")]);
+    assert_eq!(refused.status, 403);
+    assert!(refused.body.contains("read-only"), "{}", refused.body);
+    assert_eq!(read_job(&mut conn, ids[0]).status, JobStatus::Failed);
+
+    // An access token: nothing without it; /login sets its cookie.
+    let mut config = DashboardConfig::new(&db.url);
+    config.access_token = Some("a-long-enough-secret".into());
+    let guarded = Site::start(config);
+    assert_eq!(guarded.get("/").status, 401);
+    assert_eq!(guarded.get("/login?token=wrong-wrong-wrong").status, 401);
+    let login = Site::got(
+        guarded
+            .agent
+            .get(guarded.url("/login?token=a-long-enough-secret"))
+            .call()
+            .expect("login"),
+    );
+    assert_eq!(login.status, 303);
+    let with_cookie = guarded
+        .agent
+        .get(guarded.url("/"))
+        .header("Cookie", "jobqueue_token=a-long-enough-secret")
+        .call()
+        .expect("GET");
+    assert_eq!(with_cookie.status().as_u16(), 200);
+    let with_bearer = guarded
+        .agent
+        .get(guarded.url("/"))
+        .header("Authorization", "Bearer a-long-enough-secret")
+        .call()
+        .expect("GET");
+    assert_eq!(with_bearer.status().as_u16(), 200);
+
+    // Off loopback without a token: refused before binding; a short token too.
+    let open = Dashboard::new(DashboardConfig::new(&db.url)).expect("dashboard");
+    let error = serve(open, "0.0.0.0:0".parse().expect("address")).expect_err("needs a token");
+    assert!(matches!(error, DashboardError::NeedsToken(_)), "{error}");
+    let mut short = DashboardConfig::new(&db.url);
+    short.access_token = Some("short".into());
+    assert!(matches!(
+        Dashboard::new(short),
+        Err(DashboardError::WeakToken(5))
+    ));
+}
+
+#[test]
+fn text_from_the_database_is_escaped_everywhere() {
+    let db = TestDb::new();
+    let mut conn = db.conn();
+    let site = Site::start(DashboardConfig::new(&db.url));
+    let hostile = "<script>alert(1)</script>";
+    let payload = serde_json::json!({ "note": hostile }).to_string();
+    let id = NewJob::new(
+        "evil.type",
+        &payload,
+        JobOptions::new().queue("evil").unique_key(hostile),
+    )
+    .expect("job");
+    let id = enqueue_many(&mut conn, &[id]).expect("enqueue").inserted[0];
+    {
+        use diesel::RunQueryDsl;
+        diesel::sql_query(
+            "UPDATE jobqueue_jobs SET status = 'failed', finished_at = now(), attempts = 1, \
+             last_error = '<img src=x onerror=alert(2)>', \
+             errors = jsonb_build_array(jsonb_build_object('attempt', 1, 'at', now(), \
+                                        'error', '<b>bold</b>')) WHERE id = $1",
+        )
+        .bind::<diesel::sql_types::Uuid, _>(id)
+        .execute(&mut conn)
+        .expect("fail");
+    }
+    for path in [
+        format!("/jobs/{id}"),
+        "/jobs".to_owned(),
+        "/failed".to_owned(),
+        "/".to_owned(),
+        format!("/jobs?key={}", "%3Cscript%3E"),
+        format!("/jobs/{id}?notice=%3Cscript%3Ealert(3)%3C%2Fscript%3E"),
+    ] {
+        let page = site.get(&path).body;
+        for raw in ["<script>alert", "<img src=x", "<b>bold"] {
+            assert!(!page.contains(raw), "{path} shows {raw} unescaped:\n{page}");
+        }
+    }
+    let page = site.get(&format!("/jobs/{id}")).body;
+    assert!(
+        page.contains("&lt;script&gt;alert(1)&lt;/script&gt;"),
+        "{page}"
+    );
+    assert!(page.contains("&lt;img src=x onerror=alert(2)&gt;"));
+    // The pages forbid inline scripts anyway.
+    let response = site.agent.get(site.url("/")).call().expect("GET");
+    let policy = response
+        .headers()
+        .get("content-security-policy")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
+    assert!(policy.contains("script-src 'self'"), "{policy}");
+}
