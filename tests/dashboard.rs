@@ -359,3 +359,53 @@ fn text_from_the_database_is_escaped_everywhere() {
         .to_owned();
     assert!(policy.contains("script-src 'self'"), "{policy}");
 }
+
+#[test]
+fn a_search_no_index_serves_reads_one_window_at_a_time_and_says_so() {
+    use diesel::RunQueryDsl;
+    use jobqueue_core::{JobQuery, SEARCH_WINDOW, browse_jobs, count_jobs};
+    let db = TestDb::new();
+    let mut conn = db.conn();
+    // Five cancelled jobs of queue `rare`, then a window's worth of newer
+    // completed jobs of another queue on top of them.
+    diesel::sql_query(
+        "INSERT INTO jobqueue_jobs (id, job_type, queue, status, finished_at)
+         SELECT ('00000000-0000-7000-8000-' || lpad(to_hex(g), 12, '0'))::uuid, 'bulk.job',
+                CASE WHEN g <= 5 THEN 'rare' ELSE 'bulk' END,
+                CASE WHEN g <= 5 THEN 'cancelled' ELSE 'completed' END, now()
+         FROM generate_series(1, $1) AS g",
+    )
+    .bind::<diesel::sql_types::BigInt, _>(SEARCH_WINDOW + 5 + 10)
+    .execute(&mut conn)
+    .expect("history");
+    let query = JobQuery {
+        status: Some(JobStatus::Cancelled),
+        queue: Some("rare".into()),
+        ..JobQuery::default()
+    };
+    let first = browse_jobs(&mut conn, &query, 50).expect("first window");
+    assert!(
+        first.jobs.is_empty(),
+        "the latest window holds none of them"
+    );
+    let older = first.searched_to.expect("where the search stopped");
+    let count = count_jobs(&mut conn, &query, 10_000).expect("count");
+    assert!(count.windowed && count.n == 0, "{count:?}");
+    let second = browse_jobs(
+        &mut conn,
+        &JobQuery {
+            cursor: Some(older),
+            ..query.clone()
+        },
+        50,
+    )
+    .expect("the next window");
+    assert_eq!(second.jobs.len(), 5);
+    assert!(second.searched_to.is_none(), "nothing older is left");
+
+    // The page says so, and links the next window.
+    let site = Site::start(DashboardConfig::new(&db.url));
+    let page = site.get("/jobs?status=cancelled&queue=rare").body;
+    assert!(page.contains("among the latest 100000 jobs"), "{page}");
+    assert!(page.contains("id=\"older\""), "{page}");
+}

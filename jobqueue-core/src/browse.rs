@@ -6,6 +6,9 @@
 //! never a scan of the whole history: pages continue from the last row
 //! shown (no `OFFSET`), counts stop at their bound, and the per-minute
 //! counts read at most [`THROUGHPUT_MOST`] of the latest finished jobs.
+//! A filter no index serves (a queue or type among finished jobs, say) is
+//! searched in the latest [`SEARCH_WINDOW`] jobs below the cursor, and the
+//! page says where the search stopped ([`JobPage::searched_to`]).
 
 use chrono::{DateTime, Utc};
 use diesel::prelude::*;
@@ -24,6 +27,10 @@ pub enum JobOrder {
     /// status (scheduled, pending, unhandled, claimed, running): the
     /// finished history has no index by `run_at`.
     RunAt,
+    /// By when they finished, latest first. Only for a finished status
+    /// (completed, failed, cancelled): the pruning index, and for failed
+    /// jobs the dead letter's, hold them in that order.
+    Finished,
 }
 
 /// Where a page starts: after the last row of the page before.
@@ -33,6 +40,8 @@ pub enum JobCursor {
     Before(JobId),
     /// After this `run_at` and id (by `run_at`).
     After(DateTime<Utc>, JobId),
+    /// Before this `finished_at` and id (by when they finished).
+    FinishedBefore(DateTime<Utc>, JobId),
 }
 
 /// Which jobs a page shows.
@@ -60,6 +69,41 @@ pub struct JobPage {
     pub jobs: Vec<JobRow>,
     /// The next page's cursor, if there are more.
     pub next: Option<JobCursor>,
+    /// The search stopped at the end of its window ([`SEARCH_WINDOW`] jobs)
+    /// before the page filled: older jobs were not searched; this cursor
+    /// searches on from there.
+    pub searched_to: Option<JobCursor>,
+}
+
+/// The most jobs a search that no index serves reads for one page.
+pub const SEARCH_WINDOW: i64 = 100_000;
+
+impl JobQuery {
+    /// Whether an index serves this query's filters, or its search must be
+    /// windowed: newest first with a queue or type among all or finished
+    /// jobs (a live status, a unique key or no filter at all are indexed).
+    fn windowed(&self) -> bool {
+        self.order == JobOrder::Newest
+            && self.unique_key.is_none()
+            && self.status.is_none_or(JobStatus::is_finished)
+            && (self.queue.is_some() || self.job_type.is_some() || self.status.is_some())
+    }
+}
+
+#[derive(QueryableByName)]
+struct Floor {
+    #[diesel(sql_type = Uuid)]
+    id: JobId,
+}
+
+/// The floor of the search window below `before` (none: fewer jobs left).
+fn window_floor(conn: &mut PgConnection, before: Option<JobId>) -> Result<Option<JobId>> {
+    Ok(diesel::sql_query(sql::JOB_WINDOW_FLOOR)
+        .bind::<Nullable<Uuid>, _>(before)
+        .bind::<BigInt, _>(SEARCH_WINDOW)
+        .get_result::<Floor>(conn)
+        .optional()?
+        .map(|floor| floor.id))
 }
 
 impl JobQuery {
@@ -77,6 +121,13 @@ impl JobQuery {
                 "order",
                 "ordering by run_at needs a live status (scheduled, pending, unhandled, \
                  claimed or running): the finished history has no index by run_at",
+            ));
+        }
+        if self.order == JobOrder::Finished && !self.status.is_some_and(|s| s.is_finished()) {
+            return Err(Error::invalid(
+                "order",
+                "ordering by when jobs finished needs a finished status (completed, failed or \
+                 cancelled)",
             ));
         }
         Ok(())
@@ -98,10 +149,17 @@ pub fn browse_jobs(conn: &mut PgConnection, query: &JobQuery, limit: i64) -> Res
             format!("{limit} is out of range (1 to 500)"),
         ));
     }
-    let (before, after_at, after_id) = match query.cursor {
+    let (before, at, at_id) = match query.cursor {
         None => (None, None, None),
         Some(JobCursor::Before(id)) => (Some(id), None, None),
-        Some(JobCursor::After(at, id)) => (None, Some(at), Some(id)),
+        Some(JobCursor::After(at, id) | JobCursor::FinishedBefore(at, id)) => {
+            (None, Some(at), Some(id))
+        }
+    };
+    let floor = if query.windowed() {
+        window_floor(conn, before)?
+    } else {
+        None
     };
     // One more than the page: whether there is a next one.
     let mut jobs = report(conn, |conn| {
@@ -116,10 +174,16 @@ pub fn browse_jobs(conn: &mut PgConnection, query: &JobQuery, limit: i64) -> Res
             JobOrder::Newest => filtered(sql::JOB_BROWSE_NEWEST)
                 .bind::<Nullable<Uuid>, _>(before)
                 .bind::<BigInt, _>(limit + 1)
+                .bind::<Nullable<Uuid>, _>(floor)
                 .load::<JobRow>(conn)?,
             JobOrder::RunAt => filtered(sql::JOB_BROWSE_RUN_AT)
-                .bind::<Nullable<Timestamptz>, _>(after_at)
-                .bind::<Nullable<Uuid>, _>(after_id)
+                .bind::<Nullable<Timestamptz>, _>(at)
+                .bind::<Nullable<Uuid>, _>(at_id)
+                .bind::<BigInt, _>(limit + 1)
+                .load::<JobRow>(conn)?,
+            JobOrder::Finished => filtered(sql::JOB_BROWSE_FINISHED)
+                .bind::<Nullable<Timestamptz>, _>(at)
+                .bind::<Nullable<Uuid>, _>(at_id)
                 .bind::<BigInt, _>(limit + 1)
                 .load::<JobRow>(conn)?,
         })
@@ -130,10 +194,21 @@ pub fn browse_jobs(conn: &mut PgConnection, query: &JobQuery, limit: i64) -> Res
         (true, Some(last)) => Some(match query.order {
             JobOrder::Newest => JobCursor::Before(last.id),
             JobOrder::RunAt => JobCursor::After(last.run_at, last.id),
+            JobOrder::Finished => {
+                JobCursor::FinishedBefore(last.finished_at.unwrap_or(last.created_at), last.id)
+            }
         }),
         _ => None,
     };
-    Ok(JobPage { jobs, next })
+    let searched_to = match (next, floor) {
+        (None, Some(floor)) => Some(JobCursor::Before(floor)),
+        _ => None,
+    };
+    Ok(JobPage {
+        jobs,
+        next,
+        searched_to,
+    })
 }
 
 /// A count that stops at a bound.
@@ -143,10 +218,14 @@ pub struct BoundedCount {
     pub n: i64,
     /// There are more than `n`: the count stopped at its bound.
     pub capped: bool,
+    /// Only the latest [`SEARCH_WINDOW`] jobs were counted (no index
+    /// serves the filters; see [`JobPage::searched_to`]).
+    pub windowed: bool,
 }
 
 /// How many jobs match `query`'s filters (its order and cursor aside),
-/// counting at most `bound`.
+/// counting at most `bound` (and, when no index serves the filters, among
+/// the latest [`SEARCH_WINDOW`] jobs only).
 pub fn count_jobs(conn: &mut PgConnection, query: &JobQuery, bound: i64) -> Result<BoundedCount> {
     let unordered = JobQuery {
         order: JobOrder::Newest,
@@ -154,6 +233,11 @@ pub fn count_jobs(conn: &mut PgConnection, query: &JobQuery, bound: i64) -> Resu
         ..query.clone()
     };
     unordered.validate()?;
+    let floor = if unordered.windowed() {
+        window_floor(conn, None)?
+    } else {
+        None
+    };
     let n = report(conn, |conn| {
         Ok(diesel::sql_query(sql::JOB_COUNT_BOUNDED)
             .bind::<Nullable<Text>, _>(query.status.map(JobStatus::as_str))
@@ -161,12 +245,14 @@ pub fn count_jobs(conn: &mut PgConnection, query: &JobQuery, bound: i64) -> Resu
             .bind::<Nullable<Text>, _>(query.job_type.as_deref())
             .bind::<Nullable<Text>, _>(query.unique_key.as_deref())
             .bind::<BigInt, _>(bound + 1)
+            .bind::<Nullable<Uuid>, _>(floor)
             .get_result::<Counted>(conn)?
             .n)
     })?;
     Ok(BoundedCount {
         n: n.min(bound),
         capped: n > bound,
+        windowed: floor.is_some(),
     })
 }
 

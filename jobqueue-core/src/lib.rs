@@ -82,8 +82,9 @@ mod status;
 
 pub use admin::{JobFilter, list_jobs, retry_failed, retry_job};
 pub use browse::{
-    BoundedCount, JobCursor, JobOrder, JobPage, JobQuery, MinuteCount, THROUGHPUT_MOST,
-    browse_jobs, count_jobs, delete_finished_job, retry_failed_matching, throughput,
+    BoundedCount, JobCursor, JobOrder, JobPage, JobQuery, MinuteCount, SEARCH_WINDOW,
+    THROUGHPUT_MOST, browse_jobs, count_jobs, delete_finished_job, retry_failed_matching,
+    throughput,
 };
 pub use cancel::{CancelOutcome, cancel};
 pub use claim::{Claim, DEFAULT_LEASE, GlobalLimits, claim};

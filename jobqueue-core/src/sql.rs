@@ -972,15 +972,25 @@ macro_rules! job_filters {
     };
 }
 
-/// A page of jobs newest first (see `job_filters`), after id `$5` if not
-/// null, at most `$6`.
+/// A page of jobs newest first (see `job_filters`), below id `$5` and at
+/// or above id `$7` (each: no bound if null), at most `$6`.
 pub(crate) const JOB_BROWSE_NEWEST: &str = concat!(
     "SELECT * FROM jobqueue_jobs WHERE ",
     job_filters!(),
     " AND ($5::uuid IS NULL OR id < $5)
+     AND ($7::uuid IS NULL OR id >= $7)
      ORDER BY id DESC
      LIMIT $6"
 );
+
+/// The id `$2` jobs below id `$1` (no bound if null), newest first: the
+/// floor of a search window of that many jobs (none if fewer are left).
+pub(crate) const JOB_WINDOW_FLOOR: &str = "
+    SELECT id FROM jobqueue_jobs
+    WHERE $1::uuid IS NULL OR id < $1
+    ORDER BY id DESC
+    OFFSET $2 - 1
+    LIMIT 1";
 
 /// A page of jobs by `run_at` (see `job_filters`; a live status), after
 /// (`$5`, `$6`) if not null, at most `$7`.
@@ -992,12 +1002,23 @@ pub(crate) const JOB_BROWSE_RUN_AT: &str = concat!(
      LIMIT $7"
 );
 
-/// How many jobs match the filters (see `job_filters`), counting at most
-/// `$5`.
+/// A page of finished jobs by when they finished, latest first (see
+/// `job_filters`; a finished status), before (`$5`, `$6`) if not null, at
+/// most `$7`.
+pub(crate) const JOB_BROWSE_FINISHED: &str = concat!(
+    "SELECT * FROM jobqueue_jobs WHERE ",
+    job_filters!(),
+    " AND ($5::timestamptz IS NULL OR (finished_at, id) < ($5, $6::uuid))
+     ORDER BY finished_at DESC, id DESC
+     LIMIT $7"
+);
+
+/// How many jobs match the filters (see `job_filters`) at or above id `$6`
+/// (no bound if null), counting at most `$5`.
 pub(crate) const JOB_COUNT_BOUNDED: &str = concat!(
     "SELECT count(*) AS n FROM (SELECT 1 FROM jobqueue_jobs WHERE ",
     job_filters!(),
-    " LIMIT $5) AS bounded"
+    " AND ($6::uuid IS NULL OR id >= $6) LIMIT $5) AS bounded"
 );
 
 /// Deletes job `$1` if it is finished.

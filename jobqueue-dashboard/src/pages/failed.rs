@@ -14,11 +14,12 @@ use crate::routes::Refusal;
 /// Failed jobs per page.
 const PAGE: i64 = 50;
 
-/// The query of a failed-jobs page: failed, newest first.
+/// The query of a failed-jobs page: failed, latest failure first (the
+/// dead letter's own index).
 fn failed_query(params: &Params) -> Result<JobQuery, Refusal> {
     Ok(JobQuery {
         status: Some(JobStatus::Failed),
-        order: jobqueue_core::JobOrder::Newest,
+        order: jobqueue_core::JobOrder::Finished,
         unique_key: None,
         ..job_query(params)?
     })

@@ -21,17 +21,19 @@ pub(crate) fn cursor_text(cursor: JobCursor) -> String {
     match cursor {
         JobCursor::Before(id) => id.to_string(),
         JobCursor::After(at, id) => format!("{}.{id}", at.timestamp_micros()),
+        JobCursor::FinishedBefore(at, id) => format!("{}~{id}", at.timestamp_micros()),
     }
 }
 
 fn parse_cursor(text: &str) -> Option<JobCursor> {
-    match text.split_once('.') {
-        None => text.parse().ok().map(JobCursor::Before),
-        Some((micros, id)) => Some(JobCursor::After(
-            chrono::DateTime::from_timestamp_micros(micros.parse().ok()?)?,
-            id.parse().ok()?,
-        )),
+    let at = |micros: &str| chrono::DateTime::from_timestamp_micros(micros.parse().ok()?);
+    if let Some((micros, id)) = text.split_once('.') {
+        return Some(JobCursor::After(at(micros)?, id.parse().ok()?));
     }
+    if let Some((micros, id)) = text.split_once('~') {
+        return Some(JobCursor::FinishedBefore(at(micros)?, id.parse().ok()?));
+    }
+    text.parse().ok().map(JobCursor::Before)
 }
 
 /// The query a request's parameters ask for.
@@ -46,10 +48,11 @@ pub(crate) fn job_query(params: &Params) -> Result<JobQuery, Refusal> {
     let order = match params.get("order") {
         None | Some("newest") => JobOrder::Newest,
         Some("run_at") => JobOrder::RunAt,
+        Some("finished") => JobOrder::Finished,
         Some(other) => {
             return Err(Refusal::new(
                 400,
-                format!("`{other}` is not an order (newest or run_at)"),
+                format!("`{other}` is not an order (newest, run_at or finished)"),
             ));
         }
     };
@@ -78,7 +81,11 @@ pub(crate) fn list_link(
     cursor: Option<JobCursor>,
 ) -> String {
     let cursor = cursor.map(cursor_text);
-    let order = (q.order == JobOrder::RunAt).then_some("run_at");
+    let order = match q.order {
+        JobOrder::Newest => None,
+        JobOrder::RunAt => Some("run_at"),
+        JobOrder::Finished => Some("finished"),
+    };
     ctx.link(&format!(
         "{path}?{}",
         query(&[
@@ -110,14 +117,24 @@ pub(crate) fn list(
         (filters(ctx, "/jobs", &q, true))
         p.note #count {
             @if count.capped {
-                "More than " (COUNT_BOUND) " jobs match (the count stops there, so it never reads the whole history)."
+                "More than " (COUNT_BOUND) " jobs match (the count stops there, so it never reads the whole history)"
             } @else {
-                (count.n) " jobs match."
+                (count.n) " jobs match"
             }
+            @if count.windowed {
+                " among the latest " (jobqueue_core::SEARCH_WINDOW) " jobs (no index serves these filters: older jobs are searched a window at a time)"
+            }
+            "."
         }
         (table(ctx, &found.jobs))
         @if let Some(next) = found.next {
             p.pager { a #next href=(list_link(ctx, "/jobs", &q, Some(next))) { "Next page →" } }
+        }
+        @if let Some(older) = found.searched_to {
+            p.pager #searched-to {
+                "Searched the latest " (jobqueue_core::SEARCH_WINDOW) " jobs from here. "
+                a #older href=(list_link(ctx, "/jobs", &q, Some(older))) { "Search older jobs →" }
+            }
         }
     };
     Ok(page(
@@ -154,6 +171,7 @@ pub(crate) fn filters(ctx: &Ctx<'_>, path: &str, q: &JobQuery, all_statuses: boo
                     select name="order" {
                         option value="newest" { "newest first" }
                         option value="run_at" selected[q.order == JobOrder::RunAt] { "by run_at (a live status)" }
+                        option value="finished" selected[q.order == JobOrder::Finished] { "latest finished (a finished status)" }
                     }
                 }
             }
