@@ -419,7 +419,7 @@ fn queue_commands_answer_bad_input_clearly() {
         .unwrap_or_else(|| panic!("{listed}"));
     assert_eq!(
         later.split_whitespace().collect::<Vec<_>>(),
-        ["later", "paused", "0", "0", "0", "0", "-", "3"]
+        ["later", "paused", "0", "0", "0", "0", "0", "-", "3"]
     );
     assert!(ok(&db, &["queue", "limit", "later", "--none"]).contains("no limit"));
     // Enqueueing into it works; it stays paused for its first jobs.

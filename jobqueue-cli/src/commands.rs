@@ -405,20 +405,7 @@ fn last_error(job: &jobqueue_core::JobRow) -> String {
     }
 }
 
-/// A duration for people: `850ms`, `12.3s`, `5m 03s`, `3h 05m`, `9d 04h`,
-/// `25.9y`.
-fn human(duration: Duration) -> String {
-    let secs = duration.as_secs_f64();
-    let whole = duration.as_secs();
-    match whole {
-        0 => format!("{}ms", duration.as_millis()),
-        1..60 => format!("{secs:.1}s"),
-        60..3600 => format!("{}m {:02}s", whole / 60, whole % 60),
-        3600..86_400 => format!("{}h {:02}m", whole / 3600, whole % 3600 / 60),
-        86_400..31_557_600 => format!("{}d {:02}h", whole / 86_400, whole % 86_400 / 3600),
-        _ => format!("{:.1}y", secs / 31_557_600.0),
-    }
-}
+use jobqueue_core::human_duration as human;
 
 fn stats(url: &str, history: bool) -> Result<()> {
     let mut conn = connect(url)?;

@@ -55,6 +55,7 @@ mod enqueue;
 mod error;
 mod finish;
 mod heartbeat;
+mod human;
 mod id;
 mod isolation;
 mod job;
@@ -97,6 +98,7 @@ pub use finish::{
     park_many, release_many, start_many,
 };
 pub use heartbeat::{Heartbeat, Progress, heartbeat_many, report_progress};
+pub use human::human_duration;
 pub use id::JobId;
 pub use job::{EnqueueBuilder, Job};
 /// `#[derive(Job)]`: implements [`Job`](trait@Job) from a `#[job(...)]`

@@ -545,28 +545,38 @@ pub(crate) const JOB_PRUNE: &str = "
     USING doomed
     WHERE j.id = doomed.id";
 
+/// Live and failed jobs counted per queue and state, each from the partial
+/// index of its state (held jobs: the lease index), index-only where the
+/// index holds what is read, so the cost follows the backlog and the dead
+/// letter, never the completed and cancelled history: rows of `queue`,
+/// `kind` (a status), `n`, and on the `pending` row `oldest_due_secs`.
+macro_rules! live_counts {
+    () => {
+        "SELECT queue, 'pending' AS kind, count(*) AS n,
+                EXTRACT(EPOCH FROM now() - min(run_at))::float8 AS oldest_due_secs
+         FROM jobqueue_jobs WHERE status = 'pending' GROUP BY queue
+         UNION ALL
+         SELECT queue, 'scheduled', count(*), NULL
+         FROM jobqueue_jobs WHERE status = 'scheduled' GROUP BY queue
+         UNION ALL
+         SELECT queue, 'unhandled', count(*), NULL
+         FROM jobqueue_jobs WHERE status = 'unhandled' GROUP BY queue
+         UNION ALL
+         SELECT queue, status, count(*), NULL
+         FROM jobqueue_jobs WHERE lease_expires_at IS NOT NULL GROUP BY queue, status
+         UNION ALL
+         SELECT queue, 'failed', count(*), NULL
+         FROM jobqueue_jobs WHERE status = 'failed' GROUP BY queue"
+    };
+}
+
 /// Counts live and failed jobs by queue and status, with the age of the
-/// oldest due job. Each branch counts from the partial index of its status
-/// (held jobs: the lease index), index-only where the index holds what it
-/// reads, so the cost follows the backlog and the dead letter, never the
-/// completed and cancelled history.
-pub(crate) const JOB_STATS: &str = "
-    SELECT queue, 'pending' AS status, count(*) AS jobs,
-           EXTRACT(EPOCH FROM now() - min(run_at))::float8 AS oldest_due_secs
-    FROM jobqueue_jobs WHERE status = 'pending' GROUP BY queue
-    UNION ALL
-    SELECT queue, 'scheduled', count(*), NULL
-    FROM jobqueue_jobs WHERE status = 'scheduled' GROUP BY queue
-    UNION ALL
-    SELECT queue, 'unhandled', count(*), NULL
-    FROM jobqueue_jobs WHERE status = 'unhandled' GROUP BY queue
-    UNION ALL
-    SELECT queue, status, count(*), NULL
-    FROM jobqueue_jobs WHERE lease_expires_at IS NOT NULL GROUP BY queue, status
-    UNION ALL
-    SELECT queue, 'failed', count(*), NULL
-    FROM jobqueue_jobs WHERE status = 'failed' GROUP BY queue
-    ORDER BY queue, status";
+/// oldest due job (see `live_counts`).
+pub(crate) const JOB_STATS: &str = concat!(
+    "SELECT queue, kind AS status, n AS jobs, oldest_due_secs FROM (",
+    live_counts!(),
+    ") AS counts ORDER BY queue, status"
+);
 
 /// Counts every job by queue and status, the finished history included: a
 /// scan of the whole table (`jobqueue stats --history`).
@@ -686,27 +696,11 @@ pub(crate) const QUEUE_SET_LIMIT: &str = concat!(
 /// Every known queue (with a row, live or failed jobs, a schedule, or a
 /// runner that names it), with its settings, its live counts (due,
 /// scheduled, unhandled, held), its failed jobs (the dead letter) and the
-/// age of its oldest due job.
-/// Each count reads the partial index of its status, so the cost follows
-/// the live jobs, never the finished history.
-pub(crate) const QUEUE_LIST: &str = "
-    WITH counts AS (
-        SELECT queue, 'pending' AS kind, count(*) AS n,
-               EXTRACT(EPOCH FROM now() - min(run_at))::float8 AS oldest_due_secs
-        FROM jobqueue_jobs WHERE status = 'pending' GROUP BY queue
-        UNION ALL
-        SELECT queue, 'scheduled', count(*), NULL
-        FROM jobqueue_jobs WHERE status = 'scheduled' GROUP BY queue
-        UNION ALL
-        SELECT queue, 'unhandled', count(*), NULL
-        FROM jobqueue_jobs WHERE status = 'unhandled' GROUP BY queue
-        UNION ALL
-        SELECT queue, 'held', count(*), NULL
-        FROM jobqueue_jobs WHERE lease_expires_at IS NOT NULL GROUP BY queue
-        UNION ALL
-        SELECT queue, 'failed', count(*), NULL
-        FROM jobqueue_jobs WHERE status = 'failed' GROUP BY queue
-    ),
+/// age of its oldest due job (see `live_counts`).
+pub(crate) const QUEUE_LIST: &str = concat!(
+    "WITH counts AS (",
+    live_counts!(),
+    "),
     names AS (
         SELECT name FROM jobqueue_queues
         UNION
@@ -723,14 +717,15 @@ pub(crate) const QUEUE_LIST: &str = "
            coalesce(sum(n) FILTER (WHERE kind = 'pending'), 0)::int8 AS due,
            coalesce(sum(n) FILTER (WHERE kind = 'scheduled'), 0)::int8 AS scheduled,
            coalesce(sum(n) FILTER (WHERE kind = 'unhandled'), 0)::int8 AS unhandled,
-           coalesce(sum(n) FILTER (WHERE kind = 'held'), 0)::int8 AS held,
+           coalesce(sum(n) FILTER (WHERE kind IN ('claimed', 'running')), 0)::int8 AS held,
            coalesce(sum(n) FILTER (WHERE kind = 'failed'), 0)::int8 AS failed,
            max(oldest_due_secs) AS oldest_due_secs
     FROM names
     LEFT JOIN jobqueue_queues AS c ON c.name = names.name
     LEFT JOIN counts ON counts.queue = names.name
     GROUP BY names.name, c.paused, c.paused_at, c.global_limit
-    ORDER BY names.name";
+    ORDER BY names.name"
+);
 
 /// Declares schedule `$1` (a worker binary's periodic job): inserts it with
 /// nothing fired before now, or updates its definition and `declared_at`,

@@ -2,19 +2,9 @@
 
 use std::time::Duration;
 
-/// A duration for people: `850ms`, `12.3s`, `5m 03s`, `3h 05m`, `9d 04h`,
-/// `25.9y` (as the rest of the command line writes them).
+/// A duration for people (see [`crate::human_duration`]).
 pub(crate) fn duration(duration: Duration) -> String {
-    let secs = duration.as_secs_f64();
-    let whole = duration.as_secs();
-    match whole {
-        0 => format!("{}ms", duration.as_millis()),
-        1..60 => format!("{secs:.1}s"),
-        60..3600 => format!("{}m {:02}s", whole / 60, whole % 60),
-        3600..86_400 => format!("{}h {:02}m", whole / 3600, whole % 3600 / 60),
-        86_400..31_557_600 => format!("{}d {:02}h", whole / 86_400, whole % 86_400 / 3600),
-        _ => format!("{:.1}y", secs / 31_557_600.0),
-    }
+    crate::human_duration(duration)
 }
 
 /// A duration from seconds as the database gives them (never negative).

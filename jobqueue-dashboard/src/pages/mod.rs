@@ -71,17 +71,7 @@ pub(crate) fn when_opt(at: Option<DateTime<Utc>>) -> String {
     at.map(when).unwrap_or_else(|| "-".into())
 }
 
-/// A duration for people: `850ms`, `12.3s`, `5m 03s`, `3h 05m`, `9d 04h`.
-pub(crate) fn human(duration: std::time::Duration) -> String {
-    let whole = duration.as_secs();
-    match whole {
-        0 => format!("{}ms", duration.as_millis()),
-        1..60 => format!("{:.1}s", duration.as_secs_f64()),
-        60..3600 => format!("{}m {:02}s", whole / 60, whole % 60),
-        3600..86_400 => format!("{}h {:02}m", whole / 3600, whole % 3600 / 60),
-        _ => format!("{}d {:02}h", whole / 86_400, whole % 86_400 / 3600),
-    }
-}
+pub(crate) use jobqueue_core::human_duration as human;
 
 /// How long ago `at` was (`-` if none).
 pub(crate) fn ago(at: Option<DateTime<Utc>>) -> String {

@@ -95,6 +95,45 @@ fn dead_tuples(conn: &mut PgConnection) -> Result<i64, ToolError> {
     .n)
 }
 
+/// A producer at a steady rate: `per_tick` jobs in one transaction every
+/// `tick`, for `duration`.
+struct Producer {
+    tick: Duration,
+    per_tick: usize,
+    duration: Duration,
+}
+
+impl Producer {
+    /// Produces jobs made by `job` from the next sequence numbers after
+    /// `seq`, noting each one's commit instant in `commits`; returns the
+    /// rate produced, jobs/s.
+    fn run(
+        &self,
+        conn: &mut PgConnection,
+        seq: &mut u64,
+        commits: &mut HashMap<u64, Instant>,
+        job: impl Fn(u64) -> jobqueue_core::Result<NewJob>,
+    ) -> Result<f64, ToolError> {
+        let started = Instant::now();
+        let mut next = started;
+        let mut produced = 0usize;
+        while started.elapsed() < self.duration {
+            let first = *seq + 1;
+            *seq += self.per_tick as u64;
+            let batch: Vec<NewJob> = (first..=*seq).map(&job).collect::<Result<_, _>>()?;
+            conn.transaction(|conn| jobqueue_core::enqueue_many(conn, &batch))?;
+            let committed = Instant::now();
+            for job_seq in first..=*seq {
+                commits.insert(job_seq, committed);
+            }
+            produced += batch.len();
+            next += self.tick;
+            std::thread::sleep(next.saturating_duration_since(Instant::now()));
+        }
+        Ok(produced as f64 / started.elapsed().as_secs_f64())
+    }
+}
+
 pub(crate) fn steady(
     url: &str,
     rate: u32,
@@ -132,25 +171,15 @@ pub(crate) fn steady(
             })
         };
         let mut commits = HashMap::new();
-        let started = Instant::now();
-        let mut next = started;
         let mut seq = 0u64;
-        while started.elapsed() < duration {
-            let batch: Vec<NewJob> = (0..per_tick)
-                .map(|_| {
-                    seq += 1;
-                    NewJob::from_job(&BenchNoop { seq }, JobOptions::new())
-                })
-                .collect::<Result<_, _>>()?;
-            conn.transaction(|conn| jobqueue_core::enqueue_many(conn, &batch))?;
-            let committed = Instant::now();
-            for job_seq in seq + 1 - per_tick as u64..=seq {
-                commits.insert(job_seq, committed);
-            }
-            next += TICK;
-            std::thread::sleep(next.saturating_duration_since(Instant::now()));
+        let produced = Producer {
+            tick: TICK,
+            per_tick,
+            duration,
         }
-        let produced = seq as f64 / started.elapsed().as_secs_f64();
+        .run(&mut conn, &mut seq, &mut commits, |seq| {
+            NewJob::from_job(&BenchNoop { seq }, JobOptions::new())
+        })?;
         wait_started(&commits, Duration::from_secs(30));
         sampling.store(false, Ordering::Relaxed);
         let _ = sampler.join();
@@ -223,24 +252,14 @@ pub(crate) fn fleet(
         idle_p99.push(quantile(&latencies(&commits, &noop::take_starts()), 0.99));
         noop::record_starts();
         let mut commits = HashMap::new();
-        let started = Instant::now();
-        let mut next = started;
-        while started.elapsed() < duration {
-            let batch: Vec<NewJob> = (0..per_tick)
-                .map(|_| {
-                    seq += 1;
-                    NewJob::from_job(&BenchWork { seq, micros }, JobOptions::new())
-                })
-                .collect::<Result<_, _>>()?;
-            conn.transaction(|conn| jobqueue_core::enqueue_many(conn, &batch))?;
-            let committed = Instant::now();
-            for job_seq in seq + 1 - per_tick as u64..=seq {
-                commits.insert(job_seq, committed);
-            }
-            next += FLEET_TICK;
-            std::thread::sleep(next.saturating_duration_since(Instant::now()));
+        let produced = Producer {
+            tick: FLEET_TICK,
+            per_tick,
+            duration,
         }
-        let produced = commits.len() as f64 / started.elapsed().as_secs_f64();
+        .run(&mut conn, &mut seq, &mut commits, |seq| {
+            NewJob::from_job(&BenchWork { seq, micros }, JobOptions::new())
+        })?;
         wait_started(&commits, Duration::from_secs(30));
         let lat = latencies(&commits, &noop::take_starts());
         for runner in runners {
