@@ -9,9 +9,10 @@
 //! included), so one notification per enqueue would cap transactional
 //! enqueue at one commit per disk flush. A process therefore notifies a
 //! queue of a database at most once per [`NOTIFY_DEBOUNCE`]; the enqueues in
-//! between ride on that wake-up: a runner that found work re-polls at short,
-//! growing intervals before it falls back to its slow poll, so it also finds
-//! jobs whose transactions commit shortly after the one that notified. The
+//! between ride on that wake-up: a runner that found work re-polls at most
+//! 8 ms apart for the next 250 ms before it backs off to its slow poll, so
+//! it also finds jobs whose transactions commit after the one that notified
+//! (the application's work in them delays their commit, not their insert). The
 //! debounce is kept per database and server (learned from each connection's
 //! first notifying insert): enqueues into another database are never held
 //! back by this one's.

@@ -21,6 +21,36 @@ use crate::shared::Shared;
 /// First re-poll after a claim that found work.
 const QUICK_REPOLL: Duration = Duration::from_millis(2);
 
+/// For this long after a claim that found work, re-polls come at most
+/// `LATE_COMMIT_GAP` apart. Enqueues within a notification's debounce send
+/// none of their own (see `jobqueue_core::NOTIFY_DEBOUNCE`), and their
+/// transactions may commit well after the one that notified (the
+/// application's work in them): re-polls that grew apart at once would
+/// find those jobs only as late as the gap had grown.
+const LATE_COMMITS: Duration = Duration::from_millis(250);
+
+/// The most time between re-polls within `LATE_COMMITS` of found work.
+const LATE_COMMIT_GAP: Duration = Duration::from_millis(8);
+
+/// The wait before the next claim after one that found `got` jobs, when
+/// the last found some `since_found` ago and the wait before was `last`.
+fn next_repoll(
+    config: &RunnerConfig,
+    got: usize,
+    last: Duration,
+    since_found: Duration,
+) -> Duration {
+    if got > 0 {
+        return QUICK_REPOLL;
+    }
+    let most = if since_found < LATE_COMMITS {
+        LATE_COMMIT_GAP
+    } else {
+        config.poll_interval
+    };
+    (last * 2).min(most).min(config.poll_interval)
+}
+
 /// Jobs to claim beyond what the workers can start at once: the configured
 /// prefetch, raised (up to two batches: one being claimed while the last is
 /// written) to what the workers finish during one claim round trip. A job
@@ -215,10 +245,12 @@ pub(crate) fn run(
     let config = &shared.config;
     let mut db = Db::new(&config.database_url, "fetcher");
     let mut backoff = Backoff::new();
-    // After finding work, re-poll at short, growing intervals before falling
-    // back to the slow poll: jobs whose enqueue skipped its notification
-    // (debounced) commit shortly after one that did.
+    // After finding work, re-poll at short intervals (see `next_repoll`)
+    // before falling back to the slow poll: jobs whose enqueue skipped its
+    // notification (debounced) commit after one that did.
     let mut repoll = config.poll_interval;
+    // When a claim last found work.
+    let mut found_at: Option<Instant> = None;
     // Moving average of a claim's round trip, in microseconds.
     let mut claim_micros = 0u64;
     // When the last claim returned, in the runner's microseconds.
@@ -286,11 +318,11 @@ pub(crate) fn run(
                     // leases of what is left expire and get recovered.
                     return;
                 }
-                repoll = if got > 0 {
-                    QUICK_REPOLL
-                } else {
-                    (repoll * 2).min(config.poll_interval)
-                };
+                if got > 0 {
+                    found_at = Some(Instant::now());
+                }
+                let since_found = found_at.map_or(Duration::MAX, |at| at.elapsed());
+                repoll = next_repoll(config, got, repoll, since_found);
                 if got < room {
                     // The queue ran dry: finishing jobs cannot bring more.
                     shared.wake_below.store(0, Ordering::Release);
@@ -334,6 +366,25 @@ mod tests {
         assert_eq!(prefetch(&config, 50, 500), 80);
         // No-op jobs: capped at two batches.
         assert_eq!(prefetch(&config, 1, 500), 200);
+    }
+
+    #[test]
+    fn re_polls_stay_close_for_a_while_after_found_work_then_back_off() {
+        let config = config();
+        let ms = Duration::from_millis;
+        assert_eq!(next_repoll(&config, 5, ms(1000), ms(0)), QUICK_REPOLL);
+        // Within LATE_COMMITS of found work: doubling, capped at the gap.
+        let mut wait = QUICK_REPOLL;
+        for _ in 0..10 {
+            wait = next_repoll(&config, 0, wait, ms(100));
+            assert!(wait <= LATE_COMMIT_GAP, "{wait:?}");
+        }
+        assert_eq!(wait, LATE_COMMIT_GAP);
+        // Later: back to doubling up to the poll interval.
+        for _ in 0..20 {
+            wait = next_repoll(&config, 0, wait, ms(2000));
+        }
+        assert_eq!(wait, config.poll_interval);
     }
 
     #[test]

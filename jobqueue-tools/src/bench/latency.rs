@@ -96,11 +96,14 @@ fn dead_tuples(conn: &mut PgConnection) -> Result<i64, ToolError> {
 }
 
 /// A producer at a steady rate: `per_tick` jobs in one transaction every
-/// `tick`, for `duration`.
+/// `tick`, for `duration`, each transaction held open after its insert for
+/// `hold` on average (0 to twice that, uniform: the application's own work
+/// in it).
 struct Producer {
     tick: Duration,
     per_tick: usize,
     duration: Duration,
+    hold: Duration,
 }
 
 impl Producer {
@@ -121,7 +124,11 @@ impl Producer {
             let first = *seq + 1;
             *seq += self.per_tick as u64;
             let batch: Vec<NewJob> = (first..=*seq).map(&job).collect::<Result<_, _>>()?;
-            conn.transaction(|conn| jobqueue_core::enqueue_many(conn, &batch))?;
+            conn.transaction(|conn| {
+                jobqueue_core::enqueue_many(conn, &batch)?;
+                std::thread::sleep(self.hold);
+                Ok::<_, jobqueue_core::Error>(())
+            })?;
             let committed = Instant::now();
             for job_seq in first..=*seq {
                 commits.insert(job_seq, committed);
@@ -176,6 +183,7 @@ pub(crate) fn steady(
             tick: TICK,
             per_tick,
             duration,
+            hold: Duration::ZERO,
         }
         .run(&mut conn, &mut seq, &mut commits, |seq| {
             NewJob::from_job(&BenchNoop { seq }, JobOptions::new())
@@ -212,6 +220,57 @@ const FLEET_JOB: Duration = Duration::from_millis(1);
 /// The most jobs one producer transaction inserts.
 const FLEET_MOST_PER_TICK: usize = 128;
 
+/// Producers of the held-transactions case, and how long each keeps its
+/// transaction open after its insert.
+const HELD_PRODUCERS: usize = 4;
+const HELD_FOR: Duration = Duration::from_millis(20);
+const HELD_STAGGER: Duration = Duration::from_micros(1500);
+
+/// `rate` jobs/s from `HELD_PRODUCERS` producers on connections of their
+/// own, each a batch every `FLEET_TICK`, `HELD_STAGGER` after the one
+/// before, each transaction held open `HELD_FOR` on average after its
+/// insert; returns the commit instants by sequence number.
+fn held_producers(
+    url: &str,
+    rate: u32,
+    duration: Duration,
+    micros: u64,
+) -> Result<HashMap<u64, Instant>, ToolError> {
+    let share = (rate as usize / HELD_PRODUCERS).max(1);
+    let per_tick = ((share as f64 * FLEET_TICK.as_secs_f64()).round() as usize).max(1);
+    let threads: Vec<_> = (0..HELD_PRODUCERS)
+        .map(|i| {
+            let url = url.to_owned();
+            std::thread::spawn(move || -> Result<HashMap<u64, Instant>, ToolError> {
+                let mut conn = PgConnection::establish(&url).map_err(db)?;
+                // Each a little after the last: within its notification
+                // debounce (see jobqueue_core::NOTIFY_DEBOUNCE).
+                std::thread::sleep(HELD_STAGGER * i as u32);
+                let mut seq = 1_000_000_000 * (i as u64 + 1);
+                let mut commits = HashMap::new();
+                Producer {
+                    tick: FLEET_TICK,
+                    per_tick,
+                    duration,
+                    hold: HELD_FOR,
+                }
+                .run(&mut conn, &mut seq, &mut commits, |seq| {
+                    NewJob::from_job(&BenchWork { seq, micros }, JobOptions::new())
+                })?;
+                Ok(commits)
+            })
+        })
+        .collect();
+    let mut all = HashMap::new();
+    for thread in threads {
+        let commits = thread
+            .join()
+            .map_err(|_| ToolError::Usage("a producer thread panicked".into()))??;
+        all.extend(commits);
+    }
+    Ok(all)
+}
+
 /// Queue time at a steady, light load on a fleet: a producer inserting a
 /// batch every 25 ms (one transaction each) at `rate` jobs/s, two runners
 /// of 16 workers each, jobs of 1 ms. Reports commit → handler start
@@ -227,6 +286,7 @@ pub(crate) fn fleet(
     let per_tick =
         ((rate as f64 * FLEET_TICK.as_secs_f64()).round() as usize).clamp(1, FLEET_MOST_PER_TICK);
     let mut rows: [Vec<f64>; 4] = Default::default();
+    let mut held_rows: [Vec<f64>; 3] = Default::default();
     let mut idle_p99 = Vec::new();
     for _ in 0..runs {
         reset(&mut conn)?;
@@ -256,14 +316,33 @@ pub(crate) fn fleet(
             tick: FLEET_TICK,
             per_tick,
             duration,
+            hold: Duration::ZERO,
         }
         .run(&mut conn, &mut seq, &mut commits, |seq| {
             NewJob::from_job(&BenchWork { seq, micros }, JobOptions::new())
         })?;
         wait_started(&commits, Duration::from_secs(30));
         let lat = latencies(&commits, &noop::take_starts());
+        // The same rate from several producers whose transactions stay open
+        // a while after their insert: their enqueues fall within each
+        // other's notification debounce and commit later than the one that
+        // notified.
+        noop::record_starts();
+        let held = held_producers(url, rate, duration, micros)?;
+        wait_started(&held, Duration::from_secs(30));
+        let held_lat = latencies(&held, &noop::take_starts());
         for runner in runners {
             runner.shutdown();
+        }
+        if held_lat.len() < held.len() {
+            return Err(ToolError::Usage(format!(
+                "fleet: only {} of {} jobs started",
+                held_lat.len(),
+                held.len()
+            )));
+        }
+        for (i, p) in [0.50, 0.95, 0.99].into_iter().enumerate() {
+            held_rows[i].push(quantile(&held_lat, p));
         }
         if lat.len() < commits.len() {
             return Err(ToolError::Usage(format!(
@@ -292,5 +371,88 @@ pub(crate) fn fleet(
         Row::new("fleet: idle pickup p99 (same runners)", "ms", idle_p99)
             .note("one job at a time, 20 ms apart"),
         Row::new("fleet: steady p99 / idle p99", "ratio", ratios),
+        Row::new(
+            format!("{label}, {HELD_PRODUCERS} producers holding transactions: p50"),
+            "ms",
+            std::mem::take(&mut held_rows[0]),
+        )
+        .note(format!(
+            "each transaction open 0-{} ms after its insert",
+            2 * HELD_FOR.as_millis()
+        )),
+        Row::new(
+            format!("{label}, {HELD_PRODUCERS} producers holding transactions: p95"),
+            "ms",
+            std::mem::take(&mut held_rows[1]),
+        ),
+        Row::new(
+            format!("{label}, {HELD_PRODUCERS} producers holding transactions: p99"),
+            "ms",
+            std::mem::take(&mut held_rows[2]),
+        )
+        .note("target < 10 ms"),
+    ])
+}
+
+/// How late the commit of a debounced enqueue comes after the one that
+/// notified, in the late-commit case.
+const LATE_BY: Duration = Duration::from_millis(150);
+
+/// Trials of the late-commit case per run.
+const LATE_TRIALS: usize = 20;
+
+/// Pickup of a job whose enqueue sent no notification (it came within the
+/// debounce of one that did) and whose transaction commits `LATE_BY` after
+/// the notifying one, with nothing else enqueued: what the runner's
+/// re-polls after found work catch. Milliseconds from that commit to its
+/// handler's start, sorted.
+fn late_commit_pickups(url: &str) -> Result<Vec<f64>, ToolError> {
+    let mut notifier = PgConnection::establish(url).map_err(db)?;
+    let mut late = PgConnection::establish(url).map_err(db)?;
+    let runner = Runner::new(RunnerConfig::new(url), super::registry()).start()?;
+    std::thread::sleep(Duration::from_millis(500));
+    noop::record_starts();
+    let mut commits = HashMap::new();
+    for trial in 0..LATE_TRIALS as u64 {
+        let (first, second) = (2 * trial + 1, 2 * trial + 2);
+        BenchNoop { seq: first }.enqueue(&mut notifier)?;
+        late.transaction(|conn| {
+            BenchNoop { seq: second }.enqueue(conn)?;
+            std::thread::sleep(LATE_BY);
+            Ok::<_, jobqueue_core::Error>(())
+        })?;
+        commits.insert(second, Instant::now());
+        wait_started(&commits, Duration::from_secs(5));
+        // Let the runner settle back to its slow poll before the next.
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    let lat = latencies(&commits, &noop::take_starts());
+    runner.shutdown();
+    if lat.len() < commits.len() {
+        return Err(ToolError::Usage(format!(
+            "late commits: only {} of {} jobs started",
+            lat.len(),
+            commits.len()
+        )));
+    }
+    Ok(lat)
+}
+
+/// The late-commit case (see `late_commit_pickups`), p50 and p95 per run.
+pub(crate) fn late_commits(url: &str, runs: usize) -> Result<Vec<Row>, ToolError> {
+    let (mut p50, mut p95) = (Vec::new(), Vec::new());
+    for _ in 0..runs {
+        let lat = late_commit_pickups(url)?;
+        p50.push(quantile(&lat, 0.50));
+        p95.push(quantile(&lat, 0.95));
+    }
+    let label = format!(
+        "pickup of a debounced enqueue committed {} ms after the notifying one",
+        LATE_BY.as_millis()
+    );
+    Ok(vec![
+        Row::new(format!("{label}, p50"), "ms", p50)
+            .note("its commit -> handler start; no notification of its own"),
+        Row::new(format!("{label}, p95"), "ms", p95),
     ])
 }

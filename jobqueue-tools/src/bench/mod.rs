@@ -388,7 +388,9 @@ pub fn run(server_url: &str, options: &BenchOptions) -> Result<(), ToolError> {
             "fleet",
             Box::new(|| {
                 let length = Duration::from_secs(steady_secs.min(FLEET_SECS));
-                latency::fleet(&url, FLEET_RATE, length, runs)
+                let mut rows = latency::fleet(&url, FLEET_RATE, length, runs)?;
+                rows.extend(latency::late_commits(&url, runs)?);
+                Ok(rows)
             }),
         ),
         (
