@@ -409,3 +409,20 @@ fn a_search_no_index_serves_reads_one_window_at_a_time_and_says_so() {
     assert!(page.contains("among the latest 100000 jobs"), "{page}");
     assert!(page.contains("id=\"older\""), "{page}");
 }
+
+#[test]
+fn the_command_refuses_an_open_address_without_a_token_before_serving() {
+    let db = TestDb::new();
+    let worker = env!("CARGO_BIN_EXE_jobqueue-test-worker");
+    let (code, _, err) =
+        jobqueue_tests::run_cli(worker, &db.url, &["dashboard", "--addr", "0.0.0.0:0"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("set an access token"), "{err}");
+    let (code, _, err) = jobqueue_tests::run_cli(
+        worker,
+        &db.url,
+        &["dashboard", "--addr", "0.0.0.0:0", "--token", "short"],
+    );
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("at least 16"), "{err}");
+}
