@@ -440,14 +440,23 @@ fn cancel_retry_prune() {
         1,
         "fresh cancelled job kept"
     );
+
+    // Delete: a finished job goes; a live one is refused and stays.
+    assert!(ok(&db, &["delete", &pending]).contains("deleted"));
+    assert_eq!(count_where(&mut conn, &format!("id = '{pending}'")), 0);
+    let live = ok(&db, &["enqueue", "x.y", "{}", "--force"])
+        .trim()
+        .to_owned();
+    fails(&db, &["delete", &live], "only finished jobs can be deleted");
+    assert_eq!(count_where(&mut conn, &format!("id = '{live}'")), 1);
 }
 
 #[test]
 fn every_subcommand_has_help() {
     let db = TestDb::new();
     for sub in [
-        "migrate", "work", "enqueue", "list", "show", "stats", "retry", "cancel", "prune", "queue",
-        "cron", "runners", "doctor", "demo", "bench",
+        "migrate", "work", "enqueue", "list", "show", "stats", "retry", "cancel", "delete",
+        "prune", "queue", "cron", "runners", "doctor", "demo", "bench",
     ] {
         let help = ok(&db, &[sub, "--help"]);
         assert!(help.contains("Usage"), "{sub} --help: {help}");

@@ -54,6 +54,12 @@ pub(crate) enum Command {
         /// The job's id.
         id: String,
     },
+    /// Delete one finished (completed, failed or cancelled) job; a live one
+    /// is refused (cancel it first).
+    Delete {
+        /// The job's id.
+        id: String,
+    },
     /// Delete finished jobs past their retention.
     Prune(PruneArgs),
     /// Pause, resume, limit and list queues (stored in the database: every

@@ -25,6 +25,7 @@ pub(crate) fn run(url: &str, command: Command, registry: Registry) -> Result<()>
         Command::Stats { history } => stats(url, history),
         Command::Retry(retry_args) => retry(url, retry_args),
         Command::Cancel { id } => cancel(url, &id),
+        Command::Delete { id } => delete(url, &id),
         Command::Prune(prune_args) => prune(url, prune_args),
         Command::Queue(queue_command) => queue(url, queue_command),
         Command::Cron(cron_command) => cron(url, cron_command),
@@ -501,6 +502,20 @@ fn cancel(url: &str, id: &str) -> Result<()> {
         }
     }
     Ok(())
+}
+
+fn delete(url: &str, id: &str) -> Result<()> {
+    let id = parse_id(id)?;
+    match jobqueue_core::delete_finished_job(&mut connect(url)?, id) {
+        Ok(()) => {
+            println!("deleted {id}");
+            Ok(())
+        }
+        Err(jobqueue_core::Error::WrongStatus { status, .. }) => Err(CliError::Refused(format!(
+            "job {id} is {status}: only finished jobs can be deleted (cancel it first)"
+        ))),
+        Err(e) => Err(e.into()),
+    }
 }
 
 fn prune(url: &str, args: PruneArgs) -> Result<()> {
