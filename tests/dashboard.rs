@@ -177,6 +177,10 @@ fn actions_change_the_database_and_say_what_they_did() {
     let site = Site::start(DashboardConfig::new(&db.url));
     let ids = put(&mut conn, 4, "mail.send", JobOptions::new().queue("mail"));
     fail_for_good(&mut conn, "true");
+    // The last hour's chart has this minute's failures.
+    let overview = site.get("/").body;
+    assert!(overview.contains(": 0 completed, 4 failed"), "{overview}");
+    assert!(overview.contains("<rect class=\"failed\""), "{overview}");
 
     // Retry one failed job.
     let csrf = site.csrf(&format!("/jobs/{}", ids[0]));

@@ -320,12 +320,15 @@ pub struct MinuteCount {
     /// Jobs that finished in it (completed, failed or cancelled).
     #[diesel(sql_type = BigInt)]
     pub finished: i64,
-    /// Of those, failed ones.
+    /// Of those, completed ones.
+    #[diesel(sql_type = BigInt)]
+    pub completed: i64,
+    /// Of those, failed ones (for good: the dead letter).
     #[diesel(sql_type = BigInt)]
     pub failed: i64,
 }
 
-/// Finished and failed jobs per minute over the last hour, oldest minute
+/// Finished, completed and failed jobs per minute over the last hour, oldest minute
 /// first (minutes without any are absent), and whether the count stopped
 /// at [`THROUGHPUT_MOST`] (then only the latest minutes are complete).
 pub fn throughput(conn: &mut PgConnection) -> Result<(Vec<MinuteCount>, bool)> {

@@ -1021,11 +1021,12 @@ pub(crate) const JOB_DELETE_FINISHED: &str = "
     DELETE FROM jobqueue_jobs
     WHERE id = $1 AND status IN ('completed', 'failed', 'cancelled')";
 
-/// Finished and failed jobs per minute over the last hour, from the latest
-/// `$1` finished jobs at most (the pruning index, newest first).
+/// Finished, completed and failed jobs per minute over the last hour, from
+/// the latest `$1` finished jobs at most (the pruning index, newest first).
 pub(crate) const JOB_THROUGHPUT: &str = "
     SELECT date_trunc('minute', finished_at) AS minute,
            count(*) AS finished,
+           count(*) FILTER (WHERE status = 'completed') AS completed,
            count(*) FILTER (WHERE status = 'failed') AS failed
     FROM (
         SELECT finished_at, status FROM jobqueue_jobs

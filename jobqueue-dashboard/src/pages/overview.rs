@@ -54,7 +54,7 @@ pub(crate) fn render(
         h2 { "Last hour" }
         (chart(&minutes))
         p.note {
-            "Jobs finished per minute (failed in red), from the pruning index"
+            "Jobs completed per minute, and failed for good on top in red, from the pruning index"
             @if capped {
                 ": counted from the latest " (jobqueue_core::THROUGHPUT_MOST)
                 " finished jobs only, so the older minutes show less than they had"
@@ -94,8 +94,8 @@ pub(crate) fn render(
     ))
 }
 
-/// Sixty bars, one a minute, the last at the right: finished jobs, with
-/// the failed part in red.
+/// Sixty bars, one a minute, the last at the right: completed jobs, with
+/// the failed ones stacked on top in red.
 fn chart(minutes: &[jobqueue_core::MinuteCount]) -> Markup {
     const WIDTH: i64 = 600;
     const HEIGHT: i64 = 80;
@@ -103,19 +103,25 @@ fn chart(minutes: &[jobqueue_core::MinuteCount]) -> Markup {
     let now = Utc::now()
         .duration_trunc(Duration::minutes(1))
         .unwrap_or_else(|_| Utc::now());
-    let most = minutes.iter().map(|m| m.finished).max().unwrap_or(0).max(1);
+    let most = minutes
+        .iter()
+        .map(|m| m.completed + m.failed)
+        .max()
+        .unwrap_or(0)
+        .max(1);
     let height = |n: i64| (n * HEIGHT) / most;
     html! {
         svg.chart width=(WIDTH) height=(HEIGHT) viewBox={ "0 0 " (WIDTH) " " (HEIGHT) }
-            role="img" aria-label="jobs finished per minute over the last hour" {
+            role="img" aria-label="jobs completed and failed per minute over the last hour" {
             @for m in minutes {
                 @let slot = 59 - (now - m.minute).num_minutes().clamp(0, 59);
                 @let x = slot * bar;
-                rect.finished x=(x) y=(HEIGHT - height(m.finished)) width=(bar - 1) height=(height(m.finished)) {
-                    title { (m.minute.format("%H:%M")) ": " (m.finished) " finished, " (m.failed) " failed" }
+                @let (done, failed) = (height(m.completed), height(m.failed));
+                rect.completed x=(x) y=(HEIGHT - done) width=(bar - 1) height=(done) {
+                    title { (m.minute.format("%H:%M")) ": " (m.completed) " completed, " (m.failed) " failed" }
                 }
                 @if m.failed > 0 {
-                    rect.failed x=(x) y=(HEIGHT - height(m.failed)) width=(bar - 1) height=(height(m.failed)) {}
+                    rect.failed x=(x) y=(HEIGHT - done - failed) width=(bar - 1) height=(failed) {}
                 }
             }
         }
