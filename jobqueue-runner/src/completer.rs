@@ -137,7 +137,9 @@ fn flush(shared: &Shared, db: &mut Db, pending: &mut Vec<Outcome>) {
             }
         });
     };
-    count_ended(pending, is_handled_or_lost, &[], |_| Ended::Completed);
+    count_ended(shared, pending, is_handled_or_lost, &[], |_| {
+        Ended::Completed
+    });
     written(pending, is_handled_or_lost);
     if !complete.is_empty()
         && let Ok(done) = db.run(&shared.health, |conn| conn.complete_many(&complete))
@@ -145,7 +147,9 @@ fn flush(shared: &Shared, db: &mut Db, pending: &mut Vec<Outcome>) {
         Counters::add(&counters.completed, done.applied.len());
         note_lost(shared, "completion", &done.lost);
         let is_complete = |k: &OutcomeKind| matches!(k, OutcomeKind::Complete);
-        count_ended(pending, is_complete, &done.lost, |_| Ended::Completed);
+        count_ended(shared, pending, is_complete, &done.lost, |_| {
+            Ended::Completed
+        });
         written(pending, is_complete);
     }
     if !failures.is_empty()
@@ -160,15 +164,14 @@ fn flush(shared: &Shared, db: &mut Db, pending: &mut Vec<Outcome>) {
             Counters::add(counters.of(ended(outcome)), 1);
         }
         note_lost(shared, "failure", &done.lost);
-        let by_id: HashMap<JobId, Ended> = done
-            .outcomes
-            .iter()
-            .map(|(id, outcome)| (*id, ended(outcome)))
-            .collect();
         let is_fail = |k: &OutcomeKind| matches!(k, OutcomeKind::Fail { .. });
-        count_ended(pending, is_fail, &done.lost, |id| {
-            by_id.get(&id).copied().unwrap_or(Ended::Failed)
-        });
+        count_ended_as(
+            shared,
+            pending,
+            is_fail,
+            &done.lost,
+            (&done.outcomes, ended, Ended::Failed),
+        );
         written(pending, is_fail);
     }
     if !release.is_empty()
@@ -177,7 +180,7 @@ fn flush(shared: &Shared, db: &mut Db, pending: &mut Vec<Outcome>) {
         Counters::add(&counters.released, done.applied.len());
         note_lost(shared, "release", &done.lost);
         let is_release = |k: &OutcomeKind| matches!(k, OutcomeKind::Release);
-        count_ended(pending, is_release, &done.lost, |_| Ended::Released);
+        count_ended(shared, pending, is_release, &done.lost, |_| Ended::Released);
         written(pending, is_release);
     }
     if !cancel.is_empty()
@@ -186,7 +189,7 @@ fn flush(shared: &Shared, db: &mut Db, pending: &mut Vec<Outcome>) {
         Counters::add(&counters.cancelled, done.applied.len());
         note_lost(shared, "cancellation", &done.lost);
         let is_cancel = |k: &OutcomeKind| matches!(k, OutcomeKind::Cancelled);
-        count_ended(pending, is_cancel, &done.lost, |_| Ended::Cancelled);
+        count_ended(shared, pending, is_cancel, &done.lost, |_| Ended::Cancelled);
         written(pending, is_cancel);
     }
     if !snoozes.is_empty()
@@ -203,15 +206,14 @@ fn flush(shared: &Shared, db: &mut Db, pending: &mut Vec<Outcome>) {
             Counters::add(counters.of(ended(status)), 1);
         }
         note_lost(shared, "snooze", &done.lost);
-        let by_id: HashMap<JobId, Ended> = done
-            .outcomes
-            .iter()
-            .map(|(id, status)| (*id, ended(status)))
-            .collect();
         let is_snooze = |k: &OutcomeKind| matches!(k, OutcomeKind::Snooze(_));
-        count_ended(pending, is_snooze, &done.lost, |id| {
-            by_id.get(&id).copied().unwrap_or(Ended::Snoozed)
-        });
+        count_ended_as(
+            shared,
+            pending,
+            is_snooze,
+            &done.lost,
+            (&done.outcomes, ended, Ended::Snoozed),
+        );
         written(pending, is_snooze);
     }
     if !park.is_empty()
@@ -222,7 +224,7 @@ fn flush(shared: &Shared, db: &mut Db, pending: &mut Vec<Outcome>) {
         Counters::add(&counters.unhandled, done.applied.len());
         note_lost(shared, "set-aside", &done.lost);
         let is_park = |k: &OutcomeKind| matches!(k, OutcomeKind::Park);
-        count_ended(pending, is_park, &done.lost, |_| Ended::Unhandled);
+        count_ended(shared, pending, is_park, &done.lost, |_| Ended::Unhandled);
         written(pending, is_park);
     }
 }
@@ -235,24 +237,44 @@ fn is_handled_or_lost(kind: &OutcomeKind) -> bool {
 /// statement just written made of the outcomes `of_kind`: `lost` ones (and
 /// `OutcomeKind::Lost`) as lease lost, the others as `ended` says.
 fn count_ended(
+    shared: &Shared,
     pending: &[Outcome],
     of_kind: impl Fn(&OutcomeKind) -> bool,
     lost: &[JobId],
     ended: impl Fn(JobId) -> Ended,
 ) {
-    for outcome in pending.iter().filter(|o| of_kind(&o.kind)) {
-        let Some(metrics) = &outcome.state.metrics else {
-            continue;
-        };
-        let id = outcome.state.lease.job_id;
-        metrics.ended(
-            if matches!(outcome.kind, OutcomeKind::Lost) || lost.contains(&id) {
-                Ended::LeaseLost
-            } else {
-                ended(id)
-            },
-        );
+    if shared.metrics.is_none() {
+        return;
     }
+    for outcome in pending.iter().filter(|o| of_kind(&o.kind)) {
+        if let Some(metrics) = &outcome.state.metrics {
+            let id = outcome.state.lease.job_id;
+            let lost = matches!(outcome.kind, OutcomeKind::Lost) || lost.contains(&id);
+            metrics.ended(if lost { Ended::LeaseLost } else { ended(id) });
+        }
+    }
+}
+
+/// [`count_ended`] for a statement that ends each job its own way:
+/// `outcomes` says how each written job ended (`ended` maps it; `usual`
+/// for one it does not name).
+fn count_ended_as<T>(
+    shared: &Shared,
+    pending: &[Outcome],
+    of_kind: impl Fn(&OutcomeKind) -> bool,
+    lost: &[JobId],
+    (outcomes, ended, usual): (&[(JobId, T)], impl Fn(&T) -> Ended, Ended),
+) {
+    if shared.metrics.is_none() {
+        return;
+    }
+    let by_id: HashMap<JobId, Ended> = outcomes
+        .iter()
+        .map(|(id, outcome)| (*id, ended(outcome)))
+        .collect();
+    count_ended(shared, pending, of_kind, lost, |id| {
+        by_id.get(&id).copied().unwrap_or(usual)
+    });
 }
 
 fn note_lost(shared: &Shared, what: &str, lost: &[jobqueue_core::JobId]) {

@@ -208,13 +208,13 @@ pub(crate) fn deliver(
         let mut state = JobState::new(row.lease(), row.job_type.clone(), queue_slot, early);
         if let Some(metrics) = &shared.metrics {
             let job = metrics.job(&row.queue, &row.job_type);
-            crate::metrics::Metrics::job_claimed(&job);
+            job.claimed();
             state.metrics = Some(job);
+            state.waited_at_claim = row
+                .claimed_at
+                .and_then(|claimed| (claimed - row.run_at).to_std().ok())
+                .unwrap_or_default();
         }
-        state.waited_at_claim = row
-            .claimed_at
-            .and_then(|claimed| (claimed - row.run_at).to_std().ok())
-            .unwrap_or_default();
         let state = Arc::new(state);
         shared.inflight.insert(Arc::clone(&state));
         if shared.registry.get(&row.job_type).is_none() {

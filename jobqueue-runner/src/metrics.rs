@@ -49,17 +49,18 @@ pub(crate) struct QueueStateLabels {
     pub(crate) state: &'static str,
 }
 
-/// What became of a claimed job, as counted in `jobqueue_job_outcomes_total`.
+/// What became of a claimed job, as counted in `jobqueue_job_outcomes_total`
+/// (in `Outcome::ALL`'s order: the discriminant indexes a job's counters).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Outcome {
-    Completed,
-    Retried,
-    Failed,
-    Cancelled,
-    Snoozed,
-    LeaseLost,
-    Released,
-    Unhandled,
+    Completed = 0,
+    Retried = 1,
+    Failed = 2,
+    Cancelled = 3,
+    Snoozed = 4,
+    LeaseLost = 5,
+    Released = 6,
+    Unhandled = 7,
 }
 
 impl Outcome {
@@ -116,9 +117,12 @@ impl JobMetrics {
 
     /// The job's outcome was written (or, for `LeaseLost`, found lost).
     pub(crate) fn ended(&self, outcome: Outcome) {
-        if let Some(i) = Outcome::ALL.iter().position(|o| *o == outcome) {
-            self.outcomes[i].inc();
-        }
+        self.outcomes[outcome as usize].inc();
+    }
+
+    /// A job of this queue and type was claimed.
+    pub(crate) fn claimed(&self) {
+        self.claimed.inc();
     }
 }
 
@@ -224,11 +228,6 @@ impl Metrics {
         if jobs == 0 {
             self.empty_claims.inc();
         }
-    }
-
-    /// A job of `job` was claimed.
-    pub(crate) fn job_claimed(job: &JobMetrics) {
-        job.claimed.inc();
     }
 
     /// Registers every family in `registry` (names get the `jobqueue_`

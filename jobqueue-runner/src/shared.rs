@@ -36,7 +36,7 @@ pub(crate) struct Shared {
     pub(crate) counters: Counters,
     /// Prometheus metrics, when kept (see `RunnerConfig::metrics`).
     pub(crate) metrics: Option<crate::metrics::Metrics>,
-    /// Workers running a handler now.
+    /// Workers running a handler now (counted while metrics are kept).
     pub(crate) busy_workers: AtomicUsize,
     pub(crate) pool: HandlerPool,
     /// The shutdown broadcast: disconnected when shutdown begins (claiming

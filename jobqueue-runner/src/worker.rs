@@ -27,10 +27,12 @@ pub(crate) fn run(shared: Arc<Shared>, jobs: JobReceiver, outcomes: Sender<Outco
         let metrics = claimed.state.metrics.as_deref();
         if let Some(metrics) = metrics {
             metrics.started_after(claimed.state.queue_time());
+            shared.busy_workers.fetch_add(1, Ordering::Relaxed);
         }
-        shared.busy_workers.fetch_add(1, Ordering::Relaxed);
         let kind = execute(&shared, &claimed);
-        shared.busy_workers.fetch_sub(1, Ordering::Relaxed);
+        if metrics.is_some() {
+            shared.busy_workers.fetch_sub(1, Ordering::Relaxed);
+        }
         let took = started.elapsed();
         shared.note_job_time(took);
         if let Some(metrics) = metrics {
