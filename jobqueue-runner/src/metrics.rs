@@ -221,6 +221,16 @@ impl Metrics {
         )
     }
 
+    /// The queues this runner has claimed jobs from.
+    pub(crate) fn queues_claimed(&self) -> Vec<String> {
+        self.by_job
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .keys()
+            .cloned()
+            .collect()
+    }
+
     /// A claim took `took` and returned `jobs` jobs.
     pub(crate) fn claimed(&self, took: Duration, jobs: usize) {
         self.claim_duration.observe(took.as_secs_f64());

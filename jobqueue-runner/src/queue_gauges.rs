@@ -10,8 +10,9 @@
 //! a leader that dies, or loses its connection, hands the role to the next
 //! runner whose turn comes, within one interval.
 //!
-//! A queue this runner reported once and that no longer shows in the table
-//! (emptied, its failed jobs pruned) reads 0, never its last value.
+//! A queue this runner reported once, or claimed jobs from, and that no
+//! longer shows in the table (emptied, its failed jobs pruned) reads 0,
+//! never its last value.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -22,7 +23,7 @@ use diesel::{Connection, PgConnection};
 
 use crate::backoff::stopped_within;
 use crate::health::ConnectFailures;
-use crate::metrics::{QueueGaugeFamilies, QueueLabels, QueueStateLabels};
+use crate::metrics::{Metrics, QueueGaugeFamilies, QueueLabels, QueueStateLabels};
 use crate::shared::Shared;
 
 /// The job states of `jobqueue_queue_jobs`.
@@ -48,7 +49,7 @@ pub(crate) fn run(shared: Arc<Shared>, stop: Receiver<()>) {
             }
         }
         if let Some(c) = conn.as_mut()
-            && let Err(e) = refresh(c, &mut leading, gauges, &mut known)
+            && let Err(e) = refresh(c, &mut leading, metrics, &mut known)
         {
             log::debug!("queue gauges: {}", crate::health::one_line(&e));
             // The lock may have gone with the connection: start over.
@@ -70,9 +71,10 @@ pub(crate) fn run(shared: Arc<Shared>, stop: Receiver<()>) {
 fn refresh(
     conn: &mut PgConnection,
     leading: &mut bool,
-    gauges: &QueueGaugeFamilies,
+    metrics: &Metrics,
     known: &mut BTreeSet<String>,
 ) -> jobqueue_core::Result<()> {
+    let gauges = &metrics.queues;
     if !*leading {
         *leading = jobqueue_core::try_lead_queue_gauges(conn)?;
         if !*leading {
@@ -94,6 +96,9 @@ fn refresh(
         );
         seen.insert(q.queue.clone());
     }
+    // Queues this runner claimed from are known too, even if they emptied
+    // before any refresh saw them.
+    known.extend(metrics.queues_claimed());
     for gone in known.difference(&seen) {
         set(gauges, gone, [0; 5], 0.0, false);
     }
