@@ -55,7 +55,7 @@ use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use base64::Engine;
 use headless_chrome::protocol::cdp::types::Event;
@@ -73,9 +73,6 @@ pub const WINDOW_SIZE: (u32, u32) = (1280, 800);
 
 /// The Chromium binary used when `CHROMIUM` is not set.
 pub const DEFAULT_CHROMIUM: &str = "/usr/bin/chromium";
-
-/// How often a wait checks its condition.
-const POLL: Duration = Duration::from_millis(25);
 
 /// How long the connection to the browser may stay silent before it is
 /// considered dead (`headless_chrome` closes it then; its default, 30 s, is
@@ -126,17 +123,18 @@ impl ProfileDir {
 impl Drop for ProfileDir {
     fn drop(&mut self) {
         // Chromium's helper processes outlive the main one by a moment.
-        let deadline = Instant::now() + Duration::from_secs(5);
-        loop {
+        let mut last = None;
+        let removed = crate::poll_until(Duration::from_secs(5), || {
             match std::fs::remove_dir_all(&self.0) {
-                Ok(()) => return,
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => return,
-                Err(e) if Instant::now() >= deadline => {
-                    eprintln!("could not remove {}: {e}", self.0.display());
-                    return;
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    last = Some(e);
+                    false
                 }
-                Err(_) => std::thread::sleep(POLL),
+                _ => true,
             }
+        });
+        if let (false, Some(e)) = (removed, last) {
+            eprintln!("could not remove {}: {e}", self.0.display());
         }
     }
 }
@@ -159,10 +157,7 @@ impl Drop for Browser {
         {
             return;
         }
-        let deadline = Instant::now() + Duration::from_secs(2);
-        while Instant::now() < deadline && is_running(pid) {
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        crate::poll_until(Duration::from_secs(2), || !is_running(pid));
     }
 }
 
@@ -280,16 +275,12 @@ impl Browser {
         if self.initial_taken.swap(true, Ordering::Relaxed) {
             return None;
         }
-        let deadline = Instant::now() + Duration::from_secs(1);
-        loop {
-            if let Some(tab) = lock(self.inner.get_tabs()).first() {
-                return Some(Arc::clone(tab));
-            }
-            if Instant::now() >= deadline {
-                return None;
-            }
-            std::thread::sleep(POLL);
-        }
+        let mut tab = None;
+        crate::poll_until(Duration::from_secs(1), || {
+            tab = lock(self.inner.get_tabs()).first().cloned();
+            tab.is_some()
+        });
+        tab
     }
 
     /// The Chromium version string (`Chrome/…`), for diagnostics.
@@ -597,12 +588,13 @@ impl Tab {
     /// in 100 ms reads), so each action is one evaluation where it can be.
     fn poll(&self, what: &str, body: &str) -> Value {
         let expression = format!("(() => {{ {body} }})()");
-        let deadline = Instant::now() + self.timeout;
-        loop {
-            let why = match self.try_eval(&expression) {
+        let (mut found, mut why) = (None, String::new());
+        crate::poll_until(self.timeout, || {
+            why = match self.try_eval(&expression) {
                 Ok(Value::Object(mut answer)) => {
                     if let Some(value) = answer.remove("ok") {
-                        return value;
+                        found = Some(value);
+                        return true;
                     }
                     if let Some(error) = answer.remove("error") {
                         self.fail(&format!(
@@ -618,14 +610,14 @@ impl Tab {
                 Ok(other) => format!("unexpected answer {other}"),
                 Err(e) => e,
             };
-            if Instant::now() >= deadline {
-                self.fail(&format!(
-                    "timed out after {:?} waiting for {what}: {why}",
-                    self.timeout
-                ));
-            }
-            std::thread::sleep(POLL);
-        }
+            false
+        });
+        found.unwrap_or_else(|| {
+            self.fail(&format!(
+                "timed out after {:?} waiting for {what}: {why}",
+                self.timeout
+            ))
+        })
     }
 
     /// Clicks `selector` as [`Tab::click`] does; tags its document with

@@ -277,13 +277,24 @@ pub fn expire_leases(conn: &mut PgConnection) {
 
 /// Polls `condition` every 20 ms until it holds; panics naming `what` after
 /// `timeout`. For waiting on other threads and processes through the database.
-pub fn wait_for(what: &str, timeout: std::time::Duration, mut condition: impl FnMut() -> bool) {
+pub fn wait_for(what: &str, timeout: std::time::Duration, condition: impl FnMut() -> bool) {
+    assert!(
+        poll_until(timeout, condition),
+        "timed out after {timeout:?} waiting for {what}"
+    );
+}
+
+/// Polls `condition` every 20 ms until it holds (true) or `timeout` passes
+/// (false): [`wait_for`] for waits whose timeout is not a failure.
+pub fn poll_until(timeout: std::time::Duration, mut condition: impl FnMut() -> bool) -> bool {
     let deadline = std::time::Instant::now() + timeout;
-    while !condition() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "timed out after {timeout:?} waiting for {what}"
-        );
+    loop {
+        if condition() {
+            return true;
+        }
+        if std::time::Instant::now() >= deadline {
+            return false;
+        }
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
 }
@@ -595,11 +606,20 @@ pub mod fault {
     impl OwnCluster {
         /// Initializes and starts the cluster and prepares its database.
         pub fn start() -> Self {
+            Self::start_with(&[])
+        }
+
+        /// [`OwnCluster::start`], the server started with `settings` (name,
+        /// value) on its command line (see `PrivateCluster::with_setting`).
+        pub fn start_with(settings: &[(&str, &str)]) -> Self {
             let port = free_port().expect("a free port");
             let base = std::env::temp_dir()
                 .join(format!("jobqueue-fault-pg-{port}-{}", std::process::id()));
-            let cluster = PrivateCluster::new(&base, port)
+            let mut cluster = PrivateCluster::new(&base, port)
                 .expect("PostgreSQL binaries on this machine (apt-get install postgresql)");
+            for (name, value) in settings {
+                cluster = cluster.with_setting(name, value);
+            }
             // Built before starting, so a failed start is cleaned up too.
             let own = OwnCluster {
                 url: cluster.url("jq_fault"),
@@ -628,6 +648,13 @@ pub mod fault {
         /// A new connection to its database.
         pub fn conn(&self) -> PgConnection {
             PgConnection::establish(&self.url).expect("connect to the private cluster")
+        }
+
+        /// A new connection to its database that names itself
+        /// `application_name`.
+        pub fn conn_as(&self, application_name: &str) -> PgConnection {
+            PgConnection::establish(&format!("{}?application_name={application_name}", self.url))
+                .expect("connect to the private cluster")
         }
     }
 

@@ -5,16 +5,14 @@
 //! test's own, so that other tests on the shared server neither see them
 //! nor disturb them; the others use a database of their own.
 
-use std::path::PathBuf;
 use std::time::Duration;
 
 use diesel::connection::SimpleConnection;
 use diesel::prelude::*;
 use jobqueue_core::{Check, CheckStatus, DoctorOptions, Job};
-use jobqueue_tests::fault::{Proc, runner_flags};
+use jobqueue_tests::fault::{OwnCluster, Proc, runner_flags};
 use jobqueue_tests::jobs::{Noop, Sleep};
 use jobqueue_tests::{TestDb, read_job, run_cli, scalar, server_url, wait_for, with_database};
-use jobqueue_tools::postgres::{PrivateCluster, StopMode, free_port};
 
 const WORKER: &str = env!("CARGO_BIN_EXE_jobqueue-test-worker");
 
@@ -84,61 +82,6 @@ fn flush_stats(conn: &mut PgConnection) {
     exec(conn, "SELECT pg_stat_force_next_flush()");
 }
 
-/// A PostgreSQL cluster of the test's own, started with `settings`, with
-/// one migrated database; stopped and deleted when dropped.
-struct OwnServer {
-    cluster: PrivateCluster,
-    base: PathBuf,
-    url: String,
-}
-
-impl OwnServer {
-    fn start(settings: &[(&str, &str)]) -> Self {
-        let port = free_port().expect("a free port");
-        let base =
-            std::env::temp_dir().join(format!("jobqueue-doctor-pg-{port}-{}", std::process::id()));
-        let mut cluster = PrivateCluster::new(&base, port)
-            .expect("PostgreSQL binaries on this machine (apt-get install postgresql)");
-        for (name, value) in settings {
-            cluster = cluster.with_setting(name, value);
-        }
-        // Built before starting, so that a failed start is cleaned up too.
-        let own = OwnServer {
-            url: cluster.url("jq_doctor"),
-            cluster,
-            base,
-        };
-        own.cluster
-            .ensure_running()
-            .expect("start a private PostgreSQL cluster");
-        let mut admin = PgConnection::establish(&own.cluster.url("postgres"))
-            .expect("connect to the private cluster");
-        exec(&mut admin, "CREATE DATABASE jq_doctor");
-        jobqueue_core::run_migrations(&mut own.conn()).expect("migrate");
-        own
-    }
-
-    fn conn(&self) -> PgConnection {
-        PgConnection::establish(&self.url).expect("connect to the private cluster")
-    }
-
-    /// A connection that names itself `application_name`.
-    fn conn_as(&self, application_name: &str) -> PgConnection {
-        PgConnection::establish(&format!("{}?application_name={application_name}", self.url))
-            .expect("connect to the private cluster")
-    }
-}
-
-impl Drop for OwnServer {
-    fn drop(&mut self) {
-        if self.cluster.is_running() {
-            let _ = self.cluster.stop(StopMode::Immediate);
-        }
-        let _ = std::fs::remove_dir_all(&self.base);
-        let _ = std::fs::remove_file(self.base.with_extension("lock"));
-    }
-}
-
 /// A database of the shared server that nobody migrated; dropped with
 /// this value.
 struct BareDb {
@@ -193,7 +136,7 @@ fn insert(conn: &mut PgConnection, n: usize, job_type: &str, status: &str) {
 
 #[test]
 fn an_open_transaction_warns_then_fails_past_its_thresholds_until_it_ends() {
-    let server = OwnServer::start(&[]);
+    let server = OwnCluster::start_with(&[]);
     let mut conn = server.conn();
     let mut idle = server.conn_as("doctor-test-idle");
     let pid = scalar(&mut idle, "SELECT pg_backend_pid()::int8 AS n");
@@ -251,7 +194,7 @@ fn an_open_transaction_warns_then_fails_past_its_thresholds_until_it_ends() {
 
 #[test]
 fn a_replication_slot_holding_a_horizon_warns_while_inactive_and_fails_past_its_age() {
-    let server = OwnServer::start(&[("wal_level", "logical")]);
+    let server = OwnCluster::start_with(&[("wal_level", "logical")]);
     let mut conn = server.conn();
     let options = DoctorOptions::default();
 
@@ -305,7 +248,7 @@ fn a_replication_slot_holding_a_horizon_warns_while_inactive_and_fails_past_its_
 
 #[test]
 fn a_prepared_transaction_left_behind_fails_until_it_is_finished() {
-    let server = OwnServer::start(&[("max_prepared_transactions", "2")]);
+    let server = OwnCluster::start_with(&[("max_prepared_transactions", "2")]);
     let mut conn = server.conn();
     let options = DoctorOptions {
         xact_warn: Duration::from_millis(100),
@@ -333,7 +276,7 @@ fn a_prepared_transaction_left_behind_fails_until_it_is_finished() {
 
 #[test]
 fn a_listener_that_does_not_read_fills_the_notify_queue_until_it_goes() {
-    let server = OwnServer::start(&[]);
+    let server = OwnCluster::start_with(&[]);
     let mut conn = server.conn();
     // A session that listens, then sits in a transaction: it reads no
     // notification until the transaction ends, so all of them stay queued.
@@ -381,7 +324,7 @@ fn a_listener_that_does_not_read_fills_the_notify_queue_until_it_goes() {
 #[test]
 fn connections_near_the_limit_warn_then_fail_until_they_close() {
     // 12 connections, 3 kept for superusers: 9 open to the others.
-    let server = OwnServer::start(&[("max_connections", "12")]);
+    let server = OwnCluster::start_with(&[("max_connections", "12")]);
     let mut conn = server.conn();
     let options = DoctorOptions::default();
     let mut held: Vec<PgConnection> = (0..6).map(|_| server.conn()).collect();
@@ -737,7 +680,7 @@ fn the_checks_never_scan_the_jobs_table() {
 
 #[test]
 fn a_role_that_may_not_read_what_a_check_reads_gets_that_check_failed_and_the_rest_run() {
-    let server = OwnServer::start(&[]);
+    let server = OwnCluster::start_with(&[]);
     let mut conn = server.conn();
     exec(&mut conn, "CREATE ROLE doctor_reader LOGIN");
     let url = server.url.replace("postgres@", "doctor_reader@");
