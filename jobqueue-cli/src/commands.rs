@@ -35,7 +35,7 @@ pub(crate) fn run(url: &str, command: Command, registry: Registry) -> Result<()>
     }
 }
 
-fn connect(url: &str) -> Result<PgConnection> {
+pub(crate) fn connect(url: &str) -> Result<PgConnection> {
     Ok(PgConnection::establish(url).map_err(jobqueue_core::Error::from)?)
 }
 

@@ -4,7 +4,6 @@
 
 use std::time::Duration;
 
-use diesel::{Connection, PgConnection};
 use jobqueue_core::{Check, CheckStatus, DoctorOptions};
 
 use crate::CliError;
@@ -97,7 +96,7 @@ pub(crate) fn run(url: &str, args: DoctorArgs) -> Result<(), CliError> {
     // Thresholds that contradict each other are a wrong command line (2),
     // refused before connecting.
     options.validate()?;
-    let mut conn = PgConnection::establish(url).map_err(jobqueue_core::Error::from)?;
+    let mut conn = crate::commands::connect(url)?;
     let checks = jobqueue_core::doctor(&mut conn, &options)?;
     let worst = checks
         .iter()

@@ -2,11 +2,6 @@
 
 use std::time::Duration;
 
-/// A duration for people (see [`crate::human_duration`]).
-pub(crate) fn duration(duration: Duration) -> String {
-    crate::human_duration(duration)
-}
-
 /// A duration from seconds as the database gives them (never negative).
 pub(crate) fn secs(secs: f64) -> Duration {
     Duration::try_from_secs_f64(secs).unwrap_or(Duration::ZERO)
@@ -80,8 +75,8 @@ mod tests {
 
     #[test]
     fn figures_read_as_people_write_them() {
-        assert_eq!(duration(Duration::from_millis(200)), "200ms");
-        assert_eq!(duration(Duration::from_secs(303)), "5m 03s");
+        assert_eq!(crate::human_duration(Duration::from_millis(200)), "200ms");
+        assert_eq!(crate::human_duration(Duration::from_secs(303)), "5m 03s");
         assert_eq!(bytes(512.0), "512 bytes");
         assert_eq!(bytes(16_384.0), "16 kB");
         assert_eq!(bytes(2.4 * 1024.0 * 1024.0), "2.4 MB");

@@ -78,7 +78,7 @@ pub(super) fn dead_tuples(conn: &mut PgConnection, options: &DoctorOptions) -> R
             };
             format!(
                 "last vacuum {} ago ({by})",
-                format::duration(format::secs(secs))
+                crate::human_duration(format::secs(secs))
             )
         }
     };

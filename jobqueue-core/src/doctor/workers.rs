@@ -47,7 +47,10 @@ pub(super) fn held_leases(
     })?;
     let worker_state = |worker: &str| match runners.iter().find(|r| r.worker_id == worker) {
         Some(r) if r.is_gone() => {
-            format!("gone, last seen {} ago", format::duration(r.silent_for()))
+            format!(
+                "gone, last seen {} ago",
+                crate::human_duration(r.silent_for())
+            )
         }
         Some(_) => "live".to_owned(),
         None => "not a registered runner".to_owned(),
@@ -63,7 +66,7 @@ pub(super) fn held_leases(
                 "{} job(s) of {worker} ({}), lease expired {} ago",
                 h.expired,
                 worker_state(worker),
-                format::duration(format::secs(h.expired_secs))
+                crate::human_duration(format::secs(h.expired_secs))
             )
         })
         .collect();
@@ -100,7 +103,7 @@ pub(super) fn held_leases(
                 "{} job(s) of {worker} ({}), lease ends in {}",
                 h.held,
                 worker_state(worker),
-                format::duration(format::secs(h.lease_left_secs))
+                crate::human_duration(format::secs(h.lease_left_secs))
             )
         })
         .collect();
@@ -238,7 +241,7 @@ pub(super) fn queues(conn: &mut PgConnection, live: &[&RunnerRow]) -> Result<Che
                 "{} ({} due, oldest waiting {})",
                 q.queue,
                 q.due,
-                format::duration(format::secs(q.oldest_secs))
+                crate::human_duration(format::secs(q.oldest_secs))
             )
         })
         .collect();
