@@ -19,7 +19,7 @@ pub enum DashboardError {
     #[error("the access token has {0} characters: use at least 16")]
     WeakToken(usize),
     /// The address could not be bound.
-    #[error("cannot serve the dashboard on {addr}: {reason}")]
+    #[error("cannot serve the dashboard on {addr}: {reason} (choose another address with --addr)")]
     Bind {
         /// The address given.
         addr: SocketAddr,

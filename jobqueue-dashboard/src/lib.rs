@@ -146,7 +146,7 @@ impl diesel::r2d2::CustomizeConnection<PgConnection, diesel::r2d2::Error> for Ti
 
 impl Dashboard {
     /// A dashboard as `config` says. Checks the token's length and that
-    /// the database answers.
+    /// the database answers (a connection is opened to see).
     pub fn new(mut config: DashboardConfig) -> Result<Self, DashboardError> {
         if let Some(token) = &config.access_token
             && token.chars().count() < 16
@@ -160,16 +160,16 @@ impl Dashboard {
             .connection_timeout(std::time::Duration::from_secs(10))
             .connection_customizer(Box::new(Timeout(config.statement_timeout)))
             .build(ConnectionManager::<PgConnection>::new(&config.database_url))
-            .map_err(|e| {
-                jobqueue_core::Error::Connection(diesel::ConnectionError::BadConnection(
-                    e.to_string(),
-                ))
-            })?;
-        Ok(Dashboard {
+            .map_err(pool_error)?;
+        let dashboard = Dashboard {
             config,
             pool,
             csrf: security::random_secret(),
-        })
+        };
+        // The pool opens connections on demand: one now, so that a wrong
+        // URL or a server that does not answer stops the start.
+        dashboard.conn()?;
+        Ok(dashboard)
     }
 
     /// Answers one request.
@@ -180,8 +180,11 @@ impl Dashboard {
     fn conn(
         &self,
     ) -> Result<PooledConnection<ConnectionManager<PgConnection>>, jobqueue_core::Error> {
-        self.pool.get().map_err(|e| {
-            jobqueue_core::Error::Connection(diesel::ConnectionError::BadConnection(e.to_string()))
-        })
+        self.pool.get().map_err(pool_error)
     }
+}
+
+/// A pool that cannot give a connection, as the connection error it is.
+fn pool_error(error: diesel::r2d2::PoolError) -> jobqueue_core::Error {
+    jobqueue_core::Error::Connection(diesel::ConnectionError::BadConnection(error.to_string()))
 }

@@ -82,7 +82,7 @@ pub(crate) fn handle(dashboard: &Dashboard, request: &Request) -> Response {
     answer.unwrap_or_else(|refusal| {
         html(
             refusal.status,
-            pages::layout::message(&ctx, &refusal.title(), &refusal.message),
+            pages::layout::message(&ctx, refusal.title(), &refusal.message),
         )
     })
 }
@@ -101,13 +101,13 @@ impl Refusal {
         }
     }
 
-    fn title(&self) -> String {
+    fn title(&self) -> &'static str {
         match self.status {
-            400 => "Not understood".into(),
-            403 => "Refused".into(),
-            404 => "Not found".into(),
-            409 => "Not possible now".into(),
-            _ => "Error".into(),
+            400 => "Not understood",
+            403 => "Refused",
+            404 => "Not found",
+            409 => "Not possible now",
+            _ => "Error",
         }
     }
 }
@@ -198,30 +198,29 @@ fn post(
     let (back, notice) = match segments.as_slice() {
         ["jobs", id, action] => {
             let id = job_id(id)?;
-            let notice = match *action {
+            match *action {
                 "retry" => {
                     jobqueue_core::retry_job(conn, id)?;
-                    format!("job {id} is pending again")
+                    (format!("/jobs/{id}"), format!("job {id} is pending again"))
                 }
-                "cancel" => match jobqueue_core::cancel(conn, id)? {
-                    jobqueue_core::CancelOutcome::Cancelled => format!("job {id} cancelled"),
-                    jobqueue_core::CancelOutcome::Requested => {
-                        format!("cancel requested: job {id} stops at its next heartbeat")
-                    }
-                    jobqueue_core::CancelOutcome::AlreadyFinished(status) => {
-                        format!("job {id} had already finished ({status})")
-                    }
-                },
+                "cancel" => {
+                    let notice = match jobqueue_core::cancel(conn, id)? {
+                        jobqueue_core::CancelOutcome::Cancelled => format!("job {id} cancelled"),
+                        jobqueue_core::CancelOutcome::Requested => {
+                            format!("cancel requested: job {id} stops at its next heartbeat")
+                        }
+                        jobqueue_core::CancelOutcome::AlreadyFinished(status) => {
+                            format!("job {id} had already finished ({status})")
+                        }
+                    };
+                    (format!("/jobs/{id}"), notice)
+                }
                 "delete" => {
                     jobqueue_core::delete_finished_job(conn, id)?;
-                    return Ok(see_other(
-                        ctx.link(&format!("/jobs?notice=job+{id}+deleted")),
-                        None,
-                    ));
+                    ("/jobs".to_owned(), format!("job {id} deleted"))
                 }
                 _ => return Err(Refusal::new(404, format!("no action {action}"))),
-            };
-            (format!("/jobs/{id}"), notice)
+            }
         }
         ["queues", name, action] => {
             let change = match *action {
