@@ -300,6 +300,12 @@ fn forged_read_only_and_tokenless_requests_are_refused() {
     let open = Dashboard::new(DashboardConfig::new(&db.url)).expect("dashboard");
     let error = serve(open, "0.0.0.0:0".parse().expect("address")).expect_err("needs a token");
     assert!(matches!(error, DashboardError::NeedsToken(_)), "{error}");
+    // A database that does not answer stops the start, saying why.
+    let nowhere = Dashboard::new(DashboardConfig::new("postgres://postgres@127.0.0.1:1/none"));
+    assert!(
+        matches!(&nowhere, Err(DashboardError::Queue(e)) if e.to_string().contains("cannot connect")),
+        "{nowhere:?}"
+    );
     let mut short = DashboardConfig::new(&db.url);
     short.access_token = Some("short".into());
     assert!(matches!(

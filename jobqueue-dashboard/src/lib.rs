@@ -161,15 +161,18 @@ impl Dashboard {
             .connection_customizer(Box::new(Timeout(config.statement_timeout)))
             .build(ConnectionManager::<PgConnection>::new(&config.database_url))
             .map_err(pool_error)?;
-        let dashboard = Dashboard {
+        // The pool opens connections on demand: one now, so that a wrong
+        // URL or a server that does not answer stops the start at once,
+        // with libpq's reason.
+        {
+            use diesel::Connection;
+            PgConnection::establish(&config.database_url).map_err(jobqueue_core::Error::from)?;
+        }
+        Ok(Dashboard {
             config,
             pool,
             csrf: security::random_secret(),
-        };
-        // The pool opens connections on demand: one now, so that a wrong
-        // URL or a server that does not answer stops the start.
-        dashboard.conn()?;
-        Ok(dashboard)
+        })
     }
 
     /// Answers one request.
