@@ -668,6 +668,119 @@ pub mod fault {
         }
     }
 
+    /// A streaming standby of an [`OwnCluster`], on a port of its own:
+    /// stopped and deleted when dropped.
+    pub struct Standby {
+        cluster: PrivateCluster,
+        base: PathBuf,
+    }
+
+    impl std::fmt::Debug for Standby {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.debug_struct("Standby")
+                .field("port", &self.cluster.port())
+                .finish()
+        }
+    }
+
+    impl OwnCluster {
+        /// Starts a streaming standby of this cluster (`pg_basebackup -R`),
+        /// naming itself `application_name` to the primary, and waits until
+        /// it streams. Synchronous once the primary lists it in
+        /// `synchronous_standby_names` ([`OwnCluster::require_sync`]).
+        pub fn standby(&self, application_name: &str) -> Standby {
+            let port = free_port().expect("a free port");
+            let base = std::env::temp_dir().join(format!(
+                "jobqueue-fault-standby-{port}-{}",
+                std::process::id()
+            ));
+            let cluster = PrivateCluster::new(&base, port).expect("PostgreSQL binaries");
+            let standby = Standby { cluster, base };
+            standby
+                .cluster
+                .clone_as_standby(&self.cluster, application_name)
+                .expect("pg_basebackup");
+            standby.cluster.start().expect("start the standby");
+            standby
+                .cluster
+                .wait_ready(Duration::from_secs(30))
+                .expect("the standby accepts connections");
+            let mut conn = self.conn();
+            wait_for("the standby to stream", Duration::from_secs(30), || {
+                crate::scalar(
+                    &mut conn,
+                    &format!(
+                        "SELECT count(*) AS n FROM pg_stat_replication \
+                             WHERE application_name = '{application_name}' AND state = 'streaming'"
+                    ),
+                ) == 1
+            });
+            standby
+        }
+
+        /// Makes every commit wait until standby `application_name` has
+        /// flushed it (`synchronous_standby_names`), and waits until the
+        /// primary reports it synchronous.
+        pub fn require_sync(&self, application_name: &str) {
+            let mut conn = self.conn();
+            diesel::sql_query(format!(
+                "ALTER SYSTEM SET synchronous_standby_names = '{application_name}'"
+            ))
+            .execute(&mut conn)
+            .expect("set synchronous_standby_names");
+            diesel::sql_query("SELECT pg_reload_conf()")
+                .execute(&mut conn)
+                .expect("reload");
+            wait_for(
+                "the standby to become synchronous",
+                Duration::from_secs(30),
+                || {
+                    crate::scalar(
+                        &mut conn,
+                        &format!(
+                            "SELECT count(*) AS n FROM pg_stat_replication \
+                             WHERE application_name = '{application_name}' AND sync_state = 'sync'"
+                        ),
+                    ) == 1
+                },
+            );
+        }
+
+        /// A libpq URL listing this cluster, then `standby`, that connects
+        /// only to the one that takes writes (`target_session_attrs`), with
+        /// a connect timeout of `connect_timeout` seconds per host.
+        pub fn failover_url(&self, standby: &Standby, connect_timeout: u32) -> String {
+            format!(
+                "postgres://postgres@127.0.0.1:{},127.0.0.1:{}/jq_fault\
+                 ?target_session_attrs=read-write&connect_timeout={connect_timeout}",
+                self.cluster.port(),
+                standby.cluster.port()
+            )
+        }
+    }
+
+    impl Standby {
+        /// The cluster, to promote, stop and start.
+        pub fn cluster(&self) -> &PrivateCluster {
+            &self.cluster
+        }
+
+        /// A new connection to the test database on it.
+        pub fn conn(&self) -> PgConnection {
+            PgConnection::establish(&self.cluster.url("jq_fault")).expect("connect to the standby")
+        }
+    }
+
+    impl Drop for Standby {
+        fn drop(&mut self) {
+            if self.cluster.is_running() {
+                let _ = self.cluster.stop(StopMode::Immediate);
+            }
+            let _ = std::fs::remove_dir_all(&self.base);
+            let _ = std::fs::remove_file(self.base.with_extension("lock"));
+        }
+    }
+
     /// What became of the jobs of one job type whose payload has an
     /// `exactly_once` flag: exactly-once jobs write an `effect` row in their
     /// completion's transaction; the others write an `execution_kind` row,

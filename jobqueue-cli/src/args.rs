@@ -259,6 +259,18 @@ pub(crate) struct WorkArgs {
         default_value_t = 5.0
     )]
     pub(crate) metrics_refresh_secs: f64,
+    /// Seconds the runner waits on one database round trip before it takes
+    /// the server for hung (a frozen process or VM, a partitioned network),
+    /// closes the connection and reconnects through the URL's hosts. Also
+    /// the per-host connect timeout (2 to 10 s) and TCP user timeout, unless
+    /// the URL sets them.
+    #[arg(
+        long,
+        allow_negative_numbers = true,
+        env = "JOBQUEUE_DB_TIMEOUT_SECS",
+        default_value_t = 15.0
+    )]
+    pub(crate) db_timeout_secs: f64,
 }
 
 /// `jobqueue enqueue`.

@@ -102,6 +102,7 @@ fn work(url: &str, args: WorkArgs, registry: Registry) -> Result<()> {
         config.metrics = jobqueue_runner::MetricsMode::Serve(addr);
     }
     config.metrics_refresh = secs("metrics-refresh-secs", args.metrics_refresh_secs)?;
+    config.db_timeout = secs("db-timeout-secs", args.db_timeout_secs)?;
     if registry.job_types().is_empty() {
         return Err(CliError::Usage(
             "this binary registers no job types, so `work` would never run anything: \

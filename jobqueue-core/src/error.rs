@@ -161,6 +161,16 @@ pub enum Error {
     /// No job has this id.
     #[error("no job with id {0}")]
     NotFound(JobId),
+
+    /// The server connected to accepts no writes: a standby in recovery, or
+    /// one with `default_transaction_read_only` on (as failover tools fence
+    /// a demoted primary).
+    #[error(
+        "the database server is read-only (a standby, or default_transaction_read_only is on): \
+         point the URL at the primary, or list every host and add \
+         target_session_attrs=read-write so libpq picks the one that takes writes"
+    )]
+    ReadOnly,
 }
 
 /// Shorthand for results of this crate.
@@ -173,6 +183,21 @@ impl Error {
         match error {
             diesel::result::Error::QueryBuilderError(inner) => inner.downcast_ref::<Error>(),
             _ => None,
+        }
+    }
+
+    /// Whether the server refused a write because it is read-only
+    /// (SQLSTATE 25006): the connection is on a standby, or on a primary
+    /// fenced off by `default_transaction_read_only`. Such a connection is
+    /// of no more use to a writer; a new one, through a URL that lists
+    /// every host with `target_session_attrs=read-write`, finds the primary.
+    pub fn is_read_only(&self) -> bool {
+        match self {
+            Error::ReadOnly => true,
+            Error::Database(diesel::result::Error::DatabaseError(kind, _)) => {
+                matches!(kind, diesel::result::DatabaseErrorKind::ReadOnlyTransaction)
+            }
+            _ => false,
         }
     }
 

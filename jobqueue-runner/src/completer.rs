@@ -32,7 +32,7 @@ enum Next {
 /// until the grace deadline; refused flushes are retried until a second
 /// grace period has passed.
 pub(crate) fn run(shared: Arc<Shared>, outcomes: Receiver<Outcome>) {
-    let mut db = Db::new(&shared.config.database_url, "completer");
+    let mut db = Db::new(&shared, "completer");
     let mut backoff = Backoff::new();
     let mut pending: Vec<Outcome> = Vec::new();
     let batch = shared.config.completion_batch;

@@ -78,6 +78,17 @@ pub struct RunnerConfig {
     /// (see [`MetricsMode`]) refreshes them, and how soon another takes
     /// over when it stops. Default 5 s.
     pub metrics_refresh: Duration,
+    /// How long the runner waits on one database round trip (its own
+    /// statements: claims, outcomes, heartbeats, maintenance but `VACUUM`)
+    /// before it takes the server for hung, closes the connection and
+    /// connects again through the URL's hosts; also the per-host connect
+    /// timeout (2 to 10 s) and the TCP user timeout its connections get
+    /// unless the URL sets them. A server that stopped answering without
+    /// closing its connections (a frozen process or VM, a partitioned
+    /// network) costs at most this long. Default 15 s; keep it above the
+    /// longest statement the runner may wait on (a claim queued behind a
+    /// queue's lock, a prune batch).
+    pub db_timeout: Duration,
 }
 
 /// Whether a runner keeps Prometheus metrics, and where it serves them.
@@ -135,6 +146,7 @@ impl RunnerConfig {
             handler_pool_size: None,
             metrics: MetricsMode::Off,
             metrics_refresh: Duration::from_secs(5),
+            db_timeout: Duration::from_secs(15),
         }
     }
 
@@ -281,6 +293,12 @@ impl RunnerConfig {
         }
         if self.effective_handler_pool_size() == 0 {
             return bad("handler_pool_size is 0".into());
+        }
+        if !(Duration::from_millis(100)..=Duration::from_secs(3600)).contains(&self.db_timeout) {
+            return bad(format!(
+                "db_timeout {:?} is out of range (0.1 s to 1 hour)",
+                self.db_timeout
+            ));
         }
         self.retry.validate()?;
         Ok(())

@@ -3,7 +3,7 @@
 use std::sync::atomic::Ordering;
 
 use chrono::{DateTime, Utc};
-use diesel::r2d2::{ConnectionManager, PooledConnection};
+use diesel::r2d2::PooledConnection;
 use diesel::{Connection, PgConnection};
 use jobqueue_core::{JobId, JobRow, Progress};
 
@@ -23,7 +23,7 @@ pub struct JobContext<'a> {
 /// A handler's database connection: from the runner's handler pool, or one
 /// of its own when abandoned handlers hold pool connections and none is idle.
 enum HandlerConn {
-    Pooled(PooledConnection<ConnectionManager<PgConnection>>),
+    Pooled(PooledConnection<crate::connection::HandlerConnections>),
     Own(PgConnection),
 }
 
@@ -214,10 +214,10 @@ impl<'a> JobContext<'a> {
                 } else if let Some(pooled) = shared.pool.try_get() {
                     HandlerConn::Pooled(pooled)
                 } else {
-                    HandlerConn::Own(
-                        PgConnection::establish(&shared.config.database_url)
-                            .map_err(|e| unavailable(&e))?,
-                    )
+                    let mut own = PgConnection::establish(&shared.config.database_url)
+                        .map_err(|e| unavailable(&e))?;
+                    shared.watchdog.add_handler_connection(&mut own);
+                    HandlerConn::Own(own)
                 };
                 slot.insert(conn)
             }

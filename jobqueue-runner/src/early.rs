@@ -29,7 +29,7 @@ pub(crate) fn run(
     stop: Receiver<()>,
 ) {
     let config = &shared.config;
-    let mut db = Db::new(&config.database_url, "early claims");
+    let mut db = Db::new(&shared, "early claims");
     let mut claim = Claim::new(config.worker_id.clone())
         .queues(config.queues.iter().cloned())
         .lease(config.lease);

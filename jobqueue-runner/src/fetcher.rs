@@ -243,7 +243,7 @@ pub(crate) fn run(
     stop: Receiver<()>,
 ) {
     let config = &shared.config;
-    let mut db = Db::new(&config.database_url, "fetcher");
+    let mut db = Db::new(&shared, "fetcher");
     let mut backoff = Backoff::new();
     // After finding work, re-poll at short intervals (see `next_repoll`)
     // before falling back to the slow poll: jobs whose enqueue skipped its

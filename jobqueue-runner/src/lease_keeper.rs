@@ -17,7 +17,7 @@ use crate::shared::Shared;
 
 pub(crate) fn run(shared: Arc<Shared>, stop: Receiver<()>, spawn_worker: impl Fn()) {
     let config = &shared.config;
-    let mut db = Db::new(&config.database_url, "lease keeper");
+    let mut db = Db::new(&shared, "lease keeper");
     let mut registered = false;
     loop {
         registered = presence(&shared, &mut db, registered);

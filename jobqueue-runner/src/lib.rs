@@ -50,6 +50,7 @@
 mod backoff;
 mod completer;
 mod config;
+mod connection;
 mod context;
 mod counters;
 mod db;
@@ -58,6 +59,7 @@ mod early;
 mod error;
 mod exposition;
 mod fetcher;
+mod hang_guard;
 mod health;
 mod job_error;
 mod job_state;

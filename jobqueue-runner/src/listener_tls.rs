@@ -49,12 +49,12 @@ impl SslMode {
 
     /// What the `postgres` crate is told: it knows disable, prefer and
     /// require; verification is the connector's.
-    fn negotiation(self) -> postgres::config::SslMode {
+    fn negotiation(self) -> tokio_postgres::config::SslMode {
         match self {
-            SslMode::Disable => postgres::config::SslMode::Disable,
-            SslMode::Allow | SslMode::Prefer => postgres::config::SslMode::Prefer,
+            SslMode::Disable => tokio_postgres::config::SslMode::Disable,
+            SslMode::Allow | SslMode::Prefer => tokio_postgres::config::SslMode::Prefer,
             SslMode::Require | SslMode::VerifyCa | SslMode::VerifyFull => {
-                postgres::config::SslMode::Require
+                tokio_postgres::config::SslMode::Require
             }
         }
     }
@@ -86,7 +86,7 @@ const LEFT_OUT: &[&str] = &[
 /// key=value form).
 pub(crate) fn listener_config(
     url: &str,
-) -> Result<(postgres::Config, MakeTlsConnector), RunnerError> {
+) -> Result<(tokio_postgres::Config, MakeTlsConnector), RunnerError> {
     let (rest, options) = split_options(url)?;
     let mut mode = SslMode::Prefer;
     let mut root_cert = None;
@@ -95,6 +95,8 @@ pub(crate) fn listener_config(
         match key.as_str() {
             "sslmode" => mode = SslMode::parse(&value)?,
             "sslrootcert" => root_cert = Some(value),
+            // libpq's name for what the `postgres` crate calls retries.
+            "keepalives_count" => kept.push(("keepalives_retries".to_owned(), value)),
             key if LEFT_OUT.contains(&key) => {
                 log::warn!(
                     "database_url: `{key}` applies to libpq's connections, not the listener's"
@@ -104,10 +106,22 @@ pub(crate) fn listener_config(
         }
     }
     let text = join_options(url, &rest, &kept);
-    let mut config = postgres::Config::from_str(&text)
+    let mut config = tokio_postgres::Config::from_str(&text)
         .map_err(|e| RunnerError::Config(format!("database_url: {e}")))?;
     config.ssl_mode(mode.negotiation());
     Ok((config, connector(mode, root_cert.as_deref())?))
+}
+
+/// `url` (either form) with `defaults` added for the options it does not
+/// set; the options it sets are kept as they are.
+pub(crate) fn with_options(url: &str, defaults: &[(&str, String)]) -> Result<String, RunnerError> {
+    let (head, mut options) = split_options(url)?;
+    for (key, value) in defaults {
+        if !options.iter().any(|(k, _)| k == key) {
+            options.push(((*key).to_owned(), value.clone()));
+        }
+    }
+    Ok(join_options(url, &head, &options))
 }
 
 /// An OpenSSL connector that checks the server's certificate as `mode`
@@ -277,13 +291,13 @@ fn percent_encode(text: &str) -> String {
 mod tests {
     use super::*;
 
-    fn ssl_mode(url: &str) -> postgres::config::SslMode {
+    fn ssl_mode(url: &str) -> tokio_postgres::config::SslMode {
         listener_config(url).expect("valid").0.get_ssl_mode()
     }
 
     #[test]
     fn sslmode_maps_to_what_the_postgres_crate_negotiates() {
-        use postgres::config::SslMode as Negotiated;
+        use tokio_postgres::config::SslMode as Negotiated;
         let base = "postgres://u@db.example:5432/app";
         assert_eq!(ssl_mode(base), Negotiated::Prefer, "libpq's default");
         assert_eq!(

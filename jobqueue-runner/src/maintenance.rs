@@ -26,7 +26,7 @@ fn jittered(interval: Duration) -> Duration {
 
 pub(crate) fn run(shared: Arc<Shared>, stop: Receiver<()>) {
     let config = &shared.config;
-    let mut db = Db::new(&config.database_url, "maintenance");
+    let mut db = Db::new(&shared, "maintenance");
     let started = Instant::now();
     let mut next_promote = started;
     // Jobs of this runner's types set aside while it was not running come
@@ -66,7 +66,7 @@ pub(crate) fn run(shared: Arc<Shared>, stop: Receiver<()>) {
         if now >= next_vacuum {
             next_vacuum = now + jittered(config.vacuum_interval);
             let started = Instant::now();
-            match db.run(&shared.health, |conn| {
+            match db.run_unbounded(&shared.health, |conn| {
                 conn.vacuum_if_needed(config.vacuum_min_dead)
             }) {
                 Ok(true) => log::info!(

@@ -20,7 +20,7 @@ const PAST_THE_SLOT: Duration = Duration::from_millis(5);
 
 pub(crate) fn run(shared: Arc<Shared>, stop: Receiver<()>) {
     let schedules = shared.registry.schedules();
-    let mut db = Db::new(&shared.config.database_url, "periodic jobs");
+    let mut db = Db::new(&shared, "periodic jobs");
     let mut backoff = Backoff::new();
     let mut declared_at: Option<Instant> = None;
     loop {

@@ -17,8 +17,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender, bounded};
-use diesel::PgConnection;
-use diesel::r2d2::{ConnectionManager, Pool};
+use diesel::r2d2::Pool;
 
 use crate::counters::Counters;
 use crate::dispatch::JobReceiver;
@@ -60,27 +59,34 @@ impl Runner {
     pub fn start(self) -> Result<RunnerHandle, RunnerError> {
         self.config.validate()?;
         self.registry.validate()?;
+        let mut config = self.config;
+        // Every connection notices a dead server in bounded time.
+        config.database_url =
+            crate::connection::libpq_url(&config.database_url, config.db_timeout)?;
         // A URL whose TLS settings the listener cannot honour is refused
         // here, not retried forever by the listener.
-        let (listener_config, tls) =
-            crate::listener_tls::listener_config(&self.config.database_url)?;
+        let (listener_config, tls) = crate::listener_tls::listener_config(&config.database_url)?;
         let listener = crate::listener::ListenerConnection {
             config: listener_config,
             tls,
+            db_timeout: config.db_timeout,
         };
-        let config = self.config;
         // Bound before anything starts: a taken address refuses the start.
         let metrics_server = match config.metrics {
             crate::MetricsMode::Serve(addr) => Some(crate::exposition::bind(addr)?),
             _ => None,
         };
+        let watchdog = Arc::new(crate::hang_guard::Watchdog::default());
         let pool = Pool::builder()
             .max_size(config.effective_handler_pool_size())
             .min_idle(Some(0))
             .connection_timeout(Duration::from_secs(10))
             .test_on_check_out(true)
             .error_handler(Box::new(PoolErrors))
-            .build_unchecked(ConnectionManager::<PgConnection>::new(&config.database_url));
+            .build_unchecked(crate::connection::HandlerConnections::new(
+                &config.database_url,
+                Arc::clone(&watchdog),
+            ));
         let (wake_tx, wake_rx) = bounded(1);
         let (early_tx, early_rx) = bounded(1);
         // The runner holds at most this many jobs at once, counting those
@@ -125,6 +131,7 @@ impl Runner {
             early: early_tx,
             early_held: AtomicUsize::new(0),
             limits_seen: std::sync::atomic::AtomicU8::new(crate::fetcher::LIMITS_UNKNOWN),
+            watchdog,
             config,
         });
         let hand_back = crate::fetcher::HandBack {
@@ -197,6 +204,10 @@ impl Runner {
                 crate::exposition::serve(server, registry, stop)
             })?);
         }
+        let (s, stop) = (Arc::clone(&shared), last_rx.clone());
+        background.push(spawn("jobqueue-watchdog", move || {
+            crate::hang_guard::run(&s.watchdog, &stop)
+        })?);
         let s = Arc::clone(&shared);
         background.push(spawn("jobqueue-maintenance", move || {
             crate::maintenance::run(s, last_rx)

@@ -3,12 +3,11 @@
 //! claims into.
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::Sender;
-use diesel::PgConnection;
-use diesel::r2d2::{ConnectionManager, Pool};
+use diesel::r2d2::Pool;
 
 use crate::counters::Counters;
 use crate::health::Health;
@@ -16,7 +15,7 @@ use crate::job_state::{InFlight, JobState};
 use crate::{Registry, RunnerConfig};
 
 /// Handler connections.
-pub(crate) type HandlerPool = Pool<ConnectionManager<PgConnection>>;
+pub(crate) type HandlerPool = Pool<crate::connection::HandlerConnections>;
 
 /// Locks a mutex whose data stays consistent even if a holder panicked
 /// (every critical section here is a plain map or option update).
@@ -67,6 +66,8 @@ pub(crate) struct Shared {
     /// Whether the runner's queues have global limits, as the fetcher last
     /// read it (see `fetcher::limits_policy`).
     pub(crate) limits_seen: std::sync::atomic::AtomicU8,
+    /// Ends the runner threads' connections that stop answering.
+    pub(crate) watchdog: Arc<crate::hang_guard::Watchdog>,
 }
 
 impl Shared {

@@ -312,6 +312,79 @@ impl PrivateCluster {
         Ok(())
     }
 
+    /// Makes this cluster (not initialized yet) a streaming standby of
+    /// `primary` (running): copies it with `pg_basebackup -R`, which also
+    /// writes the standby's connection to it, naming itself
+    /// `application_name` (what `synchronous_standby_names` lists). Start
+    /// it with [`Self::start`].
+    pub fn clone_as_standby(
+        &self,
+        primary: &PrivateCluster,
+        application_name: &str,
+    ) -> Result<(), ServerError> {
+        fs::create_dir_all(&self.base).map_err(io(format!("creating {}", self.base.display())))?;
+        self.give_to_owner(&self.base)?;
+        let conninfo = format!(
+            "host=127.0.0.1 port={} user=postgres application_name={application_name}",
+            primary.port
+        );
+        self.run(
+            "pg_basebackup",
+            &[
+                "-D".as_ref(),
+                self.data_dir().as_os_str(),
+                "-d".as_ref(),
+                conninfo.as_ref(),
+                "-R".as_ref(),
+                "-X".as_ref(),
+                "stream".as_ref(),
+                "-c".as_ref(),
+                "fast".as_ref(),
+            ],
+        )?;
+        Ok(())
+    }
+
+    /// Promotes this standby to a primary (`pg_ctl promote`, waiting until
+    /// it takes writes).
+    pub fn promote(&self) -> Result<(), ServerError> {
+        self.run(
+            "pg_ctl",
+            &[
+                "-D".as_ref(),
+                self.data_dir().as_os_str(),
+                "-w".as_ref(),
+                "promote".as_ref(),
+            ],
+        )?;
+        Ok(())
+    }
+
+    /// The server's processes: the postmaster (from `postmaster.pid`) and
+    /// its children. Empty when it is not running.
+    pub fn server_pids(&self) -> Vec<u32> {
+        let Some(postmaster) = fs::read_to_string(self.data_dir().join("postmaster.pid"))
+            .ok()
+            .and_then(|text| text.lines().next()?.trim().parse::<u32>().ok())
+        else {
+            return Vec::new();
+        };
+        let children = fs::read_dir("/proc")
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter_map(|entry| {
+                let pid = entry.file_name().to_str()?.parse::<u32>().ok()?;
+                let stat = fs::read_to_string(entry.path().join("stat")).ok()?;
+                // The parent pid is the second field after the command,
+                // which is in parentheses and may hold spaces.
+                let after = stat.rsplit_once(')')?.1;
+                let ppid = after.split_whitespace().nth(1)?.parse::<u32>().ok()?;
+                (ppid == postmaster).then_some(pid)
+            });
+        std::iter::once(postmaster).chain(children).collect()
+    }
+
     /// Whether the server is running (`pg_ctl status`).
     pub fn is_running(&self) -> bool {
         self.run(

@@ -1,0 +1,417 @@
+//! Fault injection, the primary goes away and a standby takes over: a
+//! primary and a streaming standby of the test's own, 4 runner processes
+//! and a producer (about 2,000 jobs/s) pointed at both through one libpq
+//! multi-host URL with `target_session_attrs=read-write`. Then the primary
+//!
+//! - crashes (stopped in immediate mode), with synchronous replication and
+//!   with asynchronous replication;
+//! - is fenced (made read-only with `default_transaction_read_only`, as
+//!   failover tools demote it) but stays up, listed first in the URL;
+//! - freezes (every server process SIGSTOPped) and stays frozen: its
+//!   connections hang instead of failing;
+//!
+//! and the standby is promoted. Checked job by job on the new primary:
+//! every job whose enqueue was acknowledged exists and was completed once,
+//! exactly-once effects are neither missing nor doubled, the runners moved
+//! to the new primary by themselves (their listeners too), and pickup
+//! latency after the promotion, second by second, against before.
+//!
+//! Each scenario prints one summary line; run with `--nocapture` to see the
+//! per-second pickup figures.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, mpsc};
+use std::time::{Duration, Instant};
+
+use diesel::prelude::*;
+use diesel::sql_types::{Array, BigInt, Double, Text};
+use jobqueue_core::{JobId, JobOptions, NewJob};
+use jobqueue_tests::fault::{
+    OwnCluster, Proc, Standby, Summary, Tally, assert_exit_0, runner_flags,
+};
+use jobqueue_tests::jobs::Chaos;
+use jobqueue_tests::{count_where, scalar, wait_for, wait_no_live_jobs};
+use jobqueue_tools::postgres::StopMode;
+
+const WORKER: &str = env!("CARGO_BIN_EXE_jobqueue-test-worker");
+const RUNNERS: usize = 4;
+/// The producer's batches: `BATCH` jobs every `TICK`, about 2,000 jobs/s.
+const BATCH: usize = 20;
+const TICK: Duration = Duration::from_millis(10);
+/// How long the load runs before the fault, and after the promotion.
+const BEFORE: Duration = Duration::from_secs(5);
+const AFTER: Duration = Duration::from_secs(10);
+/// The runners' `db_timeout` and the URL's per-host connect timeout.
+const DB_TIMEOUT_SECS: &str = "2";
+const CONNECT_TIMEOUT_SECS: u32 = 2;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Fault {
+    /// `pg_ctl stop -m immediate`: the server is gone, connections refused.
+    Crash,
+    /// `default_transaction_read_only = on`: up, answering, refusing writes.
+    Fence,
+    /// SIGSTOP to every server process: connections hang.
+    Freeze,
+}
+
+/// What the producer did: ids whose enqueue committed (acknowledged), and
+/// ids whose enqueue failed (outcome unknown when the connection broke).
+#[derive(Debug, Default)]
+struct Produced {
+    acked: Vec<JobId>,
+    unknown: Vec<JobId>,
+}
+
+/// How long the producer waits for one batch before it gives its
+/// connection up for hung (the application's own timeout: libpq has none).
+const ENQUEUE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// A thread that enqueues the batches it is sent on a connection of its
+/// own through `url` (reconnecting after any error) and answers each with
+/// whether it committed.
+struct Enqueuer {
+    batches: mpsc::Sender<Vec<NewJob>>,
+    results: mpsc::Receiver<bool>,
+}
+
+impl Enqueuer {
+    fn start(url: &str) -> Self {
+        let (batches, batch_rx) = mpsc::channel::<Vec<NewJob>>();
+        let (result_tx, results) = mpsc::channel();
+        let url = url.to_owned();
+        std::thread::spawn(move || {
+            let mut conn: Option<PgConnection> = None;
+            for batch in batch_rx {
+                if conn.is_none() {
+                    conn = PgConnection::establish(&url).ok();
+                }
+                let committed = match conn.as_mut() {
+                    Some(c) => jobqueue_core::enqueue_many(c, &batch).is_ok(),
+                    None => false,
+                };
+                if !committed {
+                    conn = None;
+                }
+                if result_tx.send(committed).is_err() {
+                    return;
+                }
+            }
+        });
+        Enqueuer { batches, results }
+    }
+}
+
+/// Enqueues `BATCH` Chaos jobs (every other one exactly-once) every `TICK`
+/// through `url` until `stop`. A batch not answered within
+/// `ENQUEUE_TIMEOUT` (a frozen server) counts as of unknown outcome, and
+/// its thread and connection are left behind for a new one.
+fn produce(url: &str, stop: &AtomicBool) -> Produced {
+    let mut produced = Produced::default();
+    let mut enqueuer = Enqueuer::start(url);
+    let mut next = Instant::now();
+    let mut n = 0usize;
+    while !stop.load(Ordering::Relaxed) {
+        next += TICK;
+        match next.checked_duration_since(Instant::now()) {
+            Some(wait) => std::thread::sleep(wait),
+            None => next = Instant::now(),
+        }
+        let batch: Vec<NewJob> = (0..BATCH)
+            .map(|_| {
+                n += 1;
+                let job = Chaos {
+                    exactly_once: n.is_multiple_of(2),
+                    ms: 1,
+                };
+                NewJob::from_job(&job, JobOptions::new()).expect("a valid job")
+            })
+            .collect();
+        let ids: Vec<JobId> = batch.iter().map(NewJob::id).collect();
+        if enqueuer.batches.send(batch).is_err() {
+            enqueuer = Enqueuer::start(url);
+            continue;
+        }
+        match enqueuer.results.recv_timeout(ENQUEUE_TIMEOUT) {
+            Ok(true) => produced.acked.extend(ids),
+            Ok(false) => {
+                produced.unknown.extend(ids);
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Err(_) => {
+                produced.unknown.extend(ids);
+                enqueuer = Enqueuer::start(url);
+            }
+        }
+    }
+    produced
+}
+
+#[derive(QueryableByName)]
+struct Figure {
+    #[diesel(sql_type = Double)]
+    value: f64,
+}
+
+fn figure(conn: &mut PgConnection, query: &str) -> f64 {
+    diesel::sql_query(query)
+        .get_result::<Figure>(conn)
+        .unwrap_or_else(|e| panic!("{e}: {query}"))
+        .value
+}
+
+#[derive(QueryableByName, Debug)]
+struct Second {
+    #[diesel(sql_type = BigInt)]
+    second: i64,
+    #[diesel(sql_type = BigInt)]
+    jobs: i64,
+    #[diesel(sql_type = Double)]
+    p95_ms: f64,
+}
+
+/// Pickup latency (first claim − creation) by second since the
+/// promotion (`promoted_at` seconds since the epoch), first attempts only.
+fn pickup_by_second(conn: &mut PgConnection, promoted_at: f64) -> Vec<Second> {
+    diesel::sql_query(format!(
+        "SELECT floor(EXTRACT(EPOCH FROM created_at) - {promoted_at})::int8 AS second,
+                count(*) AS jobs,
+                percentile_cont(0.95) WITHIN GROUP (
+                    ORDER BY EXTRACT(EPOCH FROM claimed_at - created_at) * 1000)::float8 AS p95_ms
+         FROM jobqueue_jobs
+         WHERE EXTRACT(EPOCH FROM created_at) >= {promoted_at} AND attempts = 1
+         GROUP BY 1 ORDER BY 1"
+    ))
+    .load(conn)
+    .expect("pickup by second")
+}
+
+/// Connections of the runners waiting on `LISTEN jobqueue_jobs`.
+fn listening(conn: &mut PgConnection) -> i64 {
+    scalar(
+        conn,
+        "SELECT count(*) AS n FROM pg_stat_activity
+         WHERE datname = current_database() AND query = 'LISTEN \"jobqueue_jobs\"'",
+    )
+}
+
+/// Of `ids`, how many are missing from the table, and how many are there
+/// but not completed.
+fn check_ids(conn: &mut PgConnection, ids: &[JobId]) -> (i64, i64) {
+    #[derive(QueryableByName)]
+    struct Check {
+        #[diesel(sql_type = BigInt)]
+        missing: i64,
+        #[diesel(sql_type = BigInt)]
+        unfinished: i64,
+    }
+    let ids: Vec<String> = ids.iter().map(ToString::to_string).collect();
+    let check = diesel::sql_query(
+        "SELECT count(*) FILTER (WHERE j.id IS NULL) AS missing,
+                count(*) FILTER (WHERE j.status <> 'completed') AS unfinished
+         FROM unnest($1::text[]) AS a(id)
+         LEFT JOIN jobqueue_jobs AS j ON j.id = a.id::uuid",
+    )
+    .bind::<Array<Text>, _>(&ids)
+    .get_result::<Check>(conn)
+    .expect("check the acknowledged ids");
+    (check.missing, check.unfinished)
+}
+
+/// The outcome of one scenario.
+struct Outcome {
+    summary: Summary,
+    /// Seconds from the promotion to the first second from which pickup
+    /// p95 stays within the normal bound; `None` if it never does.
+    seconds_to_normal: Option<i64>,
+}
+
+/// One scenario at a time: each loads both cores on its own.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn failover(name: &'static str, sync: bool, fault: Fault) -> Outcome {
+    let _turn = ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let primary = OwnCluster::start();
+    let standby: Standby = primary.standby("standby1");
+    if sync {
+        primary.require_sync("standby1");
+    }
+    let url = primary.failover_url(&standby, CONNECT_TIMEOUT_SECS);
+    let flags = runner_flags(&[("concurrency", "16"), ("db-timeout-secs", DB_TIMEOUT_SECS)]);
+    let mut runners: Vec<Proc> = (0..RUNNERS)
+        .map(|i| Proc::runner(WORKER, &url, &format!("{name}-{i}"), &flags))
+        .collect();
+    let stop = Arc::new(AtomicBool::new(false));
+    let producer = {
+        let (url, stop) = (url.clone(), Arc::clone(&stop));
+        std::thread::spawn(move || produce(&url, &stop))
+    };
+    let mut old = primary.conn();
+    wait_for("all listeners", Duration::from_secs(30), || {
+        listening(&mut old) == RUNNERS as i64
+    });
+    std::thread::sleep(BEFORE);
+    let before_p95 = figure(
+        &mut old,
+        "SELECT coalesce(percentile_cont(0.95) WITHIN GROUP (
+                    ORDER BY EXTRACT(EPOCH FROM claimed_at - created_at) * 1000), 0)::float8
+                AS value
+         FROM jobqueue_jobs
+         WHERE created_at BETWEEN now() - interval '3 s' AND now() - interval '0.5 s'
+           AND attempts = 1",
+    );
+    let done_before = count_where(&mut old, "status = 'completed'");
+    drop(old);
+
+    let injected = Instant::now();
+    match fault {
+        Fault::Crash => primary
+            .cluster()
+            .stop(StopMode::Immediate)
+            .expect("stop the primary (immediate mode)"),
+        Fault::Fence => {
+            let mut conn = primary.conn();
+            diesel::sql_query("ALTER SYSTEM SET default_transaction_read_only = on")
+                .execute(&mut conn)
+                .expect("fence the primary");
+            diesel::sql_query("SELECT pg_reload_conf()")
+                .execute(&mut conn)
+                .expect("reload");
+            std::thread::sleep(Duration::from_millis(300));
+        }
+        Fault::Freeze => {
+            for pid in primary.cluster().server_pids() {
+                let _ = std::process::Command::new("kill")
+                    .args(["-STOP", &pid.to_string()])
+                    .status();
+            }
+        }
+    }
+    standby.cluster().promote().expect("promote the standby");
+    let mut new = standby.conn();
+    let promoted_at = figure(
+        &mut new,
+        "SELECT EXTRACT(EPOCH FROM now())::float8 AS value",
+    );
+    let promote_secs = injected.elapsed().as_secs_f64();
+    wait_for(
+        "every runner listening on the new primary",
+        Duration::from_secs(30),
+        || listening(&mut new) == RUNNERS as i64,
+    );
+    let listeners_back_secs = injected.elapsed().as_secs_f64() - promote_secs;
+    std::thread::sleep(AFTER.saturating_sub(Duration::from_secs_f64(listeners_back_secs)));
+    stop.store(true, Ordering::Relaxed);
+    let produced = producer.join().expect("the producer");
+    wait_no_live_jobs(&mut new, Duration::from_secs(120));
+
+    for runner in &mut runners {
+        assert!(runner.is_running(), "{} exited", runner.name());
+    }
+    for runner in &runners {
+        runner.signal("TERM");
+    }
+    for runner in &mut runners {
+        let status = runner.wait_exit(Duration::from_secs(30));
+        assert_exit_0(runner, status);
+    }
+    if fault == Fault::Freeze {
+        // The old primary stays frozen to the end; gone for good now.
+        for pid in primary.cluster().server_pids() {
+            let _ = std::process::Command::new("kill")
+                .args(["-KILL", &pid.to_string()])
+                .status();
+        }
+    }
+
+    if std::env::var_os("FAILOVER_LOGS").is_some() {
+        for runner in &runners {
+            eprintln!("--- {} ---\n{}", runner.name(), runner.stderr());
+        }
+    }
+    let (lost_enqueues, unfinished) = check_ids(&mut new, &produced.acked);
+    let tally = Tally::of(&mut new, "test.chaos", "attempt");
+    let seconds = pickup_by_second(&mut new, promoted_at);
+    // Normal: within 1.5 times the p95 before the fault, plus 5 ms for a
+    // 2-core machine running two servers, 4 runners and the producer.
+    let normal = before_p95 * 1.5 + 5.0;
+    let seconds_to_normal = (0..seconds.len())
+        .find(|&i| seconds[i..].iter().all(|s| s.p95_ms <= normal))
+        .map(|i| seconds[i].second);
+    for s in &seconds {
+        eprintln!(
+            "[{name}] second {:>2} after promotion: {:>5} jobs, pickup p95 {:>8.1} ms",
+            s.second, s.jobs, s.p95_ms
+        );
+    }
+    let completed_after = count_where(&mut new, "status = 'completed'") - done_before;
+    let summary = Summary {
+        scenario: name,
+        jobs: tally.jobs,
+        faults: 1,
+        lost: lost_enqueues + unfinished + tally.lost(),
+        duplicated: tally.duplicated(),
+        detail: format!(
+            "acked={} unknown_outcome={} lost_enqueues={lost_enqueues} before_p95_ms={before_p95:.1} \
+             promote_s={promote_secs:.1} listeners_back_s={listeners_back_secs:.1} \
+             seconds_to_normal_pickup={} completed_after_fault={completed_after} \
+             at_least_once_reexecutions={}",
+            produced.acked.len(),
+            produced.unknown.len(),
+            seconds_to_normal.map_or("never".to_owned(), |s| s.to_string()),
+            tally.reexecutions
+        ),
+    };
+    Outcome {
+        summary,
+        seconds_to_normal,
+    }
+}
+
+/// Synchronous replication, the primary crashes: nothing acknowledged is
+/// lost, nothing done twice, and pickup is normal again within 5 s.
+#[test]
+fn a_crashed_primary_loses_nothing_with_synchronous_replication() {
+    let outcome = failover("failover sync crash", true, Fault::Crash);
+    outcome.summary.print_and_check();
+    let normal = outcome.seconds_to_normal.expect("pickup back to normal");
+    assert!(normal <= 5, "pickup back to normal after {normal} s");
+}
+
+/// Asynchronous replication, the primary crashes: what was committed on
+/// the primary and not yet streamed is gone. Reported, not asserted: lost
+/// enqueues, and claims or completions lost with them, which run their
+/// jobs again (at-least-once handlers twice for the same attempt). The
+/// runners still move to the new primary and finish every job there.
+#[test]
+fn a_crashed_primary_with_asynchronous_replication_is_reported() {
+    let outcome = failover("failover async crash", false, Fault::Crash);
+    eprintln!("{}", outcome.summary.line());
+}
+
+/// The primary is fenced read-only and stays up, first in the URL: the
+/// runners leave it for the promoted standby instead of retrying against it.
+#[test]
+fn runners_leave_a_fenced_read_only_primary() {
+    let outcome = failover("failover sync fence", true, Fault::Fence);
+    outcome.summary.print_and_check();
+    assert!(
+        outcome.seconds_to_normal.is_some(),
+        "{}",
+        outcome.summary.line()
+    );
+}
+
+/// The primary freezes (SIGSTOP) and stays frozen: its connections hang.
+/// The runners notice within their db_timeout (their listeners within the
+/// quiet check), close every connection to it, handler connections
+/// included, and move to the promoted standby. Pickup takes longer to
+/// recover than after a crash: the frozen host is first in the URL, so
+/// every new connection waits out its connect timeout there first.
+#[test]
+fn runners_leave_a_frozen_primary() {
+    let outcome = failover("failover sync freeze", true, Fault::Freeze);
+    outcome.summary.print_and_check();
+}
