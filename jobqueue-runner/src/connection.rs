@@ -47,6 +47,48 @@ pub(crate) fn connect_timeout(db_timeout: Duration) -> u64 {
     db_timeout.as_secs_f64().ceil().clamp(2.0, 10.0) as u64
 }
 
+/// Refuses a URL that reaches PostgreSQL through a connection pooler in
+/// transaction or statement pooling mode: two connections opened one after
+/// the other that are served by the same server session (the same backend
+/// pid) cannot be PostgreSQL's own, which gives each connection a backend
+/// of its own. Such a pooler hands the last server session released to the
+/// next client that asks (PgBouncer does by default). When the database
+/// does not answer, nothing is checked: the runner starts and waits for it.
+pub(crate) fn check_own_sessions(url: &str) -> Result<(), RunnerError> {
+    #[derive(diesel::QueryableByName)]
+    struct Pid {
+        #[diesel(sql_type = diesel::sql_types::Integer)]
+        pid: i32,
+    }
+    let pid = |conn: &mut PgConnection| {
+        diesel::sql_query("SELECT pg_backend_pid() AS pid")
+            .get_result::<Pid>(conn)
+            .map(|row| row.pid)
+            .ok()
+    };
+    use diesel::Connection;
+    let (Ok(mut first), Ok(mut second)) =
+        (PgConnection::establish(url), PgConnection::establish(url))
+    else {
+        return Ok(());
+    };
+    for _ in 0..2 {
+        if let (Some(a), Some(b)) = (pid(&mut first), pid(&mut second))
+            && a == b
+        {
+            return Err(RunnerError::Config(format!(
+                "database_url reaches PostgreSQL through a connection pooler in transaction or \
+                 statement mode: two of the runner's connections were served by one server \
+                 session (backend {a}). A runner keeps session state (LISTEN for wake-ups, \
+                 prepared statements, session settings, advisory locks), so it needs sessions \
+                 of its own: point it at PostgreSQL directly, or at a pool in session mode. \
+                 Applications can enqueue through transaction pooling."
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// Fails with [`jobqueue_core::Error::ReadOnly`] unless `conn`'s server
 /// takes writes.
 pub(crate) fn check_writable(conn: &mut PgConnection) -> Result<(), jobqueue_core::Error> {

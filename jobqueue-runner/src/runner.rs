@@ -63,6 +63,7 @@ impl Runner {
         // Every connection notices a dead server in bounded time.
         config.database_url =
             crate::connection::libpq_url(&config.database_url, config.db_timeout)?;
+        crate::connection::check_own_sessions(&config.database_url)?;
         // A URL whose TLS settings the listener cannot honour is refused
         // here, not retried forever by the listener.
         let (listener_config, tls) = crate::listener_tls::listener_config(&config.database_url)?;
