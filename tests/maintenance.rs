@@ -37,3 +37,58 @@ fn the_vacuum_runs_on_its_own_timer() {
     );
     runner.shutdown();
 }
+
+/// While a transaction pins the xmin horizon, vacuums remove nothing, and
+/// the runner vacuums less and less often instead of every interval; once
+/// the transaction ends, the next vacuum reclaims the dead versions.
+#[test]
+fn the_vacuum_backs_off_while_the_horizon_is_pinned() {
+    use diesel::RunQueryDsl as _;
+    let db = TestDb::new();
+    let mut conn = db.conn();
+    let mut pin = db.conn();
+    diesel::sql_query("BEGIN ISOLATION LEVEL REPEATABLE READ")
+        .execute(&mut pin)
+        .expect("begin");
+    scalar(&mut pin, "SELECT count(*) AS n FROM jobqueue_jobs");
+    enqueue_all(&mut conn, (0..300).map(|_| BenchNoop { seq: 0 }));
+    let mut config = RunnerConfig::new(&db.url);
+    config.vacuum_interval = Duration::from_millis(100);
+    config.vacuum_min_dead = 50;
+    let runner = Runner::new(config, registry()).start().expect("start");
+    wait_for("the jobs done", Duration::from_secs(30), || {
+        count_where(&mut conn, "status = 'completed'") == 300
+    });
+    let vacuums = |conn: &mut diesel::PgConnection| {
+        scalar(
+            conn,
+            "SELECT vacuum_count AS n FROM pg_stat_user_tables WHERE relname = 'jobqueue_jobs'",
+        )
+    };
+    // The first vacuum comes once the dead versions reach the statistics.
+    wait_for("a first vacuum", Duration::from_secs(40), || {
+        vacuums(&mut conn) >= 1
+    });
+    let first = vacuums(&mut conn);
+    std::thread::sleep(Duration::from_secs(4));
+    let in_4_s = vacuums(&mut conn) - first;
+    // Every 100 ms would be about 40; backing off from 200 ms, at most 4.
+    assert!(
+        in_4_s <= 6,
+        "{in_4_s} vacuums in 4 s while the horizon was pinned"
+    );
+    diesel::sql_query("COMMIT")
+        .execute(&mut pin)
+        .expect("commit");
+    wait_for(
+        "a vacuum to reclaim the dead versions",
+        Duration::from_secs(30),
+        || {
+            scalar(
+                &mut conn,
+                "SELECT n_dead_tup AS n FROM pg_stat_user_tables WHERE relname = 'jobqueue_jobs'",
+            ) < 50
+        },
+    );
+    runner.shutdown();
+}

@@ -159,7 +159,7 @@ pub use runners::{
     RunnerInfo, RunnerRow, deregister_runner, list_runners, register_runner, runner_seen,
     try_lead_queue_gauges,
 };
-pub use session::QueueSession;
+pub use session::{QueueSession, Vacuumed};
 pub use snooze::{DEFAULT_MAX_SNOOZES, Snooze, Snoozed, snooze_many};
 pub use stats::{Counting, QueueStats, TypeStats, queue_stats, type_stats};
 pub use status::JobStatus;

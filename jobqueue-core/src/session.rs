@@ -31,6 +31,24 @@ impl std::fmt::Debug for QueueSession {
     }
 }
 
+/// What one vacuum of the jobs table did ([`QueueSession::vacuum_if_needed`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Vacuumed {
+    /// Dead row versions before it.
+    pub dead_before: i64,
+    /// Dead row versions it could not remove.
+    pub dead_after: i64,
+}
+
+impl Vacuumed {
+    /// Whether it removed less than half of the dead row versions: the
+    /// xmin horizon is held back, and vacuuming again achieves nothing
+    /// until it moves.
+    pub fn reclaimed_little(&self) -> bool {
+        self.dead_after.saturating_mul(2) > self.dead_before
+    }
+}
+
 impl QueueSession {
     /// Connects to `url` and sets the session up.
     pub fn establish(url: &str) -> Result<Self> {
@@ -145,24 +163,36 @@ impl QueueSession {
     }
 
     /// Vacuums the jobs table if it holds at least `min_dead` dead row
-    /// versions (and no other session is vacuuming it); returns whether it
-    /// did. Every claim and completion leaves a dead version behind, and
-    /// until they are vacuumed the claim's index scan steps over their
-    /// entries; autovacuum visits a table at most once a minute.
-    pub fn vacuum_if_needed(&mut self, min_dead: i64) -> Result<bool> {
+    /// versions (and no other session is vacuuming it); returns the dead
+    /// row versions before and after when it did. Every claim and completion
+    /// leaves a dead version behind, and until they are vacuumed the claim's
+    /// index scan steps over their entries; autovacuum visits a table at
+    /// most once a minute. Versions a vacuum cannot remove (a transaction,
+    /// replication slot or prepared transaction still holds the xmin horizon
+    /// from before they died) are still counted after it.
+    pub fn vacuum_if_needed(&mut self, min_dead: i64) -> Result<Option<Vacuumed>> {
+        let dead_before = self.dead_row_versions()?;
+        if dead_before < min_dead {
+            return Ok(None);
+        }
+        diesel::sql_query(sql::JOB_VACUUM).execute(&mut self.conn)?;
+        let dead_after = self.dead_row_versions()?;
+        Ok(Some(Vacuumed {
+            dead_before,
+            dead_after,
+        }))
+    }
+
+    /// Dead row versions of the jobs table, as the statistics count them.
+    fn dead_row_versions(&mut self) -> Result<i64> {
         #[derive(diesel::QueryableByName)]
         struct Dead {
             #[diesel(sql_type = diesel::sql_types::BigInt)]
             dead: i64,
         }
-        let dead = diesel::sql_query(sql::JOB_DEAD_TUPLES)
+        Ok(diesel::sql_query(sql::JOB_DEAD_TUPLES)
             .get_result::<Dead>(&mut self.conn)?
-            .dead;
-        if dead < min_dead {
-            return Ok(false);
-        }
-        diesel::sql_query(sql::JOB_VACUUM).execute(&mut self.conn)?;
-        Ok(true)
+            .dead)
     }
 
     /// [`crate::prune`], one round trip per batch.

@@ -76,6 +76,7 @@ mod queue_limits;
 mod registry;
 mod runner;
 mod shared;
+mod vacuum_pacing;
 mod worker;
 
 /// This crate's version (`major.minor.patch`), for tools that report what

@@ -13,6 +13,7 @@ use jobqueue_core::QueueSession;
 use crate::backoff::stopped_within;
 use crate::db::Db;
 use crate::shared::Shared;
+use crate::vacuum_pacing::VacuumPacing;
 
 /// Stale jobs recovered per statement.
 const RESCUE_BATCH: i64 = jobqueue_core::DEFAULT_RESCUE_BATCH;
@@ -35,6 +36,7 @@ pub(crate) fn run(shared: Arc<Shared>, stop: Receiver<()>) {
     let mut next_rescue = started + jittered(config.rescue_interval);
     let mut next_prune = started + jittered(config.prune_interval);
     let mut next_vacuum = started + jittered(config.vacuum_interval);
+    let mut vacuum_pacing = VacuumPacing::new(config.vacuum_interval);
     loop {
         let wait = [
             next_promote,
@@ -64,18 +66,25 @@ pub(crate) fn run(shared: Arc<Shared>, stop: Receiver<()>) {
             rescue(&shared, &mut db);
         }
         if now >= next_vacuum {
-            next_vacuum = now + jittered(config.vacuum_interval);
             let started = Instant::now();
-            match db.run_unbounded(&shared.health, |conn| {
+            let vacuumed = match db.run_unbounded(&shared.health, |conn| {
                 conn.vacuum_if_needed(config.vacuum_min_dead)
             }) {
-                Ok(true) => log::info!(
-                    "vacuumed the jobs table in {:.0} ms",
-                    started.elapsed().as_secs_f64() * 1000.0
-                ),
-                Ok(false) => {}
-                Err(e) => log::debug!("vacuum failed: {e}"),
+                Ok(vacuumed) => vacuumed,
+                Err(e) => {
+                    log::debug!("vacuum failed: {e}");
+                    None
+                }
+            };
+            if let Some(v) = vacuumed {
+                log::info!(
+                    "vacuumed the jobs table in {:.0} ms ({} of {} dead row versions removed)",
+                    started.elapsed().as_secs_f64() * 1000.0,
+                    v.dead_before - v.dead_after,
+                    v.dead_before
+                );
             }
+            next_vacuum = Instant::now() + jittered(vacuum_pacing.after(vacuumed));
         }
         if now >= next_prune {
             next_prune = now + jittered(config.prune_interval);
