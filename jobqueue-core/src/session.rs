@@ -41,6 +41,12 @@ pub struct Vacuumed {
 }
 
 impl Vacuumed {
+    /// Dead row versions it removed, as far as the statistics tell (rows
+    /// that died while it ran count against it; never below 0).
+    pub fn removed(&self) -> i64 {
+        (self.dead_before - self.dead_after).max(0)
+    }
+
     /// Whether it removed less than half of the dead row versions: the
     /// xmin horizon is held back, and vacuuming again achieves nothing
     /// until it moves.

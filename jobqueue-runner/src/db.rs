@@ -149,18 +149,19 @@ const IDLE_IN_TRANSACTION_TIMEOUT: &str = "5s";
 /// server that takes no writes ([`jobqueue_core::Error::ReadOnly`]).
 fn connect(url: &str, watched: &Watched) -> jobqueue_core::Result<QueueSession> {
     let mut conn = PgConnection::establish(url)?;
-    watched.set_connection(Some(&mut conn));
-    let session = diesel::sql_query(format!(
+    let check = diesel::sql_query(format!(
         "SELECT set_config('idle_in_transaction_session_timeout', \
                            '{IDLE_IN_TRANSACTION_TIMEOUT}', false) AS setting,
                 current_setting('transaction_read_only') AS read_only"
     ))
     .get_result::<SessionCheck>(&mut conn)?;
-    debug_assert_eq!(session.setting, IDLE_IN_TRANSACTION_TIMEOUT);
-    if session.read_only == "on" {
+    debug_assert_eq!(check.setting, IDLE_IN_TRANSACTION_TIMEOUT);
+    if check.read_only == "on" {
         return Err(jobqueue_core::Error::ReadOnly);
     }
-    QueueSession::new(conn)
+    let mut session = QueueSession::new(conn)?;
+    watched.set_connection(Some(session.conn()));
+    Ok(session)
 }
 
 #[derive(diesel::QueryableByName)]

@@ -80,7 +80,7 @@ pub(crate) fn run(shared: Arc<Shared>, stop: Receiver<()>) {
                 log::info!(
                     "vacuumed the jobs table in {:.0} ms ({} of {} dead row versions removed)",
                     started.elapsed().as_secs_f64() * 1000.0,
-                    v.dead_before - v.dead_after,
+                    v.removed(),
                     v.dead_before
                 );
             }

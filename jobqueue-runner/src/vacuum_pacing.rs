@@ -15,8 +15,10 @@ use std::time::Duration;
 
 use jobqueue_core::Vacuumed;
 
-/// The longest wait between vacuums while they reclaim little.
-pub(crate) const MOST: Duration = Duration::from_secs(5 * 60);
+/// The longest wait between vacuums while they reclaim little: as often as
+/// autovacuum looks at a table (`autovacuum_naptime`'s default), so the
+/// dead versions go at most a minute after the horizon moves on.
+pub(crate) const MOST: Duration = Duration::from_secs(60);
 
 /// The vacuum's pace: its interval, and how far it backed off.
 #[derive(Debug)]
@@ -48,7 +50,7 @@ impl VacuumPacing {
                          transaction, replication slot or prepared transaction holds the xmin \
                          horizon back (`jobqueue doctor` names it); vacuuming less often until \
                          it moves",
-                        v.dead_before - v.dead_after,
+                        v.removed(),
                         v.dead_before
                     );
                     self.interval.saturating_mul(2)
@@ -62,7 +64,7 @@ impl VacuumPacing {
             if self.backing_off.take().is_some() {
                 log::info!(
                     "vacuum reclaims again ({} dead row versions removed); back to every {:.1} s",
-                    v.dead_before - v.dead_after,
+                    v.removed(),
                     self.interval.as_secs_f64()
                 );
             }

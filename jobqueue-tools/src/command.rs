@@ -41,7 +41,8 @@ pub struct BenchArgs {
     quick: bool,
     /// Only these measurements, comma-separated: bulk, txn, burn, metrics,
     /// floor, drain, pickup, history, isolation, steady, fleet, footprint,
-    /// limit, fair, scale.
+    /// limit, fair, scale, soak (the soak runs only when named: it takes
+    /// --soak-secs).
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
     /// Database to create for the bench (dropped at the end; a database of
@@ -58,6 +59,10 @@ pub struct BenchArgs {
     /// Length of each steady-state run, seconds.
     #[arg(long, default_value_t = 60)]
     steady_secs: u64,
+    /// Length of the soak, seconds: the producer at --steady-rate, the
+    /// xmin horizon pinned through the middle third.
+    #[arg(long, default_value_t = 600)]
+    soak_secs: u64,
 }
 
 impl jobqueue_cli::Extra for ToolCommand {
@@ -98,6 +103,7 @@ impl ToolCommand {
                     force: bench.force,
                     steady_rate: bench.steady_rate,
                     steady_secs: bench.steady_secs,
+                    soak_secs: bench.soak_secs,
                 };
                 crate::bench::run(&server, &options)
             }

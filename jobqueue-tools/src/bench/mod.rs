@@ -18,6 +18,7 @@ mod latency;
 mod noop;
 mod queues;
 mod scale;
+mod soak;
 
 use std::time::Duration;
 
@@ -28,7 +29,7 @@ use crate::ToolError;
 pub use noop::{BenchNoop, registry};
 
 /// The measurements, by the names `--only` takes.
-pub const MEASUREMENTS: [&str; 15] = [
+pub const MEASUREMENTS: [&str; 16] = [
     "bulk",
     "txn",
     "burn",
@@ -44,6 +45,7 @@ pub const MEASUREMENTS: [&str; 15] = [
     "limit",
     "fair",
     "scale",
+    "soak",
 ];
 
 /// Producer rate of the fleet measurement, jobs/s: a light, steady load.
@@ -58,9 +60,10 @@ pub struct BenchOptions {
     pub runs: usize,
     /// Small sizes for a smoke test: figures are not comparable.
     pub quick: bool,
-    /// Only these measurements (empty: all). Names: bulk, txn, burn,
-    /// metrics, floor, drain, pickup, history, isolation, steady, fleet,
-    /// footprint, limit, fair, scale.
+    /// Only these measurements (empty: all but the soak). Names: bulk,
+    /// txn, burn, metrics, floor, drain, pickup, history, isolation, steady,
+    /// fleet, footprint, limit, fair, scale, soak (minutes long: run only
+    /// when named).
     pub only: Vec<String>,
     /// Database to create for the bench; one of that name the bench did not
     /// create is refused, never dropped.
@@ -72,6 +75,8 @@ pub struct BenchOptions {
     pub steady_rate: u32,
     /// Length of one steady-state run.
     pub steady_secs: u64,
+    /// Length of the soak (run only when named in `only`).
+    pub soak_secs: u64,
 }
 
 /// Sizes of each measurement, full or quick.
@@ -405,6 +410,17 @@ pub fn run(server_url: &str, options: &BenchOptions) -> Result<(), ToolError> {
         if wanted(name) {
             measure()?.iter().for_each(Row::print);
         }
+    }
+    // Minutes long: only when asked for by name.
+    if options.only.iter().any(|o| o == "soak") {
+        let secs = if options.quick {
+            options.soak_secs.min(30)
+        } else {
+            options.soak_secs
+        };
+        soak::soak(&url, options.steady_rate, secs)?
+            .iter()
+            .for_each(Row::print);
     }
     drop(conn);
     crate::tool_db::drop_own(server_url, &options.database, "bench")

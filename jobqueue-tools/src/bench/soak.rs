@@ -1,0 +1,261 @@
+//! The soak: a day's load in an hour. A steady producer (one transaction
+//! of `rate / 100` jobs every 10 ms) against one runner of 32 workers for
+//! `secs`, with a `REPEATABLE READ` transaction pinning the xmin horizon
+//! through the middle third (a long report, or a stuck client). Every 10 s
+//! it prints a line of the curves: jobs completed per second, pickup p95
+//! (creation to claim) of the jobs completed in the window, due backlog,
+//! dead row versions, and the sizes of the table and of the claim's index.
+//! The rows compare the last minute with the first and say how long the
+//! dead versions took to come back down after the pin.
+//!
+//! Only run when named (`--only soak`): it takes `--soak-secs` (600 by
+//! default). Finished jobs are kept at the default retention, as in
+//! production, so the table grows with history; what must not grow is the
+//! dead versions once the pin ends, and what must not slow is the claim.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use diesel::{Connection, PgConnection, RunQueryDsl};
+use jobqueue_core::{JobOptions, NewJob};
+use jobqueue_runner::{Runner, RunnerConfig};
+
+use super::noop::BenchNoop;
+use super::{Row, db, reset};
+use crate::ToolError;
+
+/// How often the curves are sampled.
+const SAMPLE: Duration = Duration::from_secs(10);
+/// Producer ticks.
+const TICK: Duration = Duration::from_millis(10);
+
+#[derive(diesel::QueryableByName, Debug, Clone, Copy)]
+struct Sample {
+    #[diesel(sql_type = diesel::sql_types::BigInt)]
+    completed: i64,
+    #[diesel(sql_type = diesel::sql_types::Double)]
+    pickup_p95_ms: f64,
+    #[diesel(sql_type = diesel::sql_types::BigInt)]
+    due: i64,
+    #[diesel(sql_type = diesel::sql_types::BigInt)]
+    dead: i64,
+    #[diesel(sql_type = diesel::sql_types::Double)]
+    table_mb: f64,
+    #[diesel(sql_type = diesel::sql_types::Double)]
+    claim_index_mb: f64,
+}
+
+/// The curves over the window of `secs` seconds ending now.
+fn sample(conn: &mut PgConnection, secs: f64) -> Result<Sample, ToolError> {
+    diesel::sql_query(
+        "SELECT (SELECT count(*) FROM jobqueue_jobs
+                 WHERE status = 'completed' AND finished_at >= now() - make_interval(secs => $1))
+                    AS completed,
+                coalesce((SELECT percentile_cont(0.95) WITHIN GROUP (
+                                 ORDER BY EXTRACT(EPOCH FROM claimed_at - created_at) * 1000)
+                          FROM jobqueue_jobs
+                          WHERE status = 'completed'
+                            AND finished_at >= now() - make_interval(secs => $1)), 0)::float8
+                    AS pickup_p95_ms,
+                (SELECT count(*) FROM jobqueue_jobs WHERE status = 'pending') AS due,
+                (SELECT coalesce(n_dead_tup, 0) FROM pg_stat_user_tables
+                 WHERE relid = 'jobqueue_jobs'::regclass) AS dead,
+                pg_total_relation_size('jobqueue_jobs') / 1048576.0::float8 AS table_mb,
+                pg_relation_size('jobqueue_jobs_fetch_idx') / 1048576.0::float8 AS claim_index_mb",
+    )
+    .bind::<diesel::sql_types::Double, _>(secs)
+    .get_result(conn)
+    .map_err(db)
+}
+
+/// Enqueues `per_tick` jobs in one transaction every [`TICK`] until `stop`;
+/// returns the jobs enqueued.
+fn produce(url: &str, per_tick: usize, stop: &AtomicBool) -> Result<u64, ToolError> {
+    let mut conn = PgConnection::establish(url).map_err(db)?;
+    let mut next = Instant::now();
+    let mut produced = 0u64;
+    while !stop.load(Ordering::Relaxed) {
+        let batch: Vec<NewJob> = (0..per_tick)
+            .map(|i| NewJob::from_job(&BenchNoop { seq: i as u64 }, JobOptions::new()))
+            .collect::<Result<_, _>>()?;
+        jobqueue_core::enqueue_many(&mut conn, &batch)?;
+        produced += per_tick as u64;
+        next += TICK;
+        match next.checked_duration_since(Instant::now()) {
+            Some(wait) => std::thread::sleep(wait),
+            None => next = Instant::now(),
+        }
+    }
+    Ok(produced)
+}
+
+/// Runs the soak: `rate` jobs/s for `secs` seconds, the horizon pinned from
+/// a third to two thirds of it.
+pub(crate) fn soak(url: &str, rate: u32, secs: u64) -> Result<Vec<Row>, ToolError> {
+    let mut conn = PgConnection::establish(url).map_err(db)?;
+    reset(&mut conn)?;
+    let runner = Runner::new(RunnerConfig::new(url).concurrency(32), super::registry()).start()?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let producer = {
+        let (url, stop) = (url.to_owned(), Arc::clone(&stop));
+        let per_tick = (rate as usize / 100).max(1);
+        std::thread::spawn(move || produce(&url, per_tick, &stop))
+    };
+    let length = Duration::from_secs(secs);
+    let (pin_at, unpin_at) = (length / 3, length * 2 / 3);
+    let started = Instant::now();
+    let mut pin: Option<PgConnection> = None;
+    let mut samples: Vec<(f64, &'static str, Sample)> = Vec::new();
+    println!(
+        "soak: {rate} jobs/s for {secs} s, 32 workers; horizon pinned from {} s to {} s",
+        pin_at.as_secs(),
+        unpin_at.as_secs()
+    );
+    println!(
+        "{:>6} {:>7} {:>10} {:>11} {:>8} {:>10} {:>9} {:>14}",
+        "t (s)", "phase", "jobs/s", "pickup p95", "due", "dead", "table MB", "claim index MB"
+    );
+    let mut next = started + SAMPLE;
+    while started.elapsed() < length {
+        std::thread::sleep(next.saturating_duration_since(Instant::now()));
+        next += SAMPLE;
+        let elapsed = started.elapsed();
+        // The phase of the window just sampled; then the pin for the next.
+        let phase = match (pin.is_some(), elapsed <= pin_at + SAMPLE / 2) {
+            (true, _) => "pinned",
+            (false, true) => "before",
+            (false, false) => "after",
+        };
+        if pin.is_none() && elapsed + SAMPLE / 2 >= pin_at && elapsed < unpin_at {
+            let mut holder = PgConnection::establish(url).map_err(db)?;
+            diesel::sql_query("BEGIN ISOLATION LEVEL REPEATABLE READ")
+                .execute(&mut holder)
+                .map_err(db)?;
+            diesel::sql_query("SELECT count(*) FROM jobqueue_queues")
+                .execute(&mut holder)
+                .map_err(db)?;
+            pin = Some(holder);
+        } else if elapsed + SAMPLE / 2 >= unpin_at
+            && let Some(mut holder) = pin.take()
+        {
+            diesel::sql_query("COMMIT")
+                .execute(&mut holder)
+                .map_err(db)?;
+        }
+        let s = sample(&mut conn, SAMPLE.as_secs_f64())?;
+        println!(
+            "{:>6.0} {:>7} {:>10.0} {:>8.1} ms {:>8} {:>10} {:>9.0} {:>14.1}",
+            elapsed.as_secs_f64(),
+            phase,
+            s.completed as f64 / SAMPLE.as_secs_f64(),
+            s.pickup_p95_ms,
+            s.due,
+            s.dead,
+            s.table_mb,
+            s.claim_index_mb
+        );
+        samples.push((elapsed.as_secs_f64(), phase, s));
+    }
+    stop.store(true, Ordering::Relaxed);
+    let produced = producer
+        .join()
+        .map_err(|_| ToolError::Usage("the soak's producer panicked".into()))??;
+    runner.shutdown();
+    Ok(rows(
+        &samples,
+        produced as f64 / started.elapsed().as_secs_f64(),
+    ))
+}
+
+/// The summary rows of the sampled curves.
+fn rows(samples: &[(f64, &'static str, Sample)], produced_rate: f64) -> Vec<Row> {
+    let minute = (60.0 / SAMPLE.as_secs_f64()).round() as usize;
+    let first = &samples[..minute.min(samples.len())];
+    let last = &samples[samples.len().saturating_sub(minute)..];
+    let mean = |window: &[(f64, &str, Sample)], f: &dyn Fn(&Sample) -> f64| {
+        window.iter().map(|(_, _, s)| f(s)).sum::<f64>() / window.len().max(1) as f64
+    };
+    let rate = |s: &Sample| s.completed as f64 / SAMPLE.as_secs_f64();
+    let p95 = |s: &Sample| s.pickup_p95_ms;
+    let dead_before = samples
+        .iter()
+        .filter(|(_, phase, _)| *phase == "before")
+        .map(|(_, _, s)| s.dead)
+        .max()
+        .unwrap_or(0);
+    let dead_pinned = samples
+        .iter()
+        .filter(|(_, phase, _)| *phase == "pinned")
+        .map(|(_, _, s)| s.dead)
+        .max()
+        .unwrap_or(0);
+    let unpinned_at = samples
+        .iter()
+        .find(|(_, phase, _)| *phase == "after")
+        .map(|(t, _, _)| *t);
+    let back_at = samples
+        .iter()
+        .filter(|(_, phase, _)| *phase == "after")
+        .find(|(_, _, s)| s.dead <= dead_before.max(1))
+        .map(|(t, _, _)| *t);
+    let back_secs = match (unpinned_at, back_at) {
+        (Some(from), Some(to)) => to - from + SAMPLE.as_secs_f64(),
+        _ => f64::NAN,
+    };
+    let size_at = |phase: &str| {
+        samples
+            .iter()
+            .rfind(|(_, p, _)| *p == phase)
+            .map_or(f64::NAN, |(_, _, s)| s.table_mb)
+    };
+    let (first_rate, last_rate) = (mean(first, &rate), mean(last, &rate));
+    let (first_p95, last_p95) = (mean(first, &p95), mean(last, &p95));
+    vec![
+        Row::new("soak: producer rate", "jobs/s", vec![produced_rate]),
+        Row::new("soak: completed, first minute", "jobs/s", vec![first_rate]),
+        Row::new("soak: completed, last minute", "jobs/s", vec![last_rate]),
+        Row::new(
+            "soak: completed, last / first minute",
+            "ratio",
+            vec![last_rate / first_rate],
+        )
+        .note("target ≥ 0.9"),
+        Row::new("soak: pickup p95, first minute", "ms", vec![first_p95]),
+        Row::new("soak: pickup p95, last minute", "ms", vec![last_p95]),
+        Row::new(
+            "soak: pickup p95, last / first minute",
+            "ratio",
+            vec![last_p95 / first_p95],
+        )
+        .note("target ≤ 1.1"),
+        Row::new(
+            "soak: dead row versions, most before pin",
+            "tuples",
+            vec![dead_before as f64],
+        ),
+        Row::new(
+            "soak: dead row versions, most while pinned",
+            "tuples",
+            vec![dead_pinned as f64],
+        ),
+        Row::new("soak: back to the pre-pin most after", "s", vec![back_secs])
+            .note("from the pin's end, sampled every 10 s"),
+        Row::new(
+            "soak: table + indexes as the pin began",
+            "MB",
+            vec![size_at("before")],
+        ),
+        Row::new(
+            "soak: table + indexes as it ended",
+            "MB",
+            vec![size_at("pinned")],
+        ),
+        Row::new(
+            "soak: table + indexes at the end",
+            "MB",
+            vec![size_at("after")],
+        )
+        .note("finished jobs kept at default retention"),
+    ]
+}
