@@ -705,17 +705,23 @@ pub mod fault {
                 .cluster
                 .wait_ready(Duration::from_secs(30))
                 .expect("the standby accepts connections");
-            let mut conn = self.conn();
-            wait_for("the standby to stream", Duration::from_secs(30), || {
-                crate::scalar(
-                    &mut conn,
-                    &format!(
-                        "SELECT count(*) AS n FROM pg_stat_replication \
-                             WHERE application_name = '{application_name}' AND state = 'streaming'"
-                    ),
-                ) == 1
-            });
+            self.wait_replication(application_name, "state = 'streaming'");
             standby
+        }
+
+        /// Waits until the primary reports standby `application_name` in
+        /// `pg_stat_replication` with `condition` true.
+        fn wait_replication(&self, application_name: &str, condition: &str) {
+            let mut conn = self.conn();
+            let query = format!(
+                "SELECT count(*) AS n FROM pg_stat_replication \
+                 WHERE application_name = '{application_name}' AND {condition}"
+            );
+            wait_for(
+                &format!("standby {application_name}: {condition}"),
+                Duration::from_secs(30),
+                || crate::scalar(&mut conn, &query) == 1,
+            );
         }
 
         /// Makes every commit wait until standby `application_name` has
@@ -731,19 +737,7 @@ pub mod fault {
             diesel::sql_query("SELECT pg_reload_conf()")
                 .execute(&mut conn)
                 .expect("reload");
-            wait_for(
-                "the standby to become synchronous",
-                Duration::from_secs(30),
-                || {
-                    crate::scalar(
-                        &mut conn,
-                        &format!(
-                            "SELECT count(*) AS n FROM pg_stat_replication \
-                             WHERE application_name = '{application_name}' AND sync_state = 'sync'"
-                        ),
-                    ) == 1
-                },
-            );
+            self.wait_replication(application_name, "sync_state = 'sync'");
         }
 
         /// A libpq URL listing this cluster, then `standby`, that connects

@@ -178,18 +178,15 @@ fn rows(samples: &[(f64, &'static str, Sample)], produced_rate: f64) -> Vec<Row>
     };
     let rate = |s: &Sample| s.completed as f64 / SAMPLE.as_secs_f64();
     let p95 = |s: &Sample| s.pickup_p95_ms;
-    let dead_before = samples
-        .iter()
-        .filter(|(_, phase, _)| *phase == "before")
-        .map(|(_, _, s)| s.dead)
-        .max()
-        .unwrap_or(0);
-    let dead_pinned = samples
-        .iter()
-        .filter(|(_, phase, _)| *phase == "pinned")
-        .map(|(_, _, s)| s.dead)
-        .max()
-        .unwrap_or(0);
+    let most_dead = |phase: &str| {
+        samples
+            .iter()
+            .filter(|(_, p, _)| *p == phase)
+            .map(|(_, _, s)| s.dead)
+            .max()
+            .unwrap_or(0)
+    };
+    let (dead_before, dead_pinned) = (most_dead("before"), most_dead("pinned"));
     let unpinned_at = samples
         .iter()
         .find(|(_, phase, _)| *phase == "after")
