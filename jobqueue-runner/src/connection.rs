@@ -18,11 +18,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use diesel::r2d2::{ConnectionManager, ManageConnection};
-use diesel::{PgConnection, RunQueryDsl};
+use diesel::r2d2::ManageConnection;
+use diesel::{Connection, PgConnection, RunQueryDsl};
 
 use crate::RunnerError;
 use crate::hang_guard::Watchdog;
+use crate::host_order::HostOrder;
 
 /// `url` with the runner's connection defaults for the options it does not
 /// set (see the module documentation).
@@ -66,7 +67,6 @@ pub(crate) fn check_own_sessions(url: &str) -> Result<(), RunnerError> {
             .map(|row| row.pid)
             .ok()
     };
-    use diesel::Connection;
     let (Ok(mut first), Ok(mut second)) =
         (PgConnection::establish(url), PgConnection::establish(url))
     else {
@@ -113,16 +113,13 @@ pub(crate) fn check_writable(conn: &mut PgConnection) -> Result<(), jobqueue_cor
 /// down when it finds their server hung.
 #[derive(Debug)]
 pub(crate) struct HandlerConnections {
-    manager: ConnectionManager<PgConnection>,
+    hosts: Arc<HostOrder>,
     watchdog: Arc<Watchdog>,
 }
 
 impl HandlerConnections {
-    pub(crate) fn new(url: &str, watchdog: Arc<Watchdog>) -> Self {
-        HandlerConnections {
-            manager: ConnectionManager::new(url),
-            watchdog,
-        }
+    pub(crate) fn new(hosts: Arc<HostOrder>, watchdog: Arc<Watchdog>) -> Self {
+        HandlerConnections { hosts, watchdog }
     }
 }
 
@@ -131,8 +128,12 @@ impl ManageConnection for HandlerConnections {
     type Error = diesel::r2d2::Error;
 
     fn connect(&self) -> Result<PgConnection, Self::Error> {
-        let mut conn = self.manager.connect()?;
-        self.is_valid(&mut conn)?;
+        let mut conn = self.hosts.connect(|url| {
+            let mut conn =
+                PgConnection::establish(url).map_err(diesel::r2d2::Error::ConnectionError)?;
+            self.is_valid(&mut conn)?;
+            Ok::<_, diesel::r2d2::Error>(conn)
+        })?;
         self.watchdog.add_handler_connection(&mut conn);
         Ok(conn)
     }
@@ -145,6 +146,6 @@ impl ManageConnection for HandlerConnections {
     }
 
     fn has_broken(&self, conn: &mut PgConnection) -> bool {
-        self.manager.has_broken(conn)
+        diesel::r2d2::R2D2Connection::is_broken(conn)
     }
 }

@@ -214,7 +214,9 @@ impl<'a> JobContext<'a> {
                 } else if let Some(pooled) = shared.pool.try_get() {
                     HandlerConn::Pooled(pooled)
                 } else {
-                    let mut own = PgConnection::establish(&shared.config.database_url)
+                    let mut own = shared
+                        .hosts
+                        .connect(PgConnection::establish)
                         .map_err(|e| unavailable(&e))?;
                     shared.watchdog.add_handler_connection(&mut own);
                     HandlerConn::Own(own)

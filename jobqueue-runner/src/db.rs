@@ -8,11 +8,12 @@ use jobqueue_core::QueueSession;
 
 use crate::hang_guard::Watched;
 use crate::health::{ConnectFailures, Health, one_line};
+use crate::host_order::HostOrder;
 use crate::shared::Shared;
 
 /// A lazily (re)connected connection for one of the runner's own threads.
 pub(crate) struct Db {
-    url: String,
+    hosts: Arc<HostOrder>,
     role: &'static str,
     conn: Option<QueueSession>,
     /// The last call failed because its connection was lost.
@@ -29,7 +30,7 @@ impl Db {
     /// The connection of the runner thread `role`, watched for hangs.
     pub(crate) fn new(shared: &Shared, role: &'static str) -> Self {
         Db {
-            url: shared.config.database_url.clone(),
+            hosts: Arc::clone(&shared.hosts),
             role,
             conn: None,
             lost: false,
@@ -75,7 +76,7 @@ impl Db {
         self.lost = false;
         let conn = match &mut self.conn {
             Some(conn) => conn,
-            slot => match connect(&self.url, &self.watched) {
+            slot => match self.hosts.connect(|url| connect(url, &self.watched)) {
                 Ok(conn) => {
                     self.failures.connected(health);
                     slot.insert(conn)
@@ -109,7 +110,7 @@ impl Db {
         self.lost = true;
         self.watched.set_connection(None);
         self.conn = None;
-        match connect(&self.url, &self.watched) {
+        match self.hosts.connect(|url| connect(url, &self.watched)) {
             Ok(conn) => {
                 log::info!(
                     "{}: connection {} ({}); reconnected",

@@ -61,6 +61,7 @@ mod exposition;
 mod fetcher;
 mod hang_guard;
 mod health;
+mod host_order;
 mod job_error;
 mod job_state;
 mod lease_keeper;

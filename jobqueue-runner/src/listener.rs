@@ -67,8 +67,10 @@ pub(crate) fn run(shared: Arc<Shared>, stop: Receiver<()>, connection: ListenerC
     };
     let mut backoff = Backoff::new();
     let mut failures = ConnectFailures::default();
+    // The host that took the last connection is tried first (see `host_order`).
+    let mut first_host = 0;
     while !is_stopped(&stop) {
-        let (client, mut messages) = match runtime.block_on(connect(&connection)) {
+        let (client, mut messages) = match runtime.block_on(connect(&connection, &mut first_host)) {
             Ok(connected) => connected,
             Err(e) => {
                 failures.failed(&shared.health, "listener", &e);
@@ -134,11 +136,14 @@ fn next_message(
     })
 }
 
-/// Connects to the first of the URL's hosts that answers within the
-/// connect timeout and takes writes, and listens on it. The connection is
-/// driven by a task on the runtime that passes notifications on.
+/// Connects to the first of the URL's hosts, from `first_host` on in the
+/// written order, that answers within the connect timeout and takes
+/// writes, and listens on it; `first_host` becomes its index. The
+/// connection is driven by a task on the runtime that passes notifications
+/// on.
 async fn connect(
     connection: &ListenerConnection,
+    first_host: &mut usize,
 ) -> Result<(Client, mpsc::UnboundedReceiver<Message>), String> {
     let config = &connection.config;
     let hosts = config.get_hosts();
@@ -150,7 +155,9 @@ async fn connect(
         .copied()
         .unwrap_or(connection.db_timeout);
     let mut reasons = Vec::new();
-    for (i, host) in hosts.iter().enumerate() {
+    let start = *first_host % hosts.len();
+    for i in (0..hosts.len()).map(|k| (start + k) % hosts.len()) {
+        let host = &hosts[i];
         let port = match config.get_ports() {
             [] => 5432,
             [port] => *port,
@@ -158,7 +165,10 @@ async fn connect(
         };
         let attempt = listen_on(connection, host, port, connection.db_timeout);
         match tokio::time::timeout(limit, attempt).await {
-            Ok(Ok(connected)) => return Ok(connected),
+            Ok(Ok(connected)) => {
+                *first_host = i;
+                return Ok(connected);
+            }
             Ok(Err(e)) => reasons.push(format!("{}: {e}", describe(host, port))),
             Err(_) => reasons.push(format!(
                 "{}: no answer within {:.1} s",

@@ -176,7 +176,7 @@ fn is_url(url: &str) -> bool {
 
 /// Splits `url` into what comes before its options and its options
 /// (decoded): the query of a URL, or the pairs of a key=value string.
-fn split_options(url: &str) -> Result<(String, Vec<(String, String)>), RunnerError> {
+pub(crate) fn split_options(url: &str) -> Result<(String, Vec<(String, String)>), RunnerError> {
     if is_url(url) {
         let Some((head, query)) = url.split_once('?') else {
             return Ok((url.to_owned(), Vec::new()));
@@ -230,7 +230,7 @@ fn split_options(url: &str) -> Result<(String, Vec<(String, String)>), RunnerErr
 }
 
 /// Puts `head` and `options` back together in `url`'s form.
-fn join_options(url: &str, head: &str, options: &[(String, String)]) -> String {
+pub(crate) fn join_options(url: &str, head: &str, options: &[(String, String)]) -> String {
     if is_url(url) {
         if options.is_empty() {
             return head.to_owned();

@@ -40,7 +40,7 @@ pub(crate) fn run(shared: Arc<Shared>, stop: Receiver<()>) {
     let mut known = BTreeSet::new();
     loop {
         if conn.is_none() {
-            match PgConnection::establish(&shared.config.database_url) {
+            match shared.hosts.connect(PgConnection::establish) {
                 Ok(c) => {
                     failures.connected(&shared.health);
                     conn = Some(c);

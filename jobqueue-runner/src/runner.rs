@@ -78,6 +78,7 @@ impl Runner {
             _ => None,
         };
         let watchdog = Arc::new(crate::hang_guard::Watchdog::default());
+        let hosts = Arc::new(crate::host_order::HostOrder::new(&config.database_url));
         let pool = Pool::builder()
             .max_size(config.effective_handler_pool_size())
             .min_idle(Some(0))
@@ -85,7 +86,7 @@ impl Runner {
             .test_on_check_out(true)
             .error_handler(Box::new(PoolErrors))
             .build_unchecked(crate::connection::HandlerConnections::new(
-                &config.database_url,
+                Arc::clone(&hosts),
                 Arc::clone(&watchdog),
             ));
         let (wake_tx, wake_rx) = bounded(1);
@@ -133,6 +134,7 @@ impl Runner {
             early_held: AtomicUsize::new(0),
             limits_seen: std::sync::atomic::AtomicU8::new(crate::fetcher::LIMITS_UNKNOWN),
             watchdog,
+            hosts,
             config,
         });
         let hand_back = crate::fetcher::HandBack {

@@ -68,6 +68,8 @@ pub(crate) struct Shared {
     pub(crate) limits_seen: std::sync::atomic::AtomicU8,
     /// Ends the runner threads' connections that stop answering.
     pub(crate) watchdog: Arc<crate::hang_guard::Watchdog>,
+    /// The URL's hosts, tried from the one that answered last.
+    pub(crate) hosts: Arc<crate::host_order::HostOrder>,
 }
 
 impl Shared {
