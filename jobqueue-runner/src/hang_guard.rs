@@ -20,6 +20,7 @@
 
 use std::net::{IpAddr, SocketAddr};
 use std::os::fd::RawFd;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
@@ -72,6 +73,8 @@ pub(crate) struct Watchdog {
     /// a handler waiting on a frozen primary fails instead of holding its
     /// job (whose lease the runner keeps renewing) for good.
     handler_sockets: Mutex<Vec<Socket>>,
+    /// Runner connections it has ended, in all.
+    ended: AtomicU64,
 }
 
 impl Watchdog {
@@ -112,6 +115,7 @@ impl Watchdog {
             match nix::sys::socket::shutdown(socket.fd, Shutdown::Both) {
                 Ok(()) => {
                     closed += 1;
+                    self.ended.fetch_add(1, Ordering::Relaxed);
                     log::warn!(
                         "{}: the database did not answer within {:.1} s; closed the connection \
                          (it reconnects through the URL's hosts)",
@@ -138,6 +142,12 @@ pub(crate) fn run(watchdog: &Watchdog, stop: &crossbeam_channel::Receiver<()>) {
 }
 
 impl Watchdog {
+    /// Runner connections it has ended so far: the listener checks its own
+    /// connection when this changes.
+    pub(crate) fn ended(&self) -> u64 {
+        self.ended.load(Ordering::Relaxed)
+    }
+
     /// Notes a handler connection's socket (see `handler_sockets`).
     pub(crate) fn add_handler_connection(&self, conn: &mut PgConnection) {
         let Some(socket) = socket_of(conn) else {

@@ -33,6 +33,12 @@ impl HostOrder {
         }
     }
 
+    /// The index, in the URL's written order, of the host that last took a
+    /// connection (0 for a URL used as given).
+    pub(crate) fn last_good(&self) -> usize {
+        self.last_good.load(Ordering::Relaxed)
+    }
+
     /// Calls `connect` with each host's URL in turn, from the one that last
     /// took a connection, until one succeeds; returns its connection, or
     /// the error of the last host tried.

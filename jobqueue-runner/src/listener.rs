@@ -73,6 +73,8 @@ pub(crate) fn run(shared: Arc<Shared>, stop: Receiver<()>, connection: ListenerC
         let (client, mut messages) = match runtime.block_on(connect(&connection, &mut first_host)) {
             Ok(connected) => connected,
             Err(e) => {
+                // The other threads may have found the primary meanwhile.
+                first_host = shared.hosts.last_good();
                 failures.failed(&shared.health, "listener", &e);
                 if stopped_within(&stop, backoff.next_delay()) {
                     break;
@@ -84,18 +86,20 @@ pub(crate) fn run(shared: Arc<Shared>, stop: Receiver<()>, connection: ListenerC
         failures.connected(&shared.health);
         shared.wake_fetcher();
         let mut heard = Instant::now();
-        let mut reconnects = shared.health.reconnects();
+        let mut others_seen = others_replaced(&shared);
         loop {
             if is_stopped(&stop) {
                 return;
             }
-            // Another thread's connection was just replaced (lost, or read-only):
-            // this one may be on the same server.
-            let others = shared.health.reconnects();
-            if heard.elapsed() >= QUIET_CHECK || others != reconnects {
-                reconnects = others;
+            // Another thread's connection was just ended or replaced (hung,
+            // lost, or read-only): this one may be on the same server.
+            let others = others_replaced(&shared);
+            if heard.elapsed() >= QUIET_CHECK || others != others_seen {
+                others_seen = others;
                 if let Err(why) = runtime.block_on(still_primary(&client, connection.db_timeout)) {
                     log::warn!("listener: {why}; reconnecting");
+                    // Start from the host the other threads last reached.
+                    first_host = shared.hosts.last_good();
                     break;
                 }
                 heard = Instant::now();
@@ -120,6 +124,12 @@ pub(crate) fn run(shared: Arc<Shared>, stop: Receiver<()>, connection: ListenerC
         }
     }
     log::debug!("listener stopped");
+}
+
+/// Connections of the runner's other threads ended (by the watchdog) or
+/// replaced so far.
+fn others_replaced(shared: &Shared) -> (u64, u64) {
+    (shared.health.reconnects(), shared.watchdog.ended())
 }
 
 /// The next message within [`STOP_CHECK`], if any.
