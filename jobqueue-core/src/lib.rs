@@ -94,8 +94,8 @@ pub use doctor::{Check, CheckStatus, DoctorOptions, doctor};
 pub use enqueue::{Enqueued, NOTIFY_DEBOUNCE, enqueue, enqueue_many};
 pub use error::{Error, Result};
 pub use finish::{
-    FailOutcome, FailedMany, Failure, cancel_held_many, complete, complete_many, fail, fail_many,
-    park_many, release_many, start_many,
+    FailOutcome, FailedMany, Failure, cancel_held_many, complete, complete_and_delete,
+    complete_and_delete_many, complete_many, fail, fail_many, park_many, release_many, start_many,
 };
 pub use heartbeat::{Heartbeat, Progress, heartbeat_many, report_progress};
 pub use human::human_duration;

@@ -11,7 +11,9 @@ use crate::{Error, JobStatus, Result, sql};
 /// How long finished jobs are kept, per status. `None` keeps them forever.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Retention {
-    /// Completed jobs. Default 1 day.
+    /// Completed jobs. Default 1 day. Zero: a runner's completion deletes
+    /// the job's row at once (the least WAL per job; the job's history,
+    /// `stats --history` and the dashboard's completed jobs then see none).
     pub completed: Option<Duration>,
     /// Failed (dead-lettered) jobs. Default 30 days.
     pub failed: Option<Duration>,
@@ -23,6 +25,15 @@ pub struct Retention {
 }
 
 const DAY: u64 = 24 * 3600;
+
+impl Retention {
+    /// Whether completed jobs are kept for no time: their completion then
+    /// deletes them ([`crate::complete_and_delete_many`]) instead of
+    /// rewriting them as `completed` for a prune to delete later.
+    pub fn deletes_completed(&self) -> bool {
+        self.completed == Some(Duration::ZERO)
+    }
+}
 
 impl Default for Retention {
     fn default() -> Self {

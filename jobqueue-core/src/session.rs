@@ -89,6 +89,11 @@ impl QueueSession {
         fenced_update::<sql::JobCompleteMany>(&mut self.conn, Scope::Session, leases)
     }
 
+    /// [`crate::complete_and_delete_many`], in one round trip.
+    pub fn complete_and_delete_many(&mut self, leases: &[Lease]) -> Result<Fenced> {
+        fenced_update::<sql::JobCompleteDeleteMany>(&mut self.conn, Scope::Session, leases)
+    }
+
     /// [`crate::fail_many`], in one round trip.
     pub fn fail_many(&mut self, failures: &[Failure]) -> Result<FailedMany> {
         crate::finish::fail_many_in(&mut self.conn, Scope::Session, failures)

@@ -271,6 +271,18 @@ pub(crate) const JOB_COMPLETE_MANY: &str = "
       AND j.status IN ('claimed', 'running')
     RETURNING j.id";
 
+/// Completes held jobs by deleting them, in one statement: for completed
+/// jobs kept for no time (`Retention::completed` of zero). A delete writes
+/// no new row version and no index entry, and leaves nothing to prune.
+/// Arrays `$1` ids, `$2` tokens; returns the ids it completed.
+pub(crate) const JOB_COMPLETE_DELETE_MANY: &str = "
+    DELETE FROM jobqueue_jobs AS j
+    USING unnest($1::uuid[], $2::int4[]) AS l(id, token)
+    WHERE j.id = l.id
+      AND j.claim_count = l.token
+      AND j.status IN ('claimed', 'running')
+    RETURNING j.id";
+
 /// Records failed attempts of held jobs in one statement.
 ///
 /// Arrays: `$1` ids, `$2` tokens, `$3` retry delay in seconds (null: permanent
@@ -1047,6 +1059,7 @@ crate::prepared::statements! {
     QueueLockLimited => QUEUE_LOCK_LIMITED,
     JobStartMany => JOB_START_MANY,
     JobCompleteMany => JOB_COMPLETE_MANY,
+    JobCompleteDeleteMany => JOB_COMPLETE_DELETE_MANY,
     JobFailMany => JOB_FAIL_MANY,
     JobReleaseMany => JOB_RELEASE_MANY,
     JobParkMany => JOB_PARK_MANY,

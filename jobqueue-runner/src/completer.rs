@@ -142,7 +142,13 @@ fn flush(shared: &Shared, db: &mut Db, pending: &mut Vec<Outcome>) {
     });
     written(pending, is_handled_or_lost);
     if !complete.is_empty()
-        && let Ok(done) = db.run(&shared.health, |conn| conn.complete_many(&complete))
+        && let Ok(done) = db.run(&shared.health, |conn| {
+            if shared.config.retention.deletes_completed() {
+                conn.complete_and_delete_many(&complete)
+            } else {
+                conn.complete_many(&complete)
+            }
+        })
     {
         Counters::add(&counters.completed, done.applied.len());
         note_lost(shared, "completion", &done.lost);

@@ -239,6 +239,7 @@ impl<'a> JobContext<'a> {
         work: impl FnOnce(&mut PgConnection) -> Result<T, JobError>,
     ) -> Result<T, JobError> {
         let lease = self.state.lease;
+        let deletes = self.shared.config.retention.deletes_completed();
         let conn = self.conn()?;
         // The transaction's own failures (BEGIN, COMMIT) become retries
         // through `JobError`'s conversion.
@@ -247,7 +248,12 @@ impl<'a> JobContext<'a> {
             .read_committed()
             .run::<T, JobError, _>(|conn| {
                 let value = work(conn)?;
-                match jobqueue_core::complete(conn, &lease) {
+                let completed = if deletes {
+                    jobqueue_core::complete_and_delete(conn, &lease)
+                } else {
+                    jobqueue_core::complete(conn, &lease)
+                };
+                match completed {
                     Ok(()) => Ok(value),
                     Err(jobqueue_core::Error::LeaseLost { .. }) => Err(JobError::LeaseLost),
                     Err(e) => Err(JobError::retry(e)),

@@ -4,12 +4,14 @@
 //! runner at 8 workers, times it until the backlog is drained, then sends 50
 //! single enqueues through the idle runner before it stops. The worst run
 //! against the median shows whether any table state makes the runner
-//! collapse; WAL bytes per job show what the drain writes.
+//! collapse; WAL bytes per job show what the drain writes. A few more
+//! drains by a runner that keeps no completed jobs (their completion
+//! deletes the row) show what rewriting completed rows costs in WAL.
 
 use std::time::{Duration, Instant};
 
 use diesel::{Connection, PgConnection, RunQueryDsl};
-use jobqueue_core::{Job, JobOptions, NewJob};
+use jobqueue_core::{Job, JobOptions, NewJob, Retention};
 
 use super::noop::BenchNoop;
 use super::{Row, Sizes, db, median, reset};
@@ -44,17 +46,20 @@ pub(crate) fn drains(url: &str, sizes: &Sizes) -> Result<Vec<Row>, ToolError> {
     let mut conn = PgConnection::establish(url).map_err(db)?;
     reset(&mut conn)?;
     let n = sizes.drain_jobs;
-    let runner = Runner::new(
-        RunnerConfig::new(url).concurrency(WORKERS),
-        super::registry(),
-    )
-    .start()?;
-    let measured = measure(&mut conn, &runner, n, sizes.drain_runs);
-    runner.shutdown();
-    let (rates, wal_per_job) = measured?;
+    let (rates, wal_per_job) =
+        drain_with(url, &mut conn, Retention::default(), n, sizes.drain_runs)?;
     let median_rate = median(&rates);
     let worst = rates.iter().copied().fold(f64::INFINITY, f64::min);
     let name = format!("drain from truncated table, {WORKERS} workers, {n} jobs");
+    // The same drains with completed jobs kept for no time: the completion
+    // deletes the row instead of writing a `completed` version of it.
+    let deleting = Retention {
+        completed: Some(Duration::ZERO),
+        ..Retention::default()
+    };
+    let runs = sizes.drain_runs.min(5);
+    let (deleted_rates, deleted_wal) = drain_with(url, &mut conn, deleting, n, runs)?;
+    let deleted = format!("drain, completed rows deleted (retention 0), {n} jobs");
     Ok(vec![
         Row::new(name.clone(), "jobs/s", rates.clone()).note(format!(
             "{} runs; first enqueue to last completion",
@@ -66,9 +71,38 @@ pub(crate) fn drains(url: &str, sizes: &Sizes) -> Result<Vec<Row>, ToolError> {
             vec![worst / median_rate],
         )
         .note("target ≥ 0.7"),
-        Row::new(format!("{name}: WAL per job"), "bytes", wal_per_job)
+        Row::new(format!("{name}: WAL per job"), "bytes", wal_per_job.clone())
             .note("enqueue, claim and completion; pg_current_wal_lsn"),
+        Row::new(deleted.clone(), "jobs/s", deleted_rates).note(format!("{runs} runs")),
+        Row::new(
+            format!("{deleted}: WAL per job"),
+            "bytes",
+            deleted_wal.clone(),
+        )
+        .note("enqueue, claim and the completion's delete"),
+        Row::new(
+            "WAL per job, completed rows deleted / kept",
+            "ratio",
+            vec![median(&deleted_wal) / median(&wal_per_job)],
+        ),
     ])
+}
+
+/// `runs` drains by a runner of [`WORKERS`] that keeps finished jobs as
+/// `retention` says; each run's rate and WAL bytes per job.
+fn drain_with(
+    url: &str,
+    conn: &mut PgConnection,
+    retention: Retention,
+    n: usize,
+    runs: usize,
+) -> Result<(Vec<f64>, Vec<f64>), ToolError> {
+    let mut config = RunnerConfig::new(url).concurrency(WORKERS);
+    config.retention = retention;
+    let runner = Runner::new(config, super::registry()).start()?;
+    let measured = measure(conn, &runner, n, runs);
+    runner.shutdown();
+    measured
 }
 
 /// `runs` drains through the running `runner`; returns each run's rate and
