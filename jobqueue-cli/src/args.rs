@@ -218,7 +218,8 @@ pub(crate) struct WorkArgs {
         default_value_t = 5.0
     )]
     pub(crate) rescue_secs: f64,
-    /// Keep completed jobs this many hours.
+    /// Keep completed jobs this many hours; 0: the completion deletes the
+    /// job's row (the least WAL per job, and no history of completed jobs).
     #[arg(
         long,
         allow_negative_numbers = true,
