@@ -38,8 +38,10 @@ const RUNNERS: usize = 4;
 /// The producer's batches: `BATCH` jobs every `TICK`, about 2,000 jobs/s.
 const BATCH: usize = 20;
 const TICK: Duration = Duration::from_millis(10);
-/// How long the load runs before the fault, and after the promotion.
-const BEFORE: Duration = Duration::from_secs(5);
+/// Jobs completed under the load before the fault (about 5 s of it).
+const DONE_BEFORE: i64 = 8_000;
+/// How long the load runs after the promotion: the window the pickup
+/// figures are taken over.
 const AFTER: Duration = Duration::from_secs(10);
 /// The runners' `db_timeout` and the URL's per-host connect timeout.
 const DB_TIMEOUT_SECS: &str = "2";
@@ -134,10 +136,7 @@ fn produce(url: &str, stop: &AtomicBool) -> Produced {
         }
         match enqueuer.results.recv_timeout(ENQUEUE_TIMEOUT) {
             Ok(true) => produced.acked.extend(ids),
-            Ok(false) => {
-                produced.unknown.extend(ids);
-                std::thread::sleep(Duration::from_millis(20));
-            }
+            Ok(false) => produced.unknown.extend(ids),
             Err(_) => {
                 produced.unknown.extend(ids);
                 enqueuer = Enqueuer::start(url);
@@ -252,7 +251,11 @@ fn failover(name: &'static str, sync: bool, fault: Fault) -> Outcome {
     wait_for("all listeners", Duration::from_secs(30), || {
         listening(&mut old) == RUNNERS as i64
     });
-    std::thread::sleep(BEFORE);
+    wait_for(
+        "the load to run before the fault",
+        Duration::from_secs(60),
+        || count_where(&mut old, "status = 'completed'") >= DONE_BEFORE,
+    );
     let before_p95 = figure(
         &mut old,
         "SELECT coalesce(percentile_cont(0.95) WITHIN GROUP (
@@ -279,7 +282,12 @@ fn failover(name: &'static str, sync: bool, fault: Fault) -> Outcome {
             diesel::sql_query("SELECT pg_reload_conf()")
                 .execute(&mut conn)
                 .expect("reload");
-            std::thread::sleep(Duration::from_millis(300));
+            wait_for("the fence to take effect", Duration::from_secs(10), || {
+                scalar(
+                    &mut primary.conn(),
+                    "SELECT count(*) AS n WHERE current_setting('default_transaction_read_only') = 'on'",
+                ) == 1
+            });
         }
         Fault::Freeze => {
             for pid in primary.cluster().server_pids() {
@@ -302,6 +310,7 @@ fn failover(name: &'static str, sync: bool, fault: Fault) -> Outcome {
         || listening(&mut new) == RUNNERS as i64,
     );
     let listeners_back_secs = injected.elapsed().as_secs_f64() - promote_secs;
+    // The scenario itself: the load goes on over the window measured.
     std::thread::sleep(AFTER.saturating_sub(Duration::from_secs_f64(listeners_back_secs)));
     stop.store(true, Ordering::Relaxed);
     let produced = producer.join().expect("the producer");

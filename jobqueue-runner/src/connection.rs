@@ -44,7 +44,7 @@ pub(crate) fn libpq_url(url: &str, db_timeout: Duration) -> Result<String, Runne
 }
 
 /// Whole seconds for libpq's `connect_timeout` (which takes at least 2).
-pub(crate) fn connect_timeout(db_timeout: Duration) -> u64 {
+fn connect_timeout(db_timeout: Duration) -> u64 {
     db_timeout.as_secs_f64().ceil().clamp(2.0, 10.0) as u64
 }
 

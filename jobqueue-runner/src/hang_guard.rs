@@ -91,14 +91,13 @@ impl Watchdog {
     }
 
     /// Shuts down the socket of every call in flight for longer than it
-    /// may take; returns how many.
-    pub(crate) fn check(&self) -> usize {
+    /// may take.
+    pub(crate) fn check(&self) {
         let all: Vec<Arc<Watched>> = lock(&self.watched)
             .iter()
             .filter_map(Weak::upgrade)
             .collect();
         let now = Instant::now();
-        let mut closed = 0;
         for watched in all {
             let mut state = lock(&watched.state);
             let (Some(socket), Some((since, limit))) = (state.socket, state.call) else {
@@ -114,7 +113,6 @@ impl Watchdog {
             self.shut_handler_sockets(socket.peer);
             match nix::sys::socket::shutdown(socket.fd, Shutdown::Both) {
                 Ok(()) => {
-                    closed += 1;
                     self.ended.fetch_add(1, Ordering::Relaxed);
                     log::warn!(
                         "{}: the database did not answer within {:.1} s; closed the connection \
@@ -126,22 +124,8 @@ impl Watchdog {
                 Err(e) => log::debug!("{}: shutting down a hung socket: {e}", watched.role),
             }
         }
-        closed
     }
-}
 
-/// How often the watchdog looks at the calls in flight.
-const CHECK_EVERY: Duration = Duration::from_millis(250);
-
-/// The watchdog thread: checks every [`CHECK_EVERY`] until `stop`
-/// disconnects.
-pub(crate) fn run(watchdog: &Watchdog, stop: &crossbeam_channel::Receiver<()>) {
-    while !crate::backoff::stopped_within(stop, CHECK_EVERY) {
-        watchdog.check();
-    }
-}
-
-impl Watchdog {
     /// Runner connections it has ended so far: the listener checks its own
     /// connection when this changes.
     pub(crate) fn ended(&self) -> u64 {
@@ -178,6 +162,17 @@ impl Watchdog {
         if shut > 0 {
             log::warn!("closed {shut} handler connections to the same server");
         }
+    }
+}
+
+/// How often the watchdog looks at the calls in flight.
+const CHECK_EVERY: Duration = Duration::from_millis(250);
+
+/// The watchdog thread: checks every [`CHECK_EVERY`] until `stop`
+/// disconnects.
+pub(crate) fn run(watchdog: &Watchdog, stop: &crossbeam_channel::Receiver<()>) {
+    while !crate::backoff::stopped_within(stop, CHECK_EVERY) {
+        watchdog.check();
     }
 }
 

@@ -43,21 +43,16 @@ impl HostOrder {
     /// took a connection, until one succeeds; returns its connection, or
     /// the error of the last host tried.
     pub(crate) fn connect<T, E>(&self, connect: impl Fn(&str) -> Result<T, E>) -> Result<T, E> {
-        let first = self.last_good.load(Ordering::Relaxed) % self.urls.len();
-        let mut last_error = None;
-        for i in (0..self.urls.len()).map(|k| (first + k) % self.urls.len()) {
-            match connect(&self.urls[i]) {
-                Ok(conn) => {
-                    self.last_good.store(i, Ordering::Relaxed);
-                    return Ok(conn);
-                }
-                Err(e) => last_error = Some(e),
+        let n = self.urls.len();
+        let first = self.last_good.load(Ordering::Relaxed) % n;
+        let mut result = connect(&self.urls[first]);
+        for i in (1..n).map(|k| (first + k) % n) {
+            if result.is_ok() {
+                break;
             }
+            result = connect(&self.urls[i]).inspect(|_| self.last_good.store(i, Ordering::Relaxed));
         }
-        match last_error {
-            Some(e) => Err(e),
-            None => connect(&self.urls[first]),
-        }
+        result
     }
 }
 

@@ -418,40 +418,17 @@ impl PrivateCluster {
 
     /// Hands `path` to the user the cluster runs as (when running as root).
     fn give_to_owner(&self, path: &Path) -> Result<(), ServerError> {
-        let Some(user) = &self.run_as else {
-            return Ok(());
-        };
-        let status = Command::new("chown")
-            .arg("-R")
-            .arg(user)
-            .arg(path)
-            .status()
-            .map_err(io("running chown"))?;
-        if !status.success() {
-            return Err(ServerError::Command {
-                command: format!("chown -R {user} {}", path.display()),
-                status: status.to_string(),
-                output: String::new(),
-            });
+        match &self.run_as {
+            Some(user) => chown(user, path),
+            None => Ok(()),
         }
-        Ok(())
     }
 
     /// Runs a PostgreSQL program from the cluster's bin dir, as the
     /// cluster's user.
     fn run(&self, program: &str, args: &[&std::ffi::OsStr]) -> Result<Output, ServerError> {
         let path = self.bin_dir.join(program);
-        let mut command = match &self.run_as {
-            Some(user) => {
-                let mut c = Command::new("setpriv");
-                c.arg(format!("--reuid={user}"))
-                    .arg(format!("--regid={}", group_of(user)))
-                    .arg("--clear-groups")
-                    .arg(&path);
-                c
-            }
-            None => Command::new(&path),
-        };
+        let mut command = command_as(self.run_as.as_deref(), &path);
         command
             .args(args)
             .current_dir(&self.base)
@@ -479,6 +456,51 @@ impl PrivateCluster {
             })
         }
     }
+}
+
+/// `program` to run as the user private clusters run as, with `dir` handed
+/// to that user first: `nobody` when this process is root (PostgreSQL and
+/// PgBouncer refuse to run as root), else this process's own user. For the
+/// tests' other servers (a PgBouncer).
+pub fn unprivileged_command(program: &Path, dir: &Path) -> Result<Command, ServerError> {
+    let user = is_root()?.then_some("nobody");
+    if let Some(user) = user {
+        chown(user, dir)?;
+    }
+    Ok(command_as(user, program))
+}
+
+/// `program` run as `user` (through `setpriv`), or as this process's user.
+fn command_as(user: Option<&str>, program: &Path) -> Command {
+    match user {
+        Some(user) => {
+            let mut c = Command::new("setpriv");
+            c.arg(format!("--reuid={user}"))
+                .arg(format!("--regid={}", group_of(user)))
+                .arg("--clear-groups")
+                .arg(program);
+            c
+        }
+        None => Command::new(program),
+    }
+}
+
+/// `chown -R user path`.
+fn chown(user: &str, path: &Path) -> Result<(), ServerError> {
+    let status = Command::new("chown")
+        .arg("-R")
+        .arg(user)
+        .arg(path)
+        .status()
+        .map_err(io("running chown"))?;
+    if !status.success() {
+        return Err(ServerError::Command {
+            command: format!("chown -R {user} {}", path.display()),
+            status: status.to_string(),
+            output: String::new(),
+        });
+    }
+    Ok(())
 }
 
 /// The primary group of `user` (`nogroup` for `nobody` on Debian).
