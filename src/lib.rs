@@ -32,6 +32,14 @@ pub struct TestDb {
 impl TestDb {
     /// Creates and migrates a fresh database.
     pub fn new() -> Self {
+        let db = Self::unmigrated();
+        jobqueue_core::run_migrations(&mut db.conn()).expect("migrate the test database");
+        db
+    }
+
+    /// Creates a fresh, empty database: no jobqueue schema, not even the
+    /// migrations table.
+    pub fn unmigrated() -> Self {
         static COUNTER: AtomicU32 = AtomicU32::new(0);
         let name = format!(
             "jq_test_{}_{}_{}",
@@ -43,12 +51,10 @@ impl TestDb {
         diesel::sql_query(format!("CREATE DATABASE {name}"))
             .execute(&mut admin)
             .expect("create the test database");
-        let db = TestDb {
+        TestDb {
             url: with_database(server_url(), &name),
             name,
-        };
-        jobqueue_core::run_migrations(&mut db.conn()).expect("migrate the test database");
-        db
+        }
     }
 
     /// A fresh database with the test jobs' side tables, and a connection.

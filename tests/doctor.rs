@@ -12,7 +12,7 @@ use diesel::prelude::*;
 use jobqueue_core::{Check, CheckStatus, DoctorOptions, Job};
 use jobqueue_tests::fault::{OwnCluster, Proc, runner_flags};
 use jobqueue_tests::jobs::{Noop, Sleep};
-use jobqueue_tests::{TestDb, read_job, run_cli, scalar, server_url, wait_for, with_database};
+use jobqueue_tests::{TestDb, read_job, run_cli, scalar, wait_for};
 
 const WORKER: &str = env!("CARGO_BIN_EXE_jobqueue-test-worker");
 
@@ -80,40 +80,6 @@ fn line<'a>(out: &'a str, name: &str) -> &'a str {
 /// second, when it goes idle).
 fn flush_stats(conn: &mut PgConnection) {
     exec(conn, "SELECT pg_stat_force_next_flush()");
-}
-
-/// A database of the shared server that nobody migrated; dropped with
-/// this value.
-struct BareDb {
-    name: String,
-    url: String,
-}
-
-impl BareDb {
-    fn new() -> Self {
-        let name = format!(
-            "jq_doctor_bare_{}_{}",
-            std::process::id(),
-            fastrand::u32(..)
-        );
-        let mut admin = PgConnection::establish(server_url()).expect("connect to the server");
-        exec(&mut admin, &format!("CREATE DATABASE {name}"));
-        BareDb {
-            url: with_database(server_url(), &name),
-            name,
-        }
-    }
-}
-
-impl Drop for BareDb {
-    fn drop(&mut self) {
-        if let Ok(mut admin) = PgConnection::establish(server_url()) {
-            let _ = admin.batch_execute(&format!(
-                "DROP DATABASE IF EXISTS {} WITH (FORCE)",
-                self.name
-            ));
-        }
-    }
 }
 
 /// Inserts `n` jobs of type `job_type` in `status` (pending or completed)
@@ -459,8 +425,8 @@ fn a_queue_with_due_jobs_and_no_live_runner_fails_until_one_works_it() {
 
 #[test]
 fn a_database_without_the_schema_fails_on_migrations_until_migrated() {
-    let bare = BareDb::new();
-    let mut conn = PgConnection::establish(&bare.url).expect("connect");
+    let bare = TestDb::unmigrated();
+    let mut conn = bare.conn();
     let options = DoctorOptions::default();
     let checks = jobqueue_core::doctor(&mut conn, &options).expect("run the doctor");
     let names: Vec<&str> = checks.iter().map(|c| c.name).collect();

@@ -6,14 +6,17 @@
 //! against the median shows whether any table state makes the runner
 //! collapse; WAL bytes per job show what the drain writes. A few more
 //! drains by a runner that keeps no completed jobs (their completion
-//! deletes the row) show what rewriting completed rows costs in WAL.
+//! deletes the row) show what rewriting completed rows costs in WAL, and a
+//! few with a payload of [`PAYLOAD_BYTES`] how often the payload is
+//! written: once by the insert, and again by every claim or completion
+//! whose new row version does not stay on its page.
 
 use std::time::{Duration, Instant};
 
 use diesel::{Connection, PgConnection, RunQueryDsl};
 use jobqueue_core::{Job, JobOptions, NewJob, Retention};
 
-use super::noop::BenchNoop;
+use super::noop::{BenchNoop, BenchPayload};
 use super::{Row, Sizes, db, median, reset};
 use jobqueue_runner::{Runner, RunnerConfig};
 
@@ -25,6 +28,8 @@ const CHUNK: usize = 1_000;
 const WORKERS: usize = 8;
 /// Single enqueues sent through the idle runner after each drain.
 const SINGLES: usize = 50;
+/// Characters of filler in the payload of the drains with a payload.
+const PAYLOAD_BYTES: usize = 300;
 
 #[derive(diesel::QueryableByName)]
 struct Lsn {
@@ -46,8 +51,14 @@ pub(crate) fn drains(url: &str, sizes: &Sizes) -> Result<Vec<Row>, ToolError> {
     let mut conn = PgConnection::establish(url).map_err(db)?;
     reset(&mut conn)?;
     let n = sizes.drain_jobs;
-    let (rates, wal_per_job) =
-        drain_with(url, &mut conn, Retention::default(), n, sizes.drain_runs)?;
+    let noop = || NewJob::from_job(&BenchNoop { seq: 0 }, JobOptions::new());
+    let (rates, wal_per_job) = drain_with(
+        url,
+        &mut conn,
+        Retention::default(),
+        (n, sizes.drain_runs),
+        noop,
+    )?;
     let median_rate = median(&rates);
     let worst = rates.iter().copied().fold(f64::INFINITY, f64::min);
     let name = format!("drain from truncated table, {WORKERS} workers, {n} jobs");
@@ -58,8 +69,24 @@ pub(crate) fn drains(url: &str, sizes: &Sizes) -> Result<Vec<Row>, ToolError> {
         ..Retention::default()
     };
     let runs = sizes.drain_runs.min(5);
-    let (deleted_rates, deleted_wal) = drain_with(url, &mut conn, deleting, n, runs)?;
+    let (deleted_rates, deleted_wal) = drain_with(url, &mut conn, deleting, (n, runs), noop)?;
     let deleted = format!("drain, completed rows deleted (retention 0), {n} jobs");
+    // And with a payload: the WAL beyond the no-op drain's, per byte of
+    // payload, is how many times each job's payload was written.
+    let payload = BenchPayload {
+        text: "x".repeat(PAYLOAD_BYTES),
+    };
+    // `{"text":"..."}`: the filler and 11 characters of JSON around it.
+    let payload_len = PAYLOAD_BYTES + 11;
+    let with_payload = || NewJob::from_job(&payload, JobOptions::new());
+    let (_, payload_wal) = drain_with(
+        url,
+        &mut conn,
+        Retention::default(),
+        (n, runs),
+        with_payload,
+    )?;
+    let payload_name = format!("drain, {payload_len}-byte payload, {n} jobs: WAL per job");
     Ok(vec![
         Row::new(name.clone(), "jobs/s", rates.clone()).note(format!(
             "{} runs; first enqueue to last completion",
@@ -85,22 +112,30 @@ pub(crate) fn drains(url: &str, sizes: &Sizes) -> Result<Vec<Row>, ToolError> {
             "ratio",
             vec![median(&deleted_wal) / median(&wal_per_job)],
         ),
+        Row::new(payload_name, "bytes", payload_wal.clone()).note(format!("{runs} runs")),
+        Row::new(
+            "WAL per byte of payload (payload drain - no-op drain) / payload",
+            "ratio",
+            vec![(median(&payload_wal) - median(&wal_per_job)) / payload_len as f64],
+        )
+        .note("1: the insert alone writes the payload; 3: claim and completion too"),
     ])
 }
 
-/// `runs` drains by a runner of [`WORKERS`] that keeps finished jobs as
-/// `retention` says; each run's rate and WAL bytes per job.
+/// `runs` drains of `n` jobs made by `job`, by a runner of [`WORKERS`] that
+/// keeps finished jobs as `retention` says; each run's rate and WAL bytes
+/// per job.
 fn drain_with(
     url: &str,
     conn: &mut PgConnection,
     retention: Retention,
-    n: usize,
-    runs: usize,
+    (n, runs): (usize, usize),
+    job: impl Fn() -> jobqueue_core::Result<NewJob>,
 ) -> Result<(Vec<f64>, Vec<f64>), ToolError> {
     let mut config = RunnerConfig::new(url).concurrency(WORKERS);
     config.retention = retention;
     let runner = Runner::new(config, super::registry()).start()?;
-    let measured = measure(conn, &runner, n, runs);
+    let measured = measure(conn, &runner, (n, runs), job);
     runner.shutdown();
     measured
 }
@@ -110,16 +145,14 @@ fn drain_with(
 fn measure(
     conn: &mut PgConnection,
     runner: &jobqueue_runner::RunnerHandle,
-    n: usize,
-    runs: usize,
+    (n, runs): (usize, usize),
+    job: impl Fn() -> jobqueue_core::Result<NewJob>,
 ) -> Result<(Vec<f64>, Vec<f64>), ToolError> {
     let mut rates = Vec::with_capacity(runs);
     let mut wal_per_job = Vec::with_capacity(runs);
     for _ in 0..runs {
         reset(conn)?;
-        let jobs: Vec<NewJob> = (0..n)
-            .map(|_| NewJob::from_job(&BenchNoop { seq: 0 }, JobOptions::new()))
-            .collect::<Result<_, _>>()?;
+        let jobs: Vec<NewJob> = (0..n).map(|_| job()).collect::<Result<_, _>>()?;
         let done_before = runner.stats().completed;
         let wal_before = wal_position(conn)?;
         let started = Instant::now();

@@ -52,11 +52,27 @@ impl Perform for BenchWork {
     }
 }
 
+/// A job that does nothing with a payload of some size (the size of a
+/// typical job's arguments): what the WAL per job pays for the payload.
+#[derive(Debug, Serialize, Deserialize, Job)]
+#[job(type = "bench.payload")]
+pub struct BenchPayload {
+    /// Filler.
+    pub text: String,
+}
+
+impl Perform for BenchPayload {
+    fn perform(&self, _ctx: &mut JobContext<'_>) -> Result<(), JobError> {
+        Ok(())
+    }
+}
+
 /// The bench's handlers.
 pub fn registry() -> Registry {
     Registry::new()
         .register::<BenchNoop>()
         .register::<BenchWork>()
+        .register::<BenchPayload>()
 }
 
 /// Starts recording handler start times.
