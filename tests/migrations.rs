@@ -134,7 +134,7 @@ fn the_row_layout_migration_keeps_every_job_and_grant() {
     // payload, and pages keep room for the updates.
     assert!(position(&mut conn, "payload") < position(&mut conn, "status"));
     assert!(position(&mut conn, "run_at") < position(&mut conn, "status"));
-    assert_eq!(fillfactor(&mut conn), 50);
+    assert_eq!(fillfactor(&mut conn), 70);
     // The constraints and indexes are back: a second live job with a held
     // unique key is refused, a bad status too, and the pending job is claimed.
     let duplicate = diesel::sql_query(

@@ -8,7 +8,7 @@
 use std::time::Duration;
 
 use diesel::prelude::*;
-use jobqueue_core::{Claim, Failure, HotStatement, Lease, Plan, QueueSession, RetryPolicy};
+use jobqueue_core::{Claim, Failure, HotStatement, Lease, Plan, QueueSession, Resume, RetryPolicy};
 use jobqueue_tests::{TestDb, scalar};
 
 /// Jobs per batch statement.
@@ -163,11 +163,12 @@ fn assert_claim_bounded(state: &str, db: &TestDb, claim: &Claim) {
     // Its own rows twice (found, then updated), plus one look per queue to
     // see whether it has due jobs.
     let queues = claim.queues.len().max(1) as f64;
+    let looks = if claim.resume.is_empty() { 2.0 } else { 4.0 };
     assert_within(
         state,
         "claim",
         &plan,
-        2.0 * claim.limit as f64 + 2.0 * queues,
+        2.0 * claim.limit as f64 + looks * queues,
     );
 }
 
@@ -180,6 +181,15 @@ fn check_state(state: &str, prepare: impl FnOnce(&mut PgConnection)) {
     assert_batch_statements_bounded(state, &db);
     let claim = Claim::new("plan-test").limit(100).queues(["default"]);
     assert_claim_bounded(state, &db, &claim);
+    // The same claim resuming in the queue (at a point every job sorts
+    // after): its three ranges, and the look for due jobs in each.
+    let resuming = claim.resume_at([Resume {
+        queue: "default".into(),
+        priority: 100,
+        run_at: chrono::DateTime::UNIX_EPOCH,
+        id: uuid::Uuid::nil().into(),
+    }]);
+    assert_claim_bounded(state, &db, &resuming);
 }
 
 #[test]

@@ -1,13 +1,15 @@
 //! Claiming due jobs: one statement, `FOR UPDATE SKIP LOCKED`.
 
+use std::cmp::Reverse;
 use std::time::Duration;
 
+use chrono::{DateTime, Utc};
 use diesel::prelude::*;
-use diesel::sql_types::{Array, BigInt, Double, Integer, Nullable, Text};
+use diesel::sql_types::{Array, BigInt, Double, Integer, Nullable, Text, Timestamptz};
 
 use crate::isolation::{QUEUE_BEGIN, READ_COMMITTED_BEGIN, Scope, in_transaction, scoped};
 use crate::prepared::{Prepared, Statement, prepared};
-use crate::{Error, JobRow, Result, limits, sql};
+use crate::{Error, JobId, JobRow, Result, limits, sql};
 
 /// Default lease: how long a claim holds a job without a heartbeat.
 pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
@@ -36,6 +38,58 @@ pub struct Claim {
     /// How the claim treats queues with a global limit
     /// (`jobqueue queue limit`). Default [`GlobalLimits::Honour`].
     pub global_limits: GlobalLimits,
+    /// Where to resume in some of the named queues (at most one point per
+    /// queue; ignored by a claim of every queue). See [`Resume`].
+    pub resume: Vec<Resume>,
+}
+
+/// A resume point: the position, in one queue's claim order (priority,
+/// then `run_at`, then id), of the last job an earlier claim took from it.
+///
+/// A claim of a queue with a resume point leaves out the due jobs of the
+/// point's priority that sort before it, and so does not read the index
+/// entries there. That is where the claim index keeps the old versions of
+/// the jobs claimed since the oldest open snapshot began: while a long
+/// transaction holds the xmin horizon, nothing can remove them, and a
+/// claim from the start of the queue reads every one (see the README's
+/// "long transactions"). Jobs of higher priorities are still found from
+/// the start of the queue, and jobs after the point and of lower
+/// priorities as always. A job that sorts before the point at its
+/// priority (a retry or a scheduled job that came due with an older
+/// `run_at`, a job another claimer skipped) is left for a claim with an
+/// earlier point or none: the runner moves its points back to the first
+/// due job [`crate::queue_head`] finds, every look.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Resume {
+    /// The queue.
+    pub queue: String,
+    /// The job's priority.
+    pub priority: i32,
+    /// The job's `run_at`.
+    pub run_at: DateTime<Utc>,
+    /// The job's id.
+    pub id: JobId,
+}
+
+impl Resume {
+    /// The resume point just after `row` (a job a claim took).
+    pub fn after(row: &JobRow) -> Self {
+        Resume {
+            queue: row.queue.clone(),
+            priority: row.priority,
+            run_at: row.run_at,
+            id: row.id,
+        }
+    }
+
+    /// Whether this point comes before `other` in their queue's claim
+    /// order (higher priority first, then earlier `run_at`, then lower id).
+    /// Points of different queues are not ordered: false.
+    pub fn is_before(&self, other: &Resume) -> bool {
+        self.queue == other.queue
+            && (self.priority, Reverse(self.run_at), Reverse(self.id))
+                > (other.priority, Reverse(other.run_at), Reverse(other.id))
+    }
 }
 
 /// How a claim treats queues that have a global limit: a cap on the jobs of
@@ -65,7 +119,15 @@ impl Claim {
             lease: DEFAULT_LEASE,
             queue_limits: Vec::new(),
             global_limits: GlobalLimits::Honour,
+            resume: Vec::new(),
         }
+    }
+
+    /// Resume the claim of each named queue that has a point in `points`
+    /// there (see [`Resume`]).
+    pub fn resume_at(mut self, points: impl IntoIterator<Item = Resume>) -> Self {
+        self.resume = points.into_iter().collect();
+        self
     }
 
     /// At most `limit` jobs of `queue` in this claim (a queue limited twice
@@ -131,6 +193,15 @@ impl Claim {
                 ));
             }
         }
+        for (i, point) in self.resume.iter().enumerate() {
+            limits::check_queue(&point.queue)?;
+            if self.resume[..i].iter().any(|p| p.queue == point.queue) {
+                return Err(Error::invalid(
+                    "resume",
+                    format!("queue `{}` has two resume points", point.queue),
+                ));
+            }
+        }
         if !(1..=10_000).contains(&self.limit) {
             return Err(Error::invalid(
                 "limit",
@@ -163,6 +234,7 @@ pub fn claim(conn: &mut PgConnection, claim: &Claim) -> Result<Vec<JobRow>> {
 /// `locked`: the limited queues whose rows the transaction locked.
 pub(crate) fn query<'a, S: Statement>(claim: &'a Claim, locked: &'a [String]) -> Prepared<'a, S> {
     let (names, limits): (Vec<String>, Vec<i64>) = claim.queue_limits.iter().cloned().unzip();
+    let resume = &claim.resume;
     prepared::<S>()
         .bind::<Array<Text>, _>(&claim.queues)
         .bind::<BigInt, _>(claim.limit)
@@ -171,6 +243,12 @@ pub(crate) fn query<'a, S: Statement>(claim: &'a Claim, locked: &'a [String]) ->
         .bind::<Array<Text>, _>(locked)
         .bind::<Array<Text>, _>(names)
         .bind::<Array<BigInt>, _>(limits)
+        .bind::<Array<Text>, _>(resume.iter().map(|p| p.queue.clone()).collect::<Vec<_>>())
+        .bind::<Array<Integer>, _>(resume.iter().map(|p| p.priority).collect::<Vec<_>>())
+        .bind::<Array<Timestamptz>, _>(resume.iter().map(|p| p.run_at).collect::<Vec<_>>())
+        .bind::<Array<diesel::sql_types::Uuid>, _>(
+            resume.iter().map(|p| p.id.as_uuid()).collect::<Vec<_>>(),
+        )
 }
 
 pub(crate) fn claim_in(

@@ -68,6 +68,7 @@ mod periodic;
 mod plan;
 mod prepared;
 mod prune;
+mod queue_head;
 mod queues;
 mod ready;
 mod rescue;
@@ -88,7 +89,7 @@ pub use browse::{
     throughput,
 };
 pub use cancel::{CancelOutcome, cancel};
-pub use claim::{Claim, DEFAULT_LEASE, GlobalLimits, claim};
+pub use claim::{Claim, DEFAULT_LEASE, GlobalLimits, Resume, claim};
 pub use cron_schedule::CronSchedule;
 pub use doctor::{Check, CheckStatus, DoctorOptions, doctor};
 pub use enqueue::{Enqueued, NOTIFY_DEBOUNCE, enqueue, enqueue_many};
@@ -150,6 +151,7 @@ pub use periodic::{
 };
 pub use plan::{HotStatement, Plan, TableRead};
 pub use prune::{Pruned, Retention, prune};
+pub use queue_head::{QueueHead, queue_head};
 pub use queues::{QueueChange, QueueInfo, list_queues, pause_queue, resume_queue, set_queue_limit};
 pub use ready::{DEFAULT_PROMOTE_BATCH, promote_due, reclaim_unhandled};
 pub use rescue::{DEFAULT_RESCUE_BATCH, Rescued, rescue_stale};

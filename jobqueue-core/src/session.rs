@@ -84,6 +84,11 @@ impl QueueSession {
         crate::claim::claim_in(&mut self.conn, Scope::Session, claim)
     }
 
+    /// [`crate::queue_head`], in one round trip.
+    pub fn queue_head(&mut self, queue: &str) -> Result<crate::QueueHead> {
+        crate::queue_head(&mut self.conn, queue)
+    }
+
     /// [`crate::complete_many`], in one round trip.
     pub fn complete_many(&mut self, leases: &[Lease]) -> Result<Fenced> {
         fenced_update::<sql::JobCompleteMany>(&mut self.conn, Scope::Session, leases)

@@ -143,10 +143,19 @@ pub(crate) const JOB_NOTIFY_QUEUES: &str = "SELECT pg_notify($1, q) FROM unnest(
 /// Each queue's part is one ordered range of `jobqueue_jobs_fetch_idx`, so
 /// a claim never steps over another queue's backlog. Each claim uses up an
 /// attempt and bumps the fencing token.
+///
+/// A queue of `found` with a resume point (`after_priority`, `after_run_at`,
+/// `after_id`: the last job an earlier claim took from it) is read in three
+/// ranges instead of one from its start: its higher priorities from the
+/// start, its resume point's priority after the point, its lower
+/// priorities from the start. Together they are the queue's order without
+/// what sorts before the point at its priority, where the versions of the
+/// jobs claimed so far lie (see `Claim::resume`).
 macro_rules! claim_from_ready {
     () => {
         "ready AS (
-            SELECT f.queue, coalesce(r.room, $2::int8) AS room
+            SELECT f.queue, f.after_priority, f.after_run_at, f.after_id,
+                   coalesce(r.room, $2::int8) AS room
             FROM found AS f
             LEFT JOIN jobqueue_queues AS c ON c.name = f.queue
             LEFT JOIN unnest($6::text[], $7::int8[]) AS r(queue, room) ON r.queue = f.queue
@@ -158,19 +167,55 @@ macro_rules! claim_from_ready {
             SELECT ceil($2::float8 / greatest(count(*), 1))::int8 AS n FROM ready
         ),
         quota AS (
-            SELECT ready.queue, least(share.n, ready.room) AS n
+            SELECT ready.queue, ready.after_priority, ready.after_run_at, ready.after_id,
+                   least(share.n, ready.room) AS n
             FROM ready CROSS JOIN share
         ),
         picked AS (
             SELECT c.id
             FROM quota
             CROSS JOIN LATERAL (
-                SELECT p.id
-                FROM jobqueue_jobs AS p
-                WHERE p.status = 'pending' AND p.queue = quota.queue
-                ORDER BY p.priority DESC, p.run_at, p.id
+                SELECT from_start.id FROM (
+                    SELECT p.id
+                    FROM jobqueue_jobs AS p
+                    WHERE quota.after_priority IS NULL
+                      AND p.status = 'pending' AND p.queue = quota.queue
+                    ORDER BY p.priority DESC, p.run_at, p.id
+                    LIMIT quota.n
+                    FOR UPDATE SKIP LOCKED
+                ) AS from_start
+                UNION ALL
+                SELECT higher.id FROM (
+                    SELECT p.id
+                    FROM jobqueue_jobs AS p
+                    WHERE p.status = 'pending' AND p.queue = quota.queue
+                      AND p.priority > quota.after_priority
+                    ORDER BY p.priority DESC, p.run_at, p.id
+                    LIMIT quota.n
+                    FOR UPDATE SKIP LOCKED
+                ) AS higher
+                UNION ALL
+                SELECT after_point.id FROM (
+                    SELECT p.id
+                    FROM jobqueue_jobs AS p
+                    WHERE p.status = 'pending' AND p.queue = quota.queue
+                      AND p.priority = quota.after_priority
+                      AND (p.run_at, p.id) > (quota.after_run_at, quota.after_id)
+                    ORDER BY p.priority DESC, p.run_at, p.id
+                    LIMIT quota.n
+                    FOR UPDATE SKIP LOCKED
+                ) AS after_point
+                UNION ALL
+                SELECT lower.id FROM (
+                    SELECT p.id
+                    FROM jobqueue_jobs AS p
+                    WHERE p.status = 'pending' AND p.queue = quota.queue
+                      AND p.priority < quota.after_priority
+                    ORDER BY p.priority DESC, p.run_at, p.id
+                    LIMIT quota.n
+                    FOR UPDATE SKIP LOCKED
+                ) AS lower
                 LIMIT quota.n
-                FOR UPDATE SKIP LOCKED
             ) AS c
             LIMIT $2
         )
@@ -210,13 +255,34 @@ pub(crate) const QUEUE_LOCK_LIMITED: &str = "
 
 /// Claims up to `$2` due jobs from the queues named in `$1` (distinct
 /// names), for worker `$3`, lease `$4` seconds: see `claim_from_ready!`.
-/// Queues without due jobs take no part of the claim.
+/// Queues without due jobs take no part of the claim. `$8` to `$11`
+/// (queue, priority, run_at, id) are resume points, at most one per queue:
+/// whether a queue that has one has due jobs is looked up in the same
+/// three ranges.
 pub(crate) const JOB_CLAIM_QUEUES: &str = concat!(
-    "WITH found AS (
-        SELECT q.queue
+    "WITH named AS (
+        SELECT q.queue, w.priority AS after_priority, w.run_at AS after_run_at,
+               w.id AS after_id
         FROM unnest($1::text[]) AS q(queue)
-        WHERE EXISTS (
-            SELECT 1 FROM jobqueue_jobs AS p WHERE p.status = 'pending' AND p.queue = q.queue)
+        LEFT JOIN unnest($8::text[], $9::int4[], $10::timestamptz[], $11::uuid[])
+                  AS w(queue, priority, run_at, id)
+               ON w.queue = q.queue
+    ),
+    found AS (
+        SELECT n.* FROM named AS n
+        WHERE EXISTS (SELECT 1 FROM jobqueue_jobs AS p
+                      WHERE n.after_priority IS NULL
+                        AND p.status = 'pending' AND p.queue = n.queue)
+           OR EXISTS (SELECT 1 FROM jobqueue_jobs AS p
+                      WHERE p.status = 'pending' AND p.queue = n.queue
+                        AND p.priority > n.after_priority)
+           OR EXISTS (SELECT 1 FROM jobqueue_jobs AS p
+                      WHERE p.status = 'pending' AND p.queue = n.queue
+                        AND p.priority = n.after_priority
+                        AND (p.run_at, p.id) > (n.after_run_at, n.after_id))
+           OR EXISTS (SELECT 1 FROM jobqueue_jobs AS p
+                      WHERE p.status = 'pending' AND p.queue = n.queue
+                        AND p.priority < n.after_priority)
     ),
     ",
     claim_from_ready!()
@@ -226,7 +292,8 @@ pub(crate) const JOB_CLAIM_QUEUES: &str = concat!(
 /// `$3`, lease `$4` seconds: see `claim_from_ready!`. The queues are found
 /// by skipping through `jobqueue_jobs_fetch_idx` one queue name at a time
 /// (one index descent per queue, whatever each queue's backlog). There is
-/// no `$1`, so both claims bind the same parameters.
+/// no `$1`, and no resume points (`$8` to `$11` go unused), so both claims
+/// bind the same parameters.
 pub(crate) const JOB_CLAIM_ANY: &str = concat!(
     "WITH RECURSIVE queues AS (
         (SELECT p.queue FROM jobqueue_jobs AS p
@@ -239,10 +306,38 @@ pub(crate) const JOB_CLAIM_ANY: &str = concat!(
         FROM queues
         WHERE queues.queue IS NOT NULL
     ),
-    found AS (SELECT queue FROM queues WHERE queue IS NOT NULL),
+    found AS (
+        SELECT queue, NULL::int4 AS after_priority, NULL::timestamptz AS after_run_at,
+               NULL::uuid AS after_id
+        FROM queues WHERE queue IS NOT NULL
+    ),
     ",
     claim_from_ready!()
 );
+
+/// Looks for the first due job of queue `$1` from the start of its range of
+/// `jobqueue_jobs_fetch_idx`, as a claim without a resume point does, and
+/// counts the index entries it read to get there (this session's count of
+/// entries the index returned, before and after): one when nothing is in
+/// the way, more for every job claimed since the oldest open snapshot
+/// began. Returns that count and the job's place in the claim order (null
+/// when the queue has no due job).
+pub(crate) const JOB_QUEUE_HEAD: &str = "
+    SELECT (after.n - before.n)::int8 AS entries_read,
+           head.priority, head.run_at, head.id
+    FROM (SELECT pg_stat_get_xact_tuples_returned('jobqueue_jobs_fetch_idx'::regclass) AS n)
+         AS before
+    LEFT JOIN LATERAL (
+        SELECT p.priority, p.run_at, p.id
+        FROM jobqueue_jobs AS p
+        WHERE p.status = 'pending' AND p.queue = $1 AND before.n IS NOT NULL
+        ORDER BY p.priority DESC, p.run_at, p.id
+        LIMIT 1
+    ) AS head ON true
+    CROSS JOIN LATERAL (
+        SELECT pg_stat_get_xact_tuples_returned('jobqueue_jobs_fetch_idx'::regclass)
+               + 0 * coalesce(head.priority, 0) AS n
+    ) AS after";
 
 /// Marks held jobs as started (`claimed` -> `running`). Arrays `$1` ids, `$2` tokens.
 pub(crate) const JOB_START_MANY: &str = "

@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 pub(crate) struct Counters {
     pub(crate) claimed: AtomicU64,
     pub(crate) empty_claims: AtomicU64,
+    pub(crate) resumed_claims: AtomicU64,
     pub(crate) completed: AtomicU64,
     pub(crate) retried: AtomicU64,
     pub(crate) failed: AtomicU64,
@@ -31,6 +32,10 @@ pub struct RunnerStats {
     pub claimed: u64,
     /// Claims that found no due job.
     pub empty_claims: u64,
+    /// Claims that resumed in some queue after the last job taken there,
+    /// because a long transaction held the xmin horizon (see the README's
+    /// "long transactions").
+    pub resumed_claims: u64,
     /// Jobs completed (by the runner or by their handler's transaction).
     pub completed: u64,
     /// Failed attempts sent back to pending for a retry.
@@ -77,6 +82,7 @@ impl Counters {
         RunnerStats {
             claimed: get(&self.claimed),
             empty_claims: get(&self.empty_claims),
+            resumed_claims: get(&self.resumed_claims),
             completed: get(&self.completed),
             retried: get(&self.retried),
             failed: get(&self.failed),

@@ -6,7 +6,10 @@
 //! An early claim takes only from queues of which the runner holds no job
 //! waiting for a worker (those queues' new jobs would wait anyway), at most
 //! `RunnerConfig::early_reserve` jobs held at once. An idle runner needs
-//! none: its fetcher claims at once.
+//! none: its fetcher claims at once. While the fetcher's claims of some
+//! queue resume (a long transaction holds the xmin horizon, see
+//! `resume.rs`), there are none: an early claim reads its queues from the
+//! start, through every job claimed since the transaction began.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -44,7 +47,10 @@ pub(crate) fn run(
         }
         let held = shared.early_held.load(Ordering::Acquire);
         let room = config.early_reserve().saturating_sub(held);
-        if room == 0 || shared.outstanding.load(Ordering::Acquire) == 0 {
+        if room == 0
+            || shared.outstanding.load(Ordering::Acquire) == 0
+            || shared.resuming.load(Ordering::Acquire)
+        {
             continue;
         }
         claim.limit = room as i64;

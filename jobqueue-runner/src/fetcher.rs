@@ -16,6 +16,7 @@ use crate::db::Db;
 use crate::dispatch::{Disconnected, JobReceiver, JobSender};
 use crate::job_state::JobState;
 use crate::messages::{Claimed, Outcome, OutcomeKind};
+use crate::resume::Resumes;
 use crate::shared::Shared;
 
 /// First re-poll after a claim that found work.
@@ -235,6 +236,53 @@ pub(crate) fn deliver(
     Ok(())
 }
 
+/// While claims resume, how often a runner of every queue still claims
+/// from every queue (reading each from its start): new queues are found
+/// sooner by their notifications.
+const FIND_QUEUES_EVERY: Duration = Duration::from_secs(30);
+
+/// Looks at the heads of the queues due for it, then sets where `claim`
+/// resumes (see `resume.rs`). While some queue resumes, a runner of every
+/// queue claims from the queues it claimed from lately and those announced
+/// since, and from every queue every [`FIND_QUEUES_EVERY`].
+fn aim(
+    shared: &Shared,
+    db: &mut Db,
+    resumes: &mut Resumes,
+    claim: &mut Claim,
+    found_queues_at: &mut Instant,
+) {
+    let now = Instant::now();
+    for queue in resumes.due_looks(now) {
+        match db.run(&shared.health, |session| session.queue_head(&queue)) {
+            Ok(head) => resumes.looked(&queue, &head, now),
+            Err(e) => log::debug!("looking at the head of queue `{queue}` failed: {e}"),
+        }
+    }
+    claim.resume = resumes.points();
+    shared
+        .resuming
+        .store(!claim.resume.is_empty(), Ordering::Release);
+    if shared.config.queues.is_empty() {
+        let announced: Vec<String> = crate::shared::lock(&shared.announced_queues)
+            .drain()
+            .collect();
+        claim.queues = match resumes.queues_if_resuming() {
+            Some(mut queues) if found_queues_at.elapsed() < FIND_QUEUES_EVERY => {
+                queues.extend(announced);
+                queues.sort_unstable();
+                queues.dedup();
+                queues
+            }
+            _ => {
+                *found_queues_at = now;
+                claim.resume.clear();
+                Vec::new()
+            }
+        };
+    }
+}
+
 pub(crate) fn run(
     shared: Arc<Shared>,
     jobs: JobSender,
@@ -264,6 +312,10 @@ pub(crate) fn run(
     // that was last read: checked while the fetcher goes idle (not between
     // a wake-up and its claim), and at least every other poll interval.
     let mut limits = GlobalLimitsSeen::default();
+    // Where claims resume in each queue while a long transaction holds the
+    // xmin horizon, and when a claim of every queue last found its queues.
+    let mut resumes = Resumes::default();
+    let mut found_queues_at = Instant::now();
     loop {
         if shared.is_stopping() {
             break;
@@ -290,6 +342,13 @@ pub(crate) fn run(
             continue;
         }
         claim.limit = room as i64;
+        aim(
+            &shared,
+            &mut db,
+            &mut resumes,
+            &mut claim,
+            &mut found_queues_at,
+        );
         let started = Instant::now();
         match db.run(&shared.health, |session| session.claim(&claim)) {
             Ok(rows) => {
@@ -303,6 +362,10 @@ pub(crate) fn run(
                 };
                 let got = rows.len();
                 last_claim = shared.micros_now();
+                resumes.note_claimed(&rows, Instant::now());
+                if !claim.resume.is_empty() {
+                    crate::counters::Counters::add(&shared.counters.resumed_claims, 1);
+                }
                 if deliver(
                     &shared,
                     rows,

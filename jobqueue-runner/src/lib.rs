@@ -75,6 +75,7 @@ mod periodic;
 mod queue_gauges;
 mod queue_limits;
 mod registry;
+mod resume;
 mod runner;
 mod shared;
 mod vacuum_pacing;

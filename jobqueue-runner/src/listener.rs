@@ -111,7 +111,7 @@ pub(crate) fn run(shared: Arc<Shared>, stop: Receiver<()>, connection: ListenerC
                         if let Some(metrics) = &shared.metrics {
                             metrics.wakeups.inc();
                         }
-                        shared.announce();
+                        shared.announce(queue);
                     }
                 }
                 Some(Err(e)) => {

@@ -132,6 +132,8 @@ impl Runner {
             wake: wake_tx,
             early: early_tx,
             early_held: AtomicUsize::new(0),
+            resuming: std::sync::atomic::AtomicBool::new(false),
+            announced_queues: std::sync::Mutex::default(),
             limits_seen: std::sync::atomic::AtomicU8::new(crate::fetcher::LIMITS_UNKNOWN),
             watchdog,
             hosts,

@@ -63,6 +63,12 @@ pub(crate) struct Shared {
     pub(crate) early: Sender<()>,
     /// Jobs held from early claims (at most `RunnerConfig::early_reserve`).
     pub(crate) early_held: AtomicUsize,
+    /// Whether the fetcher's claims of some queue resume (see `resume.rs`):
+    /// early claims, which read their queues from the start, wait meanwhile.
+    pub(crate) resuming: std::sync::atomic::AtomicBool,
+    /// The queues notifications announced while claims resume: how a
+    /// runner of every queue learns of queues new to it meanwhile.
+    pub(crate) announced_queues: std::sync::Mutex<std::collections::HashSet<String>>,
     /// Whether the runner's queues have global limits, as the fetcher last
     /// read it (see `fetcher::limits_policy`).
     pub(crate) limits_seen: std::sync::atomic::AtomicU8,
@@ -91,7 +97,16 @@ impl Shared {
 
     /// New jobs are due in one of this runner's queues: wakes the fetcher,
     /// and the early claims for when the runner is busy.
-    pub(crate) fn announce(&self) {
+    pub(crate) fn announce(&self, queue: String) {
+        // Only a runner of every queue claims from the queues announced,
+        // and only names a claim takes (a notification's payload is text
+        // anyone may send on the channel).
+        if self.resuming.load(Ordering::Acquire)
+            && self.config.queues.is_empty()
+            && jobqueue_core::limits::check_queue(&queue).is_ok()
+        {
+            lock(&self.announced_queues).insert(queue);
+        }
         self.wake_fetcher();
         let _ = self.early.try_send(());
     }

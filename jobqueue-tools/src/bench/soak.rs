@@ -208,6 +208,10 @@ fn rows(samples: &[(f64, &'static str, Sample)], produced_rate: f64) -> Vec<Row>
     };
     let (first_rate, last_rate) = (mean(first, &rate), mean(last, &rate));
     let (first_p95, last_p95) = (mean(first, &p95), mean(last, &p95));
+    // The worst 10-s window of the pin, each way.
+    let pinned = || samples.iter().filter(|(_, p, _)| *p == "pinned");
+    let slowest_pinned = pinned().map(|(_, _, s)| rate(s)).fold(f64::NAN, f64::min);
+    let worst_pinned_p95 = pinned().map(|(_, _, s)| p95(s)).fold(f64::NAN, f64::max);
     vec![
         Row::new("soak: producer rate", "jobs/s", vec![produced_rate]),
         Row::new("soak: completed, first minute", "jobs/s", vec![first_rate]),
@@ -226,6 +230,16 @@ fn rows(samples: &[(f64, &'static str, Sample)], produced_rate: f64) -> Vec<Row>
             vec![last_p95 / first_p95],
         )
         .note("target ≤ 1.1"),
+        Row::new(
+            "soak: completed while pinned, slowest 10 s / first minute",
+            "ratio",
+            vec![slowest_pinned / first_rate],
+        ),
+        Row::new(
+            "soak: pickup p95 while pinned, worst 10 s",
+            "ms",
+            vec![worst_pinned_p95],
+        ),
         Row::new(
             "soak: dead row versions, most before pin",
             "tuples",

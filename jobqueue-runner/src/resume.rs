@@ -1,0 +1,251 @@
+//! Where the fetcher's claims of each queue resume while a long transaction
+//! holds the xmin horizon.
+//!
+//! Every claimed job leaves its `pending` version in the claim index until
+//! vacuum removes it, and vacuum cannot while an older snapshot is open. A
+//! claim from the start of a queue reads all of those entries, so during a
+//! long report every claim gets slower than the last. The fetcher keeps,
+//! for each queue it claims from, the last job it took, and looks at each
+//! queue's head once a second ([`jobqueue_core::queue_head`]). When that
+//! look reads more than [`RESUME_ABOVE`] entries to find the first due job,
+//! the queue's claims resume after the last job taken
+//! ([`jobqueue_core::Resume`]) until a look finds the way clear again.
+//! Each look also moves the point to just before the first due job it
+//! found: back, to a job the resumed claims would pass over (a retry come
+//! due, a job another runner skipped), or ahead, past the jobs other
+//! runners took.
+//!
+//! In the normal state a look reads one entry, nothing resumes, and claims
+//! are exactly as without this.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use jobqueue_core::{JobId, JobRow, QueueHead, Resume};
+
+/// Entries read before a queue's first due job above which its claims
+/// resume (a claim from the start reads them twice).
+pub(crate) const RESUME_ABOVE: i64 = 1_000;
+
+/// How often each queue's head is looked at, at the most.
+const LOOK_EVERY: Duration = Duration::from_secs(1);
+
+/// How long a resuming queue's looks may be apart: each look reads the
+/// whole run of entries, so looks come further apart as it grows (one
+/// second per [`ENTRIES_PER_SECOND`] entries), keeping their share of the
+/// database's time small.
+const LOOKS_AT_MOST_APART: Duration = Duration::from_secs(10);
+
+/// Entries a look may read per second between looks.
+const ENTRIES_PER_SECOND: i64 = 100_000;
+
+/// A queue not claimed from for this long is forgotten.
+const FORGET_AFTER: Duration = Duration::from_secs(60);
+
+struct QueueState {
+    /// Just after the last job taken (or just before a job found behind it).
+    point: Resume,
+    /// Whether claims of the queue resume at `point`.
+    resuming: bool,
+    /// When the head was looked at last, and when to look next.
+    looked_at: Option<Instant>,
+    look_every: Duration,
+    claimed_at: Instant,
+}
+
+/// The fetcher's resume points, by queue.
+#[derive(Default)]
+pub(crate) struct Resumes {
+    queues: HashMap<String, QueueState>,
+}
+
+impl Resumes {
+    /// Moves each queue's point past the jobs a claim took.
+    pub(crate) fn note_claimed(&mut self, rows: &[JobRow], now: Instant) {
+        for row in rows {
+            let after = Resume::after(row);
+            match self.queues.get_mut(&row.queue) {
+                Some(state) => {
+                    if state.point.is_before(&after) {
+                        state.point = after;
+                    }
+                    state.claimed_at = now;
+                }
+                None => {
+                    self.queues.insert(
+                        row.queue.clone(),
+                        QueueState {
+                            point: after,
+                            resuming: false,
+                            looked_at: None,
+                            look_every: LOOK_EVERY,
+                            claimed_at: now,
+                        },
+                    );
+                }
+            }
+        }
+        self.queues
+            .retain(|_, state| now.duration_since(state.claimed_at) < FORGET_AFTER);
+    }
+
+    /// The queues whose head is due for a look.
+    pub(crate) fn due_looks(&self, now: Instant) -> Vec<String> {
+        self.queues
+            .iter()
+            .filter(|(_, state)| {
+                state
+                    .looked_at
+                    .is_none_or(|at| now.duration_since(at) >= state.look_every)
+            })
+            .map(|(queue, _)| queue.clone())
+            .collect()
+    }
+
+    /// Takes in what a look at `queue`'s head found.
+    pub(crate) fn looked(&mut self, queue: &str, head: &QueueHead, now: Instant) {
+        let Some(state) = self.queues.get_mut(queue) else {
+            return;
+        };
+        state.looked_at = Some(now);
+        let was_resuming = state.resuming;
+        state.resuming = head.entries_read > RESUME_ABOVE;
+        state.look_every = if state.resuming {
+            Duration::from_secs_f64(head.entries_read as f64 / ENTRIES_PER_SECOND as f64)
+                .clamp(LOOK_EVERY, LOOKS_AT_MOST_APART)
+        } else {
+            LOOK_EVERY
+        };
+        if let Some(first) = &head.first
+            && first.priority <= state.point.priority
+        {
+            // Nothing is due before the first due job: resumed claims start
+            // just before it, whether it lies behind the point (one they
+            // would pass over) or ahead (past jobs other runners took).
+            // One of higher priority is found by them anyway.
+            state.point = just_before(first);
+        }
+        if state.resuming != was_resuming {
+            if state.resuming {
+                log::info!(
+                    "claims of queue `{queue}` resume after the last job taken: {} claim-index \
+                     entries lie before its first due job (jobs claimed since the oldest \
+                     open transaction began; `jobqueue doctor` names it)",
+                    head.entries_read
+                );
+            } else {
+                log::info!("claims of queue `{queue}` start from the queue's head again");
+            }
+        }
+    }
+
+    /// The points of the queues whose claims resume.
+    pub(crate) fn points(&self) -> Vec<Resume> {
+        self.queues
+            .values()
+            .filter(|state| state.resuming)
+            .map(|state| state.point.clone())
+            .collect()
+    }
+
+    /// The queues claimed from lately, while some of them resume (a claim of
+    /// every queue cannot resume: it finds its queues from their heads).
+    pub(crate) fn queues_if_resuming(&self) -> Option<Vec<String>> {
+        self.queues
+            .values()
+            .any(|state| state.resuming)
+            .then(|| self.queues.keys().cloned().collect())
+    }
+}
+
+/// The point just before `job` in its queue's order (the same priority
+/// and `run_at`, the id one less), so a resumed claim takes it.
+fn just_before(job: &Resume) -> Resume {
+    let id = uuid::Uuid::from_u128(job.id.as_uuid().as_u128().saturating_sub(1));
+    Resume {
+        id: JobId::from(id),
+        ..job.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn point(queue: &str, priority: i32, secs: i64, id: u128) -> Resume {
+        Resume {
+            queue: queue.into(),
+            priority,
+            run_at: chrono::DateTime::UNIX_EPOCH + chrono::Duration::seconds(secs),
+            id: JobId::from(uuid::Uuid::from_u128(id)),
+        }
+    }
+
+    fn resumes_with(point: Resume, now: Instant) -> Resumes {
+        let mut resumes = Resumes::default();
+        resumes.queues.insert(
+            point.queue.clone(),
+            QueueState {
+                point,
+                resuming: false,
+                looked_at: None,
+                look_every: LOOK_EVERY,
+                claimed_at: now,
+            },
+        );
+        resumes
+    }
+
+    #[test]
+    fn a_queue_resumes_while_its_head_lies_behind_many_entries() {
+        let now = Instant::now();
+        let mut resumes = resumes_with(point("q", 100, 10, 10), now);
+        assert_eq!(resumes.due_looks(now), ["q"]);
+        assert!(resumes.points().is_empty());
+        assert_eq!(resumes.queues_if_resuming(), None);
+
+        let far = QueueHead {
+            entries_read: 500_000,
+            first: Some(point("q", 100, 20, 30)),
+        };
+        resumes.looked("q", &far, now);
+        assert_eq!(resumes.points(), [point("q", 100, 20, 29)]);
+        assert_eq!(resumes.queues_if_resuming(), Some(vec!["q".to_owned()]));
+        // A look reading 500,000 entries: the next one 5 s later.
+        assert!(resumes.due_looks(now + Duration::from_secs(4)).is_empty());
+        assert_eq!(resumes.due_looks(now + Duration::from_secs(5)), ["q"]);
+
+        let clear = QueueHead {
+            entries_read: 1,
+            first: Some(point("q", 100, 20, 30)),
+        };
+        resumes.looked("q", &clear, now + Duration::from_secs(5));
+        assert!(resumes.points().is_empty());
+    }
+
+    #[test]
+    fn each_look_moves_the_point_to_just_before_the_first_due_job() {
+        let now = Instant::now();
+        let mut resumes = resumes_with(point("q", 100, 10, 10), now);
+        let straggler = QueueHead {
+            entries_read: 5_000,
+            first: Some(point("q", 100, 5, 7)),
+        };
+        resumes.looked("q", &straggler, now);
+        assert_eq!(resumes.points(), [point("q", 100, 5, 6)]);
+        // A job of higher priority is found by the resumed claims anyway.
+        let urgent = QueueHead {
+            entries_read: 5_000,
+            first: Some(point("q", 500, 1, 1)),
+        };
+        resumes.looked("q", &urgent, now);
+        assert_eq!(resumes.points(), [point("q", 100, 5, 6)]);
+        // Ahead: other runners took the jobs in between.
+        let ahead = QueueHead {
+            entries_read: 5_000,
+            first: Some(point("q", 100, 50, 90)),
+        };
+        resumes.looked("q", &ahead, now);
+        assert_eq!(resumes.points(), [point("q", 100, 50, 89)]);
+    }
+}
