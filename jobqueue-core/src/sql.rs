@@ -1267,6 +1267,11 @@ pub(crate) const DOCTOR_FETCH_INDEX: &str = "
     FROM pg_index AS i
     WHERE i.indexrelid = to_regclass('jobqueue_jobs_fetch_idx')";
 
+/// The planner's estimate of the jobs table's rows (`reltuples`: -1 if
+/// never analyzed).
+pub(crate) const DOCTOR_TABLE_ESTIMATE: &str = "
+    SELECT reltuples::float8 AS rows FROM pg_class WHERE oid = 'jobqueue_jobs'::regclass";
+
 /// Due jobs: the entries the fetch index should hold (read from it).
 pub(crate) const DOCTOR_COUNT_PENDING: &str = "
     SELECT count(*) AS n FROM jobqueue_jobs WHERE status = 'pending'";

@@ -120,6 +120,12 @@ struct FetchIndex {
 }
 
 #[derive(QueryableByName)]
+struct Estimate {
+    #[diesel(sql_type = diesel::sql_types::Double)]
+    rows: f64,
+}
+
+#[derive(QueryableByName)]
 struct Count {
     #[diesel(sql_type = BigInt)]
     n: i64,
@@ -199,7 +205,10 @@ pub(super) fn fetch_index(conn: &mut PgConnection, options: &DoctorOptions) -> R
 /// `claim plan`: both claim statements (of every queue, and of named
 /// queues) run under `EXPLAIN ANALYZE` with the runners' session settings,
 /// rolled back; each must read the jobs through the fetch index, and none
-/// may scan the whole table.
+/// may scan the whole table. A table its statistics call empty is the
+/// exception: there any plan costs nothing, the planner picks one of them,
+/// and it plans again once rows arrive (`tests/plans.rs` checks that state
+/// with a backlog).
 pub(super) fn claim_plan(conn: &mut PgConnection) -> Result<Check> {
     let claims = [
         ("every queue", Claim::new("jobqueue-doctor").limit(1)),
@@ -209,10 +218,12 @@ pub(super) fn claim_plan(conn: &mut PgConnection) -> Result<Check> {
         ),
     ];
     let mut wrong = Vec::new();
+    let mut examined = 0.0;
     for (label, claim) in &claims {
         let plan = read_as_runner(conn, |conn| {
             crate::plan::explain(conn, HotStatement::Claim(claim))
         })?;
+        examined += plan.rows_examined();
         let through_index = plan
             .reads
             .iter()
@@ -262,6 +273,18 @@ pub(super) fn claim_plan(conn: &mut PgConnection) -> Result<Check> {
             format!(
                 "both claims (every queue, named queues) read jobqueue_jobs through {FETCH_INDEX}"
             ),
+        ));
+    }
+    let estimate = read(conn, |conn| {
+        Ok(diesel::sql_query(sql::DOCTOR_TABLE_ESTIMATE)
+            .get_result::<Estimate>(conn)?
+            .rows)
+    })?;
+    if examined == 0.0 && estimate == 0.0 {
+        return Ok(Check::ok(
+            CLAIM_PLAN,
+            "jobqueue_jobs is empty by its statistics: the claims' plans cost nothing now, \
+             and are planned again as jobs arrive",
         ));
     }
     Ok(Check::graded(
