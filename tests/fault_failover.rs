@@ -284,7 +284,7 @@ fn failover(name: &'static str, sync: bool, fault: Fault) -> Outcome {
                 .expect("reload");
             wait_for("the fence to take effect", Duration::from_secs(10), || {
                 scalar(
-                    &mut primary.conn(),
+                    &mut conn,
                     "SELECT count(*) AS n WHERE current_setting('default_transaction_read_only') = 'on'",
                 ) == 1
             });

@@ -70,6 +70,8 @@ fn the_vacuum_backs_off_while_the_horizon_is_pinned() {
         vacuums(&mut conn) >= 1
     });
     let first = vacuums(&mut conn);
+    // The scenario itself: the vacuums of a 4-s window while the horizon
+    // stays pinned (a rate, so a fixed window; no condition ends it).
     std::thread::sleep(Duration::from_secs(4));
     let in_4_s = vacuums(&mut conn) - first;
     // Every 100 ms would be about 40; backing off from 200 ms, at most 4.

@@ -25,7 +25,7 @@ use jobqueue_core::{JobId, JobRow, QueueHead, Resume};
 
 /// Entries read before a queue's first due job above which its claims
 /// resume (a claim from the start reads them twice).
-pub(crate) const RESUME_ABOVE: i64 = 1_000;
+const RESUME_ABOVE: i64 = 1_000;
 
 /// How often each queue's head is looked at, at the most.
 const LOOK_EVERY: Duration = Duration::from_secs(1);

@@ -95,6 +95,13 @@ impl ToolCommand {
                         MEASUREMENTS.join(", ")
                     )));
                 }
+                if !bench.quick && bench.soak_secs < 60 {
+                    return Err(ToolError::Usage(format!(
+                        "--soak-secs {}: the soak compares its first minute with its last; \
+                         give it at least 60",
+                        bench.soak_secs
+                    )));
+                }
                 let options = BenchOptions {
                     runs: bench.runs,
                     quick: bench.quick,

@@ -146,11 +146,7 @@ impl PrivateCluster {
     /// A cluster kept under `base` (data in `base/data`, log in
     /// `base/server.log`) serving port `port`. Nothing is started yet.
     pub fn new(base: impl Into<PathBuf>, port: u16) -> Result<Self, ServerError> {
-        let run_as = if is_root()? {
-            Some("nobody".to_owned())
-        } else {
-            None
-        };
+        let run_as = unprivileged_user()?.map(str::to_owned);
         Ok(PrivateCluster {
             base: base.into(),
             port,
@@ -463,11 +459,17 @@ impl PrivateCluster {
 /// PgBouncer refuse to run as root), else this process's own user. For the
 /// tests' other servers (a PgBouncer).
 pub fn unprivileged_command(program: &Path, dir: &Path) -> Result<Command, ServerError> {
-    let user = is_root()?.then_some("nobody");
+    let user = unprivileged_user()?;
     if let Some(user) = user {
         chown(user, dir)?;
     }
     Ok(command_as(user, program))
+}
+
+/// The user private clusters and the tests' other servers run as: `nobody`
+/// when this process is root, else (none) this process's own user.
+fn unprivileged_user() -> Result<Option<&'static str>, ServerError> {
+    Ok(is_root()?.then_some("nobody"))
 }
 
 /// `program` run as `user` (through `setpriv`), or as this process's user.

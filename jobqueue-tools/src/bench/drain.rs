@@ -76,8 +76,9 @@ pub(crate) fn drains(url: &str, sizes: &Sizes) -> Result<Vec<Row>, ToolError> {
     let payload = BenchPayload {
         text: "x".repeat(PAYLOAD_BYTES),
     };
-    // `{"text":"..."}`: the filler and 11 characters of JSON around it.
-    let payload_len = PAYLOAD_BYTES + 11;
+    let payload_len = serde_json::to_string(&payload)
+        .map_err(|e| ToolError::Usage(format!("the bench payload does not serialize: {e}")))?
+        .len();
     let with_payload = || NewJob::from_job(&payload, JobOptions::new());
     let (_, payload_wal) = drain_with(
         url,
