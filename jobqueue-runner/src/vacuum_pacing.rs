@@ -43,20 +43,17 @@ impl VacuumPacing {
             return self.backing_off.unwrap_or(self.interval);
         };
         if v.reclaimed_little() {
-            let wait = match self.backing_off {
-                None => {
-                    log::warn!(
-                        "vacuum removed {} of {} dead row versions of the jobs table: an open \
-                         transaction, replication slot or prepared transaction holds the xmin \
-                         horizon back (`jobqueue doctor` names it); vacuuming less often until \
-                         it moves",
-                        v.removed(),
-                        v.dead_before
-                    );
-                    self.interval.saturating_mul(2)
-                }
-                Some(wait) => wait.saturating_mul(2),
-            };
+            if self.backing_off.is_none() {
+                log::warn!(
+                    "vacuum removed {} of {} dead row versions of the jobs table: an open \
+                     transaction, replication slot or prepared transaction holds the xmin \
+                     horizon back (`jobqueue doctor` names it); vacuuming less often until \
+                     it moves",
+                    v.removed(),
+                    v.dead_before
+                );
+            }
+            let wait = self.backing_off.unwrap_or(self.interval).saturating_mul(2);
             let wait = wait.min(MOST.max(self.interval));
             self.backing_off = Some(wait);
             wait
