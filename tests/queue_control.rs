@@ -6,6 +6,7 @@
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
+use diesel::connection::SimpleConnection;
 use diesel::prelude::*;
 use jobqueue_core::{Job, JobOptions, JobStatus, NewJob, enqueue_many};
 use jobqueue_runner::{JobContext, JobError, Perform, Registry, Runner, RunnerConfig};
@@ -428,4 +429,43 @@ fn queue_commands_answer_bad_input_clearly() {
         ok(&db, &["queue", "resume", "later"]).contains("resumed queue later"),
         "a paused queue is known"
     );
+}
+
+/// An early claim names only the queues announced to it. A claim that names
+/// a queue with a global limit locks that queue's row first; with the busy
+/// queue's row locked (as another runner's claim of it would, for as long
+/// as that claim takes), the quiet queue's job is still claimed and run.
+#[test]
+fn a_quiet_queues_early_claim_is_not_held_up_by_the_busy_queue() {
+    let (db, mut conn) = TestDb::with_side_tables();
+    ok(&db, &["queue", "limit", "bulk", "1000"]);
+    sleeps(&mut conn, "bulk", 400, 20);
+    let mut config = RunnerConfig::new(&db.url)
+        .concurrency(2)
+        .queues(["bulk", "quiet"]);
+    config.poll_interval = Duration::from_millis(200);
+    let runner = Runner::new(config, Registry::new().register::<Sleep>())
+        .start()
+        .expect("start");
+    wait_for(
+        "the runner busy with bulk jobs",
+        Duration::from_secs(20),
+        || held(&mut conn, "bulk") >= 2,
+    );
+    let mut locker = db.conn();
+    locker
+        .batch_execute("BEGIN; SELECT 1 FROM jobqueue_queues WHERE name = 'bulk' FOR NO KEY UPDATE")
+        .expect("lock the busy queue's row");
+    let quiet = Sleep { ms: 0 }
+        .options()
+        .queue("quiet")
+        .enqueue(&mut conn)
+        .expect("enqueue");
+    wait_for(
+        "the quiet job done while the busy queue's row is locked",
+        Duration::from_secs(20),
+        || jobqueue_tests::is_completed(&mut conn, quiet),
+    );
+    locker.batch_execute("ROLLBACK").expect("unlock");
+    runner.shutdown();
 }

@@ -260,9 +260,14 @@ fn aim(
         }
     }
     claim.resume = resumes.points();
-    shared
+    let was_resuming = shared
         .resuming
-        .store(!claim.resume.is_empty(), Ordering::Release);
+        .swap(!claim.resume.is_empty(), Ordering::AcqRel);
+    if was_resuming || !claim.resume.is_empty() {
+        let mut resuming = crate::shared::lock(&shared.resuming_queues);
+        resuming.clear();
+        resuming.extend(claim.resume.iter().map(|point| point.queue.clone()));
+    }
     if shared.config.queues.is_empty() {
         let announced: Vec<String> = crate::shared::lock(&shared.announced_queues)
             .drain()
@@ -280,6 +285,26 @@ fn aim(
                 Vec::new()
             }
         };
+    }
+}
+
+/// Leaves the queues announced to the early claims out of `claim` (see
+/// `early.rs`), unless `found_in` by the last claim, with jobs waiting for
+/// a worker, or resuming: the fetcher's claims take those as always.
+fn leave_to_early(
+    shared: &Shared,
+    jobs: &JobSender,
+    claim: &mut Claim,
+    found_in: &HashSet<String>,
+) {
+    if shared.early_queues.is_empty() {
+        return;
+    }
+    let mut busy = found_in.clone();
+    busy.extend(jobs.waiting_queues());
+    busy.extend(crate::shared::lock(&shared.resuming_queues).iter().cloned());
+    for queue in crate::early::left_to_early(shared, &busy) {
+        claim.cap_queue(&queue, 0);
     }
 }
 
@@ -316,6 +341,8 @@ pub(crate) fn run(
     // xmin horizon, and when a claim of every queue last found its queues.
     let mut resumes = Resumes::default();
     let mut found_queues_at = Instant::now();
+    // The queues the last claim found jobs in: not left to early claims.
+    let mut found_in: HashSet<String> = HashSet::new();
     loop {
         if shared.is_stopping() {
             break;
@@ -349,6 +376,7 @@ pub(crate) fn run(
             &mut claim,
             &mut found_queues_at,
         );
+        leave_to_early(&shared, &jobs, &mut claim, &found_in);
         let started = Instant::now();
         match db.run(&shared.health, |session| session.claim(&claim)) {
             Ok(rows) => {
@@ -361,6 +389,11 @@ pub(crate) fn run(
                     (claim_micros * 7 + micros) / 8
                 };
                 let got = rows.len();
+                shared
+                    .backlog
+                    .store(got >= config.early_reserve(), Ordering::Release);
+                found_in.clear();
+                found_in.extend(rows.iter().map(|row| row.queue.clone()));
                 last_claim = shared.micros_now();
                 resumes.note_claimed(&rows, Instant::now());
                 if !claim.resume.is_empty() {

@@ -2,6 +2,7 @@
 //! flight, counters, the database's health, and the room the fetcher
 //! claims into.
 
+use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
@@ -63,12 +64,20 @@ pub(crate) struct Shared {
     pub(crate) early: Sender<()>,
     /// Jobs held from early claims (at most `RunnerConfig::early_reserve`).
     pub(crate) early_held: AtomicUsize,
-    /// Whether the fetcher's claims of some queue resume (see `resume.rs`):
-    /// early claims, which read their queues from the start, wait meanwhile.
+    /// The queues announced to the early claims and not yet claimed by
+    /// them: the fetcher leaves them to the early claims meanwhile.
+    pub(crate) early_queues: crate::early::Announced,
+    /// Whether the fetcher's claims of some queue resume (see `resume.rs`).
     pub(crate) resuming: std::sync::atomic::AtomicBool,
+    /// The queues whose claims resume: early claims, which read their
+    /// queues from the start, leave them to the fetcher.
+    pub(crate) resuming_queues: Mutex<HashSet<String>>,
+    /// Whether the fetcher's last claim found a backlog (at least as many
+    /// jobs as the early reserve): see `early.rs`.
+    pub(crate) backlog: std::sync::atomic::AtomicBool,
     /// The queues notifications announced while claims resume: how a
     /// runner of every queue learns of queues new to it meanwhile.
-    pub(crate) announced_queues: std::sync::Mutex<std::collections::HashSet<String>>,
+    pub(crate) announced_queues: Mutex<HashSet<String>>,
     /// Whether the runner's queues have global limits, as the fetcher last
     /// read it (see `fetcher::limits_policy`).
     pub(crate) limits_seen: std::sync::atomic::AtomicU8,
@@ -98,14 +107,15 @@ impl Shared {
     /// New jobs are due in one of this runner's queues: wakes the fetcher,
     /// and the early claims for when the runner is busy.
     pub(crate) fn announce(&self, queue: String) {
-        // Only a runner of every queue claims from the queues announced,
-        // and only names a claim takes (a notification's payload is text
-        // anyone may send on the channel).
-        if self.resuming.load(Ordering::Acquire)
-            && self.config.queues.is_empty()
-            && jobqueue_core::limits::check_queue(&queue).is_ok()
-        {
-            lock(&self.announced_queues).insert(queue);
+        // Only names a claim takes are kept (a notification's payload is
+        // text anyone may send on the channel).
+        if jobqueue_core::limits::check_queue(&queue).is_ok() {
+            // Only a runner of every queue claims from the queues announced
+            // while claims resume.
+            if self.resuming.load(Ordering::Acquire) && self.config.queues.is_empty() {
+                lock(&self.announced_queues).insert(queue.clone());
+            }
+            self.early_queues.add(queue);
         }
         self.wake_fetcher();
         let _ = self.early.try_send(());
