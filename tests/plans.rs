@@ -101,6 +101,10 @@ fn assert_batch_statements_bounded(state: &str, db: &TestDb) {
     let statements = [
         ("start", HotStatement::Start(&leases)),
         ("complete", HotStatement::Complete(&leases)),
+        (
+            "complete-and-delete",
+            HotStatement::CompleteAndDelete(&leases),
+        ),
         ("fail", HotStatement::Fail(&failures)),
         (
             "heartbeat",

@@ -23,6 +23,9 @@ pub enum HotStatement<'a> {
     Start(&'a [Lease]),
     /// Completing held jobs.
     Complete(&'a [Lease]),
+    /// Completing held jobs by deleting them (a retention of zero for
+    /// completed jobs).
+    CompleteAndDelete(&'a [Lease]),
     /// Recording failed attempts.
     Fail(&'a [Failure]),
     /// Renewing leases, for this long.
@@ -90,6 +93,9 @@ pub(crate) fn explain(conn: &mut PgConnection, statement: HotStatement<'_>) -> R
         }
         HotStatement::Start(leases) => run(conn, &fenced_query::<sql::JobStartMany>(leases))?,
         HotStatement::Complete(leases) => run(conn, &fenced_query::<sql::JobCompleteMany>(leases))?,
+        HotStatement::CompleteAndDelete(leases) => {
+            run(conn, &fenced_query::<sql::JobCompleteDeleteMany>(leases))?
+        }
         HotStatement::Fail(failures) => run(conn, &fail_query(failures).0)?,
         HotStatement::Heartbeat(leases, lease) => run(conn, &heartbeat_query(leases, lease))?,
         HotStatement::Release(leases) => run(conn, &fenced_query::<sql::JobReleaseMany>(leases))?,
