@@ -6,7 +6,7 @@ use std::time::Duration;
 use diesel::{Connection, PgConnection, RunQueryDsl};
 use jobqueue_core::QueueSession;
 
-use crate::hang_guard::Watched;
+use crate::hang_guard::{Watchdog, Watched};
 use crate::health::{ConnectFailures, Health, one_line};
 use crate::host_order::HostOrder;
 use crate::shared::Shared;
@@ -22,6 +22,9 @@ pub(crate) struct Db {
     failures: ConnectFailures,
     /// The connection, as the hung-connection watchdog sees it.
     watched: Arc<Watched>,
+    /// The watchdog, which also closes the handlers' connections to a
+    /// server found read-only.
+    watchdog: Arc<Watchdog>,
     /// How long one call may take before the watchdog ends the connection.
     limit: Duration,
 }
@@ -36,6 +39,7 @@ impl Db {
             lost: false,
             failures: ConnectFailures::default(),
             watched: shared.watchdog.watch(role),
+            watchdog: Arc::clone(&shared.watchdog),
             limit: shared.config.db_timeout,
         }
     }
@@ -108,6 +112,9 @@ impl Db {
             return Err(e);
         }
         self.lost = true;
+        if e.is_read_only() {
+            self.watchdog.server_read_only(&self.watched);
+        }
         self.watched.set_connection(None);
         self.conn = None;
         match self.hosts.connect(|url| connect(url, &self.watched)) {

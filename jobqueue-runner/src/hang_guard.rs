@@ -145,6 +145,19 @@ impl Watchdog {
         sockets.push(socket);
     }
 
+    /// The server of `watched`'s connection stopped taking writes (a
+    /// primary fenced off, or demoted to a standby): shuts down the handler
+    /// connections to it too. A handler's transaction there can only fail,
+    /// or, begun before the fence, wait for good at its commit for a
+    /// synchronous standby that was promoted away, holding its job (whose
+    /// lease the runner keeps renewing).
+    pub(crate) fn server_read_only(&self, watched: &Watched) {
+        let peer = lock(&watched.state).socket.map(|socket| socket.peer);
+        if let Some(peer) = peer {
+            self.shut_handler_sockets(peer);
+        }
+    }
+
     /// Shuts down the handler connections to `server`.
     fn shut_handler_sockets(&self, server: SocketAddr) {
         let mut sockets = lock(&self.handler_sockets);
