@@ -39,6 +39,12 @@ impl HostOrder {
         self.last_good.load(Ordering::Relaxed)
     }
 
+    /// Records that the host at `index` (in the URL's written order) took a
+    /// connection made outside [`HostOrder::connect`] (the listener's).
+    pub(crate) fn set_last_good(&self, index: usize) {
+        self.last_good.store(index, Ordering::Relaxed);
+    }
+
     /// Calls `connect` with each host's URL in turn, from the one that last
     /// took a connection, until one succeeds; returns its connection, or
     /// the error of the last host tried.

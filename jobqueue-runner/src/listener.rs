@@ -33,6 +33,7 @@ use tokio_postgres::{AsyncMessage, Client, Config, SimpleQueryMessage};
 
 use crate::backoff::{Backoff, is_stopped, stopped_within};
 use crate::health::{ConnectFailures, one_line};
+use crate::host_order::HostOrder;
 use crate::shared::Shared;
 
 /// How often the listener looks up from its socket to check for shutdown.
@@ -67,14 +68,10 @@ pub(crate) fn run(shared: Arc<Shared>, stop: Receiver<()>, connection: ListenerC
     };
     let mut backoff = Backoff::new();
     let mut failures = ConnectFailures::default();
-    // The host that took the last connection is tried first (see `host_order`).
-    let mut first_host = 0;
     while !is_stopped(&stop) {
-        let (client, mut messages) = match runtime.block_on(connect(&connection, &mut first_host)) {
+        let (client, mut messages) = match runtime.block_on(connect(&connection, &shared.hosts)) {
             Ok(connected) => connected,
             Err(e) => {
-                // The other threads may have found the primary meanwhile.
-                first_host = shared.hosts.last_good();
                 failures.failed(&shared.health, "listener", &e);
                 if stopped_within(&stop, backoff.next_delay()) {
                     break;
@@ -98,8 +95,6 @@ pub(crate) fn run(shared: Arc<Shared>, stop: Receiver<()>, connection: ListenerC
                 others_seen = others;
                 if let Err(why) = runtime.block_on(still_primary(&client, connection.db_timeout)) {
                     log::warn!("listener: {why}; reconnecting");
-                    // Start from the host the other threads last reached.
-                    first_host = shared.hosts.last_good();
                     break;
                 }
                 heard = Instant::now();
@@ -146,14 +141,15 @@ fn next_message(
     })
 }
 
-/// Connects to the first of the URL's hosts, from `first_host` on in the
-/// written order, that answers within the connect timeout and takes
-/// writes, and listens on it; `first_host` becomes its index. The
-/// connection is driven by a task on the runtime that passes notifications
-/// on.
+/// Connects to the first of the URL's hosts, from the one that last took
+/// a connection of any of the runner's threads on in the written order
+/// (see `host_order`), that answers within the connect timeout and takes
+/// writes, and listens on it; that host becomes the one the others try
+/// first. The connection is driven by a task on the runtime that passes
+/// notifications on.
 async fn connect(
     connection: &ListenerConnection,
-    first_host: &mut usize,
+    order: &HostOrder,
 ) -> Result<(Client, mpsc::UnboundedReceiver<Message>), String> {
     let config = &connection.config;
     let hosts = config.get_hosts();
@@ -165,7 +161,7 @@ async fn connect(
         .copied()
         .unwrap_or(connection.db_timeout);
     let mut reasons = Vec::new();
-    let start = *first_host % hosts.len();
+    let start = order.last_good() % hosts.len();
     for i in (0..hosts.len()).map(|k| (start + k) % hosts.len()) {
         let host = &hosts[i];
         let port = match config.get_ports() {
@@ -176,7 +172,7 @@ async fn connect(
         let attempt = listen_on(connection, host, port, connection.db_timeout);
         match tokio::time::timeout(limit, attempt).await {
             Ok(Ok(connected)) => {
-                *first_host = i;
+                order.set_last_good(i);
                 return Ok(connected);
             }
             Ok(Err(e)) => reasons.push(format!("{}: {e}", describe(host, port))),
