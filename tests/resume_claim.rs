@@ -183,12 +183,17 @@ fn under_a_pinned_horizon_a_resuming_claim_reads_only_what_it_takes() {
     );
     assert!(resuming_read <= 50 + 4, "{resuming_read} resuming");
     report.batch_execute("ROLLBACK").expect("end the report");
-    // Once the horizon moves on, the first look marks the old entries dead
-    // and the next steps over none of them.
-    session.queue_head("q").expect("queue head");
-    let head = session.queue_head("q").expect("queue head");
-    assert!(head.entries_read <= 1, "{} entries read", head.entries_read);
-    assert_eq!(head.first, None);
+    // Once the horizon moves on, a look marks the old entries dead and the
+    // next steps over none of them. (Autovacuum's ANALYZE of the table,
+    // due after so many claims, may hold the horizon a moment longer.)
+    let mut read = i64::MAX;
+    let cleared = jobqueue_tests::poll_until(std::time::Duration::from_secs(30), || {
+        let head = session.queue_head("q").expect("queue head");
+        assert_eq!(head.first, None);
+        read = head.entries_read;
+        read <= 1
+    });
+    assert!(cleared, "{read} entries read after the pin ended");
 }
 
 #[test]
