@@ -6,7 +6,7 @@
 //! server must then be closed, or the handler waits at its commit for good
 //! while the runner keeps renewing its job's lease.
 
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::{Condvar, Mutex};
 use std::time::Duration;
 
 use diesel::connection::SimpleConnection;
@@ -18,8 +18,18 @@ use jobqueue_tests::wait_for;
 use serde::{Deserialize, Serialize};
 
 /// Where the handler is: 0 not started, 1 in its transaction waiting for
-/// the fence, 2 committing, 3 its commit failed, 4 its commit succeeded.
-static STAGE: AtomicU8 = AtomicU8::new(0);
+/// the fence, 2 committing, 3 its commit failed, 4 its commit succeeded;
+/// each change is signalled.
+static STAGE: (Mutex<u8>, Condvar) = (Mutex::new(0), Condvar::new());
+
+fn set_stage(stage: u8) {
+    *STAGE.0.lock().unwrap_or_else(|e| e.into_inner()) = stage;
+    STAGE.1.notify_all();
+}
+
+fn stage() -> u8 {
+    *STAGE.0.lock().unwrap_or_else(|e| e.into_inner())
+}
 
 #[derive(Debug, Serialize, Deserialize, Job)]
 #[job(type = "test.fenced-commit", max_attempts = 1)]
@@ -30,14 +40,18 @@ impl Perform for FencedCommit {
         let conn = ctx.conn()?;
         let committed = conn.transaction::<_, diesel::result::Error, _>(|conn| {
             conn.batch_execute("INSERT INTO test_effects (job_id, attempt, kind) VALUES (gen_random_uuid(), 1, 'fenced')")?;
-            STAGE.store(1, Ordering::SeqCst);
+            set_stage(1);
             // Until the test has fenced the server.
-            while STAGE.load(Ordering::SeqCst) == 1 {
-                std::thread::sleep(Duration::from_millis(10));
-            }
+            let waiting = STAGE.0.lock().unwrap_or_else(|e| e.into_inner());
+            drop(
+                STAGE
+                    .1
+                    .wait_while(waiting, |stage| *stage == 1)
+                    .unwrap_or_else(|e| e.into_inner()),
+            );
             Ok(())
         });
-        STAGE.store(if committed.is_ok() { 4 } else { 3 }, Ordering::SeqCst);
+        set_stage(if committed.is_ok() { 4 } else { 3 });
         committed.map_err(JobError::retry)
     }
 }
@@ -66,7 +80,7 @@ fn a_handler_commit_waiting_on_a_fenced_primary_is_ended() {
     wait_for(
         "the handler in its transaction",
         Duration::from_secs(20),
-        || STAGE.load(Ordering::SeqCst) == 1,
+        || stage() == 1,
     );
     // Commits now wait for a standby that does not exist, and new
     // transactions are read-only: the fence of a failover.
@@ -82,19 +96,15 @@ fn a_handler_commit_waiting_on_a_fenced_primary_is_ended() {
         conn.batch_execute("CREATE TEMP TABLE probe (x int)")
             .is_err()
     });
-    STAGE.store(2, Ordering::SeqCst);
+    set_stage(2);
     // The runner's threads write (claims, lease renewals), are refused,
     // and close the handler connections to the server with theirs.
     wait_for(
         "the handler's commit ended",
         Duration::from_secs(20),
-        || STAGE.load(Ordering::SeqCst) >= 3,
+        || stage() >= 3,
     );
-    assert_eq!(
-        STAGE.load(Ordering::SeqCst),
-        3,
-        "the commit cannot succeed without the standby"
-    );
+    assert_eq!(stage(), 3, "the commit cannot succeed without the standby");
     settle(
         &mut admin,
         &[

@@ -260,10 +260,8 @@ fn aim(
         }
     }
     claim.resume = resumes.points();
-    let was_resuming = shared
-        .resuming
-        .swap(!claim.resume.is_empty(), Ordering::AcqRel);
-    if was_resuming || !claim.resume.is_empty() {
+    {
+        // Usually empty: nothing allocated.
         let mut resuming = crate::shared::lock(&shared.resuming_queues);
         resuming.clear();
         resuming.extend(claim.resume.iter().map(|point| point.queue.clone()));
@@ -393,7 +391,12 @@ pub(crate) fn run(
                     .backlog
                     .store(got >= config.early_reserve(), Ordering::Release);
                 found_in.clear();
-                found_in.extend(rows.iter().map(|row| row.queue.clone()));
+                for row in &rows {
+                    // One allocation per queue, not per job.
+                    if !found_in.contains(&row.queue) {
+                        found_in.insert(row.queue.clone());
+                    }
+                }
                 last_claim = shared.micros_now();
                 resumes.note_claimed(&rows, Instant::now());
                 if !claim.resume.is_empty() {

@@ -133,7 +133,6 @@ impl Runner {
             early: early_tx,
             early_held: AtomicUsize::new(0),
             early_queues: crate::early::Announced::default(),
-            resuming: std::sync::atomic::AtomicBool::new(false),
             resuming_queues: std::sync::Mutex::default(),
             backlog: std::sync::atomic::AtomicBool::new(false),
             announced_queues: std::sync::Mutex::default(),

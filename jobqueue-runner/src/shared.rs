@@ -67,10 +67,8 @@ pub(crate) struct Shared {
     /// The queues announced to the early claims and not yet claimed by
     /// them: the fetcher leaves them to the early claims meanwhile.
     pub(crate) early_queues: crate::early::Announced,
-    /// Whether the fetcher's claims of some queue resume (see `resume.rs`).
-    pub(crate) resuming: std::sync::atomic::AtomicBool,
-    /// The queues whose claims resume: early claims, which read their
-    /// queues from the start, leave them to the fetcher.
+    /// The queues whose claims resume (see `resume.rs`): early claims,
+    /// which read their queues from the start, leave them to the fetcher.
     pub(crate) resuming_queues: Mutex<HashSet<String>>,
     /// Whether the fetcher's last claim found a backlog (at least as many
     /// jobs as the early reserve): see `early.rs`.
@@ -112,7 +110,7 @@ impl Shared {
         if jobqueue_core::limits::check_queue(&queue).is_ok() {
             // Only a runner of every queue claims from the queues announced
             // while claims resume.
-            if self.resuming.load(Ordering::Acquire) && self.config.queues.is_empty() {
+            if self.config.queues.is_empty() && !lock(&self.resuming_queues).is_empty() {
                 lock(&self.announced_queues).insert(queue.clone());
             }
             self.early_queues.add(queue);
