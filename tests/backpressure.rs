@@ -29,7 +29,9 @@ fn held_jobs_stay_within_the_bound_while_completions_are_slow() {
     .expect("create the trigger");
     enqueue_all(&mut conn, (0..JOBS).map(|_| BenchNoop { seq: 0 }));
 
-    let mut config = RunnerConfig::new(&db.url).concurrency(4);
+    let mut config = RunnerConfig::new(&db.url)
+        .keep_completed(jobqueue_tests::KEEP_COMPLETED)
+        .concurrency(4);
     config.batch_size = 20;
     config.prefetch = Some(2);
     let bound = config.max_held();

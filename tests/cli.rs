@@ -87,7 +87,8 @@ fn migrate_applies_the_schema_once() {
         .execute(&mut conn)
         .expect("reset");
     diesel::sql_query(
-        "DROP TABLE IF EXISTS jobqueue_jobs, jobqueue_queues, jobqueue_schedules, jobqueue_runners",
+        "DROP TABLE IF EXISTS jobqueue_jobs, jobqueue_queues, jobqueue_schedules, jobqueue_runners, \
+         jobqueue_completions",
     )
     .execute(&mut conn)
     .expect("drop");
@@ -206,6 +207,25 @@ fn enqueue_list_show_stats() {
     assert!(
         stats.contains("mail") && stats.contains("default") && stats.contains("email.send"),
         "{stats}"
+    );
+    assert!(
+        stats.contains("completed: 0 in the last hour, 0 in the last day"),
+        "{stats}"
+    );
+
+    // A completed job: its row is gone (the default), and `stats` counts
+    // it; `show` says why it finds nothing.
+    let lease = jobqueue_tests::claim_one(&mut conn, "w");
+    jobqueue_core::complete_and_delete(&mut conn, &lease).expect("complete");
+    let stats = ok(&db, &["stats"]);
+    assert!(
+        stats.contains("completed: 1 in the last hour, 1 in the last day"),
+        "{stats}"
+    );
+    fails(
+        &db,
+        &["show", &lease.job_id.to_string()],
+        "completed jobs are deleted as they complete",
     );
 }
 

@@ -171,6 +171,35 @@ fn every_page_answers_and_the_job_list_filters_and_pages() {
 }
 
 #[test]
+fn completed_jobs_that_are_not_kept_are_counted_and_their_absence_explained() {
+    let db = TestDb::new();
+    let mut conn = db.conn();
+    let ids = put(&mut conn, 3, "mail.send", JobOptions::new().queue("mail"));
+    let claimed =
+        jobqueue_core::claim(&mut conn, &jobqueue_core::Claim::new("w").limit(3)).expect("claim");
+    let leases: Vec<_> = claimed.iter().map(|job| job.lease()).collect();
+    let done = jobqueue_core::complete_and_delete_many(&mut conn, &leases).expect("complete");
+    assert_eq!(done.applied.len(), 3);
+    let site = Site::start(DashboardConfig::new(&db.url));
+    // The chart counts them though their rows are gone.
+    let overview = site.get("/").body;
+    assert!(overview.contains(": 3 completed, 0 failed"), "{overview}");
+    // The list of completed jobs says why it is empty; the job's page why
+    // there is none.
+    let list = site.get("/jobs?status=completed").body;
+    assert!(list.contains("id=\"completed-not-kept\""), "{list}");
+    assert!(
+        !site
+            .get("/jobs?status=failed")
+            .body
+            .contains("completed-not-kept")
+    );
+    let job = site.get(&format!("/jobs/{}", ids[0]));
+    assert_eq!(job.status, 404);
+    assert!(job.body.contains("row is gone"), "{}", job.body);
+}
+
+#[test]
 fn actions_change_the_database_and_say_what_they_did() {
     let db = TestDb::new();
     let mut conn = db.conn();

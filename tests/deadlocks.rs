@@ -54,6 +54,7 @@ fn completer_lease_keeper_recovery_and_cancels_never_deadlock() {
     enqueue_many(&mut conn, &jobs).expect("enqueue");
 
     let mut config = RunnerConfig::new(&db.url)
+        .keep_completed(jobqueue_tests::KEEP_COMPLETED)
         .concurrency(16)
         .lease(Duration::from_secs(2));
     config.heartbeat_interval = Some(Duration::from_millis(20));

@@ -13,7 +13,7 @@ fn the_vacuum_runs_on_its_own_timer() {
     let db = TestDb::new();
     let mut conn = db.conn();
     enqueue_all(&mut conn, (0..300).map(|_| BenchNoop { seq: 0 }));
-    let mut config = RunnerConfig::new(&db.url);
+    let mut config = RunnerConfig::new(&db.url).keep_completed(jobqueue_tests::KEEP_COMPLETED);
     config.rescue_interval = Duration::from_secs(60);
     config.prune_interval = Duration::from_secs(60);
     config.vacuum_interval = Duration::from_millis(100);
@@ -52,7 +52,7 @@ fn the_vacuum_backs_off_while_the_horizon_is_pinned() {
         .expect("begin");
     scalar(&mut pin, "SELECT count(*) AS n FROM jobqueue_jobs");
     enqueue_all(&mut conn, (0..300).map(|_| BenchNoop { seq: 0 }));
-    let mut config = RunnerConfig::new(&db.url);
+    let mut config = RunnerConfig::new(&db.url).keep_completed(jobqueue_tests::KEEP_COMPLETED);
     config.vacuum_interval = Duration::from_millis(100);
     config.vacuum_min_dead = 50;
     let runner = Runner::new(config, registry()).start().expect("start");

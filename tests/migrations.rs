@@ -169,7 +169,28 @@ fn the_row_layout_migration_keeps_every_job_and_grant() {
     // payload, and pages keep room for the updates.
     assert!(position(&mut conn, "payload") < position(&mut conn, "status"));
     assert!(position(&mut conn, "run_at") < position(&mut conn, "status"));
-    assert_eq!(fillfactor(&mut conn), 70);
+    // 70 from the layout migration, 50 since the completion-counts one.
+    assert_eq!(fillfactor(&mut conn), 50);
+    // The role that may update jobs may count completions; the completed
+    // job kept is counted.
+    assert!(
+        scalar(
+            &mut conn,
+            &format!(
+                "SELECT count(*) AS n FROM unnest(ARRAY['SELECT', 'INSERT', 'UPDATE', 'DELETE']) AS p
+                 WHERE has_table_privilege('{role}', 'jobqueue_completions', p)"
+            )
+        ) == 4,
+        "the completion counts were not granted"
+    );
+    assert_eq!(
+        scalar(
+            &mut conn,
+            "SELECT sum(completed)::int8 AS n FROM jobqueue_completions
+             WHERE queue = 'default' AND job_type = 'mail'"
+        ),
+        1
+    );
     // The constraints and indexes are back: a second live job with a held
     // unique key is refused, a bad status too, and the pending job is claimed.
     let duplicate = diesel::sql_query(

@@ -22,7 +22,9 @@ fn a_rolled_back_notification_in_one_database_holds_back_no_other() {
             .execute(conn)
             .expect("delete");
     }
-    let runner = start_idle_noop_runner(RunnerConfig::new(&b.url));
+    let runner = start_idle_noop_runner(
+        RunnerConfig::new(&b.url).keep_completed(jobqueue_tests::KEEP_COMPLETED),
+    );
 
     // In the other database: a notifying enqueue, rolled back.
     let rolled_back = conn_a.transaction::<(), Error, _>(|conn| {

@@ -190,7 +190,9 @@ fn applications_enqueue_through_transaction_pooling() {
 
     // The enqueues' notifications reach a runner connected directly.
     let runner = Runner::new(
-        RunnerConfig::new(&db.url).concurrency(4),
+        RunnerConfig::new(&db.url)
+            .keep_completed(jobqueue_tests::KEEP_COMPLETED)
+            .concurrency(4),
         jobqueue_tests::jobs::registry(),
     )
     .start()
@@ -206,9 +208,11 @@ fn a_runner_refuses_a_transaction_pool_and_says_why() {
     let db = TestDb::new();
     let bouncer = Bouncer::start("transaction");
     let url = bouncer.url(&database_name(&db));
-    let Err(RunnerError::Config(message)) =
-        Runner::new(RunnerConfig::new(&url), jobqueue_tests::jobs::registry()).start()
-    else {
+    let Err(RunnerError::Config(message)) = Runner::new(
+        RunnerConfig::new(&url).keep_completed(jobqueue_tests::KEEP_COMPLETED),
+        jobqueue_tests::jobs::registry(),
+    )
+    .start() else {
         panic!("a runner started behind a transaction pool");
     };
     for words in ["transaction", "session", "LISTEN", "directly"] {
@@ -231,7 +235,9 @@ fn a_runner_works_through_a_session_pool() {
     let url = bouncer.url(&database_name(&db));
     jobqueue_core::enqueue_many(&mut direct, &noops(200)).expect("enqueue");
     let runner = Runner::new(
-        RunnerConfig::new(&url).concurrency(4),
+        RunnerConfig::new(&url)
+            .keep_completed(jobqueue_tests::KEEP_COMPLETED)
+            .concurrency(4),
         jobqueue_tests::jobs::registry(),
     )
     .start()

@@ -187,7 +187,9 @@ fn a_runner_holds_at_most_its_own_limit_of_a_queue() {
     let (db, mut conn) = TestDb::with_side_tables();
     sleeps(&mut conn, "mail", 40, 30);
     sleeps(&mut conn, "bulk", 40, 30);
-    let mut config = RunnerConfig::new(&db.url).concurrency(6);
+    let mut config = RunnerConfig::new(&db.url)
+        .keep_completed(jobqueue_tests::KEEP_COMPLETED)
+        .concurrency(6);
     config.poll_interval = Duration::from_millis(100);
     config.queues = vec!["mail".into(), "bulk".into()];
     config.queue_concurrency.insert("mail".into(), 2);
@@ -212,7 +214,7 @@ fn a_runner_holds_at_most_its_own_limit_of_a_queue() {
     );
 
     // A limit on a queue the runner does not work, or of zero, is refused.
-    let mut config = RunnerConfig::new(&db.url);
+    let mut config = RunnerConfig::new(&db.url).keep_completed(jobqueue_tests::KEEP_COMPLETED);
     config.queues = vec!["bulk".into()];
     config.queue_concurrency.insert("mail".into(), 2);
     let err = Runner::new(config, jobqueue_tests::jobs::registry())
@@ -222,7 +224,7 @@ fn a_runner_holds_at_most_its_own_limit_of_a_queue() {
         err.to_string().contains("not among the queues worked"),
         "{err}"
     );
-    let mut config = RunnerConfig::new(&db.url);
+    let mut config = RunnerConfig::new(&db.url).keep_completed(jobqueue_tests::KEEP_COMPLETED);
     config.queue_concurrency.insert("mail".into(), 0);
     let err = Runner::new(config, jobqueue_tests::jobs::registry())
         .start()
@@ -257,7 +259,9 @@ fn snoozes_use_no_attempt_are_recorded_and_are_bounded() {
     let endless = Snoozer { times: i32::MAX }
         .enqueue(&mut conn)
         .expect("enqueue");
-    let mut config = RunnerConfig::new(&db.url).concurrency(2);
+    let mut config = RunnerConfig::new(&db.url)
+        .keep_completed(jobqueue_tests::KEEP_COMPLETED)
+        .concurrency(2);
     config.poll_interval = Duration::from_millis(20);
     config.max_snoozes = 8;
     let runner = Runner::new(config, Registry::new().register::<Snoozer>())
@@ -340,7 +344,9 @@ fn a_quiet_queues_job_does_not_wait_behind_another_queues_prefetched_jobs() {
     // Two workers and 200 claimed jobs waiting for them: the runner is full
     // of the bulk queue's jobs when the quiet queue's job comes.
     const PREFETCH: u32 = 200;
-    let mut config = RunnerConfig::new(&db.url).concurrency(2);
+    let mut config = RunnerConfig::new(&db.url)
+        .keep_completed(jobqueue_tests::KEEP_COMPLETED)
+        .concurrency(2);
     config.prefetch = Some(PREFETCH as usize);
     config.poll_interval = Duration::from_millis(200);
     let runner = Runner::new(config, Registry::new().register::<Fair>())
@@ -441,6 +447,7 @@ fn a_quiet_queues_early_claim_is_not_held_up_by_the_busy_queue() {
     ok(&db, &["queue", "limit", "bulk", "1000"]);
     sleeps(&mut conn, "bulk", 400, 20);
     let mut config = RunnerConfig::new(&db.url)
+        .keep_completed(jobqueue_tests::KEEP_COMPLETED)
         .concurrency(2)
         .queues(["bulk", "quiet"]);
     config.poll_interval = Duration::from_millis(200);

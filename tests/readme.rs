@@ -126,7 +126,9 @@ fn setup() -> (TestDb, PgConnection) {
 }
 
 fn config(db: &TestDb) -> RunnerConfig {
-    let mut config = RunnerConfig::new(&db.url).concurrency(2);
+    let mut config = RunnerConfig::new(&db.url)
+        .keep_completed(jobqueue_tests::KEEP_COMPLETED)
+        .concurrency(2);
     config.poll_interval = Duration::from_millis(100);
     config
 }

@@ -207,6 +207,7 @@ fn under_a_pinned_horizon_a_runner_resumes_and_leaves_no_job_behind() {
         // Named queues: no claim of every queue comes to find what the
         // resumed claims would miss.
         jobqueue_runner::RunnerConfig::new(&db.url)
+            .keep_completed(jobqueue_tests::KEEP_COMPLETED)
             .concurrency(4)
             .queues(["q", "fresh"]),
         jobqueue_tests::jobs::registry(),

@@ -16,6 +16,7 @@ use jobqueue_tools::bench::BenchNoop;
 
 fn config(db: &TestDb, concurrency: usize) -> RunnerConfig {
     let mut config = RunnerConfig::new(&db.url)
+        .keep_completed(jobqueue_tests::KEEP_COMPLETED)
         .concurrency(concurrency)
         .lease(Duration::from_secs(3));
     config.retry = RetryPolicy {

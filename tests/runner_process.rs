@@ -21,6 +21,8 @@ fn start_worker(db: &TestDb, extra: &[&str]) -> Child {
         .arg("work")
         .args(extra)
         .env("RUST_LOG", "warn")
+        // Completed rows kept, so each job's row shows how often it ran.
+        .env("JOBQUEUE_RETAIN_COMPLETED_HOURS", "24")
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()

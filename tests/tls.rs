@@ -130,7 +130,11 @@ fn every_connection_honours_sslmode_on_a_tls_only_server() {
         format!("{localhost}?sslmode=verify-full&sslrootcert={ca}"),
     ] {
         let mut conn = PgConnection::establish(&url).expect("connect with TLS");
-        let runner = start_idle_noop_runner(RunnerConfig::new(&url).concurrency(2));
+        let runner = start_idle_noop_runner(
+            RunnerConfig::new(&url)
+                .concurrency(2)
+                .keep_completed(jobqueue_tests::KEEP_COMPLETED),
+        );
         wait_for(
             &format!("the listener connected over TLS ({url})"),
             Duration::from_secs(30),

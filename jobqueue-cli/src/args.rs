@@ -38,11 +38,14 @@ pub(crate) enum Command {
         /// The job's id.
         id: String,
     },
-    /// Counts by queue and status, and by job type. Live and failed jobs
-    /// only: counting the completed and cancelled history reads the whole
-    /// table (`--history` does).
+    /// Counts by queue and status, and by job type, and the jobs completed
+    /// in the last hour and day. Live and failed jobs only: counting the
+    /// completed and cancelled rows kept reads the whole table (`--history`
+    /// does).
     Stats {
-        /// Also count completed and cancelled jobs (a scan of the table).
+        /// Also count the completed and cancelled rows kept (a scan of the
+        /// table; completed rows are kept only by runners started with
+        /// `--retain-completed-hours`).
         #[arg(long)]
         history: bool,
     },
@@ -218,13 +221,15 @@ pub(crate) struct WorkArgs {
         default_value_t = 5.0
     )]
     pub(crate) rescue_secs: f64,
-    /// Keep completed jobs this many hours; 0: the completion deletes the
-    /// job's row (the least WAL per job, and no history of completed jobs).
+    /// Keep completed jobs this many hours. 0 (the default): the completion
+    /// deletes the job's row, the least WAL per job; completions are still
+    /// counted per minute (the dashboard's chart), but `job show` and the
+    /// list of completed jobs find none.
     #[arg(
         long,
         allow_negative_numbers = true,
         env = "JOBQUEUE_RETAIN_COMPLETED_HOURS",
-        default_value_t = 24.0
+        default_value_t = 0.0
     )]
     pub(crate) retain_completed_hours: f64,
     /// Keep failed jobs this many hours.

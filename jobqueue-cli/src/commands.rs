@@ -435,6 +435,13 @@ fn stats(url: &str, history: bool) -> Result<()> {
         });
         println!("{:<16} {}{:>12}", q.queue, counts.concat(), age);
     }
+    let hour = jobqueue_core::completed_within(&mut conn, Duration::from_secs(3600))?;
+    let day = jobqueue_core::completed_within(&mut conn, Duration::from_secs(24 * 3600))?;
+    println!(
+        "\ncompleted: {hour} in the last hour, {day} in the last day \
+         (counted as they complete; their rows are kept only by runners \
+         started with --retain-completed-hours)"
+    );
     let types = jobqueue_core::type_stats(&mut conn)?;
     if !types.is_empty() {
         let live: Vec<JobStatus> = JobStatus::ALL

@@ -158,8 +158,13 @@ pub enum Error {
         known: Vec<String>,
     },
 
-    /// No job has this id.
-    #[error("no job with id {0}")]
+    /// No job has this id: none was enqueued with it, or it finished and
+    /// its row is gone.
+    #[error(
+        "no job with id {0}: none was enqueued with it, or it finished and its row is gone \
+         (completed jobs are deleted as they complete unless runners keep them, \
+         `--retain-completed-hours`; failed and cancelled ones after their retention)"
+    )]
     NotFound(JobId),
 
     /// The server connected to accepts no writes: a standby in recovery, or

@@ -150,7 +150,7 @@ pub use periodic::{
     list_schedules, run_schedule_now, set_schedule_paused,
 };
 pub use plan::{HotStatement, Plan, TableRead};
-pub use prune::{Pruned, Retention, prune};
+pub use prune::{COUNTS_KEPT, Pruned, Retention, prune};
 pub use queue_head::{QueueHead, queue_head};
 pub use queues::{QueueChange, QueueInfo, list_queues, pause_queue, resume_queue, set_queue_limit};
 pub use ready::{DEFAULT_PROMOTE_BATCH, promote_due, reclaim_unhandled};
@@ -163,7 +163,7 @@ pub use runners::{
 };
 pub use session::{QueueSession, Vacuumed};
 pub use snooze::{DEFAULT_MAX_SNOOZES, Snooze, Snoozed, snooze_many};
-pub use stats::{Counting, QueueStats, TypeStats, queue_stats, type_stats};
+pub use stats::{Counting, QueueStats, TypeStats, completed_within, queue_stats, type_stats};
 pub use status::JobStatus;
 
 /// What `#[derive(Job)]`'s generated code names; not a public API.

@@ -11,9 +11,12 @@ use crate::{Error, JobStatus, Result, sql};
 /// How long finished jobs are kept, per status. `None` keeps them forever.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Retention {
-    /// Completed jobs. Default 1 day. Zero: a runner's completion deletes
-    /// the job's row at once (the least WAL per job; the job's history,
-    /// `stats --history` and the dashboard's completed jobs then see none).
+    /// Completed jobs. Default zero: a runner's completion deletes the
+    /// job's row at once, the least WAL per job (`jobqueue job show`,
+    /// `stats --history` and the dashboard's list of completed jobs then
+    /// find none; the completions are still counted per minute, queue and
+    /// type, for [`COUNTS_KEPT`]). Above zero, the completion rewrites the
+    /// row as `completed` and a prune deletes it once it is this old.
     pub completed: Option<Duration>,
     /// Failed (dead-lettered) jobs. Default 30 days.
     pub failed: Option<Duration>,
@@ -25,6 +28,9 @@ pub struct Retention {
 }
 
 const DAY: u64 = 24 * 3600;
+
+/// How long the per-minute counts of completed jobs are kept.
+pub const COUNTS_KEPT: Duration = Duration::from_secs(30 * DAY);
 
 impl Retention {
     /// Whether completed jobs are kept for no time: their completion then
@@ -38,7 +44,7 @@ impl Retention {
 impl Default for Retention {
     fn default() -> Self {
         Retention {
-            completed: Some(Duration::from_secs(DAY)),
+            completed: Some(Duration::ZERO),
             failed: Some(Duration::from_secs(30 * DAY)),
             cancelled: Some(Duration::from_secs(7 * DAY)),
             batch: 5000,
@@ -58,7 +64,10 @@ pub struct Pruned {
 }
 
 /// Deletes finished jobs older than their retention (by `finished_at` and the
-/// database's clock), `retention.batch` rows per statement until none are left.
+/// database's clock), `retention.batch` rows per statement until none are
+/// left; then folds the completion counts of minutes more than an hour old
+/// into one row per minute, queue and type, and deletes those older than
+/// [`COUNTS_KEPT`].
 pub fn prune(conn: &mut PgConnection, retention: &Retention) -> Result<Pruned> {
     prune_in(conn, Scope::Own, retention)
 }
@@ -102,5 +111,11 @@ pub(crate) fn prune_in(
             _ => pruned.cancelled = deleted,
         }
     }
+    scoped(conn, scope, READ_COMMITTED_BEGIN, |conn| {
+        diesel::sql_query(sql::COMPLETIONS_FOLD).execute(conn)?;
+        Ok(diesel::sql_query(sql::COMPLETIONS_PRUNE)
+            .bind::<Double, _>(COUNTS_KEPT.as_secs_f64())
+            .execute(conn)?)
+    })?;
     Ok(pruned)
 }

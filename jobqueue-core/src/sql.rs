@@ -350,33 +350,65 @@ pub(crate) const JOB_START_MANY: &str = "
       AND j.status IN ('claimed', 'running')
     RETURNING j.id";
 
-/// Completes held jobs in one statement. Arrays `$1` ids, `$2` tokens; returns
-/// the ids it completed (a job whose token no longer matches is left alone).
-pub(crate) const JOB_COMPLETE_MANY: &str = "
-    UPDATE jobqueue_jobs AS j
-    SET status = 'completed',
-        finished_at = now(),
-        started_at = COALESCE(j.started_at, j.claimed_at),
-        progress = 100,
-        lease_expires_at = NULL,
-        cancel_requested = false
-    FROM unnest($1::uuid[], $2::int4[]) AS l(id, token)
-    WHERE j.id = l.id
-      AND j.claim_count = l.token
-      AND j.status IN ('claimed', 'running')
-    RETURNING j.id";
+/// Adds the jobs of CTE `done` (`queue`, `job_type`) to this minute's
+/// completion counts of the connection's own server process (see the
+/// `completion_counts` migration): the second half of both completions,
+/// so completed jobs are counted whether their rows are kept or not.
+macro_rules! count_completed {
+    () => {
+        "
+    counted AS (
+        INSERT INTO jobqueue_completions AS c (minute, queue, job_type, backend, completed)
+        SELECT date_trunc('minute', now()), queue, job_type, pg_backend_pid(), count(*)
+        FROM done
+        GROUP BY queue, job_type
+        ON CONFLICT (minute, queue, job_type, backend)
+        DO UPDATE SET completed = c.completed + EXCLUDED.completed
+    )
+    SELECT id FROM done"
+    };
+}
 
-/// Completes held jobs by deleting them, in one statement: for completed
-/// jobs kept for no time (`Retention::completed` of zero). A delete writes
-/// no new row version and no index entry, and leaves nothing to prune.
-/// Arrays `$1` ids, `$2` tokens; returns the ids it completed.
-pub(crate) const JOB_COMPLETE_DELETE_MANY: &str = "
-    DELETE FROM jobqueue_jobs AS j
-    USING unnest($1::uuid[], $2::int4[]) AS l(id, token)
-    WHERE j.id = l.id
-      AND j.claim_count = l.token
-      AND j.status IN ('claimed', 'running')
-    RETURNING j.id";
+/// Completes held jobs in one statement, keeping their rows as `completed`
+/// (a retention above zero for completed jobs), and counts them. Arrays
+/// `$1` ids, `$2` tokens; returns the ids it completed (a job whose token no
+/// longer matches is left alone).
+pub(crate) const JOB_COMPLETE_MANY: &str = concat!(
+    "
+    WITH done AS (
+        UPDATE jobqueue_jobs AS j
+        SET status = 'completed',
+            finished_at = now(),
+            started_at = COALESCE(j.started_at, j.claimed_at),
+            progress = 100,
+            lease_expires_at = NULL,
+            cancel_requested = false
+        FROM unnest($1::uuid[], $2::int4[]) AS l(id, token)
+        WHERE j.id = l.id
+          AND j.claim_count = l.token
+          AND j.status IN ('claimed', 'running')
+        RETURNING j.id, j.queue, j.job_type
+    ),",
+    count_completed!()
+);
+
+/// Completes held jobs by deleting them, and counts them, in one statement:
+/// for completed jobs kept for no time (`Retention::completed` of zero, the
+/// default). A delete writes no new row version and no index entry, and
+/// leaves nothing to prune. Arrays `$1` ids, `$2` tokens; returns the ids it
+/// completed.
+pub(crate) const JOB_COMPLETE_DELETE_MANY: &str = concat!(
+    "
+    WITH done AS (
+        DELETE FROM jobqueue_jobs AS j
+        USING unnest($1::uuid[], $2::int4[]) AS l(id, token)
+        WHERE j.id = l.id
+          AND j.claim_count = l.token
+          AND j.status IN ('claimed', 'running')
+        RETURNING j.id, j.queue, j.job_type
+    ),",
+    count_completed!()
+);
 
 /// Records failed attempts of held jobs in one statement.
 ///
@@ -651,6 +683,34 @@ pub(crate) const JOB_PRUNE: &str = "
     DELETE FROM jobqueue_jobs AS j
     USING doomed
     WHERE j.id = doomed.id";
+
+/// Folds the completion counts of minutes more than an hour old into one
+/// row per minute, queue and job type (`backend` 0): a connection writes
+/// only the current minute, so what is folded never changes again.
+pub(crate) const COMPLETIONS_FOLD: &str = "
+    WITH folded AS (
+        DELETE FROM jobqueue_completions
+        WHERE minute < now() - interval '1 hour' AND backend <> 0
+        RETURNING minute, queue, job_type, completed
+    )
+    INSERT INTO jobqueue_completions AS c (minute, queue, job_type, backend, completed)
+    SELECT minute, queue, job_type, 0, sum(completed)::int8
+    FROM folded
+    GROUP BY minute, queue, job_type
+    ON CONFLICT (minute, queue, job_type, backend)
+    DO UPDATE SET completed = c.completed + EXCLUDED.completed";
+
+/// Jobs completed in the minutes that began less than `$1` seconds before
+/// the current one, from their counts.
+pub(crate) const COMPLETIONS_WITHIN: &str = "
+    SELECT coalesce(sum(completed), 0)::int8 AS n
+    FROM jobqueue_completions
+    WHERE minute > date_trunc('minute', now()) - make_interval(secs => $1)";
+
+/// Deletes the completion counts of minutes more than `$1` seconds ago.
+pub(crate) const COMPLETIONS_PRUNE: &str = "
+    DELETE FROM jobqueue_completions
+    WHERE minute < now() - make_interval(secs => $1)";
 
 /// Live and failed jobs counted per queue and state, each from the partial
 /// index of its state (held jobs: the lease index), index-only where the
@@ -1128,22 +1188,36 @@ pub(crate) const JOB_DELETE_FINISHED: &str = "
     DELETE FROM jobqueue_jobs
     WHERE id = $1 AND status IN ('completed', 'failed', 'cancelled')";
 
-/// Finished, completed and failed jobs per minute over the last hour, from
-/// the latest `$1` finished jobs at most (the pruning index, newest first).
+/// Finished, completed and failed jobs per minute over the last hour:
+/// completed ones from their counts (`jobqueue_completions`, whether their
+/// rows are kept or not), failed and cancelled ones from the latest `$1` of
+/// their rows at most (the pruning index, newest first).
 pub(crate) const JOB_THROUGHPUT: &str = "
-    SELECT date_trunc('minute', finished_at) AS minute,
-           count(*) AS finished,
-           count(*) FILTER (WHERE status = 'completed') AS completed,
-           count(*) FILTER (WHERE status = 'failed') AS failed
-    FROM (
-        SELECT finished_at, status FROM jobqueue_jobs
-        WHERE status IN ('completed', 'failed', 'cancelled')
-          AND finished_at >= now() - interval '1 hour'
-        ORDER BY finished_at DESC
-        LIMIT $1
-    ) AS latest
-    GROUP BY 1
-    ORDER BY 1";
+    WITH ended AS (
+        SELECT date_trunc('minute', finished_at) AS minute,
+               count(*) AS n,
+               count(*) FILTER (WHERE status = 'failed') AS failed
+        FROM (
+            SELECT finished_at, status FROM jobqueue_jobs
+            WHERE status IN ('failed', 'cancelled')
+              AND finished_at >= date_trunc('minute', now() - interval '1 hour')
+            ORDER BY finished_at DESC
+            LIMIT $1
+        ) AS latest
+        GROUP BY 1
+    ), completed AS (
+        SELECT minute, sum(completed)::int8 AS n
+        FROM jobqueue_completions
+        WHERE minute >= date_trunc('minute', now() - interval '1 hour')
+        GROUP BY 1
+    )
+    SELECT minute,
+           coalesce(c.n, 0) + coalesce(e.n, 0) AS finished,
+           coalesce(c.n, 0) AS completed,
+           coalesce(e.failed, 0) AS failed
+    FROM ended AS e
+    FULL JOIN completed AS c USING (minute)
+    ORDER BY minute";
 
 // The hot-path statements, run prepared (see `prepared.rs`).
 crate::prepared::statements! {

@@ -124,3 +124,21 @@ pub fn type_stats(conn: &mut PgConnection) -> Result<Vec<TypeStats>> {
     }
     Ok(out)
 }
+
+#[derive(QueryableByName)]
+struct CountRow {
+    #[diesel(sql_type = BigInt)]
+    n: i64,
+}
+
+/// Jobs completed in the last `within` (whole minutes, the current one
+/// included), from the counts every completion adds to, whether the
+/// completed rows are kept or not. The counts go back [`crate::COUNTS_KEPT`].
+pub fn completed_within(conn: &mut PgConnection, within: Duration) -> Result<i64> {
+    let row = report(conn, |conn| {
+        Ok(diesel::sql_query(sql::COMPLETIONS_WITHIN)
+            .bind::<Double, _>(within.as_secs_f64())
+            .get_result::<CountRow>(conn)?)
+    })?;
+    Ok(row.n)
+}

@@ -179,6 +179,14 @@ impl RunnerConfig {
         self
     }
 
+    /// Keeps completed jobs' rows for `keep` (a prune deletes them after),
+    /// instead of the default of deleting each row as its job completes;
+    /// sets `retention.completed`. The rows cost WAL: see [`Retention`].
+    pub fn keep_completed(mut self, keep: Duration) -> Self {
+        self.retention.completed = Some(keep);
+        self
+    }
+
     /// `prefetch`, or its default: a quarter of the workers, at least 1.
     pub fn effective_prefetch(&self) -> usize {
         self.prefetch.unwrap_or((self.concurrency / 4).max(1))

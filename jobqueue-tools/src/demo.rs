@@ -266,7 +266,11 @@ pub fn run(
         "working {total} jobs with {concurrency} workers: emails, thumbnails, webhooks (some flaky, some broken), scheduled digests, one long report"
     );
 
-    let mut config = RunnerConfig::new(&url).concurrency(concurrency);
+    // The report below reads each job's times from its row, so completed
+    // jobs are kept (the default deletes them as they complete).
+    let mut config = RunnerConfig::new(&url)
+        .concurrency(concurrency)
+        .keep_completed(Duration::from_secs(24 * 3600));
     config.retry = RetryPolicy {
         base: Duration::from_millis(250),
         max: Duration::from_secs(2),

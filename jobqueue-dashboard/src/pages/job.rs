@@ -73,7 +73,14 @@ pub(crate) fn render(
     params: &Params,
 ) -> Result<String, Refusal> {
     let Some(job) = jobqueue_core::get_job(conn, id)? else {
-        return Err(Refusal::new(404, format!("there is no job {id}")));
+        return Err(Refusal::new(
+            404,
+            format!(
+                "there is no job {id}: none was enqueued with it, or it finished and its \
+                 row is gone (completed jobs are deleted as they complete unless runners \
+                 keep them; failed and cancelled ones after their retention)"
+            ),
+        ));
     };
     let payload =
         serde_json::to_string_pretty(&job.payload).unwrap_or_else(|_| job.payload.to_string());

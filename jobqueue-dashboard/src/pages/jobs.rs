@@ -127,6 +127,12 @@ pub(crate) fn list(
             "."
         }
         (table(ctx, &found.jobs))
+        @if found.jobs.is_empty() && q.status == Some(JobStatus::Completed) {
+            p.note #completed-not-kept {
+                "Completed jobs are deleted as they complete unless the runners keep them "
+                "(" code { "--retain-completed-hours" } "); the overview's chart counts them per minute."
+            }
+        }
         @if let Some(next) = found.next {
             p.pager { a #next href=(list_link(ctx, "/jobs", &q, Some(next))) { "Next page →" } }
         }
