@@ -369,6 +369,19 @@ macro_rules! count_completed {
     };
 }
 
+/// The rows of `jobqueue_jobs AS j` still held under the leases of
+/// `unnest(...) AS l(id, token)`, as the completions' CTE `done` returns them.
+macro_rules! completed_held {
+    () => {
+        "
+        WHERE j.id = l.id
+          AND j.claim_count = l.token
+          AND j.status IN ('claimed', 'running')
+        RETURNING j.id, j.queue, j.job_type
+    ),"
+    };
+}
+
 /// Completes held jobs in one statement, keeping their rows as `completed`
 /// (a retention above zero for completed jobs), and counts them. Arrays
 /// `$1` ids, `$2` tokens; returns the ids it completed (a job whose token no
@@ -384,11 +397,8 @@ pub(crate) const JOB_COMPLETE_MANY: &str = concat!(
             lease_expires_at = NULL,
             cancel_requested = false
         FROM unnest($1::uuid[], $2::int4[]) AS l(id, token)
-        WHERE j.id = l.id
-          AND j.claim_count = l.token
-          AND j.status IN ('claimed', 'running')
-        RETURNING j.id, j.queue, j.job_type
-    ),",
+",
+    completed_held!(),
     count_completed!()
 );
 
@@ -402,11 +412,8 @@ pub(crate) const JOB_COMPLETE_DELETE_MANY: &str = concat!(
     WITH done AS (
         DELETE FROM jobqueue_jobs AS j
         USING unnest($1::uuid[], $2::int4[]) AS l(id, token)
-        WHERE j.id = l.id
-          AND j.claim_count = l.token
-          AND j.status IN ('claimed', 'running')
-        RETURNING j.id, j.queue, j.job_type
-    ),",
+",
+    completed_held!(),
     count_completed!()
 );
 
