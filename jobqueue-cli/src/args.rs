@@ -223,7 +223,7 @@ pub(crate) struct WorkArgs {
     pub(crate) rescue_secs: f64,
     /// Keep completed jobs this many hours. 0 (the default): the completion
     /// deletes the job's row, the least WAL per job; completions are still
-    /// counted per minute (the dashboard's chart), but `job show` and the
+    /// counted per minute (the dashboard's chart), but `show` and the
     /// list of completed jobs find none.
     #[arg(
         long,

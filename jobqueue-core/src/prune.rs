@@ -12,7 +12,7 @@ use crate::{Error, JobStatus, Result, sql};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Retention {
     /// Completed jobs. Default zero: a runner's completion deletes the
-    /// job's row at once, the least WAL per job (`jobqueue job show`,
+    /// job's row at once, the least WAL per job (`jobqueue show`,
     /// `stats --history` and the dashboard's list of completed jobs then
     /// find none; the completions are still counted per minute, queue and
     /// type, for [`COUNTS_KEPT`]). Above zero, the completion rewrites the
