@@ -367,8 +367,7 @@ pub fn run_cli(bin: &str, url: &str, args: &[&str]) -> (Option<i32>, String, Str
 }
 
 /// How long the runners of tests that read completed jobs' rows keep them
-/// (`RunnerConfig::keep_completed`; the default deletes each row as its
-/// job completes).
+/// (`RunnerConfig::keep_completed`), set explicitly whatever the default.
 pub const KEEP_COMPLETED: std::time::Duration = std::time::Duration::from_secs(24 * 3600);
 
 /// `SELECT` of one `bigint` column named `n` (test code only).
@@ -540,9 +539,9 @@ pub mod fault {
     }
 
     /// The command [`Proc::runner`] runs, to adjust before [`Proc::spawn`].
-    /// Its runner keeps completed jobs a day (the environment's
-    /// `JOBQUEUE_RETAIN_COMPLETED_HOURS`; a flag in `args` overrides it),
-    /// so that each job's row shows how often it ran.
+    /// Its runner keeps completed jobs a day, whatever the default (the
+    /// environment's `JOBQUEUE_RETAIN_COMPLETED_HOURS`; a flag in `args`
+    /// overrides it), so that each job's row shows how often it ran.
     pub fn runner_command(
         bin: &str,
         url: &str,

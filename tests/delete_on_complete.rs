@@ -1,5 +1,5 @@
-//! Completed jobs kept for no time (`Retention::completed` of zero, the
-//! default): the completion deletes the row, fenced like an ordinary
+//! Completed jobs kept for no time (`Retention::completed` of zero): the
+//! completion deletes the row, fenced like an ordinary
 //! completion, inside the handler's transaction for exactly-once jobs;
 //! failed jobs stay. Every completion, kept or deleted, is counted per
 //! minute, queue, type and connection, and maintenance folds and prunes
@@ -26,12 +26,13 @@ fn counted(conn: &mut diesel::PgConnection, queue: &str, job_type: &str) -> i64 
 }
 
 #[test]
-fn by_default_a_runner_deletes_completed_jobs_as_it_completes_them_and_counts_them() {
-    assert_eq!(Retention::default().completed, Some(Duration::ZERO));
+fn a_runner_that_keeps_no_completed_jobs_deletes_them_as_it_completes_them_and_counts_them() {
     let (db, mut conn) = TestDb::with_side_tables();
     enqueue_all(&mut conn, Chaos::mix(200, 0));
     enqueue_all(&mut conn, (0..100).map(|n| Noop { n }));
-    let config = RunnerConfig::new(&db.url).concurrency(4);
+    let config = RunnerConfig::new(&db.url)
+        .concurrency(4)
+        .keep_completed(Duration::ZERO);
     let runner = Runner::new(config, jobqueue_tests::jobs::registry())
         .start()
         .expect("start");

@@ -179,9 +179,9 @@ impl RunnerConfig {
         self
     }
 
-    /// Keeps completed jobs' rows for `keep` (a prune deletes them after),
-    /// instead of the default of deleting each row as its job completes;
-    /// sets `retention.completed`. The rows cost WAL: see [`Retention`].
+    /// Keeps completed jobs' rows for `keep` (a prune deletes them after);
+    /// zero deletes each row as its job completes. Sets
+    /// `retention.completed` (default: a day). See [`Retention`].
     pub fn keep_completed(mut self, keep: Duration) -> Self {
         self.retention.completed = Some(keep);
         self

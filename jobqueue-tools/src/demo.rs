@@ -266,8 +266,8 @@ pub fn run(
         "working {total} jobs with {concurrency} workers: emails, thumbnails, webhooks (some flaky, some broken), scheduled digests, one long report"
     );
 
-    // The report below reads each job's times from its row, so completed
-    // jobs are kept (the default deletes them as they complete).
+    // The report below reads each job's times from its row: completed jobs
+    // are kept, whatever the default retention.
     let mut config = RunnerConfig::new(&url)
         .concurrency(concurrency)
         .keep_completed(Duration::from_secs(24 * 3600));

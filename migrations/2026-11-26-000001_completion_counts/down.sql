@@ -1,2 +1,1 @@
-ALTER TABLE jobqueue_jobs SET (fillfactor = 70);
 DROP TABLE jobqueue_completions;

@@ -1,10 +1,11 @@
--- Completed jobs are counted, not kept.
+-- Completed jobs are counted as they complete.
 --
--- A runner's completion now deletes the job's row by default (a retention
--- of zero for completed jobs): rewriting the row as `completed` wrote a new
--- row version and two index entries, and a prune deleted it again later.
--- What the kept rows were still needed for, how many jobs completed per
--- minute, is counted here instead, in the completion's own statement.
+-- A runner that keeps no completed jobs (a retention of zero) deletes each
+-- job's row as it completes it: the least WAL per job, since rewriting the
+-- row as `completed` writes a new row version and two index entries, and a
+-- prune deletes it again later. What the kept rows were still needed for,
+-- how many jobs completed per minute, is counted here, in the completion's
+-- own statement, whether the rows are kept or not.
 --
 -- One row per minute, queue, job type and server process (`backend`, the
 -- completing connection's `pg_backend_pid()`): a connection only ever
@@ -56,10 +57,3 @@ SELECT date_trunc('minute', finished_at), queue, job_type, 0, count(*)
 FROM jobqueue_jobs
 WHERE status = 'completed'
 GROUP BY 1, 2, 3;
-
--- With completed rows deleted, the table holds live jobs and the failed and
--- cancelled ones kept; a claim's new row version then fits on its page far
--- more often at 50 than at 70 (WAL per no-op job end to end, drained 50,000
--- at a time: 846 bytes at 70, 814 at 60, 770 at 50). Applies to pages
--- written from now on.
-ALTER TABLE jobqueue_jobs SET (fillfactor = 50);

@@ -67,12 +67,42 @@ impl Perform for BenchPayload {
     }
 }
 
+/// Pickups (enqueue to claim, by the database's clock, in ms) of the
+/// [`BenchPickup`] jobs worked since the last [`take_pickups`].
+static PICKUPS: Mutex<Vec<f64>> = Mutex::new(Vec::new());
+
+/// A no-op job that notes its pickup, from its row's creation to its claim
+/// (both by the database's clock): the soak's curves, read from the
+/// handlers since completed rows are not kept.
+#[derive(Debug, Serialize, Deserialize, Job)]
+#[job(type = "bench.pickup")]
+pub struct BenchPickup {}
+
+impl Perform for BenchPickup {
+    fn perform(&self, ctx: &mut JobContext<'_>) -> Result<(), JobError> {
+        if let Some(claimed) = ctx.row().claimed_at {
+            let ms = (claimed - ctx.enqueued_at())
+                .num_microseconds()
+                .unwrap_or(0) as f64
+                / 1e3;
+            lock(&PICKUPS).push(ms);
+        }
+        Ok(())
+    }
+}
+
+/// The pickups noted since the last call.
+pub(crate) fn take_pickups() -> Vec<f64> {
+    std::mem::take(&mut *lock(&PICKUPS))
+}
+
 /// The bench's handlers.
 pub fn registry() -> Registry {
     Registry::new()
         .register::<BenchNoop>()
         .register::<BenchWork>()
         .register::<BenchPayload>()
+        .register::<BenchPickup>()
 }
 
 /// Starts recording handler start times.

@@ -3,17 +3,17 @@
 //! `secs`, with a `REPEATABLE READ` transaction pinning the xmin horizon
 //! through the middle third (a long report, or a stuck client). Every 10 s
 //! it prints a line of the curves: jobs completed per second, pickup p95
-//! (creation to claim) of the jobs completed in the window, due backlog,
-//! dead row versions, and the sizes of the table and of the claim's index.
+//! (creation to claim, noted by each job's handler) of the jobs worked in
+//! the window, due backlog, dead row versions, and the sizes of the table
+//! and of the claim's index.
 //! The rows compare the last minute with the first and say how long the
 //! dead versions took to come back down after the pin.
 //!
 //! Only run when named (`--only soak`): it takes `--soak-secs` (600 by
-//! default). Completed jobs are kept (a retention of a day, where the
-//! default deletes them as they complete): the curves are read from their
-//! rows, and it is the harder case, a table that grows with history; what
-//! must not grow is the dead versions once the pin ends, and what must not
-//! slow is the claim.
+//! default). The runner keeps finished jobs at the default retention, as
+//! in production, so the table grows with history; what must not grow is
+//! the dead versions once the pin ends, and what must not slow is the
+//! claim.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -23,8 +23,8 @@ use diesel::{Connection, PgConnection, RunQueryDsl};
 use jobqueue_core::{JobOptions, NewJob};
 use jobqueue_runner::{Runner, RunnerConfig};
 
-use super::noop::BenchNoop;
-use super::{Row, db, reset};
+use super::noop::{BenchPickup, take_pickups};
+use super::{Row, db, quantile, reset};
 use crate::ToolError;
 
 /// How often the curves are sampled.
@@ -32,12 +32,17 @@ const SAMPLE: Duration = Duration::from_secs(10);
 /// Producer ticks.
 const TICK: Duration = Duration::from_millis(10);
 
-#[derive(diesel::QueryableByName, Debug, Clone, Copy)]
+/// One window of the curves.
+#[derive(Debug, Clone, Copy)]
 struct Sample {
-    #[diesel(sql_type = diesel::sql_types::BigInt)]
-    completed: i64,
-    #[diesel(sql_type = diesel::sql_types::Double)]
+    completed: u64,
     pickup_p95_ms: f64,
+    table: TableSample,
+}
+
+/// What the table looked like at the end of a window.
+#[derive(diesel::QueryableByName, Debug, Clone, Copy)]
+struct TableSample {
     #[diesel(sql_type = diesel::sql_types::BigInt)]
     due: i64,
     #[diesel(sql_type = diesel::sql_types::BigInt)]
@@ -48,39 +53,49 @@ struct Sample {
     claim_index_mb: f64,
 }
 
-/// The curves over the window of `secs` seconds ending now.
-fn sample(conn: &mut PgConnection, secs: f64) -> Result<Sample, ToolError> {
-    diesel::sql_query(
-        "SELECT w.completed, w.pickup_p95_ms,
-                (SELECT count(*) FROM jobqueue_jobs WHERE status = 'pending') AS due,
+/// The window ending now: the jobs `runner` completed since `completed`
+/// (its count then), the pickups their handlers noted, and the table.
+fn sample(
+    conn: &mut PgConnection,
+    runner: &jobqueue_runner::RunnerHandle,
+    completed: &mut u64,
+) -> Result<Sample, ToolError> {
+    let now = runner.stats().completed;
+    let in_window = now - *completed;
+    *completed = now;
+    let mut pickups = take_pickups();
+    pickups.sort_by(f64::total_cmp);
+    let table = diesel::sql_query(
+        "SELECT (SELECT count(*) FROM jobqueue_jobs WHERE status = 'pending') AS due,
                 (SELECT coalesce(n_dead_tup, 0) FROM pg_stat_user_tables
                  WHERE relid = 'jobqueue_jobs'::regclass) AS dead,
                 pg_total_relation_size('jobqueue_jobs') / 1048576.0::float8 AS table_mb,
-                pg_relation_size('jobqueue_jobs_fetch_idx') / 1048576.0::float8 AS claim_index_mb
-         FROM (SELECT count(*) AS completed,
-                      coalesce(percentile_cont(0.95) WITHIN GROUP (
-                                   ORDER BY EXTRACT(EPOCH FROM claimed_at - created_at) * 1000),
-                               0)::float8 AS pickup_p95_ms
-               FROM jobqueue_jobs
-               WHERE status = 'completed'
-                 AND finished_at >= now() - make_interval(secs => $1)) AS w",
+                pg_relation_size('jobqueue_jobs_fetch_idx') / 1048576.0::float8 AS claim_index_mb",
     )
-    .bind::<diesel::sql_types::Double, _>(secs)
     .get_result(conn)
-    .map_err(db)
+    .map_err(db)?;
+    Ok(Sample {
+        completed: in_window,
+        pickup_p95_ms: if pickups.is_empty() {
+            0.0
+        } else {
+            quantile(&pickups, 0.95)
+        },
+        table,
+    })
 }
 
 /// Enqueues `per_tick` jobs in one transaction every [`TICK`] until `stop`;
 /// returns the jobs enqueued. Not the latency bench's producer: that one
 /// keeps every job's commit time, millions of entries over a soak, where
-/// this reads pickup times back from the rows.
+/// here each job's handler notes its pickup by the database's clock.
 fn produce(url: &str, per_tick: usize, stop: &AtomicBool) -> Result<u64, ToolError> {
     let mut conn = PgConnection::establish(url).map_err(db)?;
     let mut next = Instant::now();
     let mut produced = 0u64;
     while !stop.load(Ordering::Relaxed) {
         let batch: Vec<NewJob> = (0..per_tick)
-            .map(|i| NewJob::from_job(&BenchNoop { seq: i as u64 }, JobOptions::new()))
+            .map(|_| NewJob::from_job(&BenchPickup {}, JobOptions::new()))
             .collect::<Result<_, _>>()?;
         jobqueue_core::enqueue_many(&mut conn, &batch)?;
         produced += per_tick as u64;
@@ -98,10 +113,9 @@ fn produce(url: &str, per_tick: usize, stop: &AtomicBool) -> Result<u64, ToolErr
 pub(crate) fn soak(url: &str, rate: u32, secs: u64) -> Result<Vec<Row>, ToolError> {
     let mut conn = PgConnection::establish(url).map_err(db)?;
     reset(&mut conn)?;
-    let config = RunnerConfig::new(url)
-        .concurrency(32)
-        .keep_completed(Duration::from_secs(24 * 3600));
-    let runner = Runner::new(config, super::registry()).start()?;
+    let runner = Runner::new(RunnerConfig::new(url).concurrency(32), super::registry()).start()?;
+    take_pickups();
+    let mut completed = 0;
     let stop = Arc::new(AtomicBool::new(false));
     let producer = {
         let (url, stop) = (url.to_owned(), Arc::clone(&stop));
@@ -150,17 +164,17 @@ pub(crate) fn soak(url: &str, rate: u32, secs: u64) -> Result<Vec<Row>, ToolErro
                 .execute(&mut holder)
                 .map_err(db)?;
         }
-        let s = sample(&mut conn, SAMPLE.as_secs_f64())?;
+        let s = sample(&mut conn, &runner, &mut completed)?;
         println!(
             "{:>6.0} {:>7} {:>10.0} {:>8.1} ms {:>8} {:>10} {:>9.0} {:>14.1}",
             elapsed.as_secs_f64(),
             phase,
             s.completed as f64 / SAMPLE.as_secs_f64(),
             s.pickup_p95_ms,
-            s.due,
-            s.dead,
-            s.table_mb,
-            s.claim_index_mb
+            s.table.due,
+            s.table.dead,
+            s.table.table_mb,
+            s.table.claim_index_mb
         );
         samples.push((elapsed.as_secs_f64(), phase, s));
     }
@@ -186,11 +200,16 @@ fn rows(samples: &[(f64, &'static str, Sample)], produced_rate: f64) -> Vec<Row>
     let rate = |s: &Sample| s.completed as f64 / SAMPLE.as_secs_f64();
     let p95 = |s: &Sample| s.pickup_p95_ms;
     let in_phase = |phase: &'static str| samples.iter().filter(move |(_, p, _)| *p == phase);
-    let most_dead = |phase| in_phase(phase).map(|(_, _, s)| s.dead).max().unwrap_or(0);
+    let most_dead = |phase| {
+        in_phase(phase)
+            .map(|(_, _, s)| s.table.dead)
+            .max()
+            .unwrap_or(0)
+    };
     let (dead_before, dead_pinned) = (most_dead("before"), most_dead("pinned"));
     let unpinned_at = in_phase("after").next().map(|(t, _, _)| *t);
     let back_at = in_phase("after")
-        .find(|(_, _, s)| s.dead <= dead_before.max(1))
+        .find(|(_, _, s)| s.table.dead <= dead_before.max(1))
         .map(|(t, _, _)| *t);
     let back_secs = match (unpinned_at, back_at) {
         (Some(from), Some(to)) => to - from + SAMPLE.as_secs_f64(),
@@ -199,7 +218,7 @@ fn rows(samples: &[(f64, &'static str, Sample)], produced_rate: f64) -> Vec<Row>
     let size_at = |phase| {
         in_phase(phase)
             .next_back()
-            .map_or(f64::NAN, |(_, _, s)| s.table_mb)
+            .map_or(f64::NAN, |(_, _, s)| s.table.table_mb)
     };
     let (first_rate, last_rate) = (mean(first, &rate), mean(last, &rate));
     let (first_p95, last_p95) = (mean(first, &p95), mean(last, &p95));
@@ -265,6 +284,6 @@ fn rows(samples: &[(f64, &'static str, Sample)], produced_rate: f64) -> Vec<Row>
             "MB",
             vec![size_at("after")],
         )
-        .note("completed jobs kept a day; failed and cancelled at their defaults"),
+        .note("finished jobs kept at the default retention"),
     ]
 }
