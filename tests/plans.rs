@@ -228,6 +228,30 @@ fn statistics_claim_the_table_is_empty() {
 }
 
 #[test]
+fn statistics_taken_while_every_row_was_dead() {
+    // The state a runner that deletes completed jobs leaves under a long
+    // transaction: ANALYZE finds pages full of deleted rows and none live
+    // (reltuples 0 over many pages), so the planner takes the table for
+    // empty; a batch statement that then walked the whole primary key,
+    // dead entries included, took seconds per statement in the soak.
+    check_state("statistics of dead rows only", |conn| {
+        insert(conn, 50_000, "completed", "default");
+        exec(conn, "DELETE FROM jobqueue_jobs");
+        exec(conn, "ANALYZE jobqueue_jobs");
+        backlog(conn, 30_000);
+        assert_eq!(
+            scalar(
+                conn,
+                "SELECT (reltuples = 0 AND relpages > 0)::int4::int8 AS n
+                 FROM pg_class WHERE oid = 'jobqueue_jobs'::regclass"
+            ),
+            1,
+            "the statistics should count no live row over many pages"
+        );
+    });
+}
+
+#[test]
 fn statistics_taken_before_the_backlog_was_claimed() {
     // The state that made completions take seconds: analyzed while every
     // job was pending, then most of them claimed at once.

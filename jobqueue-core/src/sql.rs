@@ -232,6 +232,7 @@ macro_rules! claim_from_ready {
             current_stage = NULL
         FROM picked
         WHERE j.id = picked.id
+          AND j.id = ANY(ARRAY(SELECT id FROM picked))
         RETURNING j.*"
     };
 }
@@ -346,6 +347,7 @@ pub(crate) const JOB_START_MANY: &str = "
         started_at = COALESCE(j.started_at, now())
     FROM unnest($1::uuid[], $2::int4[]) AS l(id, token)
     WHERE j.id = l.id
+      AND j.id = ANY($1::uuid[])
       AND j.claim_count = l.token
       AND j.status IN ('claimed', 'running')
     RETURNING j.id";
@@ -375,6 +377,7 @@ macro_rules! completed_held {
     () => {
         "
         WHERE j.id = l.id
+          AND j.id = ANY($1::uuid[])
           AND j.claim_count = l.token
           AND j.status IN ('claimed', 'running')
         RETURNING j.id, j.queue, j.job_type
@@ -434,7 +437,8 @@ pub(crate) const JOB_FAIL_MANY: &str = concat!(
         FROM jobqueue_jobs AS j
         JOIN unnest($1::uuid[], $2::int4[], $3::float8[], $4::text[]) AS l(id, token, delay, error)
           ON j.id = l.id
-        WHERE j.claim_count = l.token
+        WHERE j.id = ANY($1::uuid[])
+          AND j.claim_count = l.token
           AND j.status IN ('claimed', 'running')
         FOR UPDATE OF j
     )
@@ -451,6 +455,7 @@ pub(crate) const JOB_FAIL_MANY: &str = concat!(
     "
     FROM f
     WHERE j.id = f.id
+      AND j.id = ANY($1::uuid[])
     RETURNING j.id, j.status, j.run_at"
 );
 
@@ -463,6 +468,7 @@ pub(crate) const JOB_HEARTBEAT_MANY: &str = "
         lease_expires_at = now() + make_interval(secs => $3)
     FROM unnest($1::uuid[], $2::int4[]) AS l(id, token)
     WHERE j.id = l.id
+      AND j.id = ANY($1::uuid[])
       AND j.claim_count = l.token
       AND j.status IN ('claimed', 'running')
     RETURNING j.id, j.cancel_requested";
@@ -504,6 +510,7 @@ pub(crate) const JOB_CANCEL_HELD_MANY: &str = "
         lease_expires_at = NULL
     FROM unnest($1::uuid[], $2::int4[]) AS l(id, token)
     WHERE j.id = l.id
+      AND j.id = ANY($1::uuid[])
       AND j.claim_count = l.token
       AND j.status IN ('claimed', 'running')
     RETURNING j.id";
@@ -520,6 +527,7 @@ pub(crate) const JOB_RELEASE_MANY: &str = "
         started_at = NULL
     FROM unnest($1::uuid[], $2::int4[]) AS l(id, token)
     WHERE j.id = l.id
+      AND j.id = ANY($1::uuid[])
       AND j.claim_count = l.token
       AND j.status IN ('claimed', 'running')
     RETURNING j.id";
@@ -544,7 +552,8 @@ pub(crate) const JOB_SNOOZE_MANY: &str = concat!(
         FROM jobqueue_jobs AS j
         JOIN unnest($1::uuid[], $2::int4[], $3::float8[]) AS l(id, token, delay)
           ON j.id = l.id
-        WHERE j.claim_count = l.token
+        WHERE j.id = ANY($1::uuid[])
+          AND j.claim_count = l.token
           AND j.status IN ('claimed', 'running')
         FOR UPDATE OF j
     )
@@ -565,6 +574,7 @@ pub(crate) const JOB_SNOOZE_MANY: &str = concat!(
     "
     FROM s
     WHERE j.id = s.id
+      AND j.id = ANY($1::uuid[])
     RETURNING j.id, j.status"
 );
 
@@ -583,6 +593,7 @@ pub(crate) const JOB_PARK_MANY: &str = "
                              set aside until a runner that handles it starts', j.job_type, $3, j.queue)
     FROM unnest($1::uuid[], $2::int4[]) AS l(id, token)
     WHERE j.id = l.id
+      AND j.id = ANY($1::uuid[])
       AND j.claim_count = l.token
       AND j.status IN ('claimed', 'running')
     RETURNING j.id";
@@ -598,6 +609,7 @@ macro_rules! move_to_pending {
         SET status = 'pending'
         FROM picked
         WHERE j.id = picked.id
+          AND j.id = ANY(ARRAY(SELECT id FROM picked))
         RETURNING j.queue
     ),
     wake AS (

@@ -63,6 +63,10 @@ pub struct BenchArgs {
     /// xmin horizon pinned through the middle third.
     #[arg(long, default_value_t = 600)]
     soak_secs: u64,
+    /// How long the soak's runner keeps completed jobs, hours (default: a
+    /// runner's default, a day; 0: deleted as they complete).
+    #[arg(long)]
+    soak_retain_completed_hours: Option<f64>,
 }
 
 impl jobqueue_cli::Extra for ToolCommand {
@@ -102,6 +106,18 @@ impl ToolCommand {
                         bench.soak_secs
                     )));
                 }
+                let soak_keep_completed = match bench.soak_retain_completed_hours {
+                    None => None,
+                    Some(h) if h.is_finite() && (0.0..=87_600.0).contains(&h) => {
+                        Some(std::time::Duration::from_secs_f64(h * 3600.0))
+                    }
+                    Some(h) => {
+                        return Err(ToolError::Usage(format!(
+                            "--soak-retain-completed-hours {h}: give 0 (delete completed \
+                             jobs as they complete) up to 87600 hours"
+                        )));
+                    }
+                };
                 let options = BenchOptions {
                     runs: bench.runs,
                     quick: bench.quick,
@@ -111,6 +127,7 @@ impl ToolCommand {
                     steady_rate: bench.steady_rate,
                     steady_secs: bench.steady_secs,
                     soak_secs: bench.soak_secs,
+                    soak_keep_completed,
                 };
                 crate::bench::run(&server, &options)
             }

@@ -77,6 +77,9 @@ pub struct BenchOptions {
     pub steady_secs: u64,
     /// Length of the soak (run only when named in `only`).
     pub soak_secs: u64,
+    /// How long the soak's runner keeps completed jobs (`None`: the
+    /// runner's default).
+    pub soak_keep_completed: Option<Duration>,
 }
 
 /// Sizes of each measurement, full or quick.
@@ -418,7 +421,7 @@ pub fn run(server_url: &str, options: &BenchOptions) -> Result<(), ToolError> {
         } else {
             options.soak_secs
         };
-        soak::soak(&url, options.steady_rate, secs)?
+        soak::soak(&url, options.steady_rate, secs, options.soak_keep_completed)?
             .iter()
             .for_each(Row::print);
     }

@@ -109,11 +109,21 @@ fn produce(url: &str, per_tick: usize, stop: &AtomicBool) -> Result<u64, ToolErr
 }
 
 /// Runs the soak: `rate` jobs/s for `secs` seconds, the horizon pinned from
-/// a third to two thirds of it.
-pub(crate) fn soak(url: &str, rate: u32, secs: u64) -> Result<Vec<Row>, ToolError> {
+/// a third to two thirds of it; completed jobs kept for `keep_completed`
+/// (`None`: the runner's default).
+pub(crate) fn soak(
+    url: &str,
+    rate: u32,
+    secs: u64,
+    keep_completed: Option<Duration>,
+) -> Result<Vec<Row>, ToolError> {
     let mut conn = PgConnection::establish(url).map_err(db)?;
     reset(&mut conn)?;
-    let runner = Runner::new(RunnerConfig::new(url).concurrency(32), super::registry()).start()?;
+    let mut config = RunnerConfig::new(url).concurrency(32);
+    if let Some(keep) = keep_completed {
+        config = config.keep_completed(keep);
+    }
+    let runner = Runner::new(config, super::registry()).start()?;
     take_pickups();
     let mut completed = 0;
     let stop = Arc::new(AtomicBool::new(false));
@@ -127,8 +137,13 @@ pub(crate) fn soak(url: &str, rate: u32, secs: u64) -> Result<Vec<Row>, ToolErro
     let started = Instant::now();
     let mut pin: Option<PgConnection> = None;
     let mut samples: Vec<(f64, &'static str, Sample)> = Vec::new();
+    let kept = match keep_completed {
+        None => "completed jobs kept at the default retention".to_owned(),
+        Some(keep) if keep.is_zero() => "completed jobs deleted as they complete".to_owned(),
+        Some(keep) => format!("completed jobs kept {:.1} h", keep.as_secs_f64() / 3600.0),
+    };
     println!(
-        "soak: {rate} jobs/s for {secs} s, 32 workers; horizon pinned from {} s to {} s",
+        "soak: {rate} jobs/s for {secs} s, 32 workers, {kept}; horizon pinned from {} s to {} s",
         pin_at.as_secs(),
         unpin_at.as_secs()
     );
