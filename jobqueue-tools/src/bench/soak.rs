@@ -299,6 +299,6 @@ fn rows(samples: &[(f64, &'static str, Sample)], produced_rate: f64) -> Vec<Row>
             "MB",
             vec![size_at("after")],
         )
-        .note("finished jobs kept at the default retention"),
+        .note("completed jobs kept as the soak's first line says"),
     ]
 }
