@@ -1,14 +1,18 @@
-//! The hot path's plans stay bounded by the statement's own batch in every
-//! table state: a fresh table, after TRUNCATE, with statistics claiming the
-//! table is empty, with statistics taken before the jobs were claimed, and
-//! with 1,000,000 rows. Each statement runs under `EXPLAIN ANALYZE` on a
-//! queue session (rolled back); the checks are on the indexes used and the
-//! rows examined, never on time.
+//! The hot path's plans, and the maintenance statements' (the rescue of
+//! expired leases, the prune of finished jobs), stay bounded by the
+//! statement's own batch in every table state: a fresh table, after
+//! TRUNCATE, with statistics claiming the table is empty, with statistics
+//! of dead rows only, with statistics taken before the jobs were claimed,
+//! and with 1,000,000 rows. Each statement runs under `EXPLAIN ANALYZE` on
+//! a queue session (rolled back); the checks are on the indexes used and
+//! the rows examined, never on time.
 
 use std::time::Duration;
 
 use diesel::prelude::*;
-use jobqueue_core::{Claim, Failure, HotStatement, Lease, Plan, QueueSession, Resume, RetryPolicy};
+use jobqueue_core::{
+    Claim, Failure, HotStatement, JobStatus, Lease, Plan, QueueSession, Resume, RetryPolicy,
+};
 use jobqueue_tests::{TestDb, scalar};
 
 /// Jobs per batch statement.
@@ -176,9 +180,6 @@ fn assert_claim_bounded(state: &str, db: &TestDb, claim: &Claim) {
     );
 }
 
-/// Builds a table state with `prepare` (on a database whose statistics
-/// stay as it leaves them), then checks the plans of every batch statement
-/// and of a claim of 100 in that state.
 /// The rows and pages the jobs table's statistics record.
 fn statistics(conn: &mut PgConnection) -> (i64, i64) {
     let mut of = |column: &str| {
@@ -192,6 +193,42 @@ fn statistics(conn: &mut PgConnection) -> (i64, i64) {
     (of("reltuples"), of("relpages"))
 }
 
+/// The maintenance statements, in a batch of `BATCH`, examine their batch
+/// and nothing else: a rescue of `BATCH` held jobs whose leases expired,
+/// and a prune of `BATCH` completed jobs (both made here, last, since they
+/// change the state).
+fn assert_maintenance_bounded(state: &str, db: &TestDb, conn: &mut PgConnection) {
+    exec(
+        conn,
+        &format!(
+            "UPDATE jobqueue_jobs SET lease_expires_at = now() - interval '1 minute'
+             WHERE id IN (SELECT id FROM jobqueue_jobs
+                          WHERE lease_expires_at IS NOT NULL LIMIT {BATCH})"
+        ),
+    );
+    insert(conn, BATCH, "completed", "default");
+    let mut session = QueueSession::establish(&db.url).expect("session");
+    let statements = [
+        ("rescue", HotStatement::RescueStale(BATCH as i64)),
+        (
+            "prune",
+            HotStatement::Prune {
+                status: JobStatus::Completed,
+                older_than: Duration::ZERO,
+                limit: BATCH as i64,
+            },
+        ),
+    ];
+    for (name, statement) in statements {
+        let plan = session.explain(statement).expect("explain");
+        // Found by an index, then locked and written by primary key.
+        assert_within(state, name, &plan, (2 * BATCH) as f64);
+    }
+}
+
+/// Builds a table state with `prepare` (on a database whose statistics
+/// stay as it leaves them), then checks the plans of every batch statement,
+/// of a claim of 100, and of the maintenance statements in that state.
 fn check_state(state: &str, prepare: impl FnOnce(&mut PgConnection)) {
     let (db, mut conn) = frozen_stats_db();
     prepare(&mut conn);
@@ -207,6 +244,7 @@ fn check_state(state: &str, prepare: impl FnOnce(&mut PgConnection)) {
         id: uuid::Uuid::nil().into(),
     }]);
     assert_claim_bounded(state, &db, &resuming);
+    assert_maintenance_bounded(state, &db, &mut conn);
 }
 
 #[test]

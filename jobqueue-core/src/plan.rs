@@ -6,15 +6,16 @@ use std::time::Duration;
 
 use diesel::connection::{AnsiTransactionManager, TransactionManager};
 use diesel::prelude::*;
-use diesel::sql_types::Text;
+use diesel::sql_types::{BigInt, Double, Text};
 
 use crate::claim::Claim;
 use crate::finish::{Failure, fail_query, fenced_query, park_query};
 use crate::heartbeat::heartbeat_query;
-use crate::prepared::{ExplainAnalyze, Prepared, Statement};
-use crate::{Lease, Result, sql};
+use crate::prepared::{EXPLAIN_ANALYZE, ExplainAnalyze, Prepared, Statement};
+use crate::{JobStatus, Lease, Result, sql};
 
-/// A hot-path statement, with the values it would run with.
+/// A statement the runners run on every batch (the hot path) or on every
+/// maintenance pass, with the values it would run with.
 #[derive(Debug, Clone, Copy)]
 pub enum HotStatement<'a> {
     /// The claim.
@@ -36,6 +37,18 @@ pub enum HotStatement<'a> {
     CancelHeld(&'a [Lease]),
     /// Setting held jobs aside as unhandled.
     Park(&'a [Lease]),
+    /// Recovering up to this many held jobs whose lease expired.
+    RescueStale(i64),
+    /// Deleting up to `limit` jobs in `status` that finished more than
+    /// `older_than` ago.
+    Prune {
+        /// The finished status pruned.
+        status: JobStatus,
+        /// How long jobs in that status are kept.
+        older_than: Duration,
+        /// Rows deleted per statement.
+        limit: i64,
+    },
 }
 
 /// One plan node that reads `jobqueue_jobs`.
@@ -103,14 +116,43 @@ pub(crate) fn explain(conn: &mut PgConnection, statement: HotStatement<'_>) -> R
             run(conn, &fenced_query::<sql::JobCancelHeldMany>(leases))?
         }
         HotStatement::Park(leases) => run(conn, &park_query(leases, "explain"))?,
+        HotStatement::RescueStale(limit) => rolled_back(conn, |conn| {
+            diesel::sql_query(explained(sql::JOB_RESCUE_STALE))
+                .bind::<BigInt, _>(limit)
+                .load(conn)
+        })?,
+        HotStatement::Prune {
+            status,
+            older_than,
+            limit,
+        } => rolled_back(conn, |conn| {
+            diesel::sql_query(explained(sql::JOB_PRUNE))
+                .bind::<Text, _>(status)
+                .bind::<Double, _>(older_than.as_secs_f64())
+                .bind::<BigInt, _>(limit)
+                .load(conn)
+        })?,
     };
     summarize(&json)
 }
 
 /// `EXPLAIN ANALYZE` of `query` in a transaction that is rolled back.
 fn run<S: Statement>(conn: &mut PgConnection, query: &Prepared<'_, S>) -> Result<String> {
+    rolled_back(conn, |conn| ExplainAnalyze(query).load(conn))
+}
+
+/// `sql` under `EXPLAIN ANALYZE`.
+fn explained(sql: &str) -> String {
+    format!("{EXPLAIN_ANALYZE}{sql}")
+}
+
+/// The plan `explain` loads, in a transaction that is rolled back.
+fn rolled_back(
+    conn: &mut PgConnection,
+    explain: impl FnOnce(&mut PgConnection) -> QueryResult<Vec<PlanRow>>,
+) -> Result<String> {
     AnsiTransactionManager::begin_transaction(&mut *conn)?;
-    let result = ExplainAnalyze(query).load::<PlanRow>(conn);
+    let result = explain(conn);
     AnsiTransactionManager::rollback_transaction(&mut *conn)?;
     Ok(result?
         .into_iter()

@@ -129,6 +129,9 @@ impl<S: Statement> Query for Prepared<'_, S> {
 
 impl<S: Statement, Conn> RunQueryDsl<Conn> for Prepared<'_, S> {}
 
+/// What runs a statement under `EXPLAIN ANALYZE`, its plan as JSON.
+pub(crate) const EXPLAIN_ANALYZE: &str = "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) ";
+
 /// `EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON)` of a bound statement: planned afresh
 /// each time (no static query id), so it shows the plan the statement's
 /// parameters get now.
@@ -136,7 +139,7 @@ pub(crate) struct ExplainAnalyze<'q, 'a, S>(pub(crate) &'q Prepared<'a, S>);
 
 impl<S: Statement> QueryFragment<Pg> for ExplainAnalyze<'_, '_, S> {
     fn walk_ast<'b>(&'b self, mut out: AstPass<'_, 'b, Pg>) -> QueryResult<()> {
-        out.push_sql("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) ");
+        out.push_sql(EXPLAIN_ANALYZE);
         self.0.walk_ast(out)
     }
 }

@@ -686,6 +686,7 @@ pub(crate) const JOB_RESCUE_STALE: &str = concat!(
     "
     FROM stale
     WHERE j.id = stale.id
+      AND j.id = ANY(ARRAY(SELECT id FROM stale))
     RETURNING j.id, j.status"
 );
 
@@ -701,7 +702,8 @@ pub(crate) const JOB_PRUNE: &str = "
     )
     DELETE FROM jobqueue_jobs AS j
     USING doomed
-    WHERE j.id = doomed.id";
+    WHERE j.id = doomed.id
+      AND j.id = ANY(ARRAY(SELECT id FROM doomed))";
 
 /// Folds the completion counts of minutes more than an hour old into one
 /// row per minute, queue and job type (`backend` 0): a connection writes
