@@ -33,9 +33,11 @@ pub(crate) const READ_COMMITTED_BEGIN: &str = "BEGIN ISOLATION LEVEL READ COMMIT
 /// held). Ruled out here are the plans whose cost grows with the table or
 /// with rows other than the statement's own: sorts, bitmap scans, sequential
 /// scans, hash and merge joins. What is left is an ordered scan of the
-/// fetch index for the claim, and for a batch write a nested loop over the
-/// id array probing the primary key: its cost is the batch's size, in the
-/// array's order (by id: see `lease::columns`), whatever the statistics say.
+/// fetch index for the claim, and for a batch write one scan of the
+/// primary key for `id = ANY(<the batch's ids>)` (each id's token found in
+/// its array by `width_bucket`, a binary search: no join at all): its cost
+/// is the batch's size, in id order (see `lease::columns`), whatever the
+/// statistics say, with custom and generic plans alike.
 /// `tests/plans.rs` checks both in every table state.
 macro_rules! planner_settings {
     ($scope:literal) => {

@@ -43,10 +43,11 @@ impl Fenced {
 }
 
 /// Splits leases into the parallel id and token arrays the SQL takes,
-/// sorted by id.
+/// sorted by id: the statements find each id's token by a binary search
+/// of the id array (`width_bucket`), which needs it sorted.
 ///
-/// A batch statement locks its rows in the array's order (a nested loop
-/// over the array: see `isolation::planner_settings`), so every statement
+/// A batch statement locks its rows in id order (a primary-key scan for
+/// `id = ANY(ids)`: see `isolation::planner_settings`), so every statement
 /// that locks several job rows takes them in one order, by id, and two of
 /// them (a completion and a heartbeat on overlapping jobs) can wait for each
 /// other but never deadlock.

@@ -74,6 +74,10 @@ pub struct Plan {
     pub reads: Vec<TableRead>,
     /// Buffers (pages) the statement touched, hit or read.
     pub buffers: i64,
+    /// Row pairs its joins looked at and discarded (`Rows Removed by Join
+    /// Filter`, over all loops): a join that compares every row of one side
+    /// with every row of the other shows here.
+    pub join_rows_discarded: f64,
 }
 
 impl Plan {
@@ -166,19 +170,22 @@ fn summarize(json: &str) -> Result<Plan> {
         .map_err(|e| crate::Error::invalid("plan", format!("EXPLAIN output is not JSON: {e}")))?;
     let root = &value[0]["Plan"];
     let mut reads = Vec::new();
-    collect_reads(root, &mut reads);
+    let mut join_rows_discarded = 0.0;
+    collect_reads(root, &mut reads, &mut join_rows_discarded);
     let number = |key: &str| root[key].as_i64().unwrap_or(0);
     Ok(Plan {
         json: serde_json::to_string_pretty(&value).unwrap_or_else(|_| json.to_owned()),
         reads,
         buffers: number("Shared Hit Blocks") + number("Shared Read Blocks"),
+        join_rows_discarded,
     })
 }
 
-fn collect_reads(node: &serde_json::Value, reads: &mut Vec<TableRead>) {
+fn collect_reads(node: &serde_json::Value, reads: &mut Vec<TableRead>, discarded: &mut f64) {
     let number = |key: &str| node[key].as_f64().unwrap_or(0.0);
     let kind = node["Node Type"].as_str().unwrap_or("");
     let loops = number("Actual Loops");
+    *discarded += number("Rows Removed by Join Filter") * loops;
     // A node never executed (loops 0: a branch the statement did not take,
     // such as the count of a limited queue's held jobs when no queue is
     // limited) read nothing.
@@ -199,7 +206,7 @@ fn collect_reads(node: &serde_json::Value, reads: &mut Vec<TableRead>) {
     }
     if let Some(children) = node["Plans"].as_array() {
         for child in children {
-            collect_reads(child, reads);
+            collect_reads(child, reads, discarded);
         }
     }
 }

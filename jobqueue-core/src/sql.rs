@@ -11,6 +11,18 @@
 //! worker (complete, fail, heartbeat, progress) names the job AND the fencing
 //! token it got from the claim (`claim_count`), and only touches the row while
 //! it is still held under that token.
+//!
+//! A statement on a batch of jobs reads the table by `id = ANY(<ids>)`,
+//! one scan of the primary key, and joins the batch's other values to
+//! nothing: they come in arrays parallel to the ids, sorted by id, and each
+//! row finds its own by binary search (`width_bucket(j.id, ids)`); a CTE
+//! that computes per-job values hands them on the same way (`f_by_id`,
+//! `s_by_id`, `stale_by_id`). A join of the table with the batch would leave
+//! the plan to the statistics and the plan cache: with statistics that
+//! call the table empty it walked the whole primary key per statement, and
+//! with the id list also matched by `ANY`, a generic plan compared every
+//! row with every id (a million comparisons for a batch of 1,000).
+//! `tests/plans.rs` checks both, with custom and generic plans.
 
 /// The live statuses covered by the unique-key index.
 macro_rules! live_predicate {
@@ -230,9 +242,7 @@ macro_rules! claim_from_ready {
             started_at = NULL,
             progress = 0,
             current_stage = NULL
-        FROM picked
-        WHERE j.id = picked.id
-          AND j.id = ANY(ARRAY(SELECT id FROM picked))
+        WHERE j.id = ANY(ARRAY(SELECT id FROM picked))
         RETURNING j.*"
     };
 }
@@ -345,10 +355,8 @@ pub(crate) const JOB_START_MANY: &str = "
     UPDATE jobqueue_jobs AS j
     SET status = 'running',
         started_at = COALESCE(j.started_at, now())
-    FROM unnest($1::uuid[], $2::int4[]) AS l(id, token)
-    WHERE j.id = l.id
-      AND j.id = ANY($1::uuid[])
-      AND j.claim_count = l.token
+    WHERE j.id = ANY($1::uuid[])
+      AND j.claim_count = ($2::int4[])[width_bucket(j.id, $1::uuid[])]
       AND j.status IN ('claimed', 'running')
     RETURNING j.id";
 
@@ -371,14 +379,14 @@ macro_rules! count_completed {
     };
 }
 
-/// The rows of `jobqueue_jobs AS j` still held under the leases of
-/// `unnest(...) AS l(id, token)`, as the completions' CTE `done` returns them.
+/// The rows of `jobqueue_jobs AS j` still held under the leases of arrays
+/// `$1` ids (sorted) and `$2` tokens, as the completions' CTE `done`
+/// returns them.
 macro_rules! completed_held {
     () => {
         "
-        WHERE j.id = l.id
-          AND j.id = ANY($1::uuid[])
-          AND j.claim_count = l.token
+        WHERE j.id = ANY($1::uuid[])
+          AND j.claim_count = ($2::int4[])[width_bucket(j.id, $1::uuid[])]
           AND j.status IN ('claimed', 'running')
         RETURNING j.id, j.queue, j.job_type
     ),"
@@ -399,22 +407,20 @@ pub(crate) const JOB_COMPLETE_MANY: &str = concat!(
             progress = 100,
             lease_expires_at = NULL,
             cancel_requested = false
-        FROM unnest($1::uuid[], $2::int4[]) AS l(id, token)
 ",
     completed_held!(),
     count_completed!()
 );
 
 /// Completes held jobs by deleting them, and counts them, in one statement:
-/// for completed jobs kept for no time (`Retention::completed` of zero, the
-/// default). A delete writes no new row version and no index entry, and
+/// for completed jobs kept for no time (`Retention::completed` of zero).
+/// A delete writes no new row version and no index entry, and
 /// leaves nothing to prune. Arrays `$1` ids, `$2` tokens; returns the ids it
 /// completed.
 pub(crate) const JOB_COMPLETE_DELETE_MANY: &str = concat!(
     "
     WITH done AS (
         DELETE FROM jobqueue_jobs AS j
-        USING unnest($1::uuid[], $2::int4[]) AS l(id, token)
 ",
     completed_held!(),
     count_completed!()
@@ -435,27 +441,35 @@ pub(crate) const JOB_FAIL_MANY: &str = concat!(
                     WHEN l.delay <= 0 THEN 'pending'
                     ELSE 'scheduled' END AS next_status
         FROM jobqueue_jobs AS j
-        JOIN unnest($1::uuid[], $2::int4[], $3::float8[], $4::text[]) AS l(id, token, delay, error)
-          ON j.id = l.id
+        CROSS JOIN LATERAL (
+            SELECT ($2::int4[])[i] AS token, ($3::float8[])[i] AS delay, ($4::text[])[i] AS error
+            FROM width_bucket(j.id, $1::uuid[]) AS i
+        ) AS l
         WHERE j.id = ANY($1::uuid[])
           AND j.claim_count = l.token
           AND j.status IN ('claimed', 'running')
         FOR UPDATE OF j
+    ),
+    f_by_id AS (
+        SELECT array_agg(id ORDER BY id) AS ids,
+               array_agg(next_status ORDER BY id) AS next_status,
+               array_agg(delay ORDER BY id) AS delay,
+               array_agg(error ORDER BY id) AS error
+        FROM f
     )
     UPDATE jobqueue_jobs AS j
-    SET status = f.next_status,
-        run_at = CASE WHEN f.next_status IN ('pending', 'scheduled')
-                      THEN now() + make_interval(secs => f.delay) ELSE j.run_at END,
-        finished_at = CASE WHEN f.next_status IN ('pending', 'scheduled') THEN NULL ELSE now() END,
-        worker_id = CASE WHEN f.next_status IN ('pending', 'scheduled') THEN NULL ELSE j.worker_id END,
+    SET status = f_by_id.next_status[width_bucket(j.id, f_by_id.ids)],
+        run_at = CASE WHEN f_by_id.next_status[width_bucket(j.id, f_by_id.ids)] IN ('pending', 'scheduled')
+                      THEN now() + make_interval(secs => f_by_id.delay[width_bucket(j.id, f_by_id.ids)]) ELSE j.run_at END,
+        finished_at = CASE WHEN f_by_id.next_status[width_bucket(j.id, f_by_id.ids)] IN ('pending', 'scheduled') THEN NULL ELSE now() END,
+        worker_id = CASE WHEN f_by_id.next_status[width_bucket(j.id, f_by_id.ids)] IN ('pending', 'scheduled') THEN NULL ELSE j.worker_id END,
         lease_expires_at = NULL,
-        last_error = f.error,
+        last_error = f_by_id.error[width_bucket(j.id, f_by_id.ids)],
         errors = ",
-    push_error!("f.error"),
+    push_error!("f_by_id.error[width_bucket(j.id, f_by_id.ids)]"),
     "
-    FROM f
-    WHERE j.id = f.id
-      AND j.id = ANY($1::uuid[])
+    FROM f_by_id
+    WHERE j.id = ANY(f_by_id.ids)
     RETURNING j.id, j.status, j.run_at"
 );
 
@@ -466,10 +480,8 @@ pub(crate) const JOB_HEARTBEAT_MANY: &str = "
     UPDATE jobqueue_jobs AS j
     SET heartbeat_at = now(),
         lease_expires_at = now() + make_interval(secs => $3)
-    FROM unnest($1::uuid[], $2::int4[]) AS l(id, token)
-    WHERE j.id = l.id
-      AND j.id = ANY($1::uuid[])
-      AND j.claim_count = l.token
+    WHERE j.id = ANY($1::uuid[])
+      AND j.claim_count = ($2::int4[])[width_bucket(j.id, $1::uuid[])]
       AND j.status IN ('claimed', 'running')
     RETURNING j.id, j.cancel_requested";
 
@@ -508,10 +520,8 @@ pub(crate) const JOB_CANCEL_HELD_MANY: &str = "
     SET status = 'cancelled',
         finished_at = now(),
         lease_expires_at = NULL
-    FROM unnest($1::uuid[], $2::int4[]) AS l(id, token)
-    WHERE j.id = l.id
-      AND j.id = ANY($1::uuid[])
-      AND j.claim_count = l.token
+    WHERE j.id = ANY($1::uuid[])
+      AND j.claim_count = ($2::int4[])[width_bucket(j.id, $1::uuid[])]
       AND j.status IN ('claimed', 'running')
     RETURNING j.id";
 
@@ -525,10 +535,8 @@ pub(crate) const JOB_RELEASE_MANY: &str = "
         worker_id = NULL,
         lease_expires_at = NULL,
         started_at = NULL
-    FROM unnest($1::uuid[], $2::int4[]) AS l(id, token)
-    WHERE j.id = l.id
-      AND j.id = ANY($1::uuid[])
-      AND j.claim_count = l.token
+    WHERE j.id = ANY($1::uuid[])
+      AND j.claim_count = ($2::int4[])[width_bucket(j.id, $1::uuid[])]
       AND j.status IN ('claimed', 'running')
     RETURNING j.id";
 
@@ -550,31 +558,39 @@ pub(crate) const JOB_SNOOZE_MANY: &str = concat!(
                     ELSE format('snoozed for %s s (snooze %s of at most %s; no attempt used)',
                                 round(l.delay::numeric, 3), j.snoozes + 1, $4) END AS note
         FROM jobqueue_jobs AS j
-        JOIN unnest($1::uuid[], $2::int4[], $3::float8[]) AS l(id, token, delay)
-          ON j.id = l.id
+        CROSS JOIN LATERAL (
+            SELECT ($2::int4[])[i] AS token, ($3::float8[])[i] AS delay
+            FROM width_bucket(j.id, $1::uuid[]) AS i
+        ) AS l
         WHERE j.id = ANY($1::uuid[])
           AND j.claim_count = l.token
           AND j.status IN ('claimed', 'running')
         FOR UPDATE OF j
+    ),
+    s_by_id AS (
+        SELECT array_agg(id ORDER BY id) AS ids,
+               array_agg(next_status ORDER BY id) AS next_status,
+               array_agg(delay ORDER BY id) AS delay,
+               array_agg(note ORDER BY id) AS note
+        FROM s
     )
     UPDATE jobqueue_jobs AS j
-    SET status = s.next_status,
-        run_at = CASE WHEN s.next_status IN ('pending', 'scheduled')
-                      THEN now() + make_interval(secs => s.delay) ELSE j.run_at END,
-        attempts = CASE WHEN s.next_status IN ('pending', 'scheduled')
+    SET status = s_by_id.next_status[width_bucket(j.id, s_by_id.ids)],
+        run_at = CASE WHEN s_by_id.next_status[width_bucket(j.id, s_by_id.ids)] IN ('pending', 'scheduled')
+                      THEN now() + make_interval(secs => s_by_id.delay[width_bucket(j.id, s_by_id.ids)]) ELSE j.run_at END,
+        attempts = CASE WHEN s_by_id.next_status[width_bucket(j.id, s_by_id.ids)] IN ('pending', 'scheduled')
                         THEN j.attempts - 1 ELSE j.attempts END,
         snoozes = j.snoozes + 1,
-        finished_at = CASE WHEN s.next_status IN ('pending', 'scheduled') THEN NULL ELSE now() END,
-        worker_id = CASE WHEN s.next_status IN ('pending', 'scheduled') THEN NULL ELSE j.worker_id END,
-        started_at = CASE WHEN s.next_status IN ('pending', 'scheduled') THEN NULL ELSE j.started_at END,
+        finished_at = CASE WHEN s_by_id.next_status[width_bucket(j.id, s_by_id.ids)] IN ('pending', 'scheduled') THEN NULL ELSE now() END,
+        worker_id = CASE WHEN s_by_id.next_status[width_bucket(j.id, s_by_id.ids)] IN ('pending', 'scheduled') THEN NULL ELSE j.worker_id END,
+        started_at = CASE WHEN s_by_id.next_status[width_bucket(j.id, s_by_id.ids)] IN ('pending', 'scheduled') THEN NULL ELSE j.started_at END,
         lease_expires_at = NULL,
-        last_error = CASE WHEN s.next_status = 'failed' THEN s.note ELSE j.last_error END,
+        last_error = CASE WHEN s_by_id.next_status[width_bucket(j.id, s_by_id.ids)] = 'failed' THEN s_by_id.note[width_bucket(j.id, s_by_id.ids)] ELSE j.last_error END,
         errors = ",
-    push_error!("s.note"),
+    push_error!("s_by_id.note[width_bucket(j.id, s_by_id.ids)]"),
     "
-    FROM s
-    WHERE j.id = s.id
-      AND j.id = ANY($1::uuid[])
+    FROM s_by_id
+    WHERE j.id = ANY(s_by_id.ids)
     RETURNING j.id, j.status"
 );
 
@@ -591,10 +607,8 @@ pub(crate) const JOB_PARK_MANY: &str = "
         started_at = NULL,
         last_error = format('no handler for job type %s in runner %s, which works queue %s; \
                              set aside until a runner that handles it starts', j.job_type, $3, j.queue)
-    FROM unnest($1::uuid[], $2::int4[]) AS l(id, token)
-    WHERE j.id = l.id
-      AND j.id = ANY($1::uuid[])
-      AND j.claim_count = l.token
+    WHERE j.id = ANY($1::uuid[])
+      AND j.claim_count = ($2::int4[])[width_bucket(j.id, $1::uuid[])]
       AND j.status IN ('claimed', 'running')
     RETURNING j.id";
 
@@ -607,9 +621,7 @@ macro_rules! move_to_pending {
             "moved AS (
         UPDATE jobqueue_jobs AS j
         SET status = 'pending'
-        FROM picked
-        WHERE j.id = picked.id
-          AND j.id = ANY(ARRAY(SELECT id FROM picked))
+        WHERE j.id = ANY(ARRAY(SELECT id FROM picked))
         RETURNING j.queue
     ),
     wake AS (
@@ -674,19 +686,24 @@ pub(crate) const JOB_RESCUE_STALE: &str = concat!(
           AND j.lease_expires_at < now()
         LIMIT $1
         FOR UPDATE SKIP LOCKED
+    ),
+    stale_by_id AS (
+        SELECT array_agg(id ORDER BY id) AS ids,
+               array_agg(next_status ORDER BY id) AS next_status,
+               array_agg(error ORDER BY id) AS error
+        FROM stale
     )
     UPDATE jobqueue_jobs AS j
-    SET status = stale.next_status,
-        finished_at = CASE WHEN stale.next_status = 'pending' THEN NULL ELSE now() END,
-        worker_id = CASE WHEN stale.next_status = 'pending' THEN NULL ELSE j.worker_id END,
+    SET status = stale_by_id.next_status[width_bucket(j.id, stale_by_id.ids)],
+        finished_at = CASE WHEN stale_by_id.next_status[width_bucket(j.id, stale_by_id.ids)] = 'pending' THEN NULL ELSE now() END,
+        worker_id = CASE WHEN stale_by_id.next_status[width_bucket(j.id, stale_by_id.ids)] = 'pending' THEN NULL ELSE j.worker_id END,
         lease_expires_at = NULL,
-        last_error = stale.error,
+        last_error = stale_by_id.error[width_bucket(j.id, stale_by_id.ids)],
         errors = ",
-    push_error!("stale.error"),
+    push_error!("stale_by_id.error[width_bucket(j.id, stale_by_id.ids)]"),
     "
-    FROM stale
-    WHERE j.id = stale.id
-      AND j.id = ANY(ARRAY(SELECT id FROM stale))
+    FROM stale_by_id
+    WHERE j.id = ANY(stale_by_id.ids)
     RETURNING j.id, j.status"
 );
 
@@ -701,9 +718,7 @@ pub(crate) const JOB_PRUNE: &str = "
         FOR UPDATE SKIP LOCKED
     )
     DELETE FROM jobqueue_jobs AS j
-    USING doomed
-    WHERE j.id = doomed.id
-      AND j.id = ANY(ARRAY(SELECT id FROM doomed))";
+    WHERE j.id = ANY(ARRAY(SELECT id FROM doomed))";
 
 /// Folds the completion counts of minutes more than an hour old into one
 /// row per minute, queue and job type (`backend` 0): a connection writes

@@ -309,7 +309,7 @@ pub fn run(server_url: &str, options: &BenchOptions) -> Result<(), ToolError> {
     let mut conn = PgConnection::establish(&url).map_err(db)?;
     let wanted = |name: &str| options.only.is_empty() || options.only.iter().any(|o| o == name);
     println!(
-        "jobqueue bench: {} runs per row{}; PostgreSQL {} (fsync={}, synchronous_commit={}, wal_sync_method={}); {} CPUs",
+        "jobqueue bench: {} runs per row{}; PostgreSQL {} (fsync={}, synchronous_commit={}, wal_sync_method={}, autovacuum={}); {} CPUs",
         runs,
         if options.quick {
             " (quick sizes: not comparable)"
@@ -320,6 +320,7 @@ pub fn run(server_url: &str, options: &BenchOptions) -> Result<(), ToolError> {
         setting(&mut conn, "fsync"),
         setting(&mut conn, "synchronous_commit"),
         setting(&mut conn, "wal_sync_method"),
+        setting(&mut conn, "autovacuum"),
         std::thread::available_parallelism()
             .map(|n| n.get())
             .unwrap_or(1)

@@ -5,9 +5,12 @@
 //! it prints a line of the curves: jobs completed per second, pickup p95
 //! (creation to claim, noted by each job's handler) of the jobs worked in
 //! the window, due backlog, dead row versions, and the sizes of the table
-//! and of the claim's index.
-//! The rows compare the last minute with the first and say how long the
-//! dead versions took to come back down after the pin.
+//! and of the claim's index, WAL written, and the checkpoints and vacuums of
+//! the jobs table that began in the window (what a window's latency
+//! blip usually lines up with).
+//! The rows compare the last minute with the first (pickup p95 over all
+//! the minute's pickups) and say how long the dead versions took to come
+//! back down after the pin.
 //!
 //! Only run when named (`--only soak`): it takes `--soak-secs` (600 by
 //! default). The runner keeps finished jobs at the default retention, as
@@ -33,11 +36,27 @@ const SAMPLE: Duration = Duration::from_secs(10);
 const TICK: Duration = Duration::from_millis(10);
 
 /// One window of the curves.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 struct Sample {
     completed: u64,
-    pickup_p95_ms: f64,
+    /// The pickups of the jobs worked in the window, sorted (ms).
+    pickups: Vec<f64>,
     table: TableSample,
+}
+
+impl Sample {
+    fn pickup_p95_ms(&self) -> f64 {
+        p95_of(&self.pickups)
+    }
+}
+
+/// The 95th percentile of sorted `pickups`, 0 if none.
+fn p95_of(pickups: &[f64]) -> f64 {
+    if pickups.is_empty() {
+        0.0
+    } else {
+        quantile(pickups, 0.95)
+    }
 }
 
 /// What the table looked like at the end of a window.
@@ -51,36 +70,62 @@ struct TableSample {
     table_mb: f64,
     #[diesel(sql_type = diesel::sql_types::Double)]
     claim_index_mb: f64,
+    /// WAL position, bytes.
+    #[diesel(sql_type = diesel::sql_types::Double)]
+    wal: f64,
+    /// Vacuums of the jobs table so far, automatic or not.
+    #[diesel(sql_type = diesel::sql_types::BigInt)]
+    vacuums: i64,
+    /// Checkpoints begun so far.
+    #[diesel(sql_type = diesel::sql_types::BigInt)]
+    checkpoints: i64,
+}
+
+/// An expression counting the checkpoints begun so far: PostgreSQL 17
+/// moved the counters to a view of their own.
+fn checkpoints_expression(conn: &mut PgConnection) -> Result<&'static str, ToolError> {
+    let own_view: bool = diesel::select(diesel::dsl::sql::<diesel::sql_types::Bool>(
+        "to_regclass('pg_catalog.pg_stat_checkpointer') IS NOT NULL",
+    ))
+    .get_result(conn)
+    .map_err(db)?;
+    Ok(if own_view {
+        "(SELECT num_timed + num_requested FROM pg_stat_checkpointer)"
+    } else {
+        "(SELECT checkpoints_timed + checkpoints_req FROM pg_stat_bgwriter)"
+    })
 }
 
 /// The window ending now: the jobs `runner` completed since `completed`
-/// (its count then), the pickups their handlers noted, and the table.
+/// (its count then), the pickups their handlers noted, and the table;
+/// `checkpoints` counts the checkpoints begun.
 fn sample(
     conn: &mut PgConnection,
     runner: &jobqueue_runner::RunnerHandle,
     completed: &mut u64,
+    checkpoints: &str,
 ) -> Result<Sample, ToolError> {
     let now = runner.stats().completed;
     let in_window = now - *completed;
     *completed = now;
     let mut pickups = take_pickups();
     pickups.sort_by(f64::total_cmp);
-    let table = diesel::sql_query(
+    let table = diesel::sql_query(format!(
         "SELECT (SELECT count(*) FROM jobqueue_jobs WHERE status = 'pending') AS due,
                 (SELECT coalesce(n_dead_tup, 0) FROM pg_stat_user_tables
                  WHERE relid = 'jobqueue_jobs'::regclass) AS dead,
                 pg_total_relation_size('jobqueue_jobs') / 1048576.0::float8 AS table_mb,
-                pg_relation_size('jobqueue_jobs_fetch_idx') / 1048576.0::float8 AS claim_index_mb",
-    )
+                pg_relation_size('jobqueue_jobs_fetch_idx') / 1048576.0::float8 AS claim_index_mb,
+                (pg_current_wal_insert_lsn() - '0/0')::float8 AS wal,
+                (SELECT coalesce(vacuum_count + autovacuum_count, 0) FROM pg_stat_user_tables
+                 WHERE relid = 'jobqueue_jobs'::regclass) AS vacuums,
+                {checkpoints}::int8 AS checkpoints"
+    ))
     .get_result(conn)
     .map_err(db)?;
     Ok(Sample {
         completed: in_window,
-        pickup_p95_ms: if pickups.is_empty() {
-            0.0
-        } else {
-            quantile(&pickups, 0.95)
-        },
+        pickups,
         table,
     })
 }
@@ -126,6 +171,8 @@ pub(crate) fn soak(
     let runner = Runner::new(config, super::registry()).start()?;
     take_pickups();
     let mut completed = 0;
+    let checkpoints = checkpoints_expression(&mut conn)?;
+    let mut previous = sample(&mut conn, &runner, &mut completed, checkpoints)?.table;
     let stop = Arc::new(AtomicBool::new(false));
     let producer = {
         let (url, stop) = (url.to_owned(), Arc::clone(&stop));
@@ -148,8 +195,16 @@ pub(crate) fn soak(
         unpin_at.as_secs()
     );
     println!(
-        "{:>6} {:>7} {:>10} {:>11} {:>8} {:>10} {:>9} {:>14}",
-        "t (s)", "phase", "jobs/s", "pickup p95", "due", "dead", "table MB", "claim index MB"
+        "{:>6} {:>7} {:>10} {:>11} {:>8} {:>10} {:>9} {:>14} {:>7}  began",
+        "t (s)",
+        "phase",
+        "jobs/s",
+        "pickup p95",
+        "due",
+        "dead",
+        "table MB",
+        "claim index MB",
+        "WAL MB"
     );
     let mut next = started + SAMPLE;
     // A producer that stopped early failed: its error is reported below.
@@ -179,18 +234,21 @@ pub(crate) fn soak(
                 .execute(&mut holder)
                 .map_err(db)?;
         }
-        let s = sample(&mut conn, &runner, &mut completed)?;
+        let s = sample(&mut conn, &runner, &mut completed, checkpoints)?;
         println!(
-            "{:>6.0} {:>7} {:>10.0} {:>8.1} ms {:>8} {:>10} {:>9.0} {:>14.1}",
+            "{:>6.0} {:>7} {:>10.0} {:>8.1} ms {:>8} {:>10} {:>9.0} {:>14.1} {:>7.0}  {}",
             elapsed.as_secs_f64(),
             phase,
             s.completed as f64 / SAMPLE.as_secs_f64(),
-            s.pickup_p95_ms,
+            s.pickup_p95_ms(),
             s.table.due,
             s.table.dead,
             s.table.table_mb,
-            s.table.claim_index_mb
+            s.table.claim_index_mb,
+            (s.table.wal - previous.wal) / 1048576.0,
+            began(&previous, &s.table)
         );
+        previous = s.table;
         samples.push((elapsed.as_secs_f64(), phase, s));
     }
     stop.store(true, Ordering::Relaxed);
@@ -204,6 +262,23 @@ pub(crate) fn soak(
     ))
 }
 
+/// The checkpoints and vacuums of the jobs table that began between two
+/// samples, as a window's line shows them.
+fn began(before: &TableSample, after: &TableSample) -> String {
+    let mut events = Vec::new();
+    for (n, what) in [
+        (after.checkpoints - before.checkpoints, "checkpoint"),
+        (after.vacuums - before.vacuums, "vacuum"),
+    ] {
+        match n {
+            0 => {}
+            1 => events.push(what.to_owned()),
+            n => events.push(format!("{n} × {what}")),
+        }
+    }
+    events.join(", ")
+}
+
 /// The summary rows of the sampled curves.
 fn rows(samples: &[(f64, &'static str, Sample)], produced_rate: f64) -> Vec<Row> {
     let minute = (60.0 / SAMPLE.as_secs_f64()).round() as usize;
@@ -213,7 +288,16 @@ fn rows(samples: &[(f64, &'static str, Sample)], produced_rate: f64) -> Vec<Row>
         window.iter().map(|(_, _, s)| f(s)).sum::<f64>() / window.len().max(1) as f64
     };
     let rate = |s: &Sample| s.completed as f64 / SAMPLE.as_secs_f64();
-    let p95 = |s: &Sample| s.pickup_p95_ms;
+    let p95 = |s: &Sample| s.pickup_p95_ms();
+    // Over every pickup of the minute, not the mean of its windows' p95.
+    let minute_p95 = |window: &[(f64, &str, Sample)]| {
+        let mut all: Vec<f64> = window
+            .iter()
+            .flat_map(|(_, _, s)| s.pickups.iter().copied())
+            .collect();
+        all.sort_by(f64::total_cmp);
+        p95_of(&all)
+    };
     let in_phase = |phase: &'static str| samples.iter().filter(move |(_, p, _)| *p == phase);
     let most_dead = |phase| {
         in_phase(phase)
@@ -236,7 +320,7 @@ fn rows(samples: &[(f64, &'static str, Sample)], produced_rate: f64) -> Vec<Row>
             .map_or(f64::NAN, |(_, _, s)| s.table.table_mb)
     };
     let (first_rate, last_rate) = (mean(first, &rate), mean(last, &rate));
-    let (first_p95, last_p95) = (mean(first, &p95), mean(last, &p95));
+    let (first_p95, last_p95) = (minute_p95(first), minute_p95(last));
     // The worst 10-s window of the pin, each way.
     let slowest_pinned = in_phase("pinned")
         .map(|(_, _, s)| rate(s))
