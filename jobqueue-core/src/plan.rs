@@ -6,12 +6,14 @@ use std::time::Duration;
 
 use diesel::connection::{AnsiTransactionManager, TransactionManager};
 use diesel::prelude::*;
-use diesel::sql_types::{BigInt, Double, Text};
+use diesel::sql_types::Text;
 
 use crate::claim::Claim;
 use crate::finish::{Failure, fail_query, fenced_query, park_query};
 use crate::heartbeat::heartbeat_query;
 use crate::prepared::{EXPLAIN_ANALYZE, ExplainAnalyze, Prepared, Statement};
+use crate::prune::prune_query;
+use crate::rescue::rescue_query;
 use crate::{JobStatus, Lease, Result, sql};
 
 /// A statement the runners run on every batch (the hot path) or on every
@@ -121,20 +123,14 @@ pub(crate) fn explain(conn: &mut PgConnection, statement: HotStatement<'_>) -> R
         }
         HotStatement::Park(leases) => run(conn, &park_query(leases, "explain"))?,
         HotStatement::RescueStale(limit) => rolled_back(conn, |conn| {
-            diesel::sql_query(explained(sql::JOB_RESCUE_STALE))
-                .bind::<BigInt, _>(limit)
-                .load(conn)
+            rescue_query(&explained(sql::JOB_RESCUE_STALE), limit).load(conn)
         })?,
         HotStatement::Prune {
             status,
             older_than,
             limit,
         } => rolled_back(conn, |conn| {
-            diesel::sql_query(explained(sql::JOB_PRUNE))
-                .bind::<Text, _>(status)
-                .bind::<Double, _>(older_than.as_secs_f64())
-                .bind::<BigInt, _>(limit)
-                .load(conn)
+            prune_query(&explained(sql::JOB_PRUNE), status, older_than, limit).load(conn)
         })?,
     };
     summarize(&json)

@@ -72,6 +72,22 @@ pub fn prune(conn: &mut PgConnection, retention: &Retention) -> Result<Pruned> {
     prune_in(conn, Scope::Own, retention)
 }
 
+/// `sql` (the prune, or the prune under `EXPLAIN`) bound to delete up to
+/// `batch` jobs in `status` finished more than `keep` ago.
+pub(crate) fn prune_query(
+    sql: &str,
+    status: JobStatus,
+    keep: Duration,
+    batch: i64,
+) -> diesel::query_builder::BoxedSqlQuery<'static, diesel::pg::Pg, diesel::query_builder::SqlQuery>
+{
+    diesel::sql_query(sql)
+        .into_boxed()
+        .bind::<Text, _>(status)
+        .bind::<Double, _>(keep.as_secs_f64())
+        .bind::<BigInt, _>(batch)
+}
+
 pub(crate) fn prune_in(
     conn: &mut PgConnection,
     scope: Scope,
@@ -94,11 +110,7 @@ pub(crate) fn prune_in(
         let mut deleted = 0u64;
         loop {
             let n = scoped(conn, scope, READ_COMMITTED_BEGIN, |conn| {
-                Ok(diesel::sql_query(sql::JOB_PRUNE)
-                    .bind::<Text, _>(status)
-                    .bind::<Double, _>(keep.as_secs_f64())
-                    .bind::<BigInt, _>(retention.batch)
-                    .execute(conn)?)
+                Ok(prune_query(sql::JOB_PRUNE, status, keep, retention.batch).execute(conn)?)
             })?;
             deleted += n as u64;
             if (n as i64) < retention.batch {

@@ -43,6 +43,15 @@ pub fn rescue_stale(conn: &mut PgConnection, limit: i64) -> Result<Rescued> {
     rescue_stale_in(conn, Scope::Own, limit)
 }
 
+/// `sql` (the rescue, or the rescue under `EXPLAIN`) bound to `limit`.
+pub(crate) fn rescue_query(
+    sql: &str,
+    limit: i64,
+) -> diesel::query_builder::BoxedSqlQuery<'static, diesel::pg::Pg, diesel::query_builder::SqlQuery>
+{
+    diesel::sql_query(sql).into_boxed().bind::<BigInt, _>(limit)
+}
+
 pub(crate) fn rescue_stale_in(
     conn: &mut PgConnection,
     scope: Scope,
@@ -50,9 +59,7 @@ pub(crate) fn rescue_stale_in(
 ) -> Result<Rescued> {
     crate::limits::check_batch(limit)?;
     let rows = scoped(conn, scope, READ_COMMITTED_BEGIN, |conn| {
-        Ok(diesel::sql_query(sql::JOB_RESCUE_STALE)
-            .bind::<BigInt, _>(limit)
-            .load::<RescueRow>(conn)?)
+        Ok(rescue_query(sql::JOB_RESCUE_STALE, limit).load::<RescueRow>(conn)?)
     })?;
     let mut rescued = Rescued::default();
     for row in rows {
