@@ -26,13 +26,13 @@ fn counted(conn: &mut diesel::PgConnection, queue: &str, job_type: &str) -> i64 
 }
 
 #[test]
-fn a_runner_that_keeps_no_completed_jobs_deletes_them_as_it_completes_them_and_counts_them() {
+fn by_default_a_runner_deletes_completed_jobs_as_it_completes_them_and_counts_them() {
     let (db, mut conn) = TestDb::with_side_tables();
     enqueue_all(&mut conn, Chaos::mix(200, 0));
     enqueue_all(&mut conn, (0..100).map(|n| Noop { n }));
-    let config = RunnerConfig::new(&db.url)
-        .concurrency(4)
-        .keep_completed(Duration::ZERO);
+    // No retention set: the default keeps no completed rows.
+    let config = RunnerConfig::new(&db.url).concurrency(4);
+    assert!(config.retention.deletes_completed());
     let runner = Runner::new(config, jobqueue_tests::jobs::registry())
         .start()
         .expect("start");

@@ -94,3 +94,37 @@ fn the_vacuum_backs_off_while_the_horizon_is_pinned() {
     );
     runner.shutdown();
 }
+
+/// A vacuum shortens the jobs table by its empty end only when asked
+/// (the runners ask at most every five minutes): autovacuum and the
+/// ordinary maintenance vacuum leave the pages for new rows, since taking
+/// them away locks out every claim.
+#[test]
+fn a_vacuum_shortens_the_table_only_when_asked_to() {
+    let db = TestDb::new();
+    let mut conn = db.conn();
+    let size = |conn: &mut diesel::PgConnection| {
+        scalar(conn, "SELECT pg_relation_size('jobqueue_jobs') / 8192 AS n")
+    };
+    enqueue_all(&mut conn, (0..20_000).map(|seq| BenchNoop { seq }));
+    let full = size(&mut conn);
+    assert!(full > 100, "{full} pages");
+    diesel::RunQueryDsl::execute(diesel::sql_query("DELETE FROM jobqueue_jobs"), &mut conn)
+        .expect("delete");
+
+    let mut session = jobqueue_core::QueueSession::establish(&db.url).expect("session");
+    let vacuumed = session.vacuum_if_needed(0, false).expect("vacuum");
+    assert!(vacuumed.is_some(), "the vacuum did not run");
+    assert_eq!(
+        size(&mut conn),
+        full,
+        "a vacuum not asked to shortened the table"
+    );
+    // Autovacuum follows the table's setting: no truncation either.
+    diesel::RunQueryDsl::execute(diesel::sql_query("VACUUM jobqueue_jobs"), &mut conn)
+        .expect("plain vacuum");
+    assert_eq!(size(&mut conn), full, "a plain VACUUM shortened the table");
+
+    session.vacuum_if_needed(0, true).expect("vacuum");
+    assert_eq!(size(&mut conn), 0, "the empty table was not shortened");
+}

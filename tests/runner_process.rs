@@ -14,17 +14,25 @@ use jobqueue_tests::{
 
 const WORKER: &str = env!("CARGO_BIN_EXE_jobqueue-test-worker");
 
-fn start_worker(db: &TestDb, extra: &[&str]) -> Child {
-    Command::new(WORKER)
+/// `work` with `extra` flags, its output piped; the retention of completed
+/// jobs left to the environment.
+fn worker_command(db: &TestDb, extra: &[&str]) -> Command {
+    let mut command = Command::new(WORKER);
+    command
         .arg("--database-url")
         .arg(&db.url)
         .arg("work")
         .args(extra)
         .env("RUST_LOG", "warn")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    command
+}
+
+fn start_worker(db: &TestDb, extra: &[&str]) -> Child {
+    worker_command(db, extra)
         // Completed rows kept, so each job's row shows how often it ran.
         .env("JOBQUEUE_RETAIN_COMPLETED_HOURS", "24")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
         .spawn()
         .expect("start the worker process")
 }
@@ -62,6 +70,28 @@ fn a_worker_process_completes_every_job_once_and_exits_0_on_sigterm() {
     stop(child);
     assert_eq!(effects_where(&mut conn, "kind = 'run'"), N);
     assert_eq!(count_where(&mut conn, "attempts <> 1"), 0);
+}
+
+#[test]
+fn by_default_a_worker_process_deletes_completed_jobs_and_counts_them() {
+    let (db, mut conn) = TestDb::with_side_tables();
+    const N: i64 = 500;
+    enqueue_all(&mut conn, (0..N as u64).map(|n| Noop { n }));
+    let child = worker_command(&db, &["--concurrency", "4"])
+        .env_remove("JOBQUEUE_RETAIN_COMPLETED_HOURS")
+        .spawn()
+        .expect("start the worker process");
+    wait_for(
+        "every job done and its row gone",
+        Duration::from_secs(60),
+        || count_where(&mut conn, "true") == 0,
+    );
+    stop(child);
+    assert_eq!(effects_where(&mut conn, "kind = 'run'"), N);
+    assert_eq!(
+        jobqueue_core::completed_within(&mut conn, Duration::from_secs(3600)).expect("count"),
+        N
+    );
 }
 
 #[test]

@@ -221,15 +221,17 @@ pub(crate) struct WorkArgs {
         default_value_t = 5.0
     )]
     pub(crate) rescue_secs: f64,
-    /// Keep completed jobs this many hours. 0: the completion deletes the
-    /// job's row, the least WAL per job; completions are still counted per
-    /// minute (the dashboard's chart), but `show` and the list of completed
-    /// jobs find none.
+    /// Keep completed jobs this many hours. 0 (the default): the completion
+    /// deletes the job's row, the least WAL per job; completions are still
+    /// counted per minute (`stats`, the dashboard's chart), but `show` and
+    /// the list of completed jobs find none. More: the completion rewrites
+    /// the row as `completed`, and maintenance deletes it once it is this
+    /// old.
     #[arg(
         long,
         allow_negative_numbers = true,
         env = "JOBQUEUE_RETAIN_COMPLETED_HOURS",
-        default_value_t = 24.0
+        default_value_t = 0.0
     )]
     pub(crate) retain_completed_hours: f64,
     /// Keep failed jobs this many hours.

@@ -11,12 +11,12 @@ use crate::{Error, JobStatus, Result, sql};
 /// How long finished jobs are kept, per status. `None` keeps them forever.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Retention {
-    /// Completed jobs. Default 1 day: the completion rewrites the row as
-    /// `completed` and a prune deletes it once it is this old. Zero: a
-    /// runner's completion deletes the job's row at once, the least WAL per
-    /// job (`jobqueue show`, `stats --history` and the dashboard's list of
-    /// completed jobs then find none). Either way the completions are
-    /// counted per minute, queue and type, for [`COUNTS_KEPT`].
+    /// Completed jobs. Default zero: a runner's completion deletes the
+    /// job's row at once, the least WAL per job (`jobqueue show` and the
+    /// dashboard's list of completed jobs then find none). A longer time:
+    /// the completion rewrites the row as `completed` and a prune deletes it
+    /// once it is this old. Either way the completions are counted per
+    /// minute, queue and type, for [`COUNTS_KEPT`].
     pub completed: Option<Duration>,
     /// Failed (dead-lettered) jobs. Default 30 days.
     pub failed: Option<Duration>,
@@ -44,7 +44,7 @@ impl Retention {
 impl Default for Retention {
     fn default() -> Self {
         Retention {
-            completed: Some(Duration::from_secs(DAY)),
+            completed: Some(Duration::ZERO),
             failed: Some(Duration::from_secs(30 * DAY)),
             cancelled: Some(Duration::from_secs(7 * DAY)),
             batch: 5000,

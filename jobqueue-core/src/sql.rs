@@ -1087,8 +1087,13 @@ pub(crate) const JOB_DEAD_TUPLES: &str = "
     FROM pg_stat_user_tables
     WHERE relid = 'jobqueue_jobs'::regclass";
 
-/// Vacuums the jobs table, unless another session already is.
-pub(crate) const JOB_VACUUM: &str = "VACUUM (SKIP_LOCKED) jobqueue_jobs";
+/// Vacuums the jobs table, unless another session already is, leaving the
+/// empty pages at its end in place.
+pub(crate) const JOB_VACUUM: &str = "VACUUM (SKIP_LOCKED, TRUNCATE false) jobqueue_jobs";
+
+/// [`JOB_VACUUM`] that also gives the empty pages at the table's end back
+/// to the file system, under an `ACCESS EXCLUSIVE` lock of the table.
+pub(crate) const JOB_VACUUM_TRUNCATE: &str = "VACUUM (SKIP_LOCKED, TRUNCATE true) jobqueue_jobs";
 
 /// Reads one job by id.
 pub(crate) const JOB_GET: &str = "SELECT * FROM jobqueue_jobs WHERE id = $1";

@@ -67,8 +67,9 @@ pub(crate) fn run(shared: Arc<Shared>, stop: Receiver<()>) {
         }
         if now >= next_vacuum {
             let started = Instant::now();
+            let truncate = vacuum_pacing.truncates(started);
             let vacuumed = match db.run_unbounded(&shared.health, |conn| {
-                conn.vacuum_if_needed(config.vacuum_min_dead)
+                conn.vacuum_if_needed(config.vacuum_min_dead, truncate)
             }) {
                 Ok(vacuumed) => vacuumed,
                 Err(e) => {
@@ -84,7 +85,8 @@ pub(crate) fn run(shared: Arc<Shared>, stop: Receiver<()>) {
                     v.dead_before
                 );
             }
-            next_vacuum = Instant::now() + jittered(vacuum_pacing.after(vacuumed));
+            next_vacuum =
+                Instant::now() + jittered(vacuum_pacing.after(vacuumed, truncate, started));
         }
         if now >= next_prune {
             next_prune = now + jittered(config.prune_interval);

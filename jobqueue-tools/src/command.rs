@@ -64,7 +64,7 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 600)]
     soak_secs: u64,
     /// How long the soak's runner keeps completed jobs, hours (default: a
-    /// runner's default, a day; 0: deleted as they complete).
+    /// runner's default, 0: deleted as they complete).
     #[arg(long)]
     soak_retain_completed_hours: Option<f64>,
 }

@@ -13,9 +13,10 @@
 //! back down after the pin.
 //!
 //! Only run when named (`--only soak`): it takes `--soak-secs` (600 by
-//! default). The runner keeps finished jobs at the default retention, as
-//! in production, so the table grows with history; what must not grow is
-//! the dead versions once the pin ends, and what must not slow is the
+//! default). The runner keeps completed jobs as a runner does by default
+//! (it deletes them as they complete) unless `--soak-retain-completed-hours`
+//! says otherwise, when the table grows with history; what must not grow
+//! is the dead versions once the pin ends, and what must not slow is the
 //! claim.
 
 use std::sync::Arc;
@@ -168,6 +169,11 @@ pub(crate) fn soak(
     if let Some(keep) = keep_completed {
         config = config.keep_completed(keep);
     }
+    let kept = match config.retention.completed {
+        None => "completed jobs kept".to_owned(),
+        Some(keep) if keep.is_zero() => "completed jobs deleted as they complete".to_owned(),
+        Some(keep) => format!("completed jobs kept {:.1} h", keep.as_secs_f64() / 3600.0),
+    };
     let runner = Runner::new(config, super::registry()).start()?;
     take_pickups();
     let mut completed = 0;
@@ -184,11 +190,6 @@ pub(crate) fn soak(
     let started = Instant::now();
     let mut pin: Option<PgConnection> = None;
     let mut samples: Vec<(f64, &'static str, Sample)> = Vec::new();
-    let kept = match keep_completed {
-        None => "completed jobs kept at the default retention".to_owned(),
-        Some(keep) if keep.is_zero() => "completed jobs deleted as they complete".to_owned(),
-        Some(keep) => format!("completed jobs kept {:.1} h", keep.as_secs_f64() / 3600.0),
-    };
     println!(
         "soak: {rate} jobs/s for {secs} s, 32 workers, {kept}; horizon pinned from {} s to {} s",
         pin_at.as_secs(),
