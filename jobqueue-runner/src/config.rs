@@ -181,7 +181,7 @@ impl RunnerConfig {
 
     /// Keeps completed jobs' rows for `keep` (a prune deletes them after);
     /// zero deletes each row as its job completes. Sets
-    /// `retention.completed` (default: a day). See [`Retention`].
+    /// `retention.completed` (default: zero). See [`Retention`].
     pub fn keep_completed(mut self, keep: Duration) -> Self {
         self.retention.completed = Some(keep);
         self
