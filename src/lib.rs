@@ -392,7 +392,7 @@ pub mod fault {
 
     use diesel::prelude::*;
     use diesel::sql_types::{BigInt, Text};
-    use jobqueue_tools::postgres::{PrivateCluster, StopMode, free_port};
+    use jobqueue_tools::postgres::{PrivateCluster, ThrowawayCluster};
 
     use super::wait_for;
 
@@ -602,8 +602,7 @@ pub mod fault {
     /// migrated database with the test side tables. Stopped (immediate mode)
     /// and deleted when dropped.
     pub struct OwnCluster {
-        cluster: PrivateCluster,
-        base: PathBuf,
+        own: ThrowawayCluster,
         /// URL of its migrated database.
         pub url: String,
     }
@@ -611,8 +610,7 @@ pub mod fault {
     impl std::fmt::Debug for OwnCluster {
         fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
             f.debug_struct("OwnCluster")
-                .field("port", &self.cluster.port())
-                .field("base", &self.base)
+                .field("port", &self.cluster().port())
                 .finish()
         }
     }
@@ -626,24 +624,15 @@ pub mod fault {
         /// [`OwnCluster::start`], the server started with `settings` (name,
         /// value) on its command line (see `PrivateCluster::with_setting`).
         pub fn start_with(settings: &[(&str, &str)]) -> Self {
-            let port = free_port().expect("a free port");
-            let base = std::env::temp_dir()
-                .join(format!("jobqueue-fault-pg-{port}-{}", std::process::id()));
-            let mut cluster = PrivateCluster::new(&base, port)
-                .expect("PostgreSQL binaries on this machine (apt-get install postgresql)");
-            for (name, value) in settings {
-                cluster = cluster.with_setting(name, value);
-            }
-            // Built before starting, so a failed start is cleaned up too.
+            let own = ThrowawayCluster::start("fault-pg", settings).expect(
+                "a private PostgreSQL cluster started from this machine's binaries \
+                 (apt-get install postgresql)",
+            );
             let own = OwnCluster {
-                url: cluster.url("jq_fault"),
-                cluster,
-                base,
+                url: own.url("jq_fault"),
+                own,
             };
-            own.cluster
-                .ensure_running()
-                .expect("start a private PostgreSQL cluster");
-            let mut admin = PgConnection::establish(&own.cluster.url("postgres"))
+            let mut admin = PgConnection::establish(&own.own.url("postgres"))
                 .expect("connect to the private cluster");
             diesel::sql_query("CREATE DATABASE jq_fault")
                 .execute(&mut admin)
@@ -656,7 +645,7 @@ pub mod fault {
 
         /// The cluster, to stop and start.
         pub fn cluster(&self) -> &PrivateCluster {
-            &self.cluster
+            self.own.cluster()
         }
 
         /// A new connection to its database.
@@ -672,27 +661,16 @@ pub mod fault {
         }
     }
 
-    impl Drop for OwnCluster {
-        fn drop(&mut self) {
-            if self.cluster.is_running() {
-                let _ = self.cluster.stop(StopMode::Immediate);
-            }
-            let _ = std::fs::remove_dir_all(&self.base);
-            let _ = std::fs::remove_file(self.base.with_extension("lock"));
-        }
-    }
-
     /// A streaming standby of an [`OwnCluster`], on a port of its own:
     /// stopped and deleted when dropped.
     pub struct Standby {
-        cluster: PrivateCluster,
-        base: PathBuf,
+        own: ThrowawayCluster,
     }
 
     impl std::fmt::Debug for Standby {
         fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
             f.debug_struct("Standby")
-                .field("port", &self.cluster.port())
+                .field("port", &self.cluster().port())
                 .finish()
         }
     }
@@ -703,20 +681,16 @@ pub mod fault {
         /// it streams. Synchronous once the primary lists it in
         /// `synchronous_standby_names` ([`OwnCluster::require_sync`]).
         pub fn standby(&self, application_name: &str) -> Standby {
-            let port = free_port().expect("a free port");
-            let base = std::env::temp_dir().join(format!(
-                "jobqueue-fault-standby-{port}-{}",
-                std::process::id()
-            ));
-            let cluster = PrivateCluster::new(&base, port).expect("PostgreSQL binaries");
-            let standby = Standby { cluster, base };
+            let standby = Standby {
+                own: ThrowawayCluster::new("fault-standby", &[]).expect("PostgreSQL binaries"),
+            };
             standby
-                .cluster
-                .clone_as_standby(&self.cluster, application_name)
+                .cluster()
+                .clone_as_standby(self.cluster(), application_name)
                 .expect("pg_basebackup");
-            standby.cluster.start().expect("start the standby");
+            standby.cluster().start().expect("start the standby");
             standby
-                .cluster
+                .cluster()
                 .wait_ready(Duration::from_secs(30))
                 .expect("the standby accepts connections");
             self.wait_replication(application_name, "state = 'streaming'");
@@ -761,8 +735,8 @@ pub mod fault {
             format!(
                 "postgres://postgres@127.0.0.1:{},127.0.0.1:{}/jq_fault\
                  ?target_session_attrs=read-write&connect_timeout={connect_timeout}",
-                self.cluster.port(),
-                standby.cluster.port()
+                self.cluster().port(),
+                standby.cluster().port()
             )
         }
     }
@@ -770,22 +744,12 @@ pub mod fault {
     impl Standby {
         /// The cluster, to promote, stop and start.
         pub fn cluster(&self) -> &PrivateCluster {
-            &self.cluster
+            self.own.cluster()
         }
 
         /// A new connection to the test database on it.
         pub fn conn(&self) -> PgConnection {
-            PgConnection::establish(&self.cluster.url("jq_fault")).expect("connect to the standby")
-        }
-    }
-
-    impl Drop for Standby {
-        fn drop(&mut self) {
-            if self.cluster.is_running() {
-                let _ = self.cluster.stop(StopMode::Immediate);
-            }
-            let _ = std::fs::remove_dir_all(&self.base);
-            let _ = std::fs::remove_file(self.base.with_extension("lock"));
+            PgConnection::establish(&self.own.url("jq_fault")).expect("connect to the standby")
         }
     }
 

@@ -627,6 +627,9 @@ fn bench_runs_every_measurement() {
         "max due backlog",
         "idle runner CPU",
         "peak RSS",
+        "queue b pickup p95 while 3000 drain in queue a",
+        "pickup floor p95 while 3000 drain in queue a",
+        "queue b pickup p95 / pickup floor p95, draining a",
     ] {
         assert!(out.contains(row), "no `{row}` row in:\n{out}");
     }
@@ -643,6 +646,53 @@ fn bench_runs_every_measurement() {
     .expect("query")
     .n;
     assert_eq!(left, 0, "the bench drops its database");
+}
+
+#[test]
+fn bench_runs_on_a_throwaway_cluster_of_its_own() {
+    let db = TestDb::new();
+    fails(
+        &db,
+        &["bench", "--own-cluster", "--quick"],
+        "give it without --database-url",
+    );
+    let Output {
+        status,
+        stdout,
+        stderr,
+    } = Command::new(TOOLS)
+        .args([
+            "bench",
+            "--own-cluster",
+            "--quick",
+            "--runs",
+            "1",
+            "--only",
+            "fair",
+        ])
+        .env_remove("DATABASE_URL")
+        .output()
+        .expect("run the bench");
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&stdout),
+        String::from_utf8_lossy(&stderr),
+    );
+    assert!(status.success(), "{stderr}");
+    // PostgreSQL's defaults, not the shared server's settings.
+    assert!(stdout.contains("autovacuum=on"), "{stdout}");
+    assert!(stdout.contains("pickup floor p95"), "{stdout}");
+    let port = stderr
+        .split("127.0.0.1:")
+        .nth(1)
+        .and_then(|rest| rest.split('/').next())
+        .expect("the bench names its cluster's address");
+    let prefix = format!("jobqueue-bench-{port}-");
+    let left: Vec<_> = std::fs::read_dir(std::env::temp_dir())
+        .expect("read the temp directory")
+        .filter_map(|entry| entry.ok())
+        .filter(|entry| entry.file_name().to_string_lossy().starts_with(&prefix))
+        .collect();
+    assert!(left.is_empty(), "the cluster's files were left: {left:?}");
 }
 
 #[test]

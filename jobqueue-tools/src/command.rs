@@ -67,6 +67,12 @@ pub struct BenchArgs {
     /// runner's default, 0: deleted as they complete).
     #[arg(long)]
     soak_retain_completed_hours: Option<f64>,
+    /// Run on a throwaway PostgreSQL cluster of the bench's own, at
+    /// PostgreSQL's defaults (autovacuum on), made from the machine's
+    /// PostgreSQL binaries under the system temp directory, stopped and
+    /// removed at the end; instead of --database-url.
+    #[arg(long)]
+    own_cluster: bool,
 }
 
 impl jobqueue_cli::Extra for ToolCommand {
@@ -78,59 +84,84 @@ impl jobqueue_cli::Extra for ToolCommand {
 
 impl ToolCommand {
     /// Runs the demo or the bench on the server at `database_url`, else on
-    /// the local server if one answers, else on a private cluster.
+    /// the local server if one answers, else on a private cluster; the bench
+    /// with `--own-cluster` on a throwaway cluster instead.
     fn run_tool(self, database_url: Option<String>) -> Result<(), ToolError> {
-        let server = match database_url {
-            Some(url) => url,
-            None => crate::postgres::database_url()?,
+        let server = || match &database_url {
+            Some(url) => Ok(url.clone()),
+            None => crate::postgres::database_url(),
         };
         match self {
             ToolCommand::Demo(demo) => {
-                crate::demo::run(&server, &demo.database, demo.jobs, demo.concurrency)
+                crate::demo::run(&server()?, &demo.database, demo.jobs, demo.concurrency)
             }
             ToolCommand::Bench(bench) => {
-                if let Some(unknown) = bench
-                    .only
-                    .iter()
-                    .find(|o| !MEASUREMENTS.contains(&o.as_str()))
-                {
-                    return Err(ToolError::Usage(format!(
-                        "--only: unknown measurement `{unknown}` (known: {})",
-                        MEASUREMENTS.join(", ")
-                    )));
+                let own_cluster = bench.own_cluster;
+                if own_cluster && database_url.is_some() {
+                    return Err(ToolError::Usage(
+                        "--own-cluster runs the bench on a cluster of its own: give it without \
+                         --database-url (and with DATABASE_URL unset)"
+                            .into(),
+                    ));
                 }
-                if !bench.quick && bench.soak_secs < 60 {
-                    return Err(ToolError::Usage(format!(
-                        "--soak-secs {}: the soak compares its first minute with its last; \
-                         give it at least 60",
-                        bench.soak_secs
-                    )));
+                let options = bench.options()?;
+                if !own_cluster {
+                    return crate::bench::run(&server()?, &options);
                 }
-                let soak_keep_completed = match bench.soak_retain_completed_hours {
-                    None => None,
-                    Some(h) if h.is_finite() && (0.0..=87_600.0).contains(&h) => {
-                        Some(std::time::Duration::from_secs_f64(h * 3600.0))
-                    }
-                    Some(h) => {
-                        return Err(ToolError::Usage(format!(
-                            "--soak-retain-completed-hours {h}: give 0 (delete completed \
-                             jobs as they complete) up to 87600 hours"
-                        )));
-                    }
-                };
-                let options = BenchOptions {
-                    runs: bench.runs,
-                    quick: bench.quick,
-                    only: bench.only,
-                    database: bench.database,
-                    force: bench.force,
-                    steady_rate: bench.steady_rate,
-                    steady_secs: bench.steady_secs,
-                    soak_secs: bench.soak_secs,
-                    soak_keep_completed,
-                };
-                crate::bench::run(&server, &options)
+                // Stopped and removed when dropped, the bench done.
+                let own = crate::postgres::ThrowawayCluster::start("bench", &[])?;
+                eprintln!(
+                    "jobqueue bench: on a cluster of its own at {} (removed at the end)",
+                    own.url("postgres")
+                );
+                crate::bench::run(&own.url("postgres"), &options)
             }
         }
+    }
+}
+
+impl BenchArgs {
+    /// The options, or what is wrong with the arguments.
+    fn options(self) -> Result<BenchOptions, ToolError> {
+        if let Some(unknown) = self
+            .only
+            .iter()
+            .find(|o| !MEASUREMENTS.contains(&o.as_str()))
+        {
+            return Err(ToolError::Usage(format!(
+                "--only: unknown measurement `{unknown}` (known: {})",
+                MEASUREMENTS.join(", ")
+            )));
+        }
+        if !self.quick && self.soak_secs < 60 {
+            return Err(ToolError::Usage(format!(
+                "--soak-secs {}: the soak compares its first minute with its last; \
+                 give it at least 60",
+                self.soak_secs
+            )));
+        }
+        let soak_keep_completed = match self.soak_retain_completed_hours {
+            None => None,
+            Some(h) if h.is_finite() && (0.0..=87_600.0).contains(&h) => {
+                Some(std::time::Duration::from_secs_f64(h * 3600.0))
+            }
+            Some(h) => {
+                return Err(ToolError::Usage(format!(
+                    "--soak-retain-completed-hours {h}: give 0 (delete completed \
+                     jobs as they complete) up to 87600 hours"
+                )));
+            }
+        };
+        Ok(BenchOptions {
+            runs: self.runs,
+            quick: self.quick,
+            only: self.only,
+            database: self.database,
+            force: self.force,
+            steady_rate: self.steady_rate,
+            steady_secs: self.steady_secs,
+            soak_secs: self.soak_secs,
+            soak_keep_completed,
+        })
     }
 }

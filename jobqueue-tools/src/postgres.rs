@@ -569,3 +569,59 @@ pub fn free_port() -> Result<u16, ServerError> {
         .port();
     Ok(port)
 }
+
+/// A [`PrivateCluster`] made for one use, on a free port, under a directory
+/// of its own in the system temp directory: stopped (immediately) and
+/// deleted when dropped. For the bench's `--own-cluster` and for tests
+/// that stop, crash or promote their server.
+#[derive(Debug)]
+pub struct ThrowawayCluster {
+    cluster: PrivateCluster,
+    base: PathBuf,
+}
+
+impl ThrowawayCluster {
+    /// A cluster to be run with `settings` (see
+    /// [`PrivateCluster::with_setting`]) on top of PostgreSQL's defaults, in
+    /// a directory named after `purpose` (`jobqueue-<purpose>-<port>-<pid>`);
+    /// nothing is started or initialized yet (a standby is made from a base
+    /// backup instead: [`PrivateCluster::clone_as_standby`]).
+    pub fn new(purpose: &str, settings: &[(&str, &str)]) -> Result<Self, ServerError> {
+        let port = free_port()?;
+        let base =
+            std::env::temp_dir().join(format!("jobqueue-{purpose}-{port}-{}", std::process::id()));
+        let mut cluster = PrivateCluster::new(&base, port)?;
+        for (name, value) in settings {
+            cluster = cluster.with_setting(name, value);
+        }
+        Ok(ThrowawayCluster { cluster, base })
+    }
+
+    /// [`ThrowawayCluster::new`], initialized and started.
+    pub fn start(purpose: &str, settings: &[(&str, &str)]) -> Result<Self, ServerError> {
+        // Made before starting, so a failed start is cleaned up too.
+        let own = Self::new(purpose, settings)?;
+        own.cluster.ensure_running()?;
+        Ok(own)
+    }
+
+    /// The cluster, to stop and start.
+    pub fn cluster(&self) -> &PrivateCluster {
+        &self.cluster
+    }
+
+    /// URL of database `database` on it, as user `postgres`.
+    pub fn url(&self, database: &str) -> String {
+        self.cluster.url(database)
+    }
+}
+
+impl Drop for ThrowawayCluster {
+    fn drop(&mut self) {
+        if self.cluster.is_running() {
+            let _ = self.cluster.stop(StopMode::Immediate);
+        }
+        let _ = fs::remove_dir_all(&self.base);
+        let _ = fs::remove_file(self.base.with_extension("lock"));
+    }
+}

@@ -16,6 +16,7 @@ mod history;
 mod isolation;
 mod latency;
 mod noop;
+mod pickup_floor;
 mod queues;
 mod scale;
 mod soak;

@@ -5,7 +5,8 @@
 //! trickle of jobs arrives in another queue: the trickle's pickup latency
 //! against the same runner's once the backlog is gone (idle), and the
 //! backlog's drain rate against a runner that works the backlog's queue
-//! only (the same trickle going on, unworked).
+//! only (the same trickle going on, unworked), and against the pickup floor
+//! measured beside it (`pickup_floor`).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -19,6 +20,7 @@ use jobqueue_runner::{Runner, RunnerConfig, RunnerHandle};
 use super::enqueue::insert;
 use super::latency::latencies;
 use super::noop::{self, BenchNoop};
+use super::pickup_floor::PickupFloor;
 use super::{Row, Sizes, db, quantile, reset};
 use crate::ToolError;
 
@@ -27,6 +29,8 @@ const WORKERS: usize = 8;
 const LOOSE_LIMIT: i32 = 1_000_000;
 /// Between two jobs of the trickle.
 const TRICKLE_EVERY: Duration = Duration::from_millis(10);
+/// The pickup floor's queue, which the runner does not work.
+const FLOOR_QUEUE: &str = "floor";
 
 fn backlog(n: usize, queue: &str) -> Result<Vec<NewJob>, ToolError> {
     (0..n)
@@ -102,10 +106,12 @@ pub(crate) fn limit_cost(url: &str, sizes: &Sizes, runs: usize) -> Result<Vec<Ro
     ])
 }
 
-/// Enqueues a job of queue `b` every `TRICKLE_EVERY` until `stop`;
-/// returns each job's commit instant by `seq`; `sent` counts them as they go.
-fn trickle(
+/// Enqueues a job into `queue` every `every` until `stop`; returns each
+/// job's commit instant by `seq`; `sent` counts them as they go.
+pub(super) fn trickle(
     url: &str,
+    queue: &str,
+    every: Duration,
     stop: &AtomicBool,
     sent: &AtomicU64,
 ) -> Result<HashMap<u64, Instant>, ToolError> {
@@ -113,11 +119,14 @@ fn trickle(
     let mut commits = HashMap::new();
     let mut seq = 1;
     while !stop.load(Ordering::Relaxed) {
-        BenchNoop { seq }.options().queue("b").enqueue(&mut conn)?;
+        BenchNoop { seq }
+            .options()
+            .queue(queue)
+            .enqueue(&mut conn)?;
         commits.insert(seq, Instant::now());
         sent.fetch_add(1, Ordering::SeqCst);
         seq += 1;
-        std::thread::sleep(TRICKLE_EVERY);
+        std::thread::sleep(every);
     }
     Ok(commits)
 }
@@ -128,6 +137,8 @@ struct FairRun {
     rate: f64,
     busy: Vec<f64>,
     idle: Vec<f64>,
+    /// The pickup floor's latencies while the backlog drains.
+    floor: Vec<f64>,
 }
 
 /// `serve_b`: the runner works queue `b` too (else only `a`, with the same
@@ -150,8 +161,10 @@ fn fair_run(url: &str, n: usize, serve_b: bool) -> Result<FairRun, ToolError> {
     let sent = Arc::new(AtomicU64::new(0));
     let producer = {
         let (url, stop, sent) = (url.to_owned(), Arc::clone(&stop), Arc::clone(&sent));
-        std::thread::spawn(move || trickle(&url, &stop, &sent))
+        std::thread::spawn(move || trickle(&url, "b", TRICKLE_EVERY, &stop, &sent))
     };
+    // In both runs, so the drain rates compared bear the same load.
+    let floor = PickupFloor::start(url, FLOOR_QUEUE, TRICKLE_EVERY)?;
     // The runner's completions count the trickle's too when it works `b`,
     // of which at most `sent` are done: once completions exceed `sent` by
     // `n`, the backlog is drained.
@@ -167,6 +180,7 @@ fn fair_run(url: &str, n: usize, serve_b: bool) -> Result<FairRun, ToolError> {
     while !drained(runner.stats().completed) {
         if Instant::now() > deadline {
             stop.store(true, Ordering::Relaxed);
+            floor.finish()?;
             runner.shutdown();
             return Err(ToolError::Usage("the backlog did not drain".into()));
         }
@@ -180,6 +194,14 @@ fn fair_run(url: &str, n: usize, serve_b: bool) -> Result<FairRun, ToolError> {
     let commits = producer
         .join()
         .map_err(|_| ToolError::Usage("the trickle thread panicked".into()))??;
+    let floor = {
+        let (commits, claims) = floor.finish()?;
+        let during: HashMap<u64, Instant> = commits
+            .into_iter()
+            .filter(|(_, at)| *at < drained_at)
+            .collect();
+        latencies(&during, &claims)
+    };
     std::thread::sleep(Duration::from_millis(100));
     runner.shutdown();
     let starts = noop::take_starts();
@@ -189,6 +211,7 @@ fn fair_run(url: &str, n: usize, serve_b: bool) -> Result<FairRun, ToolError> {
         rate,
         busy: latencies(&during, &starts),
         idle: latencies(&after, &starts),
+        floor,
     })
 }
 
@@ -202,12 +225,15 @@ pub(crate) fn fair_share(url: &str, sizes: &Sizes, runs: usize) -> Result<Vec<Ro
         Vec::new(),
         Vec::new(),
     );
+    let (mut floor50, mut floor95, mut over_floor95) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..runs {
         let alone = fair_run(url, n, false)?;
         let shared = fair_run(url, n, true)?;
-        if shared.busy.is_empty() || shared.idle.is_empty() {
+        if shared.busy.is_empty() || shared.idle.is_empty() || shared.floor.is_empty() {
             return Err(ToolError::Usage(
-                "fair: no trickle job started while the backlog drained, or after".into(),
+                "fair: no trickle job started (or no floor job was claimed) while the backlog \
+                 drained, or after"
+                    .into(),
             ));
         }
         p50.push(quantile(&shared.busy, 0.50));
@@ -216,6 +242,9 @@ pub(crate) fn fair_share(url: &str, sizes: &Sizes, runs: usize) -> Result<Vec<Ro
         idle95.push(quantile(&shared.idle, 0.95));
         ratio95.push(quantile(&shared.busy, 0.95) / quantile(&shared.idle, 0.95));
         drain.push(shared.rate / alone.rate);
+        floor50.push(quantile(&shared.floor, 0.50));
+        floor95.push(quantile(&shared.floor, 0.95));
+        over_floor95.push(quantile(&shared.busy, 0.95) / quantile(&shared.floor, 0.95));
     }
     let busy = |p| format!("queue b pickup p{p} while {n} drain in queue a");
     Ok(vec![
@@ -224,6 +253,25 @@ pub(crate) fn fair_share(url: &str, sizes: &Sizes, runs: usize) -> Result<Vec<Ro
         Row::new("queue b pickup p50, same runner idle", "ms", idle50),
         Row::new("queue b pickup p95, same runner idle", "ms", idle95),
         Row::new("queue b pickup p95, draining a / idle", "ratio", ratio95),
+        Row::new(
+            format!("pickup floor p50 while {n} drain in queue a"),
+            "ms",
+            floor50,
+        )
+        .note(
+            "a job every 10 ms into a queue no runner works, claimed by a bare thread on its \
+             notification; enqueue commit -> claim returned",
+        ),
+        Row::new(
+            format!("pickup floor p95 while {n} drain in queue a"),
+            "ms",
+            floor95,
+        ),
+        Row::new(
+            "queue b pickup p95 / pickup floor p95, draining a",
+            "ratio",
+            over_floor95,
+        ),
         Row::new("queue a drain rate, serving b too / a only", "ratio", drain)
             .note("the same trickle into b in both; target ≥ 0.90"),
     ])
