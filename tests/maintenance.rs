@@ -2,7 +2,7 @@
 //! recovery and pruning a minute away, the vacuum still runs every 100 ms
 //! once enough dead row versions have piled up.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use jobqueue_runner::{Runner, RunnerConfig};
 use jobqueue_tests::{TestDb, count_where, enqueue_all, scalar, wait_for};
@@ -40,7 +40,8 @@ fn the_vacuum_runs_on_its_own_timer() {
 
 /// While a transaction pins the xmin horizon, vacuums remove nothing, and
 /// the runner vacuums less and less often instead of every interval; once
-/// the transaction ends, the next vacuum reclaims the dead versions.
+/// the transaction ends, it sees the horizon move and vacuums at once,
+/// without waiting out the back-off.
 #[test]
 fn the_vacuum_backs_off_while_the_horizon_is_pinned() {
     use diesel::RunQueryDsl as _;
@@ -70,18 +71,25 @@ fn the_vacuum_backs_off_while_the_horizon_is_pinned() {
         vacuums(&mut conn) >= 1
     });
     let first = vacuums(&mut conn);
-    // The scenario itself: the vacuums of a 4-s window while the horizon
-    // stays pinned (a rate, so a fixed window; no condition ends it).
-    std::thread::sleep(Duration::from_secs(4));
-    let in_4_s = vacuums(&mut conn) - first;
-    // Every 100 ms would be about 40; backing off from 200 ms, at most 4.
+    let pinned = Instant::now();
+    // Backing off from 100 ms, the 4 vacuums after the first wait 0.2, 0.4,
+    // 0.8 and 1.6 s (less 10 % of jitter at most): at least 2.7 s in all,
+    // where one every 100 ms would take 0.4 s.
+    wait_for("4 more vacuums", Duration::from_secs(30), || {
+        vacuums(&mut conn) >= first + 4
+    });
+    let backed_off = pinned.elapsed();
     assert!(
-        in_4_s <= 6,
-        "{in_4_s} vacuums in 4 s while the horizon was pinned"
+        backed_off >= Duration::from_millis(2_500),
+        "4 vacuums in {backed_off:?} while the horizon was pinned: no back-off"
     );
+    // The next vacuum is due 3.2 s (at least 2.88 s) after the last. Once
+    // the pin ends, the look at the horizon (every 100 ms while backing
+    // off) finds its holder gone and vacuums at once instead.
     diesel::sql_query("COMMIT")
         .execute(&mut pin)
         .expect("commit");
+    let ended = Instant::now();
     wait_for(
         "a vacuum to reclaim the dead versions",
         Duration::from_secs(30),
@@ -91,6 +99,12 @@ fn the_vacuum_backs_off_while_the_horizon_is_pinned() {
                 "SELECT n_dead_tup AS n FROM pg_stat_user_tables WHERE relname = 'jobqueue_jobs'",
             ) < 50
         },
+    );
+    let reclaimed = ended.elapsed();
+    assert!(
+        reclaimed < Duration::from_millis(2_000),
+        "the dead versions went {reclaimed:?} after the pin ended: the vacuum waited out its \
+         back-off instead of seeing the horizon move"
     );
     runner.shutdown();
 }
@@ -127,4 +141,43 @@ fn a_vacuum_shortens_the_table_only_when_asked_to() {
 
     session.vacuum_if_needed(0, true).expect("vacuum");
     assert_eq!(size(&mut conn), 0, "the empty table was not shortened");
+}
+
+/// `QueueSession::xmin_horizon` reads the snapshot of a transaction that
+/// pins the horizon, the same while it stays open, and not once it ends; a
+/// pin in another database (older still) is not this database's horizon.
+#[test]
+fn the_xmin_horizon_names_its_holder_until_it_ends() {
+    use diesel::RunQueryDsl as _;
+    /// Opens a `REPEATABLE READ` transaction on `conn` and returns its
+    /// snapshot's xmin.
+    fn pin(conn: &mut diesel::PgConnection) -> i64 {
+        diesel::sql_query("BEGIN ISOLATION LEVEL REPEATABLE READ")
+            .execute(conn)
+            .expect("begin");
+        scalar(
+            conn,
+            "SELECT backend_xmin::text::int8 AS n FROM pg_stat_activity WHERE pid = pg_backend_pid()",
+        )
+    }
+    let (db, other) = (TestDb::new(), TestDb::new());
+    let mut session = jobqueue_core::QueueSession::establish(&db.url).expect("session");
+    let mut elsewhere = other.conn();
+    pin(&mut elsewhere);
+    // Nothing of this database holds its horizon (this session's own look
+    // does not count).
+    assert_eq!(session.xmin_horizon().expect("look"), None);
+    let mut here = db.conn();
+    let here_xmin = pin(&mut here);
+    assert_eq!(session.xmin_horizon().expect("look"), Some(here_xmin));
+    // Sessions come and go; the pin stays the oldest.
+    enqueue_all(&mut db.conn(), (0..10).map(|_| BenchNoop { seq: 0 }));
+    assert_eq!(session.xmin_horizon().expect("look"), Some(here_xmin));
+    diesel::sql_query("COMMIT")
+        .execute(&mut here)
+        .expect("commit");
+    assert_eq!(session.xmin_horizon().expect("look"), None);
+    diesel::sql_query("COMMIT")
+        .execute(&mut elsewhere)
+        .expect("commit");
 }

@@ -209,6 +209,23 @@ impl QueueSession {
         }))
     }
 
+    /// The transaction id that holds this database's xmin horizon back
+    /// now (`None`: nothing but this session): the oldest snapshot or
+    /// transaction of another session of this database, replication slot
+    /// or prepared transaction. Only equality between two looks means
+    /// anything: the same id, the same holder, and a vacuum can still
+    /// remove nothing that died after it. Needs no privileges.
+    pub fn xmin_horizon(&mut self) -> Result<Option<i64>> {
+        #[derive(diesel::QueryableByName)]
+        struct Horizon {
+            #[diesel(sql_type = diesel::sql_types::Nullable<diesel::sql_types::BigInt>)]
+            horizon: Option<i64>,
+        }
+        Ok(diesel::sql_query(sql::JOB_XMIN_HORIZON)
+            .get_result::<Horizon>(&mut self.conn)?
+            .horizon)
+    }
+
     /// Dead row versions of the jobs table, as the statistics count them.
     fn dead_row_versions(&mut self) -> Result<i64> {
         #[derive(diesel::QueryableByName)]

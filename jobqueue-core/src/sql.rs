@@ -1087,6 +1087,30 @@ pub(crate) const JOB_DEAD_TUPLES: &str = "
     FROM pg_stat_user_tables
     WHERE relid = 'jobqueue_jobs'::regclass";
 
+/// The oldest transaction id that holds the xmin horizon of this database's
+/// tables back, as a number (`NULL`: nothing but this session holds it): a
+/// snapshot or transaction id of another session of this database (or of
+/// a process of none, such as a WAL sender with hot-standby feedback), a
+/// replication slot's `xmin`, a prepared transaction of this database.
+/// Readable without privileges. Two looks that read the same id saw the
+/// same holder: the horizon has not moved between them.
+pub(crate) const JOB_XMIN_HORIZON: &str = "
+    SELECT (SELECT x::text::int8
+            FROM (SELECT backend_xmin AS x FROM pg_stat_activity
+                  WHERE (datname = current_database() OR datname IS NULL)
+                    AND pid <> pg_backend_pid() AND backend_xmin IS NOT NULL
+                  UNION ALL
+                  SELECT backend_xid FROM pg_stat_activity
+                  WHERE (datname = current_database() OR datname IS NULL)
+                    AND pid <> pg_backend_pid() AND backend_xid IS NOT NULL
+                  UNION ALL
+                  SELECT xmin FROM pg_replication_slots WHERE xmin IS NOT NULL
+                  UNION ALL
+                  SELECT transaction FROM pg_prepared_xacts
+                  WHERE database = current_database()) AS holders
+            ORDER BY age(x) DESC
+            LIMIT 1) AS horizon";
+
 /// Vacuums the jobs table, unless another session already is, leaving the
 /// empty pages at its end in place.
 pub(crate) const JOB_VACUUM: &str = "VACUUM (SKIP_LOCKED, TRUNCATE false) jobqueue_jobs";

@@ -37,13 +37,21 @@ pub(crate) fn run(shared: Arc<Shared>, stop: Receiver<()>) {
     let mut next_prune = started + jittered(config.prune_interval);
     let mut next_vacuum = started + jittered(config.vacuum_interval);
     let mut vacuum_pacing = VacuumPacing::new(config.vacuum_interval);
+    // While the vacuum backs off: when to look whether the horizon moved.
+    let mut next_horizon_look = next_vacuum;
     loop {
+        let horizon_look = if vacuum_pacing.is_backing_off() {
+            next_horizon_look
+        } else {
+            next_vacuum
+        };
         let wait = [
             next_promote,
             next_reclaim,
             next_rescue,
             next_prune,
             next_vacuum,
+            horizon_look,
         ]
         .into_iter()
         .min()
@@ -65,7 +73,24 @@ pub(crate) fn run(shared: Arc<Shared>, stop: Receiver<()>) {
             next_rescue = now + jittered(config.rescue_interval);
             rescue(&shared, &mut db);
         }
+        if vacuum_pacing.is_backing_off() && now >= next_horizon_look && now < next_vacuum {
+            next_horizon_look = now + jittered(config.vacuum_interval);
+            match db.run(&shared.health, QueueSession::xmin_horizon) {
+                Ok(horizon) if vacuum_pacing.horizon_moved(horizon) => next_vacuum = now,
+                Ok(_) => {}
+                Err(e) => log::debug!("looking at the xmin horizon failed: {e}"),
+            }
+        }
         if now >= next_vacuum {
+            // What holds the horizon as the vacuum begins holds what it
+            // cannot remove.
+            match db.run(&shared.health, QueueSession::xmin_horizon) {
+                Ok(horizon) => vacuum_pacing.before_vacuum(horizon),
+                Err(e) => {
+                    log::debug!("looking at the xmin horizon failed: {e}");
+                    vacuum_pacing.before_vacuum(None);
+                }
+            }
             let started = Instant::now();
             let truncate = vacuum_pacing.truncates(started);
             let vacuumed = match db.run_unbounded(&shared.health, |conn| {
@@ -87,6 +112,7 @@ pub(crate) fn run(shared: Arc<Shared>, stop: Receiver<()>) {
             }
             next_vacuum =
                 Instant::now() + jittered(vacuum_pacing.after(vacuumed, truncate, started));
+            next_horizon_look = Instant::now() + jittered(config.vacuum_interval);
         }
         if now >= next_prune {
             next_prune = now + jittered(config.prune_interval);

@@ -9,7 +9,11 @@
 //! remove nothing. So after a vacuum that removed less than half of the
 //! dead versions, the next waits twice as long as the last, up to
 //! [`MOST`]; the first such vacuum is logged as a warning, and the first
-//! that reclaims again as an info line.
+//! that reclaims again as an info line. While it waits, maintenance looks
+//! at the horizon every `vacuum_interval` (one cheap read of
+//! `pg_stat_activity` and friends): once the holder seen before the last
+//! vacuum is gone, it vacuums at once instead of waiting out the back-off,
+//! so the dead versions go within an interval of the horizon moving on.
 //!
 //! A vacuum shortens the table by the empty pages at its end only now and
 //! then ([`TRUNCATE_EVERY`]): that step takes an `ACCESS EXCLUSIVE` lock of
@@ -46,6 +50,9 @@ pub(crate) struct VacuumPacing {
     /// Until when every vacuum shortens the table: a minute after the
     /// first that reclaimed again after backing off.
     truncating_until: Option<Instant>,
+    /// The xmin horizon's holder seen just before the last vacuum
+    /// (`QueueSession::xmin_horizon`; `None`: none, or not seen).
+    horizon_before: Option<i64>,
 }
 
 impl VacuumPacing {
@@ -55,7 +62,27 @@ impl VacuumPacing {
             backing_off: None,
             truncated_at: None,
             truncating_until: None,
+            horizon_before: None,
         }
+    }
+
+    /// Notes the horizon's holder seen just before a vacuum: what holds the
+    /// versions that vacuum cannot remove, if it removes little.
+    pub(crate) fn before_vacuum(&mut self, horizon: Option<i64>) {
+        self.horizon_before = horizon;
+    }
+
+    /// Whether it is backing off: waiting longer than the interval for the
+    /// horizon to move.
+    pub(crate) fn is_backing_off(&self) -> bool {
+        self.backing_off.is_some()
+    }
+
+    /// Whether, while backing off, `horizon` (the holder seen now) tells that
+    /// the horizon moved on since the last vacuum: nothing holds it, or
+    /// something else does. Not while not backing off.
+    pub(crate) fn horizon_moved(&self, horizon: Option<i64>) -> bool {
+        self.is_backing_off() && (horizon.is_none() || horizon != self.horizon_before)
     }
 
     /// Whether the vacuum about to run at `now` should shorten the table:
@@ -114,12 +141,6 @@ impl VacuumPacing {
             }
             self.interval
         }
-    }
-
-    /// Whether it is backing off now.
-    #[cfg(test)]
-    fn is_backing_off(&self) -> bool {
-        self.backing_off.is_some()
     }
 }
 
@@ -184,6 +205,25 @@ mod tests {
         );
         assert!(!pacing.truncates(reclaimed + MOST));
         assert!(!pacing.truncates(reclaimed + Duration::from_secs(200)));
+    }
+
+    #[test]
+    fn the_horizon_moved_once_its_holder_is_gone() {
+        let mut pacing = VacuumPacing::new(Duration::from_secs(10));
+        pacing.before_vacuum(Some(700));
+        pacing.after_plain(vacuumed(30_000, 100));
+        // Not backing off: the interval decides, whatever the horizon.
+        assert!(!pacing.horizon_moved(None));
+        pacing.before_vacuum(Some(700));
+        pacing.after_plain(vacuumed(30_000, 29_000));
+        assert!(pacing.is_backing_off());
+        assert!(!pacing.horizon_moved(Some(700)), "the same holder");
+        assert!(pacing.horizon_moved(Some(950)), "another holder");
+        assert!(pacing.horizon_moved(None), "no holder");
+        // Not seen before the vacuum: any holder seen now may be new.
+        pacing.before_vacuum(None);
+        pacing.after_plain(vacuumed(30_000, 29_000));
+        assert!(pacing.horizon_moved(Some(700)));
     }
 
     #[test]
