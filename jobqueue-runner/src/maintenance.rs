@@ -104,10 +104,15 @@ pub(crate) fn run(shared: Arc<Shared>, stop: Receiver<()>) {
             };
             if let Some(v) = vacuumed {
                 log::info!(
-                    "vacuumed the jobs table in {:.0} ms ({} of {} dead row versions removed)",
+                    "vacuumed the jobs table in {:.0} ms ({} of {} dead row versions removed{})",
                     started.elapsed().as_secs_f64() * 1000.0,
                     v.removed(),
-                    v.dead_before
+                    v.dead_before,
+                    if truncate {
+                        "; its empty end given back"
+                    } else {
+                        ""
+                    }
                 );
             }
             next_vacuum =
