@@ -20,6 +20,7 @@ mod pickup_floor;
 mod queues;
 mod scale;
 mod soak;
+mod wait_sampler;
 
 use std::time::Duration;
 

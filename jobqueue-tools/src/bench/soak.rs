@@ -6,8 +6,9 @@
 //! (creation to claim, noted by each job's handler) of the jobs worked in
 //! the window, due backlog, dead row versions, and the sizes of the table
 //! and of the claim's index, WAL written, and the checkpoints and vacuums of
-//! the jobs table that began in the window (what a window's latency
-//! blip usually lines up with).
+//! the jobs table that began in the window, and what the server's
+//! processes were found waiting on, sampled every 100 ms (`wait_sampler`):
+//! what a window's latency blip usually lines up with.
 //! The rows compare the last minute with the first (pickup p95 over all
 //! the minute's pickups) and say how long the dead versions took to come
 //! back down after the pin.
@@ -28,6 +29,7 @@ use jobqueue_core::{JobOptions, NewJob};
 use jobqueue_runner::{Runner, RunnerConfig};
 
 use super::noop::{BenchPickup, take_pickups};
+use super::wait_sampler::WaitSampler;
 use super::{Row, db, quantile, reset};
 use crate::ToolError;
 
@@ -175,6 +177,7 @@ pub(crate) fn soak(
         Some(keep) => format!("completed jobs kept {:.1} h", keep.as_secs_f64() / 3600.0),
     };
     let runner = Runner::new(config, super::registry()).start()?;
+    let waits = WaitSampler::start(url)?;
     take_pickups();
     let mut completed = 0;
     let checkpoints = checkpoints_expression(&mut conn)?;
@@ -196,7 +199,8 @@ pub(crate) fn soak(
         unpin_at.as_secs()
     );
     println!(
-        "{:>6} {:>7} {:>10} {:>11} {:>8} {:>10} {:>9} {:>14} {:>7}  began",
+        "{:>6} {:>7} {:>10} {:>11} {:>8} {:>10} {:>9} {:>14} {:>7}  began | waited (processes \
+         seen waiting, summed over samples every 100 ms)",
         "t (s)",
         "phase",
         "jobs/s",
@@ -236,8 +240,9 @@ pub(crate) fn soak(
                 .map_err(db)?;
         }
         let s = sample(&mut conn, &runner, &mut completed, checkpoints)?;
+        let waited = waits.take().to_string();
         println!(
-            "{:>6.0} {:>7} {:>10.0} {:>8.1} ms {:>8} {:>10} {:>9.0} {:>14.1} {:>7.0}  {}",
+            "{:>6.0} {:>7} {:>10.0} {:>8.1} ms {:>8} {:>10} {:>9.0} {:>14.1} {:>7.0}  {}{}{}",
             elapsed.as_secs_f64(),
             phase,
             s.completed as f64 / SAMPLE.as_secs_f64(),
@@ -247,7 +252,9 @@ pub(crate) fn soak(
             s.table.table_mb,
             s.table.claim_index_mb,
             (s.table.wal - previous.wal) / 1048576.0,
-            began(&previous, &s.table)
+            began(&previous, &s.table),
+            if waited.is_empty() { "" } else { " | " },
+            waited
         );
         previous = s.table;
         samples.push((elapsed.as_secs_f64(), phase, s));
@@ -256,6 +263,7 @@ pub(crate) fn soak(
     let produced = producer
         .join()
         .map_err(|_| ToolError::Usage("the soak's producer panicked".into()))??;
+    drop(waits);
     runner.shutdown();
     Ok(rows(
         &samples,
