@@ -27,13 +27,28 @@ pub(crate) type Instants = HashMap<u64, Instant>;
 
 /// A running floor measurement: a trickle into its queue, a listener and
 /// a claimer.
+/// Dropped without [`PickupFloor::finish`] (the bench failed meanwhile),
+/// it tells its threads to stop.
 pub(crate) struct PickupFloor {
     /// Told to each thread in turn: the producer, the claimer (once the
     /// producer's last job committed), the listener.
     stop: [Arc<AtomicBool>; 3],
+    threads: Option<Threads>,
+}
+
+/// The floor's threads.
+struct Threads {
     producer: JoinHandle<Result<Instants, ToolError>>,
     listener: JoinHandle<Result<(), ToolError>>,
     claimer: JoinHandle<Result<Instants, ToolError>>,
+}
+
+impl Drop for PickupFloor {
+    fn drop(&mut self) {
+        for stop in &self.stop {
+            stop.store(true, Ordering::Relaxed);
+        }
+    }
 }
 
 impl PickupFloor {
@@ -73,23 +88,29 @@ impl PickupFloor {
         };
         Ok(PickupFloor {
             stop,
-            producer,
-            listener,
-            claimer,
+            threads: Some(Threads {
+                producer,
+                listener,
+                claimer,
+            }),
         })
     }
 
     /// Stops the trickle, lets the last jobs be claimed, and returns each
     /// job's enqueue commit and claim return.
-    pub(crate) fn finish(self) -> Result<(Instants, Instants), ToolError> {
+    pub(crate) fn finish(mut self) -> Result<(Instants, Instants), ToolError> {
         let joined = |what: &str| ToolError::Usage(format!("pickup floor: the {what} panicked"));
+        let threads = self
+            .threads
+            .take()
+            .ok_or_else(|| ToolError::Usage("pickup floor: finished twice".into()))?;
         let [producer, claimer, listener] = &self.stop;
         producer.store(true, Ordering::Relaxed);
-        let commits = self.producer.join().map_err(|_| joined("producer"));
+        let commits = threads.producer.join().map_err(|_| joined("producer"));
         claimer.store(true, Ordering::Relaxed);
-        let claims = self.claimer.join().map_err(|_| joined("claimer"));
+        let claims = threads.claimer.join().map_err(|_| joined("claimer"));
         listener.store(true, Ordering::Relaxed);
-        self.listener.join().map_err(|_| joined("listener"))??;
+        threads.listener.join().map_err(|_| joined("listener"))??;
         Ok((commits??, claims??))
     }
 }
@@ -163,13 +184,14 @@ fn claim_when_woken(
         let claiming: Result<Instants, ToolError> = loop {
             match woken.recv_timeout(STOP_CHECK) {
                 Ok(()) => {}
-                Err(RecvTimeoutError::Timeout) if !stopping => {
-                    stopping = stop.load(Ordering::Relaxed);
+                Err(RecvTimeoutError::Timeout) => {
+                    stopping = stopping || stop.load(Ordering::Relaxed);
                     if !stopping {
                         continue;
                     }
                 }
-                Err(_) => {}
+                // No more wake-ups: claim what is left, then end.
+                Err(RecvTimeoutError::Disconnected) => stopping = true,
             }
             let rows = match session.claim(&claim) {
                 Ok(rows) => rows,
