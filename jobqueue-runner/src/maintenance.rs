@@ -82,15 +82,6 @@ pub(crate) fn run(shared: Arc<Shared>, stop: Receiver<()>) {
             }
         }
         if now >= next_vacuum {
-            // What holds the horizon as the vacuum begins holds what it
-            // cannot remove.
-            match db.run(&shared.health, QueueSession::xmin_horizon) {
-                Ok(horizon) => vacuum_pacing.before_vacuum(horizon),
-                Err(e) => {
-                    log::debug!("looking at the xmin horizon failed: {e}");
-                    vacuum_pacing.before_vacuum(None);
-                }
-            }
             let started = Instant::now();
             let truncate = vacuum_pacing.truncates(started);
             let vacuumed = match db.run_unbounded(&shared.health, |conn| {
@@ -117,7 +108,17 @@ pub(crate) fn run(shared: Arc<Shared>, stop: Receiver<()>) {
             }
             next_vacuum =
                 Instant::now() + jittered(vacuum_pacing.after(vacuumed, truncate, started));
-            next_horizon_look = Instant::now() + jittered(config.vacuum_interval);
+            if vacuum_pacing.is_backing_off() {
+                // What holds the horizon now holds what it could not remove
+                // (looked at only then: nothing is added while vacuums
+                // reclaim).
+                let horizon = db.run(&shared.health, QueueSession::xmin_horizon);
+                if let Err(e) = &horizon {
+                    log::debug!("looking at the xmin horizon failed: {e}");
+                }
+                vacuum_pacing.held_by(horizon.ok().flatten());
+                next_horizon_look = Instant::now() + jittered(config.vacuum_interval);
+            }
         }
         if now >= next_prune {
             next_prune = now + jittered(config.prune_interval);

@@ -11,9 +11,10 @@
 //! [`MOST`]; the first such vacuum is logged as a warning, and the first
 //! that reclaims again as an info line. While it waits, maintenance looks
 //! at the horizon every `vacuum_interval` (one cheap read of
-//! `pg_stat_activity` and friends): once the holder seen before the last
+//! `pg_stat_activity` and friends): once the holder seen after the last
 //! vacuum is gone, it vacuums at once instead of waiting out the back-off,
 //! so the dead versions go within an interval of the horizon moving on.
+//! While vacuums reclaim, nothing is looked at.
 //!
 //! A vacuum shortens the table by the empty pages at its end only now and
 //! then ([`TRUNCATE_EVERY`]): that step takes an `ACCESS EXCLUSIVE` lock of
@@ -50,9 +51,10 @@ pub(crate) struct VacuumPacing {
     /// Until when every vacuum shortens the table: a minute after the
     /// first that reclaimed again after backing off.
     truncating_until: Option<Instant>,
-    /// The xmin horizon's holder seen just before the last vacuum
-    /// (`QueueSession::xmin_horizon`; `None`: none, or not seen).
-    horizon_before: Option<i64>,
+    /// The xmin horizon's holder seen just after the last vacuum, if it
+    /// reclaimed little (`QueueSession::xmin_horizon`; `None`: none, or not
+    /// seen).
+    held_by: Option<i64>,
 }
 
 impl VacuumPacing {
@@ -62,14 +64,14 @@ impl VacuumPacing {
             backing_off: None,
             truncated_at: None,
             truncating_until: None,
-            horizon_before: None,
+            held_by: None,
         }
     }
 
-    /// Notes the horizon's holder seen just before a vacuum: what holds the
-    /// versions that vacuum cannot remove, if it removes little.
-    pub(crate) fn before_vacuum(&mut self, horizon: Option<i64>) {
-        self.horizon_before = horizon;
+    /// Notes the horizon's holder seen just after a vacuum that reclaimed
+    /// little: what holds the versions it could not remove.
+    pub(crate) fn held_by(&mut self, horizon: Option<i64>) {
+        self.held_by = horizon;
     }
 
     /// Whether it is backing off: waiting longer than the interval for the
@@ -82,7 +84,7 @@ impl VacuumPacing {
     /// the horizon moved on since the last vacuum: nothing holds it, or
     /// something else does. Not while not backing off.
     pub(crate) fn horizon_moved(&self, horizon: Option<i64>) -> bool {
-        self.is_backing_off() && (horizon.is_none() || horizon != self.horizon_before)
+        self.is_backing_off() && (horizon.is_none() || horizon != self.held_by)
     }
 
     /// Whether the vacuum about to run at `now` should shorten the table:
@@ -210,19 +212,18 @@ mod tests {
     #[test]
     fn the_horizon_moved_once_its_holder_is_gone() {
         let mut pacing = VacuumPacing::new(Duration::from_secs(10));
-        pacing.before_vacuum(Some(700));
         pacing.after_plain(vacuumed(30_000, 100));
         // Not backing off: the interval decides, whatever the horizon.
         assert!(!pacing.horizon_moved(None));
-        pacing.before_vacuum(Some(700));
         pacing.after_plain(vacuumed(30_000, 29_000));
+        pacing.held_by(Some(700));
         assert!(pacing.is_backing_off());
         assert!(!pacing.horizon_moved(Some(700)), "the same holder");
         assert!(pacing.horizon_moved(Some(950)), "another holder");
         assert!(pacing.horizon_moved(None), "no holder");
-        // Not seen before the vacuum: any holder seen now may be new.
-        pacing.before_vacuum(None);
+        // Not seen after the vacuum: any holder seen now may be new.
         pacing.after_plain(vacuumed(30_000, 29_000));
+        pacing.held_by(None);
         assert!(pacing.horizon_moved(Some(700)));
     }
 
