@@ -185,6 +185,21 @@ fn pickup_by_second(conn: &mut PgConnection, promoted_at: f64) -> Vec<Second> {
     .expect("pickup by second")
 }
 
+/// Pickup p95 (ms) of the first attempts of the jobs created from `from`
+/// seconds after the promotion to the end of the load.
+fn pickup_p95_from(conn: &mut PgConnection, promoted_at: f64, from: i64) -> f64 {
+    figure(
+        conn,
+        &format!(
+            "SELECT coalesce(percentile_cont(0.95) WITHIN GROUP (
+                        ORDER BY EXTRACT(EPOCH FROM claimed_at - created_at) * 1000), 0)::float8
+                    AS value
+             FROM jobqueue_jobs
+             WHERE EXTRACT(EPOCH FROM created_at) >= {promoted_at} + {from} AND attempts = 1"
+        ),
+    )
+}
+
 /// Connections of the runners waiting on `LISTEN jobqueue_jobs`.
 fn listening(conn: &mut PgConnection) -> i64 {
     scalar(
@@ -344,11 +359,15 @@ fn failover(name: &'static str, sync: bool, fault: Fault) -> Outcome {
     let tally = Tally::of(&mut new, "test.chaos", "attempt");
     let seconds = pickup_by_second(&mut new, promoted_at);
     // Normal: within 1.5 times the p95 before the fault, plus 5 ms for a
-    // 2-core machine running two servers, 4 runners and the producer.
+    // 2-core machine running two servers, 4 runners and the producer. Back
+    // to normal from the first second from which the p95 of all later
+    // pickups is: one noisy second later on (a checkpoint, another
+    // process) does not move it, a slowness that lasts does.
     let normal = before_p95 * 1.5 + 5.0;
-    let seconds_to_normal = (0..seconds.len())
-        .find(|&i| seconds[i..].iter().all(|s| s.p95_ms <= normal))
-        .map(|i| seconds[i].second);
+    let seconds_to_normal = seconds
+        .iter()
+        .map(|s| s.second)
+        .find(|&from| pickup_p95_from(&mut new, promoted_at, from) <= normal);
     for s in &seconds {
         eprintln!(
             "[{name}] second {:>2} after promotion: {:>5} jobs, pickup p95 {:>8.1} ms",
