@@ -40,20 +40,16 @@ pub(crate) fn run(shared: Arc<Shared>, stop: Receiver<()>) {
     // While the vacuum backs off: when to look whether the horizon moved.
     let mut next_horizon_look = next_vacuum;
     loop {
-        let horizon_look = if vacuum_pacing.is_backing_off() {
-            next_horizon_look
-        } else {
-            next_vacuum
-        };
+        let horizon_look = vacuum_pacing.is_backing_off().then_some(next_horizon_look);
         let wait = [
             next_promote,
             next_reclaim,
             next_rescue,
             next_prune,
             next_vacuum,
-            horizon_look,
         ]
         .into_iter()
+        .chain(horizon_look)
         .min()
         .unwrap_or(started)
         .saturating_duration_since(Instant::now());
