@@ -368,3 +368,50 @@ fn claims_examine_nothing_of_other_queues_future_jobs_or_unhandled_types() {
     let any = Claim::new("plan-test").limit(100);
     assert_claim_bounded("every queue", &db, &any);
 }
+
+/// Whether executing `query` on `conn` compiled it (the `JIT` section of
+/// its executed plan).
+fn compiled(conn: &mut PgConnection, query: &str) -> bool {
+    #[derive(QueryableByName)]
+    struct Line {
+        #[diesel(sql_type = diesel::sql_types::Text, column_name = "QUERY PLAN")]
+        line: String,
+    }
+    let lines: Vec<Line> = diesel::sql_query(format!("EXPLAIN (ANALYZE, FORMAT TEXT) {query}"))
+        .load(conn)
+        .unwrap_or_else(|e| panic!("{e}\n{query}"));
+    lines.iter().any(|l| l.line.starts_with("JIT:"))
+}
+
+/// A plan left with a ruled-out node (a sequential scan of a table with no
+/// index on the column asked about) costs over 10^10, past every JIT
+/// threshold: a queue session compiles nothing all the same, where a
+/// connection with only the planner settings compiles it on every run.
+#[test]
+fn a_queue_session_never_compiles_a_statement() {
+    let db = TestDb::new();
+    let query = "SELECT EXISTS (SELECT 1 FROM jobqueue_queues WHERE global_limit IS NOT NULL)";
+    let mut plain = db.conn();
+    exec(&mut plain, "SET enable_seqscan = off");
+    let jit_available = scalar(&mut plain, "SELECT pg_jit_available()::int::int8 AS n") == 1;
+    if jit_available {
+        assert!(
+            compiled(&mut plain, query),
+            "the server has JIT, yet a plan costed past jit_above_cost was not compiled: \
+             the check below would prove nothing"
+        );
+    } else {
+        eprintln!("this server cannot JIT-compile: only the session's setting is checked");
+    }
+    let mut session = QueueSession::establish(&db.url).expect("session");
+    assert!(
+        !compiled(session.conn(), query),
+        "a queue session compiled a one-row statement"
+    );
+    let jit: String = diesel::select(diesel::dsl::sql::<diesel::sql_types::Text>(
+        "current_setting('jit')",
+    ))
+    .get_result(session.conn())
+    .expect("jit setting");
+    assert_eq!(jit, "off");
+}

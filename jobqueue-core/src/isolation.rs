@@ -39,6 +39,16 @@ pub(crate) const READ_COMMITTED_BEGIN: &str = "BEGIN ISOLATION LEVEL READ COMMIT
 /// is the batch's size, in id order (see `lease::columns`), whatever the
 /// statistics say, with custom and generic plans alike.
 /// `tests/plans.rs` checks both in every table state.
+///
+/// JIT compilation is off as well. A plan that keeps a ruled-out node
+/// because nothing else can do (the sequential scan of a small table with
+/// no index on the column asked about, the sort of the horizon look) costs
+/// over 10^10, far past `jit_above_cost`, so the server compiled every
+/// execution of it with inlining and optimisation: 20 to 100 ms for the
+/// one-row check of queue limits the fetcher makes every poll interval,
+/// 670 ms for maintenance's horizon look, each stalling the thread that
+/// asked (`jobqueue bench --only soak`, server log with `auto_explain`).
+/// No statement of the queue's runs long enough to repay a compilation.
 macro_rules! planner_settings {
     ($scope:literal) => {
         concat!(
@@ -56,7 +66,10 @@ macro_rules! planner_settings {
             " enable_hashjoin = off; ",
             "SET ",
             $scope,
-            " enable_mergejoin = off"
+            " enable_mergejoin = off; ",
+            "SET ",
+            $scope,
+            " jit = off"
         )
     };
 }
