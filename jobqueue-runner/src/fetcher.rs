@@ -254,8 +254,16 @@ fn aim(
 ) {
     let now = Instant::now();
     for queue in resumes.due_looks(now) {
-        match db.run(&shared.health, |session| session.queue_head(&queue)) {
-            Ok(head) => resumes.looked(&queue, &head, now),
+        let looks = db.run(&shared.health, |session| {
+            let head = session.queue_head(&queue)?;
+            let again = match Resumes::look_again(&head) {
+                true => Some(session.queue_head(&queue)?),
+                false => None,
+            };
+            Ok((head, again))
+        });
+        match looks {
+            Ok((head, again)) => resumes.looked(&queue, &head, again.as_ref(), now),
             Err(e) => log::debug!("looking at the head of queue `{queue}` failed: {e}"),
         }
     }
