@@ -256,14 +256,23 @@ fn aim(
     for queue in resumes.due_looks(now) {
         let looks = db.run(&shared.health, |session| {
             let head = session.queue_head(&queue)?;
-            let again = match Resumes::look_again(&head) {
+            if !Resumes::read_past(&head) {
+                return Ok((head, None));
+            }
+            let horizon = session.xmin_horizon()?;
+            let again = match resumes.look_again(&queue, horizon) {
                 true => Some(session.queue_head(&queue)?),
                 false => None,
             };
-            Ok((head, again))
+            Ok((head, Some((horizon, again))))
         });
         match looks {
-            Ok((head, again)) => resumes.looked(&queue, &head, again.as_ref(), now),
+            Ok((head, past)) => {
+                let past = past
+                    .as_ref()
+                    .map(|(horizon, again)| (*horizon, again.as_ref()));
+                resumes.looked(&queue, &head, past, now);
+            }
             Err(e) => log::debug!("looking at the head of queue `{queue}` failed: {e}"),
         }
     }

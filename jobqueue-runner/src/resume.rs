@@ -15,14 +15,18 @@
 //! due, a job another runner skipped), or ahead, past the jobs other
 //! runners took.
 //!
-//! A look that reads more than that looks again at once, and the second
-//! look decides. The first marks dead the entries whose versions no
-//! snapshot needs any more, and the second steps over those without
-//! counting them: it counts only what a claim from the start would still
-//! have to read. Without it, once claims resume nothing but the looks
-//! walks the start of the queue, so each look found there the jobs claimed
-//! since the one before (5,000 a second at 5,000 jobs/s) and claims kept
-//! resuming long after the long transaction had ended.
+//! A look that reads more than that, when the xmin horizon is not the one
+//! the queue's last look saw, looks again at once, and the second look
+//! decides. The first marks dead the entries whose versions no snapshot
+//! needs any more, and the second steps over those without counting them:
+//! it counts only what a claim from the start would still have to read.
+//! Without it, once claims resume nothing but the looks walks the start of
+//! the queue, so each look found there the jobs claimed since the one
+//! before (5,000 a second at 5,000 jobs/s) and claims kept resuming long
+//! after the long transaction had ended. While the same transaction holds
+//! the horizon, nothing a look reads can be marked dead, and a second look
+//! would only read it all again (two looks at 1.3 million entries held the
+//! fetcher long enough to show in the soak's pickup p95: 200–370 ms).
 //!
 //! In the normal state a look reads one entry, nothing resumes, and claims
 //! are exactly as without this.
@@ -59,6 +63,9 @@ struct QueueState {
     /// When the head was looked at last, and when to look next.
     looked_at: Option<Instant>,
     look_every: Duration,
+    /// The xmin horizon when the head was looked at last, if that look
+    /// read past [`RESUME_ABOVE`].
+    horizon: Option<Option<i64>>,
     claimed_at: Instant,
 }
 
@@ -88,6 +95,7 @@ impl Resumes {
                             resuming: false,
                             looked_at: None,
                             look_every: LOOK_EVERY,
+                            horizon: None,
                             claimed_at: now,
                         },
                     );
@@ -111,25 +119,38 @@ impl Resumes {
             .collect()
     }
 
-    /// Whether a look that found `head` is to be followed at once by a
-    /// second (see the module's documentation).
-    pub(crate) fn look_again(head: &QueueHead) -> bool {
+    /// Whether a look at `queue`'s head that found `head` asks for the xmin
+    /// horizon, to decide on a second look ([`Resumes::look_again`]).
+    pub(crate) fn read_past(head: &QueueHead) -> bool {
         head.entries_read > RESUME_ABOVE
     }
 
-    /// Takes in what a look at `queue`'s head found: `head`, and `again`
-    /// what the second look found when [`Resumes::look_again`] asked for one.
+    /// Whether a look at `queue`'s head that read past the threshold, with
+    /// the xmin horizon at `horizon`, is to be followed at once by a second
+    /// (see the module's documentation): unless the queue's last look saw
+    /// the same horizon.
+    pub(crate) fn look_again(&self, queue: &str, horizon: Option<i64>) -> bool {
+        self.queues
+            .get(queue)
+            .is_none_or(|state| state.horizon != Some(horizon))
+    }
+
+    /// Takes in what a look at `queue`'s head found: `head`, and, when it
+    /// read past the threshold, the xmin horizon it saw and what the second
+    /// look found if there was one.
     pub(crate) fn looked(
         &mut self,
         queue: &str,
         head: &QueueHead,
-        again: Option<&QueueHead>,
+        past: Option<(Option<i64>, Option<&QueueHead>)>,
         now: Instant,
     ) {
         let Some(state) = self.queues.get_mut(queue) else {
             return;
         };
+        let again = past.and_then(|(_, again)| again);
         let read = head.entries_read + again.map_or(0, |again| again.entries_read);
+        state.horizon = past.map(|(horizon, _)| horizon);
         let head = again.unwrap_or(head);
         state.looked_at = Some(now);
         let was_resuming = state.resuming;
@@ -214,6 +235,7 @@ mod tests {
                 resuming: false,
                 looked_at: None,
                 look_every: LOOK_EVERY,
+                horizon: None,
                 claimed_at: now,
             },
         );
@@ -234,8 +256,9 @@ mod tests {
             entries_read: 250_000,
             first: Some(point("q", 100, 20, 30)),
         };
-        assert!(Resumes::look_again(&far));
-        resumes.looked("q", &far, Some(&far), now);
+        assert!(Resumes::read_past(&far));
+        assert!(resumes.look_again("q", Some(7)));
+        resumes.looked("q", &far, Some((Some(7), Some(&far))), now);
         assert_eq!(resumes.points(), [point("q", 100, 20, 29)]);
         assert_eq!(resumes.queues_if_resuming(), Some(vec!["q".to_owned()]));
         // Looks reading 500,000 entries in all: the next ones 5 s later.
@@ -246,7 +269,10 @@ mod tests {
             entries_read: 1,
             first: Some(point("q", 100, 20, 30)),
         };
-        assert!(!Resumes::look_again(&clear));
+        // The same transaction holds the horizon: no second look.
+        assert!(!resumes.look_again("q", Some(7)));
+        assert!(resumes.look_again("q", Some(8)));
+        assert!(!Resumes::read_past(&clear));
         resumes.looked("q", &clear, None, now + Duration::from_secs(5));
         assert!(resumes.points().is_empty());
     }
@@ -259,8 +285,16 @@ mod tests {
             entries_read: 250_000,
             first: Some(point("q", 100, 20, 30)),
         };
-        resumes.looked("q", &far, Some(&far), now);
+        resumes.looked("q", &far, Some((Some(7), Some(&far))), now);
         assert_eq!(resumes.points().len(), 1);
+        // Held by the same transaction: one look, still resuming.
+        let further = QueueHead {
+            entries_read: 300_000,
+            first: Some(point("q", 100, 30, 40)),
+        };
+        assert!(!resumes.look_again("q", Some(7)));
+        resumes.looked("q", &further, Some((Some(7), None)), now);
+        assert_eq!(resumes.points(), [point("q", 100, 30, 39)]);
         // The long transaction ended: the first look reads the jobs claimed
         // since the last (and marks their entries dead), the second reads
         // past them without counting them.
@@ -272,10 +306,11 @@ mod tests {
             entries_read: 2,
             first: Some(point("q", 100, 40, 50)),
         };
+        assert!(resumes.look_again("q", None));
         resumes.looked(
             "q",
             &claimed_since,
-            Some(&clear),
+            Some((None, Some(&clear))),
             now + Duration::from_secs(5),
         );
         assert!(resumes.points().is_empty());
@@ -291,21 +326,21 @@ mod tests {
             entries_read: 5_000,
             first: Some(point("q", 100, 5, 7)),
         };
-        resumes.looked("q", &straggler, Some(&straggler), now);
+        resumes.looked("q", &straggler, Some((Some(7), None)), now);
         assert_eq!(resumes.points(), [point("q", 100, 5, 6)]);
         // A job of higher priority is found by the resumed claims anyway.
         let urgent = QueueHead {
             entries_read: 5_000,
             first: Some(point("q", 500, 1, 1)),
         };
-        resumes.looked("q", &urgent, Some(&urgent), now);
+        resumes.looked("q", &urgent, Some((Some(7), None)), now);
         assert_eq!(resumes.points(), [point("q", 100, 5, 6)]);
         // Ahead: other runners took the jobs in between.
         let ahead = QueueHead {
             entries_read: 5_000,
             first: Some(point("q", 100, 50, 90)),
         };
-        resumes.looked("q", &ahead, Some(&ahead), now);
+        resumes.looked("q", &ahead, Some((Some(7), None)), now);
         assert_eq!(resumes.points(), [point("q", 100, 50, 89)]);
     }
 }
