@@ -41,8 +41,9 @@ pub struct BenchArgs {
     quick: bool,
     /// Only these measurements, comma-separated: bulk, txn, burn, metrics,
     /// floor, drain, pickup, history, isolation, steady, fleet, footprint,
-    /// limit, fair, scale, soak (the soak runs only when named: it takes
-    /// --soak-secs).
+    /// limit, fair, scale, soak, failover (the last two run only when
+    /// named: the soak takes --soak-secs, the failover builds a primary and
+    /// a standby of its own from the PostgreSQL server binaries).
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
     /// Database to create for the bench (dropped at the end; a database of

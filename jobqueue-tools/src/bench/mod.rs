@@ -11,6 +11,7 @@
 mod burn;
 mod drain;
 mod enqueue;
+mod failover;
 mod footprint;
 mod history;
 mod isolation;
@@ -31,7 +32,7 @@ use crate::ToolError;
 pub use noop::{BenchNoop, registry};
 
 /// The measurements, by the names `--only` takes.
-pub const MEASUREMENTS: [&str; 16] = [
+pub const MEASUREMENTS: [&str; 17] = [
     "bulk",
     "txn",
     "burn",
@@ -48,6 +49,7 @@ pub const MEASUREMENTS: [&str; 16] = [
     "fair",
     "scale",
     "soak",
+    "failover",
 ];
 
 /// Producer rate of the fleet measurement, jobs/s: a light, steady load.
@@ -62,10 +64,11 @@ pub struct BenchOptions {
     pub runs: usize,
     /// Small sizes for a smoke test: figures are not comparable.
     pub quick: bool,
-    /// Only these measurements (empty: all but the soak). Names: bulk,
-    /// txn, burn, metrics, floor, drain, pickup, history, isolation, steady,
-    /// fleet, footprint, limit, fair, scale, soak (minutes long: run only
-    /// when named).
+    /// Only these measurements (empty: all but the soak and the failover).
+    /// Names: bulk, txn, burn, metrics, floor, drain, pickup, history,
+    /// isolation, steady, fleet, footprint, limit, fair, scale, soak
+    /// (minutes long), failover (clusters of its own, from the PostgreSQL
+    /// binaries): the last two run only when named.
     pub only: Vec<String>,
     /// Database to create for the bench; one of that name the bench did not
     /// create is refused, never dropped.
@@ -427,6 +430,11 @@ pub fn run(server_url: &str, options: &BenchOptions) -> Result<(), ToolError> {
         soak::soak(&url, options.steady_rate, secs, options.soak_keep_completed)?
             .iter()
             .for_each(Row::print);
+    }
+    // Clusters of its own, made from the PostgreSQL binaries: only when
+    // asked for by name.
+    if options.only.iter().any(|o| o == "failover") {
+        failover::measure(runs)?.iter().for_each(Row::print);
     }
     drop(conn);
     crate::tool_db::drop_own(server_url, &options.database, "bench")
