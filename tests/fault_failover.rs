@@ -24,25 +24,19 @@ use std::sync::{Arc, mpsc};
 use std::time::{Duration, Instant};
 
 use diesel::prelude::*;
-use diesel::sql_types::{Array, BigInt, Double, Text};
 use jobqueue_core::{JobId, JobOptions, NewJob};
 use jobqueue_tests::fault::{
     OwnCluster, Proc, Standby, Summary, Tally, assert_exit_0, runner_flags,
 };
 use jobqueue_tests::jobs::Chaos;
 use jobqueue_tests::{count_where, scalar, wait_for, wait_no_live_jobs};
+use jobqueue_tools::failover::{
+    AFTER, Acked, BATCH, DONE_BEFORE, RUNNERS, TICK, listening, pickup_by_second,
+    pickup_p95_lately, server_now,
+};
 use jobqueue_tools::postgres::StopMode;
 
 const WORKER: &str = env!("CARGO_BIN_EXE_jobqueue-test-worker");
-const RUNNERS: usize = 4;
-/// The producer's batches: `BATCH` jobs every `TICK`, about 2,000 jobs/s.
-const BATCH: usize = 20;
-const TICK: Duration = Duration::from_millis(10);
-/// Jobs completed under the load before the fault (about 5 s of it).
-const DONE_BEFORE: i64 = 8_000;
-/// How long the load runs after the promotion: the window the pickup
-/// figures are taken over.
-const AFTER: Duration = Duration::from_secs(10);
 /// The runners' `db_timeout` and the URL's per-host connect timeout.
 const DB_TIMEOUT_SECS: &str = "2";
 const CONNECT_TIMEOUT_SECS: u32 = 2;
@@ -146,92 +140,6 @@ fn produce(url: &str, stop: &AtomicBool) -> Produced {
     produced
 }
 
-#[derive(QueryableByName)]
-struct Figure {
-    #[diesel(sql_type = Double)]
-    value: f64,
-}
-
-fn figure(conn: &mut PgConnection, query: &str) -> f64 {
-    diesel::sql_query(query)
-        .get_result::<Figure>(conn)
-        .unwrap_or_else(|e| panic!("{e}: {query}"))
-        .value
-}
-
-#[derive(QueryableByName, Debug)]
-struct Second {
-    #[diesel(sql_type = BigInt)]
-    second: i64,
-    #[diesel(sql_type = BigInt)]
-    jobs: i64,
-    #[diesel(sql_type = Double)]
-    p95_ms: f64,
-}
-
-/// Pickup latency (first claim − creation) by second since the
-/// promotion (`promoted_at` seconds since the epoch), first attempts only.
-fn pickup_by_second(conn: &mut PgConnection, promoted_at: f64) -> Vec<Second> {
-    diesel::sql_query(format!(
-        "SELECT floor(EXTRACT(EPOCH FROM created_at) - {promoted_at})::int8 AS second,
-                count(*) AS jobs,
-                percentile_cont(0.95) WITHIN GROUP (
-                    ORDER BY EXTRACT(EPOCH FROM claimed_at - created_at) * 1000)::float8 AS p95_ms
-         FROM jobqueue_jobs
-         WHERE EXTRACT(EPOCH FROM created_at) >= {promoted_at} AND attempts = 1
-         GROUP BY 1 ORDER BY 1"
-    ))
-    .load(conn)
-    .expect("pickup by second")
-}
-
-/// Pickup p95 (ms) of the first attempts of the jobs created from `from`
-/// seconds after the promotion to the end of the load.
-fn pickup_p95_from(conn: &mut PgConnection, promoted_at: f64, from: i64) -> f64 {
-    figure(
-        conn,
-        &format!(
-            "SELECT coalesce(percentile_cont(0.95) WITHIN GROUP (
-                        ORDER BY EXTRACT(EPOCH FROM claimed_at - created_at) * 1000), 0)::float8
-                    AS value
-             FROM jobqueue_jobs
-             WHERE EXTRACT(EPOCH FROM created_at) >= {promoted_at} + {from} AND attempts = 1"
-        ),
-    )
-}
-
-/// Connections of the runners waiting on `LISTEN jobqueue_jobs`.
-fn listening(conn: &mut PgConnection) -> i64 {
-    scalar(
-        conn,
-        "SELECT count(*) AS n FROM pg_stat_activity
-         WHERE datname = current_database() AND query = 'LISTEN \"jobqueue_jobs\"'",
-    )
-}
-
-/// Of `ids`, how many are missing from the table, and how many are there
-/// but not completed.
-fn check_ids(conn: &mut PgConnection, ids: &[JobId]) -> (i64, i64) {
-    #[derive(QueryableByName)]
-    struct Check {
-        #[diesel(sql_type = BigInt)]
-        missing: i64,
-        #[diesel(sql_type = BigInt)]
-        unfinished: i64,
-    }
-    let ids: Vec<String> = ids.iter().map(ToString::to_string).collect();
-    let check = diesel::sql_query(
-        "SELECT count(*) FILTER (WHERE j.id IS NULL) AS missing,
-                count(*) FILTER (WHERE j.status <> 'completed') AS unfinished
-         FROM unnest($1::text[]) AS a(id)
-         LEFT JOIN jobqueue_jobs AS j ON j.id = a.id::uuid",
-    )
-    .bind::<Array<Text>, _>(&ids)
-    .get_result::<Check>(conn)
-    .expect("check the acknowledged ids");
-    (check.missing, check.unfinished)
-}
-
 /// The outcome of one scenario.
 struct Outcome {
     summary: Summary,
@@ -264,22 +172,14 @@ fn failover(name: &'static str, sync: bool, fault: Fault) -> Outcome {
     };
     let mut old = primary.conn();
     wait_for("all listeners", Duration::from_secs(30), || {
-        listening(&mut old) == RUNNERS as i64
+        listening(&mut old).expect("listeners") == RUNNERS
     });
     wait_for(
         "the load to run before the fault",
         Duration::from_secs(60),
         || count_where(&mut old, "status = 'completed'") >= DONE_BEFORE,
     );
-    let before_p95 = figure(
-        &mut old,
-        "SELECT coalesce(percentile_cont(0.95) WITHIN GROUP (
-                    ORDER BY EXTRACT(EPOCH FROM claimed_at - created_at) * 1000), 0)::float8
-                AS value
-         FROM jobqueue_jobs
-         WHERE created_at BETWEEN now() - interval '3 s' AND now() - interval '0.5 s'
-           AND attempts = 1",
-    );
+    let before_p95 = pickup_p95_lately(&mut old).expect("pickup p95 before the fault");
     let done_before = count_where(&mut old, "status = 'completed'");
     drop(old);
 
@@ -314,15 +214,12 @@ fn failover(name: &'static str, sync: bool, fault: Fault) -> Outcome {
     }
     standby.cluster().promote().expect("promote the standby");
     let mut new = standby.conn();
-    let promoted_at = figure(
-        &mut new,
-        "SELECT EXTRACT(EPOCH FROM now())::float8 AS value",
-    );
+    let promoted_at = server_now(&mut new).expect("the new primary's clock");
     let promote_secs = injected.elapsed().as_secs_f64();
     wait_for(
         "every runner listening on the new primary",
         Duration::from_secs(30),
-        || listening(&mut new) == RUNNERS as i64,
+        || listening(&mut new).expect("listeners") == RUNNERS,
     );
     let listeners_back_secs = injected.elapsed().as_secs_f64() - promote_secs;
     // The scenario itself: the load goes on over the window measured.
@@ -355,19 +252,19 @@ fn failover(name: &'static str, sync: bool, fault: Fault) -> Outcome {
             eprintln!("--- {} ---\n{}", runner.name(), runner.stderr());
         }
     }
-    let (lost_enqueues, unfinished) = check_ids(&mut new, &produced.acked);
+    let acked = Acked::of(&mut new, &produced.acked).expect("check the acknowledged ids");
+    let (lost_enqueues, unfinished) = (acked.missing, acked.unfinished);
     let tally = Tally::of(&mut new, "test.chaos", "attempt");
-    let seconds = pickup_by_second(&mut new, promoted_at);
-    // Normal: within 1.5 times the p95 before the fault, plus 5 ms for a
-    // 2-core machine running two servers, 4 runners and the producer. Back
-    // to normal from the first second from which the p95 of all later
-    // pickups is: one noisy second later on (a checkpoint, another
-    // process) does not move it, a slowness that lasts does.
-    let normal = before_p95 * 1.5 + 5.0;
-    let seconds_to_normal = seconds
-        .iter()
-        .map(|s| s.second)
-        .find(|&from| pickup_p95_from(&mut new, promoted_at, from) <= normal);
+    let seconds = pickup_by_second(&mut new, promoted_at).expect("pickup by second");
+    // Back to normal (see `normal_pickup_ms`) from the first second from
+    // which the p95 of all later pickups is.
+    let seconds_to_normal = jobqueue_tools::failover::seconds_to_normal(
+        &mut new,
+        promoted_at,
+        before_p95,
+        seconds.iter().map(|s| s.second),
+    )
+    .expect("pickup p95 after the promotion");
     for s in &seconds {
         eprintln!(
             "[{name}] second {:>2} after promotion: {:>5} jobs, pickup p95 {:>8.1} ms",

@@ -1,6 +1,7 @@
 //! The tools around jobqueue that applications do not link: the demo, the
 //! bench, finding or starting a PostgreSQL server (a private cluster for the
-//! demo, the bench and the tests), and the `jobqueue` binary, which is
+//! demo, the bench and the tests), what a failover scenario measures (for
+//! the bench and the fault tests), and the `jobqueue` binary, which is
 //! [`jobqueue_cli::Cli`] with the demo's and the bench's handlers and the
 //! `demo` and `bench` commands.
 
@@ -8,6 +9,7 @@ pub mod bench;
 mod command;
 pub mod demo;
 mod error;
+pub mod failover;
 pub mod postgres;
 mod tool_db;
 
