@@ -119,20 +119,24 @@ impl Resumes {
             .collect()
     }
 
-    /// Whether a look at `queue`'s head that found `head` asks for the xmin
-    /// horizon, to decide on a second look ([`Resumes::look_again`]).
+    /// Whether a look that found `head` read past the threshold: then the
+    /// xmin horizon is read, to decide on a second look
+    /// ([`Resumes::look_again`]).
     pub(crate) fn read_past(head: &QueueHead) -> bool {
         head.entries_read > RESUME_ABOVE
     }
 
     /// Whether a look at `queue`'s head that read past the threshold, with
-    /// the xmin horizon at `horizon`, is to be followed at once by a second
-    /// (see the module's documentation): unless the queue's last look saw
-    /// the same horizon.
+    /// the xmin horizon at `horizon` (`None`: nothing holds it), is to be
+    /// followed at once by a second (see the module's documentation):
+    /// unless the same transaction held the horizon at the queue's last
+    /// look that read past it.
     pub(crate) fn look_again(&self, queue: &str, horizon: Option<i64>) -> bool {
-        self.queues
-            .get(queue)
-            .is_none_or(|state| state.horizon != Some(horizon))
+        horizon.is_none()
+            || self
+                .queues
+                .get(queue)
+                .is_none_or(|state| state.horizon != Some(horizon))
     }
 
     /// Takes in what a look at `queue`'s head found: `head`, and, when it
@@ -307,6 +311,7 @@ mod tests {
             first: Some(point("q", 100, 40, 50)),
         };
         assert!(resumes.look_again("q", None));
+        assert!(resumes.look_again("q", Some(8)));
         resumes.looked(
             "q",
             &claimed_since,
@@ -316,6 +321,9 @@ mod tests {
         assert!(resumes.points().is_empty());
         assert_eq!(resumes.queues_if_resuming(), None);
         assert_eq!(resumes.due_looks(now + Duration::from_secs(6)), ["q"]);
+        // Nothing holding the horizon, look after look: always a second.
+        resumes.looked("q", &far, Some((None, None)), now + Duration::from_secs(6));
+        assert!(resumes.look_again("q", None));
     }
 
     #[test]
