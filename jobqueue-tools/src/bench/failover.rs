@@ -53,6 +53,58 @@ struct Figures {
     worst_second_ms: f64,
 }
 
+/// The rows of each scenario: what, unit, the figure, a note.
+type RowOf = (
+    &'static str,
+    &'static str,
+    fn(&Figures) -> f64,
+    &'static str,
+);
+const ROWS: [RowOf; 7] = [
+    (
+        "acknowledged jobs",
+        "jobs",
+        |f| f.acked,
+        "enqueues the producer saw commit",
+    ),
+    (
+        "lost",
+        "jobs",
+        |f| f.lost,
+        "acknowledged, then missing or never completed",
+    ),
+    (
+        "claimed again",
+        "jobs",
+        |f| f.claimed_again,
+        "ran again: a claim or completion went down with the old primary",
+    ),
+    (
+        "listeners back",
+        "s",
+        |f| f.listeners_back_secs,
+        "from the promotion until all 4 runners listen on the new primary",
+    ),
+    (
+        "pickup p95 before the crash",
+        "ms",
+        |f| f.before_p95_ms,
+        "the baseline of the next rows",
+    ),
+    (
+        "seconds to normal pickup",
+        "s",
+        |f| f.seconds_to_normal,
+        "after the promotion, until pickup p95 stays within 1.5 × before + 5 ms",
+    ),
+    (
+        "worst second's pickup p95 after",
+        "ms",
+        |f| f.worst_second_ms,
+        "of the jobs created in one second after the promotion",
+    ),
+];
+
 /// Sync and async, `runs` times each.
 pub(crate) fn measure(runs: usize) -> Result<Vec<Row>, ToolError> {
     let exe = std::env::current_exe()?;
@@ -61,38 +113,10 @@ pub(crate) fn measure(runs: usize) -> Result<Vec<Row>, ToolError> {
         let figures = (0..runs)
             .map(|_| scenario(&exe, sync))
             .collect::<Result<Vec<_>, _>>()?;
-        let of = |f: fn(&Figures) -> f64| figures.iter().map(f).collect::<Vec<_>>();
-        let row = |what: &str, unit: &'static str, f: fn(&Figures) -> f64| {
-            Row::new(format!("failover {name}: {what}"), unit, of(f))
-        };
-        rows.push(
-            row("acknowledged jobs", "jobs", |f| f.acked).note("enqueues the producer saw commit"),
-        );
-        rows.push(
-            row("lost", "jobs", |f| f.lost).note("acknowledged, then missing or never completed"),
-        );
-        rows.push(
-            row("claimed again", "jobs", |f| f.claimed_again)
-                .note("ran again: a claim or completion went down with the old primary"),
-        );
-        rows.push(
-            row("listeners back", "s", |f| f.listeners_back_secs)
-                .note("from the promotion until all 4 runners listen on the new primary"),
-        );
-        rows.push(
-            row("pickup p95 before the crash", "ms", |f| f.before_p95_ms)
-                .note("the baseline of the next row"),
-        );
-        rows.push(
-            row("seconds to normal pickup", "s", |f| f.seconds_to_normal)
-                .note("after the promotion, until pickup p95 stays within 1.5 × before + 5 ms"),
-        );
-        rows.push(
-            row("worst second's pickup p95 after", "ms", |f| {
-                f.worst_second_ms
-            })
-            .note("of the jobs created in one second after the promotion"),
-        );
+        for (what, unit, figure, note) in ROWS {
+            let values = figures.iter().map(figure).collect();
+            rows.push(Row::new(format!("failover {name}: {what}"), unit, values).note(note));
+        }
     }
     Ok(rows)
 }
