@@ -254,26 +254,8 @@ fn aim(
 ) {
     let now = Instant::now();
     for queue in resumes.due_looks(now) {
-        let looks = db.run(&shared.health, |session| {
-            let head = session.queue_head(&queue)?;
-            if !Resumes::read_past(&head) {
-                return Ok((head, None));
-            }
-            let horizon = session.xmin_horizon()?;
-            let again = match resumes.look_again(&queue, horizon) {
-                true => Some(session.queue_head(&queue)?),
-                false => None,
-            };
-            Ok((head, Some((horizon, again))))
-        });
-        match looks {
-            Ok((head, past)) => {
-                let past = past
-                    .as_ref()
-                    .map(|(horizon, again)| (*horizon, again.as_ref()));
-                resumes.looked(&queue, &head, past, now);
-            }
-            Err(e) => log::debug!("looking at the head of queue `{queue}` failed: {e}"),
+        if let Err(e) = db.run(&shared.health, |session| resumes.look(&queue, session, now)) {
+            log::debug!("looking at the head of queue `{queue}` failed: {e}");
         }
     }
     claim.resume = resumes.points();

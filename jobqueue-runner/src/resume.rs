@@ -34,7 +34,7 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use jobqueue_core::{JobId, JobRow, QueueHead, Resume};
+use jobqueue_core::{JobId, JobRow, QueueHead, QueueSession, Resume};
 
 /// Entries read before a queue's first due job above which its claims
 /// resume (a claim from the start reads them twice).
@@ -63,9 +63,9 @@ struct QueueState {
     /// When the head was looked at last, and when to look next.
     looked_at: Option<Instant>,
     look_every: Duration,
-    /// The xmin horizon when the head was looked at last, if that look
-    /// read past [`RESUME_ABOVE`].
-    horizon: Option<Option<i64>>,
+    /// The transaction that held the xmin horizon at the last look, if
+    /// that look read past [`RESUME_ABOVE`] and something held it.
+    held_by: Option<i64>,
     claimed_at: Instant,
 }
 
@@ -95,7 +95,7 @@ impl Resumes {
                             resuming: false,
                             looked_at: None,
                             look_every: LOOK_EVERY,
-                            horizon: None,
+                            held_by: None,
                             claimed_at: now,
                         },
                     );
@@ -119,42 +119,56 @@ impl Resumes {
             .collect()
     }
 
-    /// Whether a look that found `head` read past the threshold: then the
-    /// xmin horizon is read, to decide on a second look
-    /// ([`Resumes::look_again`]).
-    pub(crate) fn read_past(head: &QueueHead) -> bool {
-        head.entries_read > RESUME_ABOVE
+    /// Looks at `queue`'s head on `session`, and again at once when the
+    /// look read past the threshold and the transaction holding the xmin
+    /// horizon is not the one of the queue's last such look (see the
+    /// module's documentation); takes in what the looks found.
+    pub(crate) fn look(
+        &mut self,
+        queue: &str,
+        session: &mut QueueSession,
+        now: Instant,
+    ) -> jobqueue_core::Result<()> {
+        let head = session.queue_head(queue)?;
+        let (mut held_by, mut again) = (None, None);
+        if head.entries_read > RESUME_ABOVE {
+            held_by = session.xmin_horizon()?;
+            if self.look_again(queue, held_by) {
+                again = Some(session.queue_head(queue)?);
+            }
+        }
+        self.looked(queue, &head, held_by, again.as_ref(), now);
+        Ok(())
     }
 
     /// Whether a look at `queue`'s head that read past the threshold, with
-    /// the xmin horizon at `horizon` (`None`: nothing holds it), is to be
-    /// followed at once by a second (see the module's documentation):
-    /// unless the same transaction held the horizon at the queue's last
-    /// look that read past it.
-    pub(crate) fn look_again(&self, queue: &str, horizon: Option<i64>) -> bool {
-        horizon.is_none()
+    /// the xmin horizon held by transaction `held_by` (`None`: by nothing),
+    /// is to be followed by a second: unless the same transaction held it
+    /// at the queue's last such look.
+    fn look_again(&self, queue: &str, held_by: Option<i64>) -> bool {
+        held_by.is_none()
             || self
                 .queues
                 .get(queue)
-                .is_none_or(|state| state.horizon != Some(horizon))
+                .is_none_or(|state| state.held_by != held_by)
     }
 
     /// Takes in what a look at `queue`'s head found: `head`, and, when it
-    /// read past the threshold, the xmin horizon it saw and what the second
-    /// look found if there was one.
-    pub(crate) fn looked(
+    /// read past the threshold, the transaction holding the horizon then
+    /// and what the second look found if there was one.
+    fn looked(
         &mut self,
         queue: &str,
         head: &QueueHead,
-        past: Option<(Option<i64>, Option<&QueueHead>)>,
+        held_by: Option<i64>,
+        again: Option<&QueueHead>,
         now: Instant,
     ) {
         let Some(state) = self.queues.get_mut(queue) else {
             return;
         };
-        let again = past.and_then(|(_, again)| again);
         let read = head.entries_read + again.map_or(0, |again| again.entries_read);
-        state.horizon = past.map(|(horizon, _)| horizon);
+        state.held_by = held_by;
         let head = again.unwrap_or(head);
         state.looked_at = Some(now);
         let was_resuming = state.resuming;
@@ -230,6 +244,13 @@ mod tests {
         }
     }
 
+    fn head(entries_read: i64, first: Resume) -> QueueHead {
+        QueueHead {
+            entries_read,
+            first: Some(first),
+        }
+    }
+
     fn resumes_with(point: Resume, now: Instant) -> Resumes {
         let mut resumes = Resumes::default();
         resumes.queues.insert(
@@ -239,7 +260,7 @@ mod tests {
                 resuming: false,
                 looked_at: None,
                 look_every: LOOK_EVERY,
-                horizon: None,
+                held_by: None,
                 claimed_at: now,
             },
         );
@@ -256,28 +277,22 @@ mod tests {
 
         // Two looks reading 250,000 entries each: the versions are still
         // needed by some snapshot.
-        let far = QueueHead {
-            entries_read: 250_000,
-            first: Some(point("q", 100, 20, 30)),
-        };
-        assert!(Resumes::read_past(&far));
+        let far = head(250_000, point("q", 100, 20, 30));
+        assert!(far.entries_read > RESUME_ABOVE);
         assert!(resumes.look_again("q", Some(7)));
-        resumes.looked("q", &far, Some((Some(7), Some(&far))), now);
+        resumes.looked("q", &far, Some(7), Some(&far), now);
         assert_eq!(resumes.points(), [point("q", 100, 20, 29)]);
         assert_eq!(resumes.queues_if_resuming(), Some(vec!["q".to_owned()]));
         // Looks reading 500,000 entries in all: the next ones 5 s later.
         assert!(resumes.due_looks(now + Duration::from_secs(4)).is_empty());
         assert_eq!(resumes.due_looks(now + Duration::from_secs(5)), ["q"]);
 
-        let clear = QueueHead {
-            entries_read: 1,
-            first: Some(point("q", 100, 20, 30)),
-        };
+        let clear = head(1, point("q", 100, 20, 30));
         // The same transaction holds the horizon: no second look.
         assert!(!resumes.look_again("q", Some(7)));
         assert!(resumes.look_again("q", Some(8)));
-        assert!(!Resumes::read_past(&clear));
-        resumes.looked("q", &clear, None, now + Duration::from_secs(5));
+        assert!(clear.entries_read <= RESUME_ABOVE);
+        resumes.looked("q", &clear, None, None, now + Duration::from_secs(5));
         assert!(resumes.points().is_empty());
     }
 
@@ -285,44 +300,33 @@ mod tests {
     fn a_second_look_that_finds_the_way_clear_ends_the_resuming() {
         let now = Instant::now();
         let mut resumes = resumes_with(point("q", 100, 10, 10), now);
-        let far = QueueHead {
-            entries_read: 250_000,
-            first: Some(point("q", 100, 20, 30)),
-        };
-        resumes.looked("q", &far, Some((Some(7), Some(&far))), now);
+        let far = head(250_000, point("q", 100, 20, 30));
+        resumes.looked("q", &far, Some(7), Some(&far), now);
         assert_eq!(resumes.points().len(), 1);
         // Held by the same transaction: one look, still resuming.
-        let further = QueueHead {
-            entries_read: 300_000,
-            first: Some(point("q", 100, 30, 40)),
-        };
+        let further = head(300_000, point("q", 100, 30, 40));
         assert!(!resumes.look_again("q", Some(7)));
-        resumes.looked("q", &further, Some((Some(7), None)), now);
+        resumes.looked("q", &further, Some(7), None, now);
         assert_eq!(resumes.points(), [point("q", 100, 30, 39)]);
         // The long transaction ended: the first look reads the jobs claimed
         // since the last (and marks their entries dead), the second reads
         // past them without counting them.
-        let claimed_since = QueueHead {
-            entries_read: 5_000,
-            first: Some(point("q", 100, 40, 50)),
-        };
-        let clear = QueueHead {
-            entries_read: 2,
-            first: Some(point("q", 100, 40, 50)),
-        };
+        let claimed_since = head(5_000, point("q", 100, 40, 50));
+        let clear = head(2, point("q", 100, 40, 50));
         assert!(resumes.look_again("q", None));
         assert!(resumes.look_again("q", Some(8)));
         resumes.looked(
             "q",
             &claimed_since,
-            Some((None, Some(&clear))),
+            None,
+            Some(&clear),
             now + Duration::from_secs(5),
         );
         assert!(resumes.points().is_empty());
         assert_eq!(resumes.queues_if_resuming(), None);
         assert_eq!(resumes.due_looks(now + Duration::from_secs(6)), ["q"]);
         // Nothing holding the horizon, look after look: always a second.
-        resumes.looked("q", &far, Some((None, None)), now + Duration::from_secs(6));
+        resumes.looked("q", &far, None, None, now + Duration::from_secs(6));
         assert!(resumes.look_again("q", None));
     }
 
@@ -330,25 +334,16 @@ mod tests {
     fn each_look_moves_the_point_to_just_before_the_first_due_job() {
         let now = Instant::now();
         let mut resumes = resumes_with(point("q", 100, 10, 10), now);
-        let straggler = QueueHead {
-            entries_read: 5_000,
-            first: Some(point("q", 100, 5, 7)),
-        };
-        resumes.looked("q", &straggler, Some((Some(7), None)), now);
+        let straggler = head(5_000, point("q", 100, 5, 7));
+        resumes.looked("q", &straggler, Some(7), None, now);
         assert_eq!(resumes.points(), [point("q", 100, 5, 6)]);
         // A job of higher priority is found by the resumed claims anyway.
-        let urgent = QueueHead {
-            entries_read: 5_000,
-            first: Some(point("q", 500, 1, 1)),
-        };
-        resumes.looked("q", &urgent, Some((Some(7), None)), now);
+        let urgent = head(5_000, point("q", 500, 1, 1));
+        resumes.looked("q", &urgent, Some(7), None, now);
         assert_eq!(resumes.points(), [point("q", 100, 5, 6)]);
         // Ahead: other runners took the jobs in between.
-        let ahead = QueueHead {
-            entries_read: 5_000,
-            first: Some(point("q", 100, 50, 90)),
-        };
-        resumes.looked("q", &ahead, Some((Some(7), None)), now);
+        let ahead = head(5_000, point("q", 100, 50, 90));
+        resumes.looked("q", &ahead, Some(7), None, now);
         assert_eq!(resumes.points(), [point("q", 100, 50, 89)]);
     }
 }
