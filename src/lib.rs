@@ -681,62 +681,34 @@ pub mod fault {
         /// it streams. Synchronous once the primary lists it in
         /// `synchronous_standby_names` ([`OwnCluster::require_sync`]).
         pub fn standby(&self, application_name: &str) -> Standby {
-            let standby = Standby {
-                own: ThrowawayCluster::new("fault-standby", &[]).expect("PostgreSQL binaries"),
-            };
-            standby
-                .cluster()
-                .clone_as_standby(self.cluster(), application_name)
-                .expect("pg_basebackup");
-            standby.cluster().start().expect("start the standby");
-            standby
-                .cluster()
-                .wait_ready(Duration::from_secs(30))
-                .expect("the standby accepts connections");
-            self.wait_replication(application_name, "state = 'streaming'");
-            standby
-        }
-
-        /// Waits until the primary reports standby `application_name` in
-        /// `pg_stat_replication` with `condition` true.
-        fn wait_replication(&self, application_name: &str, condition: &str) {
-            let mut conn = self.conn();
-            let query = format!(
-                "SELECT count(*) AS n FROM pg_stat_replication \
-                 WHERE application_name = '{application_name}' AND {condition}"
-            );
-            wait_for(
-                &format!("standby {application_name}: {condition}"),
-                Duration::from_secs(30),
-                || crate::scalar(&mut conn, &query) == 1,
-            );
+            Standby {
+                own: ThrowawayCluster::standby_of(
+                    self.cluster(),
+                    "fault-standby",
+                    application_name,
+                )
+                .expect("a streaming standby from this machine's binaries"),
+            }
         }
 
         /// Makes every commit wait until standby `application_name` has
         /// flushed it (`synchronous_standby_names`), and waits until the
         /// primary reports it synchronous.
         pub fn require_sync(&self, application_name: &str) {
-            let mut conn = self.conn();
-            diesel::sql_query(format!(
-                "ALTER SYSTEM SET synchronous_standby_names = '{application_name}'"
-            ))
-            .execute(&mut conn)
-            .expect("set synchronous_standby_names");
-            diesel::sql_query("SELECT pg_reload_conf()")
-                .execute(&mut conn)
-                .expect("reload");
-            self.wait_replication(application_name, "sync_state = 'sync'");
+            self.cluster()
+                .require_sync(application_name)
+                .expect("synchronous replication");
         }
 
         /// A libpq URL listing this cluster, then `standby`, that connects
         /// only to the one that takes writes (`target_session_attrs`), with
         /// a connect timeout of `connect_timeout` seconds per host.
         pub fn failover_url(&self, standby: &Standby, connect_timeout: u32) -> String {
-            format!(
-                "postgres://postgres@127.0.0.1:{},127.0.0.1:{}/jq_fault\
-                 ?target_session_attrs=read-write&connect_timeout={connect_timeout}",
-                self.cluster().port(),
-                standby.cluster().port()
+            jobqueue_tools::failover::url(
+                self.cluster(),
+                standby.cluster(),
+                "jq_fault",
+                connect_timeout,
             )
         }
     }

@@ -12,6 +12,8 @@ use diesel::sql_types::{Array, BigInt, Double, Text};
 use diesel::{PgConnection, QueryResult, RunQueryDsl};
 use jobqueue_core::JobId;
 
+use crate::postgres::PrivateCluster;
+
 /// Runner processes.
 pub const RUNNERS: usize = 4;
 /// Jobs per producer batch: with [`TICK`], about 2,000 jobs/s.
@@ -23,6 +25,24 @@ pub const DONE_BEFORE: i64 = 8_000;
 /// How long the load goes on after the promotion: the window the pickup
 /// figures are taken over.
 pub const AFTER: Duration = Duration::from_secs(10);
+
+/// A libpq URL of database `database` listing `primary`, then `standby`,
+/// that connects only to the one that takes writes
+/// (`target_session_attrs=read-write`), with a connect timeout of
+/// `connect_timeout` seconds per host.
+pub fn url(
+    primary: &PrivateCluster,
+    standby: &PrivateCluster,
+    database: &str,
+    connect_timeout: u32,
+) -> String {
+    format!(
+        "postgres://postgres@127.0.0.1:{},127.0.0.1:{}/{database}\
+         ?target_session_attrs=read-write&connect_timeout={connect_timeout}",
+        primary.port(),
+        standby.port()
+    )
+}
 
 #[derive(diesel::QueryableByName)]
 struct Figure {

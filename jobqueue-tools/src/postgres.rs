@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
-use diesel::{Connection, PgConnection};
+use diesel::{Connection, PgConnection, RunQueryDsl};
 
 /// The server tried when `DATABASE_URL` is not set.
 pub const LOCAL_URL: &str = "postgres://postgres@127.0.0.1:5432/postgres";
@@ -24,13 +24,40 @@ pub const PRIVATE_PORT: u16 = 54329;
 /// Why no server could be found or started.
 #[derive(Debug, thiserror::Error)]
 pub enum ServerError {
-    /// No directory with `initdb`, `pg_ctl` and `postgres` was found.
+    /// No server to use was given or answers, and none can be started: no
+    /// directory with `initdb`, `pg_ctl` and `postgres` was found.
     #[error(
         "no PostgreSQL server answers at {LOCAL_URL} and no PostgreSQL binaries were found \
          (looked in $PG_BIN_DIR, /usr/lib/postgresql/*/bin, /usr/local/pgsql/bin and $PATH); \
          install PostgreSQL (e.g. `apt-get install postgresql`) or set DATABASE_URL"
     )]
+    NoServer,
+    /// A cluster of this project's own was asked for (`--own-cluster`, the
+    /// failover bench, the fault tests), and no directory with `initdb`,
+    /// `pg_ctl` and `postgres` was found.
+    #[error(
+        "a PostgreSQL cluster of this project's own needs the PostgreSQL server binaries \
+         (initdb, pg_ctl, postgres, pg_basebackup), and none were found in $PG_BIN_DIR, \
+         /usr/lib/postgresql/*/bin, /usr/local/pgsql/bin or $PATH: install PostgreSQL's \
+         server package (e.g. `apt-get install postgresql`), or set PG_BIN_DIR to the \
+         directory that holds them"
+    )]
     NoBinaries,
+    /// A standby did not reach a replication state in time.
+    #[error(
+        "the primary at {url} did not report standby `{standby}` with {condition} within \
+         {secs} s (each cluster's log is server.log beside its data directory)"
+    )]
+    Replication {
+        /// The primary's URL.
+        url: String,
+        /// The standby's `application_name`.
+        standby: String,
+        /// The `pg_stat_replication` condition waited for.
+        condition: String,
+        /// How long it was waited for.
+        secs: u64,
+    },
     /// A PostgreSQL program failed.
     #[error("`{command}` failed ({status}): {output}")]
     Command {
@@ -83,7 +110,10 @@ pub fn database_url() -> Result<String, ServerError> {
         .and_then(|p| p.parse().ok())
         .unwrap_or(PRIVATE_PORT);
     let base = std::env::temp_dir().join(format!("jobqueue-pg-{port}"));
-    let cluster = PrivateCluster::new(base, port)?;
+    let cluster = match PrivateCluster::new(base, port) {
+        Err(ServerError::NoBinaries) => return Err(ServerError::NoServer),
+        cluster => cluster?,
+    };
     cluster.ensure_running()?;
     Ok(cluster.url("postgres"))
 }
@@ -356,6 +386,67 @@ impl PrivateCluster {
         Ok(())
     }
 
+    /// Makes every commit wait until standby `application_name` has
+    /// flushed it (`synchronous_standby_names`), and waits until this
+    /// primary reports it synchronous.
+    pub fn require_sync(&self, application_name: &str) -> Result<(), ServerError> {
+        let mut conn = self.admin()?;
+        let set = format!("ALTER SYSTEM SET synchronous_standby_names = '{application_name}'");
+        for sql in [set.as_str(), "SELECT pg_reload_conf()"] {
+            diesel::sql_query(sql)
+                .execute(&mut conn)
+                .map_err(|e| self.unreachable(e))?;
+        }
+        self.wait_replication(application_name, "sync_state = 'sync'")
+    }
+
+    /// Waits until this primary reports standby `application_name` in
+    /// `pg_stat_replication` with `condition` true, up to 30 s.
+    fn wait_replication(&self, application_name: &str, condition: &str) -> Result<(), ServerError> {
+        const WITHIN: Duration = Duration::from_secs(30);
+        #[derive(diesel::QueryableByName)]
+        struct Count {
+            #[diesel(sql_type = diesel::sql_types::BigInt)]
+            n: i64,
+        }
+        let mut conn = self.admin()?;
+        let query = format!(
+            "SELECT count(*) AS n FROM pg_stat_replication \
+             WHERE application_name = '{application_name}' AND {condition}"
+        );
+        let deadline = Instant::now() + WITHIN;
+        loop {
+            let found = diesel::sql_query(&query)
+                .get_result::<Count>(&mut conn)
+                .map_err(|e| self.unreachable(e))?;
+            if found.n == 1 {
+                return Ok(());
+            }
+            if Instant::now() >= deadline {
+                return Err(ServerError::Replication {
+                    url: self.url("postgres"),
+                    standby: application_name.to_owned(),
+                    condition: condition.to_owned(),
+                    secs: WITHIN.as_secs(),
+                });
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// A connection to its `postgres` database.
+    fn admin(&self) -> Result<PgConnection, ServerError> {
+        PgConnection::establish(&with_connect_timeout(&self.url("postgres")))
+            .map_err(|e| self.unreachable(e))
+    }
+
+    fn unreachable(&self, e: impl std::fmt::Display) -> ServerError {
+        ServerError::Unreachable {
+            url: self.url("postgres"),
+            reason: e.to_string(),
+        }
+    }
+
     /// The server's processes: the postmaster (from `postmaster.pid`) and
     /// its children. Empty when it is not running.
     pub fn server_pids(&self) -> Vec<u32> {
@@ -603,6 +694,26 @@ impl ThrowawayCluster {
         let own = Self::new(purpose, settings)?;
         own.cluster.ensure_running()?;
         Ok(own)
+    }
+
+    /// A streaming standby of `primary` (running), in a directory named
+    /// after `purpose`: copied with `pg_basebackup -R`, naming itself
+    /// `application_name` to the primary, started, and waited for until
+    /// the primary streams to it. Synchronous once the primary requires it
+    /// ([`PrivateCluster::require_sync`]).
+    pub fn standby_of(
+        primary: &PrivateCluster,
+        purpose: &str,
+        application_name: &str,
+    ) -> Result<Self, ServerError> {
+        let standby = Self::new(purpose, &[])?;
+        standby
+            .cluster
+            .clone_as_standby(primary, application_name)?;
+        standby.cluster.start()?;
+        standby.cluster.wait_ready(Duration::from_secs(30))?;
+        primary.wait_replication(application_name, "state = 'streaming'")?;
+        Ok(standby)
     }
 
     /// The cluster, to stop and start.

@@ -28,7 +28,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use diesel::sql_types::BigInt;
 use diesel::{Connection, PgConnection, RunQueryDsl};
 use jobqueue_core::{JobId, JobOptions, NewJob};
 
@@ -133,17 +132,6 @@ impl Drop for Runners {
     }
 }
 
-fn execute(conn: &mut PgConnection, sql: &str) -> Result<(), ToolError> {
-    diesel::sql_query(sql).execute(conn).map_err(db)?;
-    Ok(())
-}
-
-#[derive(diesel::QueryableByName)]
-struct Count {
-    #[diesel(sql_type = BigInt)]
-    n: i64,
-}
-
 /// Polls `condition` every 50 ms until it holds; an error naming `what`
 /// after [`STEP`].
 fn wait(
@@ -161,18 +149,6 @@ fn wait(
         std::thread::sleep(Duration::from_millis(50));
     }
     Ok(())
-}
-
-/// Whether the primary lists the standby with `condition` true.
-fn replication(primary: &mut PgConnection, condition: &str) -> Result<bool, ToolError> {
-    let sql = format!(
-        "SELECT count(*) AS n FROM pg_stat_replication
-         WHERE application_name = '{STANDBY}' AND {condition}"
-    );
-    let found = diesel::sql_query(sql)
-        .get_result::<Count>(primary)
-        .map_err(db)?;
-    Ok(found.n == 1)
 }
 
 fn listening(conn: &mut PgConnection) -> Result<usize, ToolError> {
@@ -211,34 +187,17 @@ fn produce(url: &str, stop: &AtomicBool) -> Vec<JobId> {
 fn scenario(exe: &Path, sync: bool) -> Result<Figures, ToolError> {
     let primary = ThrowawayCluster::start("bench-primary", &[])?;
     let mut admin = PgConnection::establish(&primary.url("postgres")).map_err(db)?;
-    execute(&mut admin, &format!("CREATE DATABASE {DATABASE}"))?;
+    diesel::sql_query(format!("CREATE DATABASE {DATABASE}"))
+        .execute(&mut admin)
+        .map_err(db)?;
+    drop(admin);
     let mut conn = PgConnection::establish(&primary.url(DATABASE)).map_err(db)?;
     jobqueue_core::run_migrations(&mut conn)?;
-    let standby = ThrowawayCluster::new("bench-standby", &[])?;
-    standby
-        .cluster()
-        .clone_as_standby(primary.cluster(), STANDBY)?;
-    standby.cluster().start()?;
-    standby.cluster().wait_ready(STEP)?;
-    wait("streaming to the standby", || {
-        replication(&mut admin, "state = 'streaming'")
-    })?;
+    let standby = ThrowawayCluster::standby_of(primary.cluster(), "bench-standby", STANDBY)?;
     if sync {
-        execute(
-            &mut admin,
-            &format!("ALTER SYSTEM SET synchronous_standby_names = '{STANDBY}'"),
-        )?;
-        execute(&mut admin, "SELECT pg_reload_conf()")?;
-        wait("synchronous replication", || {
-            replication(&mut admin, "sync_state = 'sync'")
-        })?;
+        primary.cluster().require_sync(STANDBY)?;
     }
-    let url = format!(
-        "postgres://postgres@127.0.0.1:{},127.0.0.1:{}/{DATABASE}\
-         ?target_session_attrs=read-write&connect_timeout=2",
-        primary.cluster().port(),
-        standby.cluster().port()
-    );
+    let url = crate::failover::url(primary.cluster(), standby.cluster(), DATABASE, 2);
     let mut runners = Runners(Vec::new());
     for i in 0..RUNNERS {
         let child = Command::new(exe)
@@ -262,7 +221,7 @@ fn scenario(exe: &Path, sync: bool) -> Result<Figures, ToolError> {
         Ok(count(&mut conn, "status = 'completed'")? >= DONE_BEFORE)
     })?;
     let before_p95_ms = crate::failover::pickup_p95_lately(&mut conn).map_err(db)?;
-    drop((conn, admin));
+    drop(conn);
 
     primary.cluster().stop(StopMode::Immediate)?;
     standby.cluster().promote()?;
