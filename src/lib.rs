@@ -145,6 +145,8 @@ pub fn put(
         &jobqueue_core::NewJob::new(job_type, "{}", options).expect("a valid job"),
     )
     .expect("enqueue")
+    .inserted()
+    .expect("inserted, not a duplicate")
 }
 
 /// `n` jobs of type `t` with an empty payload, not enqueued yet.
@@ -239,6 +241,7 @@ pub fn noop_time_to_complete(conn: &mut PgConnection) -> std::time::Duration {
     time_to_complete(conn, |conn| {
         jobqueue_core::Job::enqueue(&jobqueue_tools::bench::BenchNoop { seq: 0 }, conn)
             .expect("enqueue")
+            .id()
     })
 }
 

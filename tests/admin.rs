@@ -16,6 +16,7 @@ fn put(conn: &mut PgConnection, queue: &str) -> JobId {
         &NewJob::new("t", "{}", JobOptions::new().queue(queue)).expect("valid"),
     )
     .expect("enqueue")
+    .id()
 }
 
 #[test]

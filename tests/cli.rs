@@ -159,6 +159,27 @@ fn enqueue_list_show_stats() {
             "r1",
         ],
     );
+    // The same key again while that job waits: nothing inserted, the
+    // holder's id printed, a note on stderr, success.
+    let again = cli(
+        &db,
+        &[
+            "enqueue",
+            "report.build",
+            "{}",
+            "--force",
+            "--unique-key",
+            "r1",
+        ],
+    );
+    assert_eq!(again.code, Some(0), "{}", again.stderr);
+    assert_eq!(again.stdout, forced, "the holder's id");
+    assert!(
+        again.stderr.contains("not enqueued") && again.stderr.contains("`r1`"),
+        "{}",
+        again.stderr
+    );
+    assert_eq!(count_where(&mut conn, "unique_key = 'r1'"), 1);
     let row = row_of(&mut conn, &forced);
     assert_eq!(
         (

@@ -704,7 +704,8 @@ fn hostile_text_from_the_database_reads_back_verbatim_and_runs_nothing() {
         )
         .expect("job"),
     )
-    .expect("enqueue");
+    .expect("enqueue")
+    .id();
     diesel::sql_query(
         "UPDATE jobqueue_jobs SET job_type = $2, queue = $3, last_error = $4,
              status = 'failed', finished_at = now(), attempts = 2,

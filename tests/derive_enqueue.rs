@@ -44,7 +44,7 @@ struct Tiny {
 
 /// Enqueues `job` with its type's defaults and reads its row back.
 fn enqueued<J: Job>(conn: &mut diesel::PgConnection, job: &J) -> JobRow {
-    let id = job.enqueue(conn).expect("enqueue");
+    let id = job.enqueue(conn).expect("enqueue").id();
     read_job(conn, id)
 }
 
@@ -145,7 +145,8 @@ fn options_override_the_derived_defaults() {
     .queue("urgent")
     .priority(1000)
     .enqueue(&mut conn)
-    .expect("enqueue");
+    .expect("enqueue")
+    .id();
     let row = read_job(&mut conn, id);
     assert_eq!(settings(&row), ("email.send", 1000, "urgent", 5));
 }
@@ -156,7 +157,8 @@ fn payload_limit_from_the_attribute() {
     let mut conn = db.conn();
     Tiny { text: "ok".into() }
         .enqueue(&mut conn)
-        .expect("a small payload fits");
+        .expect("a small payload fits")
+        .id();
     let refused = Tiny {
         text: "x".repeat(64),
     }

@@ -326,7 +326,10 @@ fn jobs_held_past_their_lease_by_a_killed_runner_fail_until_recovered() {
     let options = DoctorOptions::default();
     let flags = runner_flags(&[("lease-secs", "1"), ("concurrency", "1")]);
     let runner = Proc::runner(WORKER, &db.url, "doctor-held", &flags);
-    let id = Sleep { ms: 120_000 }.enqueue(&mut conn).expect("enqueue");
+    let id = Sleep { ms: 120_000 }
+        .enqueue(&mut conn)
+        .expect("enqueue")
+        .id();
     wait_for("the job to run", WITHIN, || {
         read_job(&mut conn, id).status == jobqueue_core::JobStatus::Running
     });
@@ -361,7 +364,8 @@ fn jobs_of_a_type_no_live_runner_handles_warn_when_scheduled_and_fail_when_due()
         .options()
         .delay(Duration::from_secs(3600))
         .enqueue(&mut conn)
-        .expect("enqueue");
+        .expect("enqueue")
+        .id();
     let found = check(&mut conn, &options, "job types");
     assert_eq!(found.status, CheckStatus::Warn, "{found:#?}");
     assert_has(
@@ -369,7 +373,7 @@ fn jobs_of_a_type_no_live_runner_handles_warn_when_scheduled_and_fail_when_due()
         &["no live runner handles test.noop in queue default (1 scheduled)"],
     );
 
-    let due = Noop { n: 2 }.enqueue(&mut conn).expect("enqueue");
+    let due = Noop { n: 2 }.enqueue(&mut conn).expect("enqueue").id();
     let found = check(&mut conn, &options, "job types");
     assert_eq!(found.status, CheckStatus::Fail, "{found:#?}");
     assert_has(&found, &["test.noop in queue default (1 due, 1 scheduled)"]);
@@ -398,7 +402,8 @@ fn a_queue_with_due_jobs_and_no_live_runner_fails_until_one_works_it() {
         .options()
         .queue("media")
         .enqueue(&mut conn)
-        .expect("enqueue");
+        .expect("enqueue")
+        .id();
     let found = check(&mut conn, &options, "queues");
     assert_eq!(found.status, CheckStatus::Fail, "{found:#?}");
     assert_has(

@@ -46,7 +46,8 @@ fn committed_transaction_leaves_exactly_one_job() {
     let mut conn = db.conn();
     let id = conn
         .transaction(|conn| email("a@example.com").enqueue(conn))
-        .expect("enqueue");
+        .expect("enqueue")
+        .id();
     let mut other = db.conn();
     assert_eq!(count_where(&mut other, "true"), 1);
     let row = read_job(&mut other, id);
@@ -74,7 +75,8 @@ fn options_override_the_type_defaults() {
         .delay(Duration::from_secs(3600))
         .unique_key("welcome:b")
         .enqueue(&mut conn)
-        .expect("enqueue");
+        .expect("enqueue")
+        .id();
     let row = read_job(&mut conn, id);
     assert_eq!(
         (row.priority, row.queue.as_str(), row.max_attempts),
@@ -105,7 +107,7 @@ fn batch_enqueue_inserts_all_in_one_statement_and_keeps_order() {
         .transaction(|conn| enqueue_many(conn, &jobs))
         .expect("enqueue_many");
     assert_eq!(done.inserted.len(), 5000);
-    assert!(done.skipped.is_empty());
+    assert!(done.duplicates.is_empty());
     assert_eq!(
         count_where(&mut conn, "job_type = 'email.send' AND status = 'pending'"),
         5000
@@ -129,7 +131,9 @@ fn raw_json_jobs_enqueue_with_queue_defaults() {
     let mut conn = db.conn();
     let job =
         NewJob::new("report.build", r#"{"month": "2026-11"}"#, JobOptions::new()).expect("valid");
-    let id = jobqueue_core::enqueue(&mut conn, &job).expect("enqueue");
+    let id = jobqueue_core::enqueue(&mut conn, &job)
+        .expect("enqueue")
+        .id();
     let row = read_job(&mut conn, id);
     assert_eq!(
         (row.priority, row.queue.as_str(), row.max_attempts),

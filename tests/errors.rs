@@ -19,12 +19,13 @@ struct Note {
 
 /// `?` on enqueue and on Diesel calls inside a closure returning the
 /// queue's own `Result`.
-fn note_twice(conn: &mut PgConnection, key: &str) -> jobqueue_core::Result<()> {
+fn note(conn: &mut PgConnection, key: &str, priority: i32) -> jobqueue_core::Result<()> {
     conn.transaction(|conn| {
         diesel::sql_query("SELECT 1").execute(conn)?; // diesel::result::Error
         Note { text: "a".into() }
             .options()
             .unique_key(key)
+            .priority(priority)
             .enqueue(conn)?;
         Ok(())
     })
@@ -35,30 +36,44 @@ fn queue_errors_and_diesel_errors_convert_both_ways() {
     let db = TestDb::new();
     let mut conn = db.conn();
 
-    // Inside a closure returning `QueryResult`, the queue's refusal rolls
-    // the transaction back and comes out whole at the other end.
+    // A duplicate unique key is an outcome: the transaction goes on and
+    // commits the first job.
     let result: QueryResult<()> = conn.transaction(|conn| {
         Note { text: "x".into() }
             .options()
             .unique_key("k1")
             .enqueue(conn)?;
-        Note { text: "y".into() }
+        let second = Note { text: "y".into() }
             .options()
             .unique_key("k1")
             .enqueue(conn)?;
+        assert!(second.is_duplicate(), "{second:?}");
         Ok(())
     });
-    let err = result.expect_err("the second holder of k1 is refused");
+    result.expect("a duplicate does not end the transaction");
+    assert_eq!(count_where(&mut conn, "unique_key = 'k1'"), 1);
+
+    // Inside a closure returning `QueryResult`, the queue's refusal rolls
+    // the transaction back and comes out whole at the other end.
+    let result: QueryResult<()> = conn.transaction(|conn| {
+        Note { text: "z".into() }.enqueue(conn)?;
+        Note {
+            text: "w".repeat(2 << 20),
+        }
+        .enqueue(conn)?;
+        Ok(())
+    });
+    let err = result.expect_err("the oversized payload is refused");
     assert!(matches!(err, diesel::result::Error::QueryBuilderError(_)));
     assert!(matches!(
         jobqueue_core::Error::from_diesel(&err),
-        Some(jobqueue_core::Error::UniqueConflict { unique_key, .. }) if unique_key == "k1"
+        Some(jobqueue_core::Error::PayloadTooLarge { job_type, .. }) if job_type == "test.errors.note"
     ));
     assert!(matches!(
         jobqueue_core::Error::from(err),
-        jobqueue_core::Error::UniqueConflict { .. }
+        jobqueue_core::Error::PayloadTooLarge { .. }
     ));
-    assert_eq!(count_where(&mut conn, "true"), 0, "rolled back");
+    assert_eq!(count_where(&mut conn, "true"), 1, "rolled back");
 
     // A database error is handed to Diesel as the database error it was.
     let invalid: QueryResult<()> = conn.transaction(|conn| {
@@ -87,12 +102,16 @@ fn queue_errors_and_diesel_errors_convert_both_ways() {
     );
 
     // Inside a closure returning the queue's `Result`.
-    note_twice(&mut conn, "k2").expect("first");
+    note(&mut conn, "k2", 100).expect("first");
+    note(&mut conn, "k2", 100).expect("a duplicate");
     assert!(matches!(
-        note_twice(&mut conn, "k2"),
-        Err(jobqueue_core::Error::UniqueConflict { .. })
+        note(&mut conn, "k3", 5000),
+        Err(jobqueue_core::Error::InvalidOption {
+            field: "priority",
+            ..
+        })
     ));
-    assert_eq!(count_where(&mut conn, "unique_key = 'k2'"), 1);
+    assert_eq!(count_where(&mut conn, "unique_key IN ('k2', 'k3')"), 1);
 }
 
 #[test]
@@ -179,8 +198,8 @@ impl Perform for FastRetry {
 fn a_types_own_backoff_overrides_the_runners() {
     let db = TestDb::new();
     let mut conn = db.conn();
-    let slow = SlowRetry {}.enqueue(&mut conn).expect("enqueue");
-    let fast = FastRetry {}.enqueue(&mut conn).expect("enqueue");
+    let slow = SlowRetry {}.enqueue(&mut conn).expect("enqueue").id();
+    let fast = FastRetry {}.enqueue(&mut conn).expect("enqueue").id();
     let mut config = RunnerConfig::new(&db.url).concurrency(2);
     config.poll_interval = Duration::from_millis(50);
     config.retry = jobqueue_core::RetryPolicy {

@@ -108,7 +108,8 @@ fn skewed_runner_clocks_neither_steal_leases_nor_move_schedules() {
                 .options()
                 .queue(queue)
                 .enqueue(&mut conn)
-                .expect("due now"),
+                .expect("due now")
+                .id(),
         );
         probes.push(
             ClockProbe {}
@@ -116,7 +117,8 @@ fn skewed_runner_clocks_neither_steal_leases_nor_move_schedules() {
                 .queue(queue)
                 .delay(Duration::from_secs(2))
                 .enqueue(&mut conn)
-                .expect("due in 2 s"),
+                .expect("due in 2 s")
+                .id(),
         );
     }
     // Retries are scheduled by the database too: two quick attempts each.
@@ -128,6 +130,7 @@ fn skewed_runner_clocks_neither_steal_leases_nor_move_schedules() {
                 .queue(queue)
                 .enqueue(&mut conn)
                 .expect("enqueue")
+                .id()
         })
         .collect();
     // A delay given to a skewed process's CLI is counted from the database's now().

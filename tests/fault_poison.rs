@@ -163,7 +163,8 @@ fn poison_payloads_panics_and_unknown_types_fail_clearly_and_the_runner_goes_on(
         data: "x".repeat(4000),
     }
     .enqueue(&mut conn)
-    .expect("a payload within the limit");
+    .expect("a payload within the limit")
+    .id();
 
     // Handlers that panic: retried, then failed with the panic's message.
     for _ in 0..2 {

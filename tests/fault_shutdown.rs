@@ -152,7 +152,8 @@ fn a_handler_that_never_returns_is_recovered_after_its_runner_stops() {
         every_attempt: false,
     }
     .enqueue(&mut conn)
-    .expect("enqueue");
+    .expect("enqueue")
+    .id();
     let mut a = Proc::runner(WORKER, &db.url, "hang-a", args);
     wait_for("the handler to hang", Duration::from_secs(30), || {
         effects_where(&mut conn, "kind = 'start'") == 1
@@ -215,7 +216,8 @@ fn a_handler_past_its_timeout_loses_its_lease_while_its_runner_lives_on() {
         every_attempt: false,
     }
     .enqueue(&mut conn)
-    .expect("enqueue");
+    .expect("enqueue")
+    .id();
     // Hangs on both of its attempts: it ends failed.
     let always = HangTimeout {
         every_attempt: true,
@@ -223,7 +225,8 @@ fn a_handler_past_its_timeout_loses_its_lease_while_its_runner_lives_on() {
     .options()
     .max_attempts(2)
     .enqueue(&mut conn)
-    .expect("enqueue");
+    .expect("enqueue")
+    .id();
     let mut runners = vec![
         Proc::runner(WORKER, &db.url, "timeout-a", args),
         Proc::runner(WORKER, &db.url, "timeout-b", args),

@@ -255,10 +255,14 @@ impl Perform for Snoozer {
 fn snoozes_use_no_attempt_are_recorded_and_are_bounded() {
     let db = TestDb::new();
     let mut conn = db.conn();
-    let patient = Snoozer { times: 5 }.enqueue(&mut conn).expect("enqueue");
+    let patient = Snoozer { times: 5 }
+        .enqueue(&mut conn)
+        .expect("enqueue")
+        .id();
     let endless = Snoozer { times: i32::MAX }
         .enqueue(&mut conn)
-        .expect("enqueue");
+        .expect("enqueue")
+        .id();
     let mut config = RunnerConfig::new(&db.url)
         .keep_completed(jobqueue_tests::KEEP_COMPLETED)
         .concurrency(2);
@@ -365,7 +369,8 @@ fn a_quiet_queues_job_does_not_wait_behind_another_queues_prefetched_jobs() {
         .options()
         .queue("quiet")
         .enqueue(&mut conn)
-        .expect("enqueue");
+        .expect("enqueue")
+        .id();
     wait_for("the quiet job done", Duration::from_secs(30), || {
         jobqueue_tests::is_completed(&mut conn, quiet)
     });
@@ -467,7 +472,8 @@ fn a_quiet_queues_early_claim_is_not_held_up_by_the_busy_queue() {
         .options()
         .queue("quiet")
         .enqueue(&mut conn)
-        .expect("enqueue");
+        .expect("enqueue")
+        .id();
     wait_for(
         "the quiet job done while the busy queue's row is locked",
         Duration::from_secs(20),

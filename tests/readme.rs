@@ -77,6 +77,9 @@ fn sign_up(conn: &mut PgConnection, email: &str) -> QueryResult<i64> {
             subject: "Welcome".into(),
         }
         .enqueue(conn)?;
+        // One digest queued at a time: while one waits, this enqueue finds
+        // it and inserts nothing (an outcome, not an error), and the
+        // sign-up commits.
         SendEmail {
             to: "ops@example.com".into(),
             subject: "New users".into(),
@@ -90,6 +93,8 @@ fn sign_up(conn: &mut PgConnection, email: &str) -> QueryResult<i64> {
     })
 }
 
+use jobqueue_core::{EnqueueOutcome, JobId};
+
 /// An application's own error type absorbs both with `#[from]`.
 #[derive(Debug, thiserror::Error)]
 enum AppError {
@@ -99,18 +104,21 @@ enum AppError {
     Queue(#[from] jobqueue_core::Error),
 }
 
-fn sign_up_checked(conn: &mut PgConnection, email: &str) -> Result<i64, AppError> {
+fn sign_up_checked(conn: &mut PgConnection, email: &str) -> Result<(i64, JobId), AppError> {
     conn.transaction(|conn| {
         let user_id = insert_user(conn, email)?;
         let welcome = SendEmail {
             to: email.into(),
             subject: "Welcome".into(),
         };
-        welcome
+        let outcome = welcome
             .options()
             .unique_key(format!("welcome:{email}"))
             .enqueue(conn)?;
-        Ok(user_id)
+        if let EnqueueOutcome::Duplicate(queued) = &outcome {
+            log::info!("{email} already has a welcome queued: {}", queued.existing);
+        }
+        Ok((user_id, outcome.id()))
     })
 }
 
@@ -164,30 +172,17 @@ fn the_transactional_enqueue_commits_or_rolls_back_with_the_users_work() {
     );
     assert_eq!(count_where(&mut conn, "job_type = 'email.send'"), 2);
 
-    // The queue's refusal passes through Diesel's error and back unchanged:
-    // the ops digest's unique key is taken by the first sign-up's job.
-    let err = sign_up(&mut conn, "b@example.com").expect_err("digest key taken");
-    assert!(
-        matches!(
-            jobqueue_core::Error::from_diesel(&err),
-            Some(jobqueue_core::Error::UniqueConflict { .. })
-        ),
-        "{err:?}"
-    );
-    assert!(matches!(
-        jobqueue_core::Error::from(err),
-        jobqueue_core::Error::UniqueConflict {
-            existing: Some(_),
-            ..
-        }
-    ));
+    // A second sign-up while the digest waits: the digest's enqueue finds
+    // the queued one and inserts nothing, and the sign-up still commits.
+    sign_up(&mut conn, "b@example.com").expect("a duplicate key is not an error");
     assert_eq!(
         count_where(&mut conn, "job_type = 'email.send'"),
-        2,
-        "rolled back"
+        3,
+        "b's welcome, no second digest"
     );
+    assert_eq!(count_where(&mut conn, "unique_key = 'ops-digest'"), 1);
     let users: i64 = jobqueue_tests::scalar(&mut conn, "SELECT count(*) AS n FROM users");
-    assert_eq!(users, 1, "the user insert rolled back with the refused job");
+    assert_eq!(users, 2, "a's and b's sign-ups committed");
 }
 
 #[derive(diesel::QueryableByName)]
@@ -203,7 +198,7 @@ struct QueueRow {
 #[test]
 fn an_applications_own_error_type_absorbs_both() {
     let (_db, mut conn) = setup();
-    sign_up_checked(&mut conn, "c@example.com").expect("sign up");
+    let (_, welcome) = sign_up_checked(&mut conn, "c@example.com").expect("sign up");
     assert!(matches!(
         sign_up_checked(&mut conn, "c@example.com"),
         Err(AppError::Db(_))
@@ -211,13 +206,30 @@ fn an_applications_own_error_type_absorbs_both() {
     diesel::sql_query("DELETE FROM users")
         .execute(&mut conn)
         .expect("forget the user");
-    assert!(matches!(
-        sign_up_checked(&mut conn, "c@example.com"),
-        Err(AppError::Queue(jobqueue_core::Error::UniqueConflict { .. }))
-    ));
+    // Signed up again while the first welcome is queued: the user row
+    // commits, and the outcome names the queued welcome.
+    let (_, again) = sign_up_checked(&mut conn, "c@example.com").expect("sign up again");
+    assert_eq!(again, welcome, "the queued welcome stands for both");
     assert_eq!(
         jobqueue_tests::scalar(&mut conn, "SELECT count(*) AS n FROM users"),
-        0
+        1
+    );
+    assert_eq!(
+        count_where(&mut conn, "unique_key = 'welcome:c@example.com'"),
+        1
+    );
+    // The queue's own errors reach the application's type through `?`.
+    let too_big = SendEmail {
+        to: "x".repeat(2 << 20),
+        subject: "Welcome".into(),
+    };
+    let err: AppError = too_big.enqueue(&mut conn).expect_err("over 1 MiB").into();
+    assert!(
+        matches!(
+            err,
+            AppError::Queue(jobqueue_core::Error::PayloadTooLarge { .. })
+        ),
+        "{err:?}"
     );
 }
 
@@ -230,7 +242,8 @@ fn the_handler_reaches_the_applications_state_and_retries_on_its_errors() {
         subject: "x".into(),
     }
     .enqueue(&mut conn)
-    .expect("enqueue");
+    .expect("enqueue")
+    .id();
     let sent = Arc::new(Mutex::new(Vec::new()));
     let mailer = Mailer {
         sent: Arc::clone(&sent),

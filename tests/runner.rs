@@ -85,7 +85,7 @@ fn an_idle_runner_with_a_60s_poll_is_woken_by_notify() {
         runner.stats().empty_claims >= 1
     });
     let waited = time_to_complete(&mut conn, |conn| {
-        Noop { n: 1 }.enqueue(conn).expect("enqueue")
+        Noop { n: 1 }.enqueue(conn).expect("enqueue").id()
     });
     runner.shutdown();
     assert!(
@@ -97,8 +97,8 @@ fn an_idle_runner_with_a_60s_poll_is_woken_by_notify() {
 #[test]
 fn a_panicking_handler_is_retried_then_failed_with_the_message() {
     let (db, mut conn) = setup();
-    let panic_id = Panic {}.enqueue(&mut conn).expect("enqueue");
-    let ok_id = Noop { n: 7 }.enqueue(&mut conn).expect("enqueue");
+    let panic_id = Panic {}.enqueue(&mut conn).expect("enqueue").id();
+    let ok_id = Noop { n: 7 }.enqueue(&mut conn).expect("enqueue").id();
     let runner = Runner::new(config(&db, 2), jobs::registry())
         .start()
         .expect("start");
@@ -182,7 +182,7 @@ fn a_malformed_payload_fails_at_once_and_the_runner_goes_on() {
 #[test]
 fn cancelling_a_running_job_is_seen_by_its_handler() {
     let (db, mut conn) = setup();
-    let id = Cancellable {}.enqueue(&mut conn).expect("enqueue");
+    let id = Cancellable {}.enqueue(&mut conn).expect("enqueue").id();
     let mut config = config(&db, 1);
     config = config.lease(Duration::from_millis(900));
     let runner = Runner::new(config, jobs::registry())
@@ -228,8 +228,8 @@ impl jobqueue_runner::Perform for Stranger {
 #[test]
 fn an_unknown_job_type_is_set_aside_until_a_runner_handles_it() {
     let (db, mut conn) = setup();
-    let stranger = Stranger {}.enqueue(&mut conn).expect("enqueue");
-    let known = Noop { n: 1 }.enqueue(&mut conn).expect("enqueue");
+    let stranger = Stranger {}.enqueue(&mut conn).expect("enqueue").id();
+    let known = Noop { n: 1 }.enqueue(&mut conn).expect("enqueue").id();
     let runner = Runner::new(config(&db, 2), jobs::registry())
         .start()
         .expect("start");
@@ -268,7 +268,12 @@ fn an_unknown_job_type_is_set_aside_until_a_runner_handles_it() {
 fn a_handler_transaction_writes_its_effect_and_completion_together() {
     let (db, mut conn) = setup();
     let ids: Vec<_> = (0..20)
-        .map(|_| Effect { pause: false }.enqueue(&mut conn).expect("enqueue"))
+        .map(|_| {
+            Effect { pause: false }
+                .enqueue(&mut conn)
+                .expect("enqueue")
+                .id()
+        })
         .collect();
     let runner = Runner::new(config(&db, 4), jobs::registry())
         .start()
@@ -343,7 +348,7 @@ fn a_busy_runner_hands_back_prefetched_jobs_another_runner_can_start() {
 #[test]
 fn dropping_the_handle_shuts_the_runner_down() {
     let (db, mut conn) = setup();
-    let id = Noop { n: 1 }.enqueue(&mut conn).expect("enqueue");
+    let id = Noop { n: 1 }.enqueue(&mut conn).expect("enqueue").id();
     let runner = Runner::new(config(&db, 4), jobs::registry())
         .start()
         .expect("start");

@@ -127,7 +127,10 @@ fn sigterm_finishes_in_flight_jobs_and_hands_back_unstarted_ones() {
 #[test]
 fn kill_9_inside_the_handler_transaction_leaves_neither_effect_nor_completion() {
     let (db, mut conn) = TestDb::with_side_tables();
-    let id = Effect { pause: true }.enqueue(&mut conn).expect("enqueue");
+    let id = Effect { pause: true }
+        .enqueue(&mut conn)
+        .expect("enqueue")
+        .id();
     let mut child = start_worker(&db, &["--concurrency", "1", "--lease-secs", "1"]);
     // The handler inserted its effect and sleeps before commit: its
     // uncommitted insert holds a lock on test_effects.

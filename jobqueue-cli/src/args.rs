@@ -315,7 +315,8 @@ pub(crate) struct EnqueueArgs {
     /// Attempts before failed, 1 to 1000 (default: the type's).
     #[arg(long, allow_negative_numbers = true)]
     pub(crate) max_attempts: Option<i32>,
-    /// At most one live job per key.
+    /// At most one live job per key: when a live job holds the key, nothing
+    /// is inserted, its id is printed and a note goes to stderr (exit 0).
     #[arg(long)]
     pub(crate) unique_key: Option<String>,
 }

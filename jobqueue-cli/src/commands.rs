@@ -3,7 +3,9 @@
 use std::time::Duration;
 
 use diesel::{Connection, PgConnection};
-use jobqueue_core::{CancelOutcome, JobFilter, JobId, JobOptions, JobStatus, NewJob, Retention};
+use jobqueue_core::{
+    CancelOutcome, EnqueueOutcome, JobFilter, JobId, JobOptions, JobStatus, NewJob, Retention,
+};
 
 use jobqueue_runner::{Registry, Runner, RunnerConfig};
 
@@ -264,8 +266,16 @@ fn enqueue(url: &str, args: EnqueueArgs, registry: &Registry) -> Result<()> {
             }
         )));
     };
-    let id = jobqueue_core::enqueue(&mut connect(url)?, &job)?;
-    println!("{id}");
+    match jobqueue_core::enqueue(&mut connect(url)?, &job)? {
+        EnqueueOutcome::Inserted(id) => println!("{id}"),
+        EnqueueOutcome::Duplicate(duplicate) => {
+            eprintln!(
+                "not enqueued: live job {} already holds unique key `{}`",
+                duplicate.existing, duplicate.unique_key
+            );
+            println!("{}", duplicate.existing);
+        }
+    }
     Ok(())
 }
 

@@ -19,8 +19,9 @@
 //!
 //! Enqueue runs on the caller's connection and inside the caller's open
 //! transaction, if any: the jobs exist if and only if it commits. A unique-key
-//! clash is resolved with `ON CONFLICT DO NOTHING`, so it never aborts the
-//! caller's transaction.
+//! clash is resolved with `ON CONFLICT DO NOTHING` and reported as an
+//! outcome ([`EnqueueOutcome::Duplicate`]), so it never aborts the caller's
+//! transaction.
 
 use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
@@ -31,7 +32,7 @@ use diesel::prelude::*;
 use diesel::sql_types::{Array, Bool, Double, Integer, Nullable, Text, Timestamptz, Uuid};
 
 use crate::prepared::{Prepared, Statement, prepared};
-use crate::{Error, JobId, JobStatus, NewJob, Result, sql};
+use crate::{Error, JobId, NewJob, Result, sql};
 
 /// Least time between two notifications of one queue of one database from
 /// this process.
@@ -110,6 +111,15 @@ struct IdRow {
     id: JobId,
 }
 
+/// A row of [`sql::JOB_LIVE_HOLDERS`].
+#[derive(QueryableByName)]
+struct HolderRow {
+    #[diesel(sql_type = Text)]
+    unique_key: String,
+    #[diesel(sql_type = Uuid)]
+    id: JobId,
+}
+
 /// A row of [`sql::JOB_INSERT`].
 #[derive(QueryableByName)]
 struct InsertedRow {
@@ -119,14 +129,79 @@ struct InsertedRow {
     database: String,
 }
 
-/// The outcome of [`enqueue_many`].
+/// A job that was not inserted because a live job already held its unique
+/// key: a normal outcome of an enqueue with a key, not an error.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Duplicate {
+    /// The id the job would have had (its [`NewJob::id`]); no row has it.
+    pub job: JobId,
+    /// The key it asked for.
+    pub unique_key: String,
+    /// The live job holding the key (in a batch, possibly an earlier job of
+    /// the same batch).
+    pub existing: JobId,
+}
+
+/// What one enqueue did: inserted the job, or found a live job holding its
+/// unique key and inserted nothing. Either way the caller's transaction goes
+/// on.
+///
+/// ```no_run
+/// # use jobqueue_core::{EnqueueOutcome, Job};
+/// # #[derive(serde::Serialize, serde::Deserialize, Job)]
+/// # #[job(type = "report.build")]
+/// # struct Report { day: u32 }
+/// # fn run(conn: &mut diesel::PgConnection) -> jobqueue_core::Result<()> {
+/// match Report { day: 25 }.options().unique_key("report:25").enqueue(conn)? {
+///     EnqueueOutcome::Inserted(id) => println!("enqueued {id}"),
+///     EnqueueOutcome::Duplicate(dup) => println!("already queued as {}", dup.existing),
+/// }
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EnqueueOutcome {
+    /// The job was inserted under this id.
+    Inserted(JobId),
+    /// A live job already holds the job's unique key; nothing was inserted.
+    Duplicate(Duplicate),
+}
+
+impl EnqueueOutcome {
+    /// The job that now stands for this enqueue: the one inserted, or the
+    /// live job holding the unique key.
+    pub fn id(&self) -> JobId {
+        match self {
+            EnqueueOutcome::Inserted(id) => *id,
+            EnqueueOutcome::Duplicate(duplicate) => duplicate.existing,
+        }
+    }
+
+    /// The inserted job's id; `None` for a duplicate.
+    pub fn inserted(&self) -> Option<JobId> {
+        match self {
+            EnqueueOutcome::Inserted(id) => Some(*id),
+            EnqueueOutcome::Duplicate(_) => None,
+        }
+    }
+
+    /// Whether a live job already held the unique key (nothing inserted).
+    pub fn is_duplicate(&self) -> bool {
+        matches!(self, EnqueueOutcome::Duplicate(_))
+    }
+}
+
+/// What [`enqueue_many`] did: the same two outcomes as [`EnqueueOutcome`],
+/// for a whole batch.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Enqueued {
-    /// Ids of the jobs inserted.
+    /// Ids of the jobs inserted, in the batch's order.
     pub inserted: Vec<JobId>,
-    /// Ids of the jobs not inserted because a live job already held their
-    /// unique key (or an earlier job of the same batch did).
-    pub skipped: Vec<JobId>,
+    /// The jobs not inserted because a live job already held their unique
+    /// key (or an earlier job of the same batch did), in the batch's order.
+    pub duplicates: Vec<Duplicate>,
 }
 
 /// Statement `S` with the job's columns bound as `$1` to `$8` (the order of
@@ -143,69 +218,72 @@ fn job_columns<S: Statement>(job: &NewJob) -> Prepared<'_, S> {
         .bind::<Double, _>(job.delay_secs)
 }
 
-/// Inserts one job; returns its id.
+/// Inserts one job, or finds the live job already holding its unique key.
 ///
-/// Fails with [`Error::UniqueConflict`] (and inserts nothing) when a live
-/// job already holds the job's unique key.
-pub fn enqueue(conn: &mut PgConnection, job: &NewJob) -> Result<JobId> {
+/// A duplicate key is an outcome ([`EnqueueOutcome::Duplicate`], naming
+/// the holder), not an error: the insert is `ON CONFLICT DO NOTHING`, so the
+/// caller's transaction goes on either way. Fails with
+/// [`Error::UniqueConflict`] only if the key's holder finished, and the key
+/// was taken again by another enqueue, three times in a row while this one
+/// looked (a transient state: retrying the enqueue resolves it).
+pub fn enqueue(conn: &mut PgConnection, job: &NewJob) -> Result<EnqueueOutcome> {
     // A job due later is announced when it becomes due (`promote_due`).
     let due_later = job.delay_secs > 0.0 || job.run_at.is_some_and(|at| at > Utc::now());
     let notify = !due_later && should_notify(conn, &job.queue);
-    if job.unique_key.is_none() && !notify {
-        job_columns::<sql::JobInsertQuiet>(job).execute(conn)?;
-        return Ok(job.id);
-    }
-    for _ in 0..UNIQUE_RETRIES {
-        let inserted = job_columns::<sql::JobInsert>(job)
-            .bind::<Nullable<Text>, _>(job.unique_key.as_deref())
-            .bind::<Text, _>(crate::NOTIFY_CHANNEL)
-            .bind::<Bool, _>(notify)
-            .get_result::<InsertedRow>(conn)
-            .optional()?;
-        if let Some(row) = inserted {
-            if notify {
-                notified(conn, row.database, &job.queue);
-            }
-            return Ok(row.id);
+    let Some(key) = &job.unique_key else {
+        if notify {
+            insert_one(conn, job, notify)?;
+        } else {
+            job_columns::<sql::JobInsertQuiet>(job).execute(conn)?;
         }
-        let Some(key) = &job.unique_key else {
-            // Only the unique-key index can make the insert do nothing.
-            return Err(Error::invalid(
-                "unique_key",
-                "insert skipped without a unique key",
-            ));
-        };
-        if let Some(existing) = live_holder(conn, key)? {
-            return Err(Error::UniqueConflict {
+        return Ok(EnqueueOutcome::Inserted(job.id));
+    };
+    for _ in 0..UNIQUE_RETRIES {
+        if let Some(id) = insert_one(conn, job, notify)? {
+            return Ok(EnqueueOutcome::Inserted(id));
+        }
+        let keys = [key.as_str()];
+        if let Some(existing) = live_holders(conn, &keys)?.remove(key) {
+            return Ok(EnqueueOutcome::Duplicate(Duplicate {
+                job: job.id,
                 unique_key: key.clone(),
-                existing: Some(existing),
-            });
+                existing,
+            }));
         }
         // The holder finished in between: its key is free again, try once more.
     }
     Err(Error::UniqueConflict {
-        unique_key: job.unique_key.clone().unwrap_or_default(),
+        unique_key: key.clone(),
         existing: None,
     })
 }
 
-/// The live job holding `key`, if any.
-fn live_holder(conn: &mut PgConnection, key: &str) -> Result<Option<JobId>> {
-    use crate::schema::jobqueue_jobs::dsl::*;
-    let holder = jobqueue_jobs
-        .select(id)
-        .filter(unique_key.eq(key))
-        .filter(
-            status.eq_any(
-                JobStatus::ALL
-                    .into_iter()
-                    .filter(|s| !s.is_finished())
-                    .map(JobStatus::as_str),
-            ),
-        )
-        .first::<uuid::Uuid>(conn)
+/// [`sql::JOB_INSERT`] of one job: its id, or `None` if a live job holds
+/// its unique key.
+fn insert_one(conn: &mut PgConnection, job: &NewJob, notify: bool) -> Result<Option<JobId>> {
+    let inserted = job_columns::<sql::JobInsert>(job)
+        .bind::<Nullable<Text>, _>(job.unique_key.as_deref())
+        .bind::<Text, _>(crate::NOTIFY_CHANNEL)
+        .bind::<Bool, _>(notify)
+        .get_result::<InsertedRow>(conn)
         .optional()?;
-    Ok(holder.map(JobId::from))
+    Ok(inserted.map(|row| {
+        if notify {
+            notified(conn, row.database, &job.queue);
+        }
+        row.id
+    }))
+}
+
+/// The live jobs holding `keys`, by key.
+fn live_holders(conn: &mut PgConnection, keys: &[&str]) -> Result<HashMap<String, JobId>> {
+    let rows = diesel::sql_query(sql::JOB_LIVE_HOLDERS)
+        .bind::<Array<Text>, _>(keys)
+        .load::<HolderRow>(conn)?;
+    Ok(rows
+        .into_iter()
+        .map(|row| (row.unique_key, row.id))
+        .collect())
 }
 
 /// Smallest batch that goes through `COPY` instead of `INSERT ... unnest`.
@@ -216,21 +294,28 @@ const COPY_THRESHOLD: usize = 256;
 /// A large batch of jobs due now without unique keys streams through
 /// `COPY ... FROM STDIN` (the fastest way into PostgreSQL), followed by one
 /// `pg_notify` per distinct queue; any other batch is one
-/// `INSERT ... SELECT FROM unnest(...) ON CONFLICT DO NOTHING`. Jobs whose
+/// `INSERT ... SELECT FROM unnest(...) ON CONFLICT DO NOTHING`. A job whose
 /// unique key is held by a live job, or by an earlier job of the same batch,
-/// are skipped and reported in [`Enqueued::skipped`]; the others are
-/// inserted. Runs inside the caller's open transaction, if any (else in one
-/// of its own): all of the batch or none of it.
+/// is not inserted and is reported in [`Enqueued::duplicates`] with the
+/// holder, as [`enqueue`] reports one; the others are inserted. Runs inside
+/// the caller's open transaction, if any (else in one of its own): all of
+/// the batch or none of it.
 pub fn enqueue_many(conn: &mut PgConnection, jobs: &[NewJob]) -> Result<Enqueued> {
     if jobs.is_empty() {
         return Ok(Enqueued::default());
     }
+    let keyed = jobs.iter().any(|job| job.unique_key.is_some());
     let copyable = jobs.len() >= COPY_THRESHOLD
+        && !keyed
         && jobs
             .iter()
-            .all(|job| job.unique_key.is_none() && job.run_at.is_none() && job.delay_secs == 0.0);
+            .all(|job| job.run_at.is_none() && job.delay_secs == 0.0);
     if copyable {
         return crate::isolation::in_transaction(conn, "BEGIN", |conn| copy_many(conn, jobs));
+    }
+    if keyed {
+        // Duplicates are looked up after the insert, in the same transaction.
+        return crate::isolation::in_transaction(conn, "BEGIN", |conn| insert_many(conn, jobs));
     }
     insert_many(conn, jobs)
 }
@@ -290,7 +375,7 @@ fn copy_many(conn: &mut PgConnection, jobs: &[NewJob]) -> Result<Enqueued> {
         .execute(conn)?;
     Ok(Enqueued {
         inserted: jobs.iter().map(|job| job.id).collect(),
-        skipped: Vec::new(),
+        duplicates: Vec::new(),
     })
 }
 
@@ -331,7 +416,41 @@ fn insert_many(conn: &mut PgConnection, jobs: &[NewJob]) -> Result<Enqueued> {
         .bind::<Bool, _>(true)
         .load::<IdRow>(conn)?;
     let inserted: std::collections::HashSet<JobId> = rows.iter().map(|row| row.id).collect();
-    let (inserted, skipped): (Vec<JobId>, Vec<JobId>) =
-        ids.into_iter().partition(|id| inserted.contains(id));
-    Ok(Enqueued { inserted, skipped })
+    if inserted.len() == n {
+        return Ok(Enqueued {
+            inserted: ids,
+            duplicates: Vec::new(),
+        });
+    }
+    let keys: Vec<&str> = jobs
+        .iter()
+        .filter(|job| !inserted.contains(&job.id))
+        .filter_map(|job| job.unique_key.as_deref())
+        .collect();
+    let holders = live_holders(conn, &keys)?;
+    let mut done = Enqueued::default();
+    for job in jobs {
+        if inserted.contains(&job.id) {
+            done.inserted.push(job.id);
+            continue;
+        }
+        let holder = job
+            .unique_key
+            .as_ref()
+            .and_then(|key| Some((key, *holders.get(key)?)));
+        let outcome = match holder {
+            Some((key, existing)) => EnqueueOutcome::Duplicate(Duplicate {
+                job: job.id,
+                unique_key: key.clone(),
+                existing,
+            }),
+            // The holder finished between the insert and the look-up.
+            None => enqueue(conn, job)?,
+        };
+        match outcome {
+            EnqueueOutcome::Inserted(id) => done.inserted.push(id),
+            EnqueueOutcome::Duplicate(duplicate) => done.duplicates.push(duplicate),
+        }
+    }
+    Ok(done)
 }

@@ -17,7 +17,8 @@ use crate::JobId;
 ///   conversion back) recovers it.
 /// - `diesel::result::Error` → `jobqueue_core::Error`: [`Error::Database`],
 ///   except that a wrapped `jobqueue_core::Error` comes back unchanged, so
-///   `Error::UniqueConflict` survives the round trip through a transaction.
+///   `Error::PayloadTooLarge`, say, survives the round trip through a
+///   transaction.
 ///
 /// ```no_run
 /// use diesel::prelude::*;
@@ -95,8 +96,13 @@ pub enum Error {
         reason: String,
     },
 
-    /// A live (pending, claimed or running) job already holds this unique key.
-    /// Nothing was inserted; the caller's transaction is still usable.
+    /// A live job already holds this unique key, where the operation needs it
+    /// free: retrying a failed job whose key a newer job took, or an enqueue
+    /// whose key's holder kept finishing and being replaced while it looked
+    /// (a plain duplicate on enqueue is an outcome,
+    /// [`EnqueueOutcome::Duplicate`](crate::EnqueueOutcome::Duplicate), not
+    /// this error). Nothing was changed; the caller's transaction is still
+    /// usable.
     #[error(
         "a live job{} already holds unique key `{unique_key}`; nothing was inserted",
         .existing.map(|id| format!(" ({id})")).unwrap_or_default()

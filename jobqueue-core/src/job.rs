@@ -7,7 +7,7 @@ use serde::de::DeserializeOwned;
 use crate::limits::{
     DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_PAYLOAD_BYTES, DEFAULT_PRIORITY, DEFAULT_QUEUE,
 };
-use crate::{Enqueued, JobId, JobOptions, NewJob, Result, RetryPolicy};
+use crate::{EnqueueOutcome, Enqueued, JobOptions, NewJob, Result, RetryPolicy};
 
 /// A payload type that can be stored and worked as a job.
 ///
@@ -31,13 +31,14 @@ use crate::{Enqueued, JobId, JobOptions, NewJob, Result, RetryPolicy};
 ///
 /// # fn run(conn: &mut diesel::PgConnection) -> jobqueue_core::Result<()> {
 /// // Inside the application's own transaction: the job exists iff it commits.
-/// let id = SendEmail { to: "a@example.com".into() }.enqueue(conn)?;
+/// let id = SendEmail { to: "a@example.com".into() }.enqueue(conn)?.id();
 /// // With options:
 /// let later = SendEmail { to: "b@example.com".into() }
 ///     .options()
 ///     .priority(200)
 ///     .delay(std::time::Duration::from_secs(60))
-///     .enqueue(conn)?;
+///     .enqueue(conn)?
+///     .id();
 /// # let _ = (id, later);
 /// # Ok(())
 /// # }
@@ -60,8 +61,9 @@ pub trait Job: Serialize + DeserializeOwned {
 
     /// Enqueues this job with its type's defaults, on `conn`: inside the
     /// caller's open transaction if there is one, so the job exists if and
-    /// only if that transaction commits.
-    fn enqueue(&self, conn: &mut PgConnection) -> Result<JobId>
+    /// only if that transaction commits. See [`crate::enqueue`] for the
+    /// outcome when a unique key is already held.
+    fn enqueue(&self, conn: &mut PgConnection) -> Result<EnqueueOutcome>
     where
         Self: Sized,
     {
@@ -149,8 +151,10 @@ impl<J: Job> EnqueueBuilder<'_, J> {
         NewJob::from_job(self.job, self.options)
     }
 
-    /// Enqueues the job on `conn` (joining its open transaction, if any).
-    pub fn enqueue(self, conn: &mut PgConnection) -> Result<JobId> {
+    /// Enqueues the job on `conn` (joining its open transaction, if any):
+    /// inserted, or a [`Duplicate`](crate::Duplicate) when a live job holds
+    /// its unique key.
+    pub fn enqueue(self, conn: &mut PgConnection) -> Result<EnqueueOutcome> {
         crate::enqueue(conn, &self.build()?)
     }
 }

@@ -71,6 +71,7 @@ mod prune;
 mod queue_head;
 mod queues;
 mod ready;
+mod redact;
 mod rescue;
 mod retry_policy;
 mod row;
@@ -92,7 +93,7 @@ pub use cancel::{CancelOutcome, cancel};
 pub use claim::{Claim, DEFAULT_LEASE, GlobalLimits, Resume, claim};
 pub use cron_schedule::CronSchedule;
 pub use doctor::{Check, CheckStatus, DoctorOptions, doctor};
-pub use enqueue::{Enqueued, NOTIFY_DEBOUNCE, enqueue, enqueue_many};
+pub use enqueue::{Duplicate, EnqueueOutcome, Enqueued, NOTIFY_DEBOUNCE, enqueue, enqueue_many};
 pub use error::{Error, Result};
 pub use finish::{
     FailOutcome, FailedMany, Failure, cancel_held_many, complete, complete_and_delete,
@@ -154,6 +155,7 @@ pub use prune::{COUNTS_KEPT, Pruned, Retention, prune};
 pub use queue_head::{QueueHead, queue_head};
 pub use queues::{QueueChange, QueueInfo, list_queues, pause_queue, resume_queue, set_queue_limit};
 pub use ready::{DEFAULT_PROMOTE_BATCH, promote_due, reclaim_unhandled};
+pub use redact::redact_url;
 pub use rescue::{DEFAULT_RESCUE_BATCH, Rescued, rescue_stale};
 pub use retry_policy::RetryPolicy;
 pub use row::{JobRow, get_job};

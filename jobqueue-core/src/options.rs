@@ -68,9 +68,10 @@ impl JobOptions {
         self
     }
 
-    /// At most one live (pending, claimed or running) job per key; a second
-    /// enqueue with the key is refused with [`crate::Error::UniqueConflict`].
-    /// Finished jobs do not hold their key.
+    /// At most one live (scheduled, pending, claimed or running) job per key:
+    /// a second enqueue with the key inserts nothing and reports the holder
+    /// ([`crate::EnqueueOutcome::Duplicate`]). Finished jobs do not hold
+    /// their key.
     pub fn unique_key(mut self, key: impl Into<String>) -> Self {
         self.unique_key = Some(key.into());
         self

@@ -136,6 +136,13 @@ pub(crate) const JOB_INSERT_MANY: &str = concat!(
     notify_and_return_ids!()
 );
 
+/// The live jobs holding the unique keys in `$1`: `(unique_key, id)`, one
+/// row per key held (through the partial unique index on live keys).
+pub(crate) const JOB_LIVE_HOLDERS: &str = concat!(
+    "SELECT unique_key, id FROM jobqueue_jobs WHERE unique_key = ANY($1) AND ",
+    live_predicate!()
+);
+
 /// Wakes the queues in `$2` (distinct names) on channel `$1`: after a `COPY`.
 pub(crate) const JOB_NOTIFY_QUEUES: &str = "SELECT pg_notify($1, q) FROM unnest($2::text[]) AS q";
 

@@ -12,7 +12,9 @@ use crate::RunnerError;
 /// default to a share of another field (`prefetch`, `heartbeat_interval`,
 /// `handler_pool_size`) are `None` until set, and derived when the runner
 /// starts: setting `concurrency` or `lease` never leaves them stale.
-#[derive(Debug, Clone)]
+///
+/// Its `Debug` output shows the database URL with its password hidden.
+#[derive(Clone)]
 pub struct RunnerConfig {
     /// PostgreSQL URL (libpq syntax, multi-host URLs included).
     pub database_url: String,
@@ -89,6 +91,65 @@ pub struct RunnerConfig {
     /// longest statement the runner may wait on (a claim queued behind a
     /// queue's lock, a prune batch).
     pub db_timeout: Duration,
+}
+
+/// Every field, the URL's password hidden ([`jobqueue_core::redact_url`]).
+impl std::fmt::Debug for RunnerConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Destructured, so that a new field cannot be left out unnoticed.
+        let RunnerConfig {
+            database_url,
+            worker_id,
+            concurrency,
+            queues,
+            queue_concurrency,
+            max_snoozes,
+            batch_size,
+            prefetch,
+            poll_interval,
+            lease,
+            heartbeat_interval,
+            retry,
+            retention,
+            rescue_interval,
+            prune_interval,
+            vacuum_interval,
+            vacuum_min_dead,
+            shutdown_grace,
+            default_timeout,
+            completion_batch,
+            handler_pool_size,
+            metrics,
+            metrics_refresh,
+            db_timeout,
+        } = self;
+        f.debug_struct("RunnerConfig")
+            .field("database_url", &jobqueue_core::redact_url(database_url))
+            .field("worker_id", worker_id)
+            .field("concurrency", concurrency)
+            .field("queues", queues)
+            .field("queue_concurrency", queue_concurrency)
+            .field("max_snoozes", max_snoozes)
+            .field("batch_size", batch_size)
+            .field("prefetch", prefetch)
+            .field("poll_interval", poll_interval)
+            .field("lease", lease)
+            .field("heartbeat_interval", heartbeat_interval)
+            .field("retry", retry)
+            .field("retention", retention)
+            .field("rescue_interval", rescue_interval)
+            .field("prune_interval", prune_interval)
+            .field("vacuum_interval", vacuum_interval)
+            .field("vacuum_min_dead", vacuum_min_dead)
+            .field("shutdown_grace", shutdown_grace)
+            .field("default_timeout", default_timeout)
+            .field("completion_batch", completion_batch)
+            .field("handler_pool_size", handler_pool_size)
+            .field("metrics", metrics)
+            .field("metrics_refresh", metrics_refresh)
+            .field("db_timeout", db_timeout)
+            .finish()
+    }
 }
 
 /// Whether a runner keeps Prometheus metrics, and where it serves them.

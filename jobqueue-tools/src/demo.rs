@@ -261,7 +261,7 @@ pub fn run(
     jobqueue_core::run_migrations(&mut conn)?;
     let mix = mix(jobs)?;
     let total = mix.len();
-    println!("demo database: {url}");
+    println!("demo database: {}", jobqueue_core::redact_url(&url));
     println!(
         "working {total} jobs with {concurrency} workers: emails, thumbnails, webhooks (some flaky, some broken), scheduled digests, one long report"
     );
