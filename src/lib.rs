@@ -266,12 +266,15 @@ pub fn make_due(conn: &mut PgConnection) {
     .expect("make jobs due");
 }
 
-/// How many migrations the schema has (the folders of `migrations/`).
+/// How many migrations the schema has (the folders of `jobqueue-core/migrations/`).
 pub fn migration_count() -> usize {
-    std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/migrations"))
-        .expect("read migrations/")
-        .filter(|entry| entry.as_ref().is_ok_and(|e| e.path().is_dir()))
-        .count()
+    std::fs::read_dir(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/jobqueue-core/migrations"
+    ))
+    .expect("read jobqueue-core/migrations/")
+    .filter(|entry| entry.as_ref().is_ok_and(|e| e.path().is_dir()))
+    .count()
 }
 
 /// Makes the lease of every held job expire (as if its worker died).

@@ -1,4 +1,4 @@
-//! The schema, embedded from `migrations/` and applied by [`run_migrations`].
+//! The schema, embedded from the crate's `migrations/` and applied by [`run_migrations`].
 
 use diesel::prelude::*;
 use diesel::sql_types::BigInt;
@@ -7,7 +7,7 @@ use diesel_migrations::{EmbeddedMigrations, MigrationHarness, embed_migrations};
 use crate::{Error, Result};
 
 /// The project's migrations, compiled into the binary.
-pub const MIGRATIONS: EmbeddedMigrations = embed_migrations!("../migrations");
+pub const MIGRATIONS: EmbeddedMigrations = embed_migrations!("migrations");
 
 /// Advisory-lock key that serializes concurrent migrators ("jobqueue" in ASCII).
 const MIGRATION_LOCK: i64 = 0x6a6f_6271_7565_7565;
