@@ -11,6 +11,7 @@ use crossbeam_channel::{Receiver, select};
 use jobqueue_core::{FailOutcome, Failure, JobId};
 
 use crate::backoff::Backoff;
+use crate::claimer::Claimer;
 use crate::counters::Counters;
 use crate::db::Db;
 use crate::messages::{Outcome, OutcomeKind};
@@ -31,7 +32,7 @@ enum Next {
 /// Runs until the outcome channel disconnects, or, once shutdown began,
 /// until the grace deadline; refused flushes are retried until a second
 /// grace period has passed.
-pub(crate) fn run(shared: Arc<Shared>, outcomes: Receiver<Outcome>) {
+pub(crate) fn run(shared: Arc<Shared>, claimer: &Claimer, outcomes: Receiver<Outcome>) {
     let mut db = Db::new(&shared, "completer");
     let mut backoff = Backoff::new();
     let mut pending: Vec<Outcome> = Vec::new();
@@ -70,7 +71,7 @@ pub(crate) fn run(shared: Arc<Shared>, outcomes: Receiver<Outcome>) {
                 Err(_) => break,
             }
         }
-        flush(&shared, &mut db, &mut pending);
+        flush(&shared, claimer, &mut db, &mut pending);
         if pending.is_empty() {
             backoff.reset();
             continue;
@@ -100,7 +101,7 @@ pub(crate) fn run(shared: Arc<Shared>, outcomes: Receiver<Outcome>) {
 /// Writes every pending outcome, one statement per kind; what was written
 /// leaves `pending` and frees its job's slot, what the database refused
 /// stays for the next flush.
-fn flush(shared: &Shared, db: &mut Db, pending: &mut Vec<Outcome>) {
+fn flush(shared: &Shared, claimer: &Claimer, db: &mut Db, pending: &mut Vec<Outcome>) {
     let mut complete = Vec::new();
     let mut release = Vec::new();
     let mut cancel = Vec::new();
@@ -130,7 +131,7 @@ fn flush(shared: &Shared, db: &mut Db, pending: &mut Vec<Outcome>) {
     let written = |pending: &mut Vec<Outcome>, done: fn(&OutcomeKind) -> bool| {
         pending.retain(|outcome| {
             if done(&outcome.kind) {
-                shared.finished(&outcome.state);
+                claimer.finished(&shared.inflight, &outcome.state);
                 false
             } else {
                 true

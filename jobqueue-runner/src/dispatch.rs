@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 use crossbeam_channel::{Receiver, Sender, TrySendError, bounded};
 
 use crate::messages::Claimed;
-use crate::shared::lock;
+use crate::sync::lock;
 
 /// The waiting jobs, by queue, and the order in which queues take turns.
 #[derive(Default)]

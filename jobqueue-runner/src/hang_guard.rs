@@ -28,7 +28,7 @@ use diesel::sql_types::{Integer, Nullable, Text};
 use diesel::{PgConnection, QueryableByName, RunQueryDsl};
 use nix::sys::socket::{Shutdown, SockaddrLike, SockaddrStorage, getpeername, getsockname};
 
-use crate::shared::lock;
+use crate::sync::lock;
 
 /// One thread's connection, as the watchdog sees it.
 #[derive(Debug)]

@@ -5,7 +5,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
-use crate::shared::lock;
+use crate::sync::lock;
 
 /// `error` on one line (libpq's messages span several).
 pub(crate) fn one_line(error: &dyn std::fmt::Display) -> String {

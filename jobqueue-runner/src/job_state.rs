@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use jobqueue_core::{JobId, Lease};
 
-use crate::shared::lock;
+use crate::sync::lock;
 
 /// One claimed job while this runner holds it.
 #[derive(Debug)]

@@ -11,11 +11,17 @@ use crossbeam_channel::Receiver;
 use jobqueue_core::Lease;
 
 use crate::backoff::stopped_within;
+use crate::claimer::Claimer;
 use crate::db::Db;
 use crate::job_state::JobState;
 use crate::shared::Shared;
 
-pub(crate) fn run(shared: Arc<Shared>, stop: Receiver<()>, spawn_worker: impl Fn()) {
+pub(crate) fn run(
+    shared: Arc<Shared>,
+    claimer: &Claimer,
+    stop: Receiver<()>,
+    spawn_worker: impl Fn(),
+) {
     let config = &shared.config;
     let mut db = Db::new(&shared, "lease keeper");
     let mut registered = false;
@@ -30,7 +36,7 @@ pub(crate) fn run(shared: Arc<Shared>, stop: Receiver<()>, spawn_worker: impl Fn
         }
         let now = Instant::now();
         for job in &jobs {
-            check_timeout(&shared, job, now, &spawn_worker);
+            check_timeout(&shared, claimer, job, now, &spawn_worker);
         }
         let live: Vec<Arc<JobState>> = jobs
             .into_iter()
@@ -121,7 +127,13 @@ fn presence(shared: &Shared, db: &mut Db, registered: bool) -> bool {
 /// Flags a handler past its timeout; once it is a whole lease past it, stops
 /// renewing its lease (another runner recovers the job) and replaces its
 /// worker thread, so a handler that never returns costs one thread, not a slot.
-fn check_timeout(shared: &Shared, job: &JobState, now: Instant, spawn_worker: &impl Fn()) {
+fn check_timeout(
+    shared: &Shared,
+    claimer: &Claimer,
+    job: &JobState,
+    now: Instant,
+    spawn_worker: &impl Fn(),
+) {
     let Some(deadline) = job.deadline() else {
         return;
     };
@@ -146,7 +158,7 @@ fn check_timeout(shared: &Shared, job: &JobState, now: Instant, spawn_worker: &i
             .counters
             .abandoned_running
             .fetch_add(1, Ordering::AcqRel);
-        shared.finished(job);
+        claimer.finished(&shared.inflight, job);
         spawn_worker();
     }
 }

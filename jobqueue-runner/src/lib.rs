@@ -48,6 +48,7 @@
 //! `jobqueue_cli::Cli::new().register::<SendEmail>().main()`.
 
 mod backoff;
+mod claimer;
 mod completer;
 mod config;
 mod connection;
@@ -55,10 +56,8 @@ mod context;
 mod counters;
 mod db;
 mod dispatch;
-mod early;
 mod error;
 mod exposition;
-mod fetcher;
 mod hang_guard;
 mod health;
 mod host_order;
@@ -73,11 +72,10 @@ mod metrics;
 mod perform;
 mod periodic;
 mod queue_gauges;
-mod queue_limits;
 mod registry;
-mod resume;
 mod runner;
 mod shared;
+mod sync;
 mod vacuum_pacing;
 mod worker;
 

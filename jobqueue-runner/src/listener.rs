@@ -32,6 +32,7 @@ use tokio_postgres::tls::MakeTlsConnect;
 use tokio_postgres::{AsyncMessage, Client, Config, SimpleQueryMessage};
 
 use crate::backoff::{Backoff, is_stopped, stopped_within};
+use crate::claimer::Claimer;
 use crate::health::{ConnectFailures, one_line};
 use crate::host_order::HostOrder;
 use crate::shared::Shared;
@@ -55,7 +56,12 @@ pub(crate) struct ListenerConnection {
 /// or the end of the connection.
 type Message = Result<String, String>;
 
-pub(crate) fn run(shared: Arc<Shared>, stop: Receiver<()>, connection: ListenerConnection) {
+pub(crate) fn run(
+    shared: Arc<Shared>,
+    claimer: &Claimer,
+    stop: Receiver<()>,
+    connection: ListenerConnection,
+) {
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -81,7 +87,7 @@ pub(crate) fn run(shared: Arc<Shared>, stop: Receiver<()>, connection: ListenerC
         };
         backoff.reset();
         failures.connected(&shared.health);
-        shared.wake_fetcher();
+        claimer.wake();
         let mut heard = Instant::now();
         let mut others_seen = others_replaced(&shared);
         loop {
@@ -106,7 +112,7 @@ pub(crate) fn run(shared: Arc<Shared>, stop: Receiver<()>, connection: ListenerC
                         if let Some(metrics) = &shared.metrics {
                             metrics.wakeups.inc();
                         }
-                        shared.announce(queue);
+                        claimer.announce(queue);
                     }
                 }
                 Some(Err(e)) => {

@@ -11,6 +11,7 @@ use crossbeam_channel::Receiver;
 use jobqueue_core::QueueSession;
 
 use crate::backoff::stopped_within;
+use crate::claimer::Claimer;
 use crate::db::Db;
 use crate::shared::Shared;
 use crate::vacuum_pacing::VacuumPacing;
@@ -25,7 +26,7 @@ fn jittered(interval: Duration) -> Duration {
     interval.mul_f64(0.9 + fastrand::f64() * 0.2)
 }
 
-pub(crate) fn run(shared: Arc<Shared>, stop: Receiver<()>) {
+pub(crate) fn run(shared: Arc<Shared>, claimer: &Claimer, stop: Receiver<()>) {
     let config = &shared.config;
     let mut db = Db::new(&shared, "maintenance");
     let started = Instant::now();
@@ -67,7 +68,7 @@ pub(crate) fn run(shared: Arc<Shared>, stop: Receiver<()>) {
         }
         if now >= next_rescue {
             next_rescue = now + jittered(config.rescue_interval);
-            rescue(&shared, &mut db);
+            rescue(&shared, claimer, &mut db);
         }
         if vacuum_pacing.is_backing_off() && now >= next_horizon_look && now < next_vacuum {
             next_horizon_look = now + jittered(config.vacuum_interval);
@@ -157,7 +158,7 @@ fn in_batches(
 }
 
 /// Recovers jobs whose lease expired.
-fn rescue(shared: &Shared, db: &mut Db) {
+fn rescue(shared: &Shared, claimer: &Claimer, db: &mut Db) {
     in_batches(shared, db, "stale-job recovery", RESCUE_BATCH, |conn| {
         let rescued = conn.rescue_stale(RESCUE_BATCH)?;
         if rescued.total() > 0 {
@@ -171,7 +172,7 @@ fn rescue(shared: &Shared, db: &mut Db) {
             );
         }
         if !rescued.requeued.is_empty() {
-            shared.wake_fetcher();
+            claimer.wake();
         }
         if let Some(metrics) = &shared.metrics {
             metrics.rescued.inc_by(rescued.total() as u64);

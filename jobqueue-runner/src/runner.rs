@@ -19,12 +19,14 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, Sender, bounded};
 use diesel::r2d2::Pool;
 
+use crate::claimer::Claimer;
 use crate::counters::Counters;
 use crate::dispatch::JobReceiver;
 use crate::health::Health;
 use crate::job_state::InFlight;
 use crate::messages::{Outcome, OutcomeKind};
-use crate::shared::{Shared, lock};
+use crate::shared::Shared;
+use crate::sync::lock;
 use crate::{Registry, RunnerConfig, RunnerError, RunnerStats};
 
 /// A configured runner, ready to start.
@@ -89,8 +91,7 @@ impl Runner {
                 Arc::clone(&hosts),
                 Arc::clone(&watchdog),
             ));
-        let (wake_tx, wake_rx) = bounded(1);
-        let (early_tx, early_rx) = bounded(1);
+        let (claimer, wakeups) = Claimer::new(&config);
         // The runner holds at most this many jobs at once, counting those
         // whose outcome is not written yet; so neither channel ever holds more.
         let most_held = config.max_held();
@@ -116,7 +117,6 @@ impl Runner {
             job_types,
             registry: self.registry,
             inflight: InFlight::default(),
-            queue_limits: crate::queue_limits::QueueLimits::new(&config),
             health: Health::default(),
             counters: Counters::default(),
             metrics: (config.metrics != crate::MetricsMode::Off).then(crate::metrics::Metrics::new),
@@ -124,28 +124,17 @@ impl Runner {
             pool,
             shutdown: shutdown_rx.clone(),
             shutdown_at: std::sync::OnceLock::new(),
-            outstanding: AtomicUsize::new(0),
-            wake_below: AtomicUsize::new(0),
             job_micros: std::sync::atomic::AtomicU64::new(0),
             last_start: std::sync::atomic::AtomicU64::new(0),
             epoch: Instant::now(),
-            wake: wake_tx,
-            early: early_tx,
-            early_held: AtomicUsize::new(0),
-            early_queues: crate::early::Announced::default(),
-            resuming_queues: std::sync::Mutex::default(),
-            backlog: std::sync::atomic::AtomicBool::new(false),
-            announced_queues: std::sync::Mutex::default(),
-            limits_seen: std::sync::atomic::AtomicU8::new(crate::fetcher::LIMITS_UNKNOWN),
             watchdog,
             hosts,
             config,
         });
-        let hand_back = crate::fetcher::HandBack {
+        let hand_back = crate::claimer::HandBack {
             queued: job_rx.clone(),
             outcomes: outcome_tx.clone(),
         };
-        let outcome_tx_early = outcome_tx.clone();
         let workers = Arc::new(WorkerSet {
             shared: Arc::clone(&shared),
             jobs: job_rx.clone(),
@@ -157,33 +146,25 @@ impl Runner {
         for _ in 0..shared.config.concurrency {
             workers.spawn()?;
         }
-        let s = Arc::clone(&shared);
-        let (jobs, outcomes, stop) = (job_tx.clone(), outcome_tx_early, shutdown_rx.clone());
-        let early = spawn("jobqueue-early", move || {
-            crate::early::run(s, jobs, outcomes, early_rx, stop)
-        })?;
-        let s = Arc::clone(&shared);
-        let fetcher = spawn("jobqueue-fetcher", move || {
-            crate::fetcher::run(s, job_tx, hand_back, wake_rx, shutdown_rx)
-        })?;
-        let s = Arc::clone(&shared);
+        let claimer_threads = claimer.start(&shared, job_tx, hand_back, wakeups, shutdown_rx)?;
+        let (s, c) = (Arc::clone(&shared), Arc::clone(&claimer));
         let completer = spawn("jobqueue-completer", move || {
-            crate::completer::run(s, outcome_rx)
+            crate::completer::run(s, &c, outcome_rx)
         })?;
-        let s = Arc::clone(&shared);
+        let (s, c) = (Arc::clone(&shared), Arc::clone(&claimer));
         let w = Arc::clone(&workers);
         let stop = last_rx.clone();
         let mut background = vec![spawn("jobqueue-lease", move || {
-            crate::lease_keeper::run(s, stop, move || {
+            crate::lease_keeper::run(s, &c, stop, move || {
                 if let Err(e) = w.spawn() {
                     log::error!("cannot start a replacement worker thread: {e}");
                 }
             })
         })?];
-        let s = Arc::clone(&shared);
+        let (s, c) = (Arc::clone(&shared), Arc::clone(&claimer));
         let stop = last_rx.clone();
         background.push(spawn("jobqueue-listener", move || {
-            crate::listener::run(s, stop, listener)
+            crate::listener::run(s, &c, stop, listener)
         })?);
         if !shared.registry.schedules().is_empty() {
             let (s, stop) = (Arc::clone(&shared), last_rx.clone());
@@ -215,9 +196,9 @@ impl Runner {
         background.push(spawn("jobqueue-watchdog", move || {
             crate::hang_guard::run(&s.watchdog, &stop)
         })?);
-        let s = Arc::clone(&shared);
+        let (s, c) = (Arc::clone(&shared), Arc::clone(&claimer));
         background.push(spawn("jobqueue-maintenance", move || {
-            crate::maintenance::run(s, last_rx)
+            crate::maintenance::run(s, &c, last_rx)
         })?);
         log::info!(
             "runner {} started: {} workers, queues [{}], job types [{}]",
@@ -240,8 +221,7 @@ impl Runner {
             workers,
             unstarted: job_rx,
             threads: Some(Threads {
-                fetcher,
-                early,
+                claimer: claimer_threads,
                 completer,
                 background,
                 last: last_tx,
@@ -345,8 +325,7 @@ pub struct RunnerHandle {
 
 /// The runner's threads besides its workers.
 struct Threads {
-    fetcher: JoinHandle<()>,
-    early: JoinHandle<()>,
+    claimer: crate::claimer::Threads,
     completer: JoinHandle<()>,
     background: Vec<JoinHandle<()>>,
     /// Dropped last: stops the lease keeper, the listener and maintenance.
@@ -417,8 +396,8 @@ impl RunnerHandle {
         let Some(threads) = self.threads.take() else {
             return self.summary(0, panicked_threads);
         };
-        join(threads.fetcher);
-        join(threads.early);
+        join(threads.claimer.fetcher);
+        join(threads.claimer.early);
         // No worker starts from now on; the handle keeps one sender of the
         // outcome channel to hand back what stuck workers never started.
         let senders = lock(&self.workers.senders).take();

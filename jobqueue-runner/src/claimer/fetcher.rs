@@ -1,23 +1,24 @@
 //! The fetcher: claims batches of jobs when workers have room, and sleeps
 //! until woken (a notification, a finished job) or the poll interval passes.
 
-use std::sync::Arc;
+use std::collections::HashSet;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender, select};
-use std::collections::HashSet;
+use jobqueue_core::Claim;
 
-use jobqueue_core::{Claim, GlobalLimits, JobRow};
-
+use super::Claimer;
+use super::deliver::deliver;
+use super::limits::LimitsRead;
+use super::resume::Resumes;
 use crate::RunnerConfig;
 use crate::backoff::Backoff;
 use crate::db::Db;
-use crate::dispatch::{Disconnected, JobReceiver, JobSender};
-use crate::job_state::JobState;
-use crate::messages::{Claimed, Outcome, OutcomeKind};
-use crate::resume::Resumes;
+use crate::dispatch::{JobReceiver, JobSender};
+use crate::messages::{Outcome, OutcomeKind};
 use crate::shared::Shared;
+use crate::sync::lock;
 
 /// First re-poll after a claim that found work.
 const QUICK_REPOLL: Duration = Duration::from_millis(2);
@@ -135,107 +136,6 @@ fn shed(shared: &Shared, jobs: &JobSender, shed: &HandBack, last_claim: u64) {
     }
 }
 
-/// When the fetcher last read whether its queues have global limits (what
-/// it read is `Shared::limits_seen`, for the early claims too).
-#[derive(Default)]
-struct GlobalLimitsSeen {
-    read_at: Option<Instant>,
-}
-
-impl GlobalLimitsSeen {
-    fn refresh_if_older(&mut self, shared: &Shared, db: &mut Db, age: Duration) {
-        if self.read_at.is_some_and(|at| at.elapsed() < age) {
-            return;
-        }
-        let queues = &shared.config.queues;
-        if let Ok(any) = db.run(&shared.health, |conn| conn.any_global_limit(queues)) {
-            shared.limits_seen.store(
-                if any { LIMITS_SOME } else { LIMITS_NONE },
-                Ordering::Release,
-            );
-            self.read_at = Some(Instant::now());
-        }
-    }
-}
-
-/// `Shared::limits_seen`: not read yet.
-pub(crate) const LIMITS_UNKNOWN: u8 = 0;
-/// `Shared::limits_seen`: none of the runner's queues has a global limit.
-const LIMITS_NONE: u8 = 1;
-/// `Shared::limits_seen`: some of the runner's queues have one.
-const LIMITS_SOME: u8 = 2;
-
-/// Claims lock limited queues' rows only while some queue has a limit (or
-/// before it was read: always safe); otherwise a queue limited since the
-/// last read is left out of claims (never claimed over its limit) until
-/// the next read.
-pub(crate) fn limits_policy(shared: &Shared) -> GlobalLimits {
-    match shared.limits_seen.load(Ordering::Acquire) {
-        LIMITS_NONE => GlobalLimits::Skip,
-        _ => GlobalLimits::Honour,
-    }
-}
-
-/// Hands claimed `rows` to the workers, and sets aside (through the
-/// completer) those of types this runner has no handler for, logging each
-/// such type once. `early`: claimed from the early reserve (see
-/// `RunnerConfig::early_reserve`); `took`: the claim's round trip.
-pub(crate) fn deliver(
-    shared: &Shared,
-    rows: Vec<JobRow>,
-    took: Duration,
-    jobs: &JobSender,
-    outcomes: &Sender<Outcome>,
-    unhandled_types: &mut HashSet<String>,
-    early: bool,
-) -> Result<(), Disconnected> {
-    let got = rows.len();
-    shared.outstanding.fetch_add(got, Ordering::AcqRel);
-    if early {
-        shared.early_held.fetch_add(got, Ordering::AcqRel);
-    }
-    crate::counters::Counters::add(&shared.counters.claimed, got);
-    if got == 0 {
-        crate::counters::Counters::add(&shared.counters.empty_claims, 1);
-    }
-    if let Some(metrics) = &shared.metrics {
-        metrics.claimed(took, got);
-    }
-    for row in rows {
-        let queue_slot = shared.queue_limits.slot(&row.queue);
-        if let Some(slot) = queue_slot {
-            shared.queue_limits.took(slot);
-        }
-        let mut state = JobState::new(row.lease(), row.job_type.clone(), queue_slot, early);
-        if let Some(metrics) = &shared.metrics {
-            let job = metrics.job(&row.queue, &row.job_type);
-            job.claimed();
-            state.metrics = Some(job);
-            state.waited_at_claim = row
-                .claimed_at
-                .and_then(|claimed| (claimed - row.run_at).to_std().ok())
-                .unwrap_or_default();
-        }
-        let state = Arc::new(state);
-        shared.inflight.insert(Arc::clone(&state));
-        if shared.registry.get(&row.job_type).is_none() {
-            if unhandled_types.insert(row.job_type.clone()) {
-                log::warn!(
-                    "no handler for job type `{}` (queue `{}`): its jobs are set aside \
-                     as unhandled until a runner that handles it starts; register \
-                     it here, or give it a queue of its own",
-                    row.job_type,
-                    row.queue
-                );
-            }
-            let _ = outcomes.send(Outcome::new(&state, OutcomeKind::Park));
-            continue;
-        }
-        jobs.send(Claimed { row, state })?;
-    }
-    Ok(())
-}
-
 /// While claims resume, how often a runner of every queue still claims
 /// from every queue (reading each from its start): new queues are found
 /// sooner by their notifications.
@@ -247,6 +147,7 @@ const FIND_QUEUES_EVERY: Duration = Duration::from_secs(30);
 /// since, and from every queue every [`FIND_QUEUES_EVERY`].
 fn aim(
     shared: &Shared,
+    claimer: &Claimer,
     db: &mut Db,
     resumes: &mut Resumes,
     claim: &mut Claim,
@@ -261,14 +162,12 @@ fn aim(
     claim.resume = resumes.points();
     {
         // Usually empty: nothing allocated.
-        let mut resuming = crate::shared::lock(&shared.resuming_queues);
+        let mut resuming = lock(&claimer.resuming);
         resuming.clear();
         resuming.extend(claim.resume.iter().map(|point| point.queue.clone()));
     }
     if shared.config.queues.is_empty() {
-        let announced: Vec<String> = crate::shared::lock(&shared.announced_queues)
-            .drain()
-            .collect();
+        let announced: Vec<String> = lock(&claimer.announced_while_resuming).drain().collect();
         claim.queues = match resumes.queues_if_resuming() {
             Some(mut queues) if found_queues_at.elapsed() < FIND_QUEUES_EVERY => {
                 queues.extend(announced);
@@ -290,30 +189,32 @@ fn aim(
 /// a worker, or resuming: the fetcher's claims take those as always.
 fn leave_to_early(
     shared: &Shared,
+    claimer: &Claimer,
     jobs: &JobSender,
     claim: &mut Claim,
     found_in: &HashSet<String>,
 ) {
-    if shared.early_queues.is_empty() {
+    if claimer.announced.is_empty() {
         return;
     }
     let mut busy = found_in.clone();
     busy.extend(jobs.waiting_queues());
-    busy.extend(crate::shared::lock(&shared.resuming_queues).iter().cloned());
-    for queue in crate::early::left_to_early(shared, &busy) {
+    busy.extend(lock(&claimer.resuming).iter().cloned());
+    for queue in super::early::left_to_early(shared, claimer, &busy) {
         claim.cap_queue(&queue, 0);
     }
 }
 
-pub(crate) fn run(
-    shared: Arc<Shared>,
+pub(super) fn run(
+    shared: &Shared,
+    claimer: &Claimer,
     jobs: JobSender,
     hand_back: HandBack,
     wake: Receiver<()>,
     stop: Receiver<()>,
 ) {
     let config = &shared.config;
-    let mut db = Db::new(&shared, "fetcher");
+    let mut db = Db::new(shared, "fetcher");
     let mut backoff = Backoff::new();
     // After finding work, re-poll at short intervals (see `next_repoll`)
     // before falling back to the slow poll: jobs whose enqueue skipped its
@@ -333,7 +234,7 @@ pub(crate) fn run(
     // Whether some of this runner's queues have a global limit, and when
     // that was last read: checked while the fetcher goes idle (not between
     // a wake-up and its claim), and at least every other poll interval.
-    let mut limits = GlobalLimitsSeen::default();
+    let mut limits = LimitsRead::default();
     // Where claims resume in each queue while a long transaction holds the
     // xmin horizon, and when a claim of every queue last found its queues.
     let mut resumes = Resumes::default();
@@ -344,21 +245,21 @@ pub(crate) fn run(
         if shared.is_stopping() {
             break;
         }
-        limits.refresh_if_older(&shared, &mut db, 2 * config.poll_interval);
-        claim.global_limits = limits_policy(&shared);
-        claim.queue_limits = shared.queue_limits.room();
-        shed(&shared, &jobs, &hand_back, last_claim);
+        limits.refresh_if_older(shared, &claimer.limits, &mut db, 2 * config.poll_interval);
+        claim.global_limits = claimer.limits.policy();
+        claim.queue_limits = claimer.room.queue_room();
+        shed(shared, &jobs, &hand_back, last_claim);
         let job_micros = shared.job_micros.load(Ordering::Relaxed);
         let capacity = config.concurrency + prefetch(config, job_micros, claim_micros);
         // Claim in chunks: wait until at least this much room, unless idle.
         let chunk = (capacity.min(config.batch_size) / 2).max(1);
-        let outstanding = shared.outstanding.load(Ordering::Acquire);
+        let outstanding = claimer.room.outstanding();
         let room = capacity.saturating_sub(outstanding).min(config.batch_size);
         if room == 0 || (room < chunk && outstanding > 0) {
             // Ask the workers for a wake-up once there is a chunk of room,
             // then look again in case it came about meanwhile.
-            shared.wake_below.store(capacity - chunk, Ordering::Release);
-            if shared.outstanding.load(Ordering::Acquire) > capacity - chunk
+            claimer.room.wake_below(capacity - chunk);
+            if claimer.room.outstanding() > capacity - chunk
                 && !wait(&wake, &stop, config.poll_interval)
             {
                 break;
@@ -367,13 +268,14 @@ pub(crate) fn run(
         }
         claim.limit = room as i64;
         aim(
-            &shared,
+            shared,
+            claimer,
             &mut db,
             &mut resumes,
             &mut claim,
             &mut found_queues_at,
         );
-        leave_to_early(&shared, &jobs, &mut claim, &found_in);
+        leave_to_early(shared, claimer, &jobs, &mut claim, &found_in);
         let started = Instant::now();
         match db.run(&shared.health, |session| session.claim(&claim)) {
             Ok(rows) => {
@@ -386,9 +288,7 @@ pub(crate) fn run(
                     (claim_micros * 7 + micros) / 8
                 };
                 let got = rows.len();
-                shared
-                    .backlog
-                    .store(got >= config.early_reserve(), Ordering::Release);
+                claimer.note_backlog(got >= config.early_reserve());
                 found_in.clear();
                 for row in &rows {
                     // One allocation per queue, not per job.
@@ -402,7 +302,8 @@ pub(crate) fn run(
                     crate::counters::Counters::add(&shared.counters.resumed_claims, 1);
                 }
                 if deliver(
-                    &shared,
+                    shared,
+                    claimer,
                     rows,
                     took,
                     &jobs,
@@ -423,8 +324,8 @@ pub(crate) fn run(
                 repoll = next_repoll(config, got, repoll, since_found);
                 if got < room {
                     // The queue ran dry: finishing jobs cannot bring more.
-                    shared.wake_below.store(0, Ordering::Release);
-                    limits.refresh_if_older(&shared, &mut db, config.poll_interval);
+                    claimer.room.ran_dry();
+                    limits.refresh_if_older(shared, &claimer.limits, &mut db, config.poll_interval);
                     if !wait(&wake, &stop, repoll.min(config.poll_interval)) {
                         break;
                     }

@@ -1,0 +1,71 @@
+//! The hand-off: claimed jobs counted against the runner's room and
+//! queued for the workers, and jobs of types without a handler set aside.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crossbeam_channel::Sender;
+use jobqueue_core::JobRow;
+
+use super::Claimer;
+use crate::dispatch::{Disconnected, JobSender};
+use crate::job_state::JobState;
+use crate::messages::{Claimed, Outcome, OutcomeKind};
+use crate::shared::Shared;
+
+/// Hands claimed `rows` to the workers, and sets aside (through the
+/// completer) those of types this runner has no handler for, logging each
+/// such type once. `early`: claimed from the early reserve (see
+/// `RunnerConfig::early_reserve`); `took`: the claim's round trip.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn deliver(
+    shared: &Shared,
+    claimer: &Claimer,
+    rows: Vec<JobRow>,
+    took: Duration,
+    jobs: &JobSender,
+    outcomes: &Sender<Outcome>,
+    unhandled_types: &mut HashSet<String>,
+    early: bool,
+) -> Result<(), Disconnected> {
+    let got = rows.len();
+    claimer.room.took(got, early);
+    crate::counters::Counters::add(&shared.counters.claimed, got);
+    if got == 0 {
+        crate::counters::Counters::add(&shared.counters.empty_claims, 1);
+    }
+    if let Some(metrics) = &shared.metrics {
+        metrics.claimed(took, got);
+    }
+    for row in rows {
+        let queue_slot = claimer.room.take_queue_slot(&row.queue);
+        let mut state = JobState::new(row.lease(), row.job_type.clone(), queue_slot, early);
+        if let Some(metrics) = &shared.metrics {
+            let job = metrics.job(&row.queue, &row.job_type);
+            job.claimed();
+            state.metrics = Some(job);
+            state.waited_at_claim = row
+                .claimed_at
+                .and_then(|claimed| (claimed - row.run_at).to_std().ok())
+                .unwrap_or_default();
+        }
+        let state = Arc::new(state);
+        shared.inflight.insert(Arc::clone(&state));
+        if shared.registry.get(&row.job_type).is_none() {
+            if unhandled_types.insert(row.job_type.clone()) {
+                log::warn!(
+                    "no handler for job type `{}` (queue `{}`): its jobs are set aside \
+                     as unhandled until a runner that handles it starts; register \
+                     it here, or give it a queue of its own",
+                    row.job_type,
+                    row.queue
+                );
+            }
+            let _ = outcomes.send(Outcome::new(&state, OutcomeKind::Park));
+            continue;
+        }
+        jobs.send(Claimed { row, state })?;
+    }
+    Ok(())
+}
