@@ -159,10 +159,13 @@ impl Hosts {
         if ip.is_unspecified() {
             self.any_ip = true;
         } else {
-            self.always.push(Entry {
+            let entry = Entry {
                 host: ip.to_string(),
                 port: None,
-            });
+            };
+            if !self.always.contains(&entry) {
+                self.always.push(entry);
+            }
         }
     }
 
@@ -301,6 +304,8 @@ mod tests {
     #[test]
     fn the_bound_address_is_answered_and_every_ip_literal_when_bound_to_all() {
         let mut hosts = Hosts::new(&[]).expect("hosts");
+        hosts.serve_on("127.0.0.1".parse().expect("ip"));
+        assert_eq!(hosts.describe().matches("127.0.0.1").count(), 1);
         hosts.serve_on("10.0.0.5".parse().expect("ip"));
         assert!(hosts.allows(&authority("10.0.0.5:8080")));
         assert!(!hosts.allows(&authority("10.0.0.6:8080")));
