@@ -40,22 +40,31 @@ fn main() -> Result<(), Box<dyn Error + Send + Sync>> {
                 .find(|h| h.field.equiv(name))
                 .map(|h| h.value.to_string())
         };
-        let mut asked = Request {
-            method: match request.method() {
-                tiny_http::Method::Get => Method::Get,
-                tiny_http::Method::Post => Method::Post,
-                _ => Method::Other,
-            },
-            path: if below.is_empty() { "/".into() } else { below },
-            cookie: header("Cookie"),
-            authorization: header("Authorization"),
-            body: Vec::new(),
+        let method = match request.method() {
+            tiny_http::Method::Get => Method::Get,
+            tiny_http::Method::Post => Method::Post,
+            _ => Method::Other,
         };
-        request
-            .as_reader()
-            .take(64 * 1024)
-            .read_to_end(&mut asked.body)?;
-        let answer = dashboard.handle(&asked);
+        let mut asked = Request::new(method, if below.is_empty() { "/".into() } else { below });
+        // The host and origin headers let the dashboard refuse pages of
+        // other sites (a name rebound to this address, a form posted from
+        // elsewhere); the application's own names go in `allowed_hosts`.
+        asked.host = header("Host");
+        asked.origin = header("Origin");
+        asked.referer = header("Referer");
+        asked.cookie = header("Cookie");
+        asked.authorization = header("Authorization");
+        // Judged on its headers first: a refused request's body is not read.
+        let answer = match dashboard.check_headers(&asked) {
+            Some(refused) => refused,
+            None => {
+                request
+                    .as_reader()
+                    .take(64 * 1024)
+                    .read_to_end(&mut asked.body)?;
+                dashboard.handle(&asked)
+            }
+        };
         let mut response =
             tiny_http::Response::from_data(answer.body).with_status_code(answer.status);
         for (name, value) in answer.headers {

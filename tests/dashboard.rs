@@ -465,3 +465,155 @@ fn the_command_refuses_an_open_address_without_a_token_before_serving() {
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("at least 16"), "{err}");
 }
+
+/// `GET path` as a browser on a page of `host` would send it.
+fn get_as(host: &str, path: &str) -> String {
+    format!("GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n")
+}
+
+/// A form POST of `form` to `path`, sent to `host`, with `extra` headers.
+fn post_as(host: &str, path: &str, extra: &str, form: &str) -> String {
+    format!(
+        "POST {path} HTTP/1.1\r\nHost: {host}\r\n{extra}Content-Type: \
+         application/x-www-form-urlencoded\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{form}",
+        form.len()
+    )
+}
+
+fn queue_paused(conn: &mut diesel::PgConnection, name: &str) -> bool {
+    jobqueue_tests::scalar(
+        conn,
+        &format!("SELECT count(*) AS n FROM jobqueue_queues WHERE name = '{name}' AND paused"),
+    ) == 1
+}
+
+#[test]
+fn a_rebound_name_gets_no_page_no_token_and_no_action() {
+    use jobqueue_tests::raw_http::exchange;
+    let db = TestDb::new();
+    let mut conn = db.conn();
+    put(&mut conn, 1, "mail.send", JobOptions::new().queue("mail"));
+    let site = Site::start(DashboardConfig::new(&db.url));
+    let addr = site.server.addr();
+    let port = addr.port();
+    let csrf = site.csrf("/");
+
+    // A page of attacker.example whose name now resolves to 127.0.0.1: its
+    // requests carry its own name. No page, no CSRF token.
+    let foreign = format!("attacker.example:{port}");
+    let refused = exchange(addr, &get_as(&foreign, "/"));
+    assert_eq!(refused.status, 421, "{}", refused.body);
+    assert!(!refused.body.contains(&csrf), "{}", refused.body);
+    assert!(!refused.body.contains("name=\"csrf\""), "{}", refused.body);
+    for said in ["attacker.example", "localhost", "--allowed-host"] {
+        assert!(refused.body.contains(said), "{said}: {}", refused.body);
+    }
+    for path in ["/static/style.css", "/login", "/jobs"] {
+        assert_eq!(
+            exchange(addr, &get_as(&foreign, path)).status,
+            421,
+            "{path}"
+        );
+    }
+    // Its POST, even with a valid CSRF token and its own origin: refused,
+    // the queue not paused.
+    let origin = format!("Origin: http://{foreign}\r\n");
+    let form = format!("csrf={csrf}");
+    let action = exchange(
+        addr,
+        &post_as(&foreign, "/queues/mail/pause", &origin, &form),
+    );
+    assert_eq!(action.status, 421, "{}", action.body);
+    assert!(!queue_paused(&mut conn, "mail"));
+
+    // Sent to the dashboard's own host from a page of another site (by its
+    // Origin, or by its Referer when there is no Origin, or from no origin
+    // at all): refused, nothing changed.
+    let here = format!("127.0.0.1:{port}");
+    for extra in [
+        format!("Origin: http://attacker.example:{port}\r\n"),
+        "Origin: http://127.0.0.1:1\r\n".to_owned(),
+        "Origin: null\r\n".to_owned(),
+        format!("Referer: http://attacker.example:{port}/page\r\n"),
+    ] {
+        let action = exchange(addr, &post_as(&here, "/queues/mail/pause", &extra, &form));
+        assert_eq!(action.status, 403, "{extra}: {}", action.body);
+        assert!(action.body.contains("another site") || action.body.contains("no origin"));
+        assert!(!queue_paused(&mut conn, "mail"), "{extra}");
+    }
+
+    // The dashboard's own pages act, under each loopback name.
+    for host in [here.clone(), format!("localhost:{port}")] {
+        let page = exchange(addr, &get_as(&host, "/"));
+        assert_eq!(page.status, 200, "{host}");
+        assert!(page.body.contains(&csrf));
+    }
+    let own = format!("Origin: http://{here}\r\nReferer: http://{here}/\r\n");
+    let paused = exchange(addr, &post_as(&here, "/queues/mail/pause", &own, &form));
+    assert_eq!(paused.status, 303, "{}", paused.body);
+    assert!(queue_paused(&mut conn, "mail"));
+    // A client that sends neither header (a script) still needs the token.
+    let resumed = exchange(addr, &post_as(&here, "/queues/mail/resume", "", &form));
+    assert_eq!(resumed.status, 303, "{}", resumed.body);
+    assert!(!queue_paused(&mut conn, "mail"));
+}
+
+#[test]
+fn a_named_host_is_answered_and_a_proxy_origin_may_act() {
+    use jobqueue_tests::raw_http::exchange;
+    let db = TestDb::new();
+    let mut conn = db.conn();
+    put(&mut conn, 1, "mail.send", JobOptions::new().queue("mail"));
+    let mut config = DashboardConfig::new(&db.url);
+    config.allowed_hosts = vec!["jobs.test".to_owned(), "admin.test:443".to_owned()];
+    let site = Site::start(config);
+    let addr = site.server.addr();
+    let csrf = site.csrf("/");
+    let named = format!("jobs.test:{}", addr.port());
+    assert_eq!(exchange(addr, &get_as(&named, "/")).status, 200);
+    assert_eq!(exchange(addr, &get_as("admin.test:443", "/")).status, 200);
+    assert_eq!(exchange(addr, &get_as("admin.test:8443", "/")).status, 421);
+    // A proxy on https://admin.test forwarding with the dashboard's own
+    // Host: the configured origin may act.
+    let here = format!("127.0.0.1:{}", addr.port());
+    let form = format!("csrf={csrf}");
+    let via_proxy = "Origin: https://admin.test\r\n";
+    let paused = exchange(
+        addr,
+        &post_as(&here, "/queues/mail/pause", via_proxy, &form),
+    );
+    assert_eq!(paused.status, 303, "{}", paused.body);
+    assert!(queue_paused(&mut conn, "mail"));
+
+    // A configured host that is not one: refused at the start, saying why.
+    let mut bad = DashboardConfig::new(&db.url);
+    bad.allowed_hosts = vec!["*.test".to_owned()];
+    let error = Dashboard::new(bad).expect_err("not a host");
+    assert!(matches!(error, DashboardError::AllowedHost(_)), "{error}");
+    let worker = env!("CARGO_BIN_EXE_jobqueue-test-worker");
+    let (code, _, err) = jobqueue_tests::run_cli(
+        worker,
+        &db.url,
+        &["dashboard", "--allowed-host", "jobs.test,bad host"],
+    );
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("`bad host` is not a host name"), "{err}");
+}
+
+#[test]
+fn the_configuration_shows_no_secret_in_debug() {
+    let mut config = DashboardConfig::new("postgres://app:db-secret-db-secret@127.0.0.1/app");
+    config.access_token = Some("a-long-enough-secret".into());
+    let shown = format!("{config:?} {:#?}", config);
+    assert!(!shown.contains("a-long-enough-secret"), "{shown}");
+    assert!(!shown.contains("db-secret"), "{shown}");
+    assert!(shown.contains("<redacted>"), "{shown}");
+    let mut request = jobqueue_dashboard::Request::new(
+        jobqueue_dashboard::Method::Get,
+        "/login?token=a-long-enough-secret",
+    );
+    request.cookie = Some("jobqueue_token=a-long-enough-secret".into());
+    request.authorization = Some("Bearer a-long-enough-secret".into());
+    let shown = format!("{request:?}");
+    assert!(!shown.contains("a-long-enough-secret"), "{shown}");
+}

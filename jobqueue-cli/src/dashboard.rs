@@ -26,12 +26,26 @@ pub(crate) struct DashboardArgs {
     /// Show, never act: no action buttons, and every action refused.
     #[arg(long)]
     read_only: bool,
+    /// A host name the dashboard answers to, `name` (any port) or
+    /// `name:port`; repeat for several (the variable takes them separated
+    /// by commas). It always answers to localhost, 127.0.0.1 and [::1] and
+    /// to the address it is bound to (any IP address when bound to
+    /// 0.0.0.0); any other Host gets 421, which keeps pages of other sites
+    /// out (DNS rebinding). Name here what people type to reach it.
+    #[arg(
+        long = "allowed-host",
+        value_name = "HOST",
+        env = "JOBQUEUE_DASHBOARD_ALLOWED_HOSTS",
+        value_delimiter = ','
+    )]
+    allowed_hosts: Vec<String>,
 }
 
 pub(crate) fn run(url: &str, args: DashboardArgs) -> Result<()> {
     let mut config = DashboardConfig::new(url);
     config.read_only = args.read_only;
     config.access_token = args.token;
+    config.allowed_hosts = args.allowed_hosts;
     let token = config.access_token.is_some();
     let dashboard = Dashboard::new(config).map_err(usage)?;
     let server = jobqueue_dashboard::serve(dashboard, args.addr).map_err(usage)?;
@@ -65,9 +79,9 @@ pub(crate) fn run(url: &str, args: DashboardArgs) -> Result<()> {
 /// line; one whose database or address fails is not.
 fn usage(error: DashboardError) -> CliError {
     match error {
-        DashboardError::NeedsToken(_) | DashboardError::WeakToken(_) => {
-            CliError::Usage(error.to_string())
-        }
+        DashboardError::NeedsToken(_)
+        | DashboardError::WeakToken(_)
+        | DashboardError::AllowedHost(_) => CliError::Usage(error.to_string()),
         DashboardError::Queue(e) => CliError::Queue(e),
         other => CliError::Refused(other.to_string()),
     }

@@ -18,6 +18,13 @@ pub enum DashboardError {
     /// The access token is too short to resist guessing.
     #[error("the access token has {0} characters: use at least 16")]
     WeakToken(usize),
+    /// An entry of `allowed_hosts` is not a host name or IP literal with an
+    /// optional port.
+    #[error(
+        "the allowed host `{0}` is not a host name, `name:port`, an IP address or `[IPv6]:port` \
+         (wildcards are not supported: name each host)"
+    )]
+    AllowedHost(String),
     /// The address could not be bound.
     #[error("cannot serve the dashboard on {addr}: {reason} (choose another address with --addr)")]
     Bind {
@@ -26,7 +33,8 @@ pub enum DashboardError {
         /// Why it could not be bound.
         reason: String,
     },
-    /// The operating system refused to start a server thread.
-    #[error("cannot start a thread: {0}")]
+    /// The operating system refused to start the server's thread or its
+    /// runtime.
+    #[error("cannot start the dashboard's server thread: {0}")]
     Thread(#[from] std::io::Error),
 }

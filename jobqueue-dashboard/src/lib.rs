@@ -25,9 +25,14 @@
 //! # }
 //! ```
 
+mod admission;
 mod assets;
+mod config;
 mod error;
+mod exchange;
 mod form;
+mod hosts;
+mod listen;
 mod pages;
 mod routes;
 mod security;
@@ -36,42 +41,9 @@ mod server;
 use diesel::PgConnection;
 use diesel::r2d2::{ConnectionManager, Pool, PooledConnection};
 
+pub use config::{DashboardConfig, HttpLimits};
 pub use error::DashboardError;
 pub use server::{DashboardServer, serve};
-
-/// How a dashboard works.
-#[derive(Debug, Clone)]
-pub struct DashboardConfig {
-    /// PostgreSQL URL (libpq syntax).
-    pub database_url: String,
-    /// Show, never act: no action buttons, and every POST refused.
-    pub read_only: bool,
-    /// The secret a request must carry (its cookie, set by
-    /// `/login?token=...`, or `Authorization: Bearer`); required by
-    /// [`serve`] on an address other machines can reach. At least 16
-    /// characters.
-    pub access_token: Option<String>,
-    /// The path the dashboard is mounted under (`""` at the root, or
-    /// e.g. `"/jobs-admin"`): links and redirects start with it.
-    pub base_path: String,
-    /// How long one page's reads may take before the page says so.
-    /// Default 5 s.
-    pub statement_timeout: std::time::Duration,
-}
-
-impl DashboardConfig {
-    /// Defaults for a dashboard on `database_url`: read and write, no
-    /// access token, at the root.
-    pub fn new(database_url: impl Into<String>) -> Self {
-        DashboardConfig {
-            database_url: database_url.into(),
-            read_only: false,
-            access_token: None,
-            base_path: String::new(),
-            statement_timeout: std::time::Duration::from_secs(5),
-        }
-    }
-}
 
 /// The HTTP method of a [`Request`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -85,19 +57,68 @@ pub enum Method {
 }
 
 /// One HTTP request, as the dashboard needs it.
-#[derive(Debug, Clone)]
+///
+/// An application that mounts the dashboard fills in `host`, `origin` and
+/// `referer` from its server's request: a request without a host is
+/// refused (400), one naming a host the dashboard does not answer to gets
+/// 421, and an action whose origin is another site's gets 403 (see
+/// [`DashboardConfig::allowed_hosts`]).
+#[derive(Clone)]
 pub struct Request {
     /// The method.
     pub method: Method,
     /// The path below the dashboard's `base_path`, with its query string
     /// (`/jobs?status=failed`).
     pub path: String,
+    /// The host the request was sent to: its `Host` header (or the
+    /// authority of an absolute request target), `name` or `name:port`.
+    pub host: Option<String>,
+    /// The `Origin` header, if any.
+    pub origin: Option<String>,
+    /// The `Referer` header, if any.
+    pub referer: Option<String>,
     /// The `Cookie` header, if any.
     pub cookie: Option<String>,
     /// The `Authorization` header, if any.
     pub authorization: Option<String>,
     /// The body (a POST's `application/x-www-form-urlencoded` form).
     pub body: Vec<u8>,
+}
+
+impl Request {
+    /// A request with `method` for `path`, no headers and no body.
+    pub fn new(method: Method, path: impl Into<String>) -> Self {
+        Request {
+            method,
+            path: path.into(),
+            host: None,
+            origin: None,
+            referer: None,
+            cookie: None,
+            authorization: None,
+            body: Vec::new(),
+        }
+    }
+}
+
+/// Shows no secret: the cookie and the authorization are left out, and
+/// the query string of `/login?token=...` is redacted.
+impl std::fmt::Debug for Request {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Request")
+            .field("method", &self.method)
+            .field("path", &security::shown_path(&self.path))
+            .field("host", &self.host)
+            .field("origin", &self.origin)
+            .field("referer", &self.referer)
+            .field("cookie", &self.cookie.as_ref().map(|_| config::REDACTED))
+            .field(
+                "authorization",
+                &self.authorization.as_ref().map(|_| config::REDACTED),
+            )
+            .field("body", &format_args!("{} bytes", self.body.len()))
+            .finish()
+    }
 }
 
 /// The dashboard's answer to a [`Request`].
@@ -117,6 +138,7 @@ pub struct Dashboard {
     config: DashboardConfig,
     pool: Pool<ConnectionManager<PgConnection>>,
     csrf: String,
+    hosts: hosts::Hosts,
 }
 
 impl std::fmt::Debug for Dashboard {
@@ -145,14 +167,17 @@ impl diesel::r2d2::CustomizeConnection<PgConnection, diesel::r2d2::Error> for Ti
 }
 
 impl Dashboard {
-    /// A dashboard as `config` says. Checks the token's length and that
-    /// the database answers (a connection is opened to see).
+    /// A dashboard as `config` says. Checks the token's length, the
+    /// allowed hosts, and that the database answers (a connection is
+    /// opened to see).
     pub fn new(mut config: DashboardConfig) -> Result<Self, DashboardError> {
         if let Some(token) = &config.access_token
             && token.chars().count() < 16
         {
             return Err(DashboardError::WeakToken(token.chars().count()));
         }
+        let hosts = hosts::Hosts::new(&config.allowed_hosts)
+            .map_err(|hosts::BadHost(host)| DashboardError::AllowedHost(host))?;
         config.base_path = config.base_path.trim_end_matches('/').to_owned();
         let pool = Pool::builder()
             .max_size(4)
@@ -172,12 +197,28 @@ impl Dashboard {
             config,
             pool,
             csrf: security::random_secret(),
+            hosts,
         })
     }
 
     /// Answers one request.
     pub fn handle(&self, request: &Request) -> Response {
-        routes::handle(self, request)
+        match self.check_headers(request) {
+            Some(refused) => refused,
+            None => routes::handle(self, request),
+        }
+    }
+
+    /// The answer to a request refused on its headers alone, before its
+    /// body is read: a host the dashboard does not answer to (421), a
+    /// missing access token (401), an action from another site or on a
+    /// read-only dashboard (403), a method other than GET, HEAD and POST
+    /// (405). `None` if the request may go on; [`Dashboard::handle`]
+    /// checks the same. An application that mounts the dashboard calls it
+    /// before reading a body, so that no one without the token can make
+    /// its server read one.
+    pub fn check_headers(&self, request: &Request) -> Option<Response> {
+        admission::check(self, request)
     }
 
     fn conn(

@@ -1,11 +1,11 @@
-//! Which page or action a request asks for, who may ask, and the answer's
-//! headers.
+//! Which page or action a request asks for, and the answer's headers.
+//! (Who may ask is settled before, in `admission`.)
 
 use jobqueue_core::{Error, JobId};
 
 use crate::form::{Params, split};
 use crate::pages;
-use crate::security::{TOKEN_COOKIE, allowed, same_secret};
+use crate::security::{TOKEN_COOKIE, same_secret};
 use crate::{Dashboard, Method, Request, Response, assets};
 
 /// Headers of every answer: nothing is framed, sniffed, or loaded from
@@ -20,12 +20,16 @@ fn common_headers(content_type: &str) -> Vec<(&'static str, String)> {
                 .to_owned(),
         ),
         ("X-Content-Type-Options", "nosniff".to_owned()),
-        ("Referrer-Policy", "no-referrer".to_owned()),
+        // Same-origin requests keep their Referer and, above all, their
+        // Origin: under `no-referrer` a browser sends `Origin: null` with
+        // a form, and actions from a null origin are refused.
+        ("Referrer-Policy", "same-origin".to_owned()),
         ("Cache-Control", "no-store".to_owned()),
     ]
 }
 
-fn html(status: u16, body: String) -> Response {
+/// An HTML page with the common headers.
+pub(crate) fn page(status: u16, body: String) -> Response {
     Response {
         status,
         headers: common_headers("text/html; charset=utf-8"),
@@ -57,6 +61,7 @@ fn see_other(location: String, cookie: Option<String>) -> Response {
     }
 }
 
+/// Answers a request that `admission` let through.
 pub(crate) fn handle(dashboard: &Dashboard, request: &Request) -> Response {
     let (path, params) = split(&request.path);
     let ctx = pages::Ctx::new(dashboard);
@@ -66,21 +71,13 @@ pub(crate) fn handle(dashboard: &Dashboard, request: &Request) -> Response {
         (Method::Get, "/login") => return login(dashboard, &ctx, &params),
         _ => {}
     }
-    let token = dashboard.config.access_token.as_deref();
-    if !allowed(
-        token,
-        request.cookie.as_deref(),
-        request.authorization.as_deref(),
-    ) {
-        return html(401, pages::layout::message(&ctx, "Sign in", pages::SIGN_IN));
-    }
     let answer = match request.method {
-        Method::Get => get(dashboard, &ctx, path, &params).map(|page| html(200, page)),
+        Method::Get => get(dashboard, &ctx, path, &params).map(|body| page(200, body)),
         Method::Post => post(dashboard, &ctx, path, &Params::parse(&request.body)),
         Method::Other => Err(Refusal::new(405, "only GET and POST are served")),
     };
     answer.unwrap_or_else(|refusal| {
-        html(
+        page(
             refusal.status,
             pages::layout::message(&ctx, refusal.title(), &refusal.message),
         )
@@ -134,7 +131,7 @@ fn login(dashboard: &Dashboard, ctx: &pages::Ctx<'_>, params: &Params) -> Respon
         return see_other(ctx.link("/"), None);
     };
     if !same_secret(given, expected) {
-        return html(401, pages::layout::message(ctx, "Sign in", pages::SIGN_IN));
+        return page(401, pages::layout::message(ctx, "Sign in", pages::SIGN_IN));
     }
     let path = if dashboard.config.base_path.is_empty() {
         "/"
@@ -176,6 +173,8 @@ fn post(
     path: &str,
     form: &Params,
 ) -> Result<Response, Refusal> {
+    // Refused before the body was read (admission); checked again here
+    // because nothing may change in a read-only dashboard.
     if dashboard.config.read_only {
         return Err(Refusal::new(
             403,

@@ -49,6 +49,17 @@ pub(crate) fn allowed(
         .any(|given| same_secret(given, token))
 }
 
+/// `path` as it may be logged or shown: the query string of `/login`
+/// (which carries the access token) redacted.
+pub(crate) fn shown_path(path: &str) -> String {
+    match path.split_once('?') {
+        Some((login, _)) if login.ends_with("/login") => {
+            format!("{login}?{}", crate::config::REDACTED)
+        }
+        _ => path.to_owned(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -74,5 +85,11 @@ mod tests {
         ));
         assert!(!allowed(token, Some("jobqueue_token=wrong"), None));
         assert!(allowed(token, None, Some("Bearer s3cret-s3cret-s3cret")));
+    }
+
+    #[test]
+    fn the_login_token_is_not_shown() {
+        assert_eq!(shown_path("/login?token=s3cret"), "/login?<redacted>");
+        assert_eq!(shown_path("/jobs?status=failed"), "/jobs?status=failed");
     }
 }

@@ -1,29 +1,29 @@
-//! The dashboard's own HTTP server: a few threads answering on one socket.
+//! The dashboard's own HTTP server: one thread running a small tokio
+//! runtime that holds every connection (a slow client costs a task, not a
+//! thread), and blocking threads that make the pages.
 
-use std::io::Read;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use crate::{Dashboard, DashboardError, Method, Request, Response};
+use tokio::sync::oneshot;
 
-/// Threads answering requests.
-const THREADS: usize = 4;
+use crate::{Dashboard, DashboardError};
 
-/// How often a thread looks up from the socket to check for the stop.
-const STOP_CHECK: Duration = Duration::from_millis(250);
+/// Threads making pages at once (each may hold one of the pool's
+/// database connections; more requests wait their turn).
+const PAGE_THREADS: usize = 8;
 
-/// The largest form body read (a form here is a few short fields).
-const MOST_BODY: u64 = 64 * 1024;
+/// How long a stop waits for pages being made.
+const STOP_GRACE: Duration = Duration::from_secs(5);
 
 /// A running dashboard server. Dropping it stops it.
 #[derive(Debug)]
 pub struct DashboardServer {
     addr: SocketAddr,
-    stop: Arc<AtomicBool>,
-    threads: Vec<JoinHandle<()>>,
+    stop: Option<oneshot::Sender<()>>,
+    thread: Option<JoinHandle<()>>,
 }
 
 impl DashboardServer {
@@ -32,7 +32,7 @@ impl DashboardServer {
         self.addr
     }
 
-    /// Stops answering and waits for the threads.
+    /// Stops answering and waits for the server's thread.
     pub fn stop(mut self) {
         self.shut();
     }
@@ -40,14 +40,17 @@ impl DashboardServer {
     /// Waits until the server stops (it stops only when stopped or dropped
     /// from elsewhere: a process serving it ends it with a signal).
     pub fn wait(mut self) {
-        for thread in self.threads.drain(..) {
+        if let Some(thread) = self.thread.take() {
             let _ = thread.join();
         }
     }
 
     fn shut(&mut self) {
-        self.stop.store(true, Ordering::Release);
-        for thread in self.threads.drain(..) {
+        if let Some(stop) = self.stop.take() {
+            // An error means the server has stopped already.
+            let _ = stop.send(());
+        }
+        if let Some(thread) = self.thread.take() {
             let _ = thread.join();
         }
     }
@@ -59,88 +62,52 @@ impl Drop for DashboardServer {
     }
 }
 
-/// Serves `dashboard` on `addr`. An address other machines can reach
-/// (not loopback) needs the dashboard's access token.
-pub fn serve(dashboard: Dashboard, addr: SocketAddr) -> Result<DashboardServer, DashboardError> {
+/// Serves `dashboard` on `addr`, with the limits of its configuration's
+/// [`HttpLimits`](crate::HttpLimits). An address other machines can reach
+/// (not loopback) needs the dashboard's access token. The dashboard
+/// answers to the host names of
+/// [`DashboardConfig::allowed_hosts`](crate::DashboardConfig::allowed_hosts)
+/// and to the address it is bound to.
+pub fn serve(
+    mut dashboard: Dashboard,
+    addr: SocketAddr,
+) -> Result<DashboardServer, DashboardError> {
     if !addr.ip().is_loopback() && dashboard.config.access_token.is_none() {
         return Err(DashboardError::NeedsToken(addr));
     }
-    let server = tiny_http::Server::http(addr).map_err(|e| DashboardError::Bind {
+    let bind_error = |e: std::io::Error| DashboardError::Bind {
         addr,
         reason: e.to_string(),
-    })?;
-    let bound = server.server_addr().to_ip().unwrap_or(addr);
-    let (server, dashboard) = (Arc::new(server), Arc::new(dashboard));
-    let stop = Arc::new(AtomicBool::new(false));
-    let mut threads = Vec::new();
-    for i in 0..THREADS {
-        let (server, dashboard, stop) = (
-            Arc::clone(&server),
-            Arc::clone(&dashboard),
-            Arc::clone(&stop),
-        );
-        threads.push(
-            std::thread::Builder::new()
-                .name(format!("jobqueue-dashboard-{i}"))
-                .spawn(move || answer(&server, &dashboard, &stop))?,
-        );
-    }
+    };
+    let listener = std::net::TcpListener::bind(addr).map_err(bind_error)?;
+    listener.set_nonblocking(true).map_err(bind_error)?;
+    let bound = listener.local_addr().map_err(bind_error)?;
+    dashboard.hosts.serve_on(bound.ip());
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .max_blocking_threads(PAGE_THREADS)
+        .thread_name("jobqueue-dashboard-page")
+        .build()?;
+    let listener = {
+        let _inside = runtime.enter();
+        tokio::net::TcpListener::from_std(listener).map_err(bind_error)?
+    };
+    let limits = Arc::new(dashboard.config.http.clone());
+    let (stop, stopped) = oneshot::channel();
+    let thread = std::thread::Builder::new()
+        .name("jobqueue-dashboard".to_owned())
+        .spawn(move || {
+            runtime.block_on(crate::listen::run(
+                listener,
+                Arc::new(dashboard),
+                limits,
+                stopped,
+            ));
+            runtime.shutdown_timeout(STOP_GRACE);
+        })?;
     Ok(DashboardServer {
         addr: bound,
-        stop,
-        threads,
+        stop: Some(stop),
+        thread: Some(thread),
     })
-}
-
-fn answer(server: &tiny_http::Server, dashboard: &Dashboard, stop: &AtomicBool) {
-    while !stop.load(Ordering::Acquire) {
-        let mut request = match server.recv_timeout(STOP_CHECK) {
-            Ok(Some(request)) => request,
-            Ok(None) => continue,
-            Err(e) => {
-                log::warn!("dashboard: {e}");
-                continue;
-            }
-        };
-        let header = |name: &'static str| {
-            request
-                .headers()
-                .iter()
-                .find(|h| h.field.equiv(name))
-                .map(|h| h.value.as_str().to_owned())
-        };
-        let method = match request.method() {
-            tiny_http::Method::Get | tiny_http::Method::Head => Method::Get,
-            tiny_http::Method::Post => Method::Post,
-            _ => Method::Other,
-        };
-        let (cookie, authorization) = (header("Cookie"), header("Authorization"));
-        let mut body = Vec::new();
-        let read = request.as_reader().take(MOST_BODY).read_to_end(&mut body);
-        if let Err(e) = read {
-            log::debug!("dashboard: reading a request body: {e}");
-            continue;
-        }
-        let asked = Request {
-            method,
-            path: request.url().to_owned(),
-            cookie,
-            authorization,
-            body,
-        };
-        let response = dashboard.handle(&asked);
-        if let Err(e) = request.respond(to_http(response)) {
-            log::debug!("dashboard: the browser went away: {e}");
-        }
-    }
-}
-
-fn to_http(response: Response) -> tiny_http::Response<std::io::Cursor<Vec<u8>>> {
-    let mut http = tiny_http::Response::from_data(response.body).with_status_code(response.status);
-    for (name, value) in response.headers {
-        if let Ok(header) = tiny_http::Header::from_bytes(name.as_bytes(), value.as_bytes()) {
-            http.add_header(header);
-        }
-    }
-    http
 }

@@ -1,26 +1,16 @@
-//! The Prometheus exposition: the registry of a runner's metrics, the
-//! values read from the runner at scrape time, and the HTTP endpoint that
-//! serves them (`GET /metrics`, OpenMetrics text).
+//! The Prometheus exposition: the registry of a runner's metrics and the
+//! values read from the runner at scrape time, as OpenMetrics text (served
+//! by `metrics_server`).
 
-use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
-use std::time::Duration;
 
-use crossbeam_channel::Receiver;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
 use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::registry::Registry;
 
-use crate::backoff::is_stopped;
 use crate::shared::Shared;
-
-/// The content type of OpenMetrics text, which Prometheus scrapes.
-const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
-
-/// How often the server looks up from its socket to check for shutdown.
-const STOP_CHECK: Duration = Duration::from_millis(250);
 
 /// The registry of a runner's metrics, every name prefixed `jobqueue_`.
 pub(crate) fn registry(shared: &Arc<Shared>) -> Option<Registry> {
@@ -42,54 +32,6 @@ pub(crate) fn encode(registry: &Registry) -> String {
         log::error!("encoding the metrics failed: {e}");
     }
     text
-}
-
-/// Binds the metrics address, so a runner whose address is taken or
-/// invalid refuses to start instead of running without its metrics.
-pub(crate) fn bind(addr: SocketAddr) -> Result<tiny_http::Server, crate::RunnerError> {
-    tiny_http::Server::http(addr).map_err(|e| crate::RunnerError::Metrics {
-        addr,
-        reason: e.to_string(),
-    })
-}
-
-/// Serves `GET /metrics` until `stop` disconnects.
-pub(crate) fn serve(server: tiny_http::Server, registry: Arc<Registry>, stop: Receiver<()>) {
-    while !is_stopped(&stop) {
-        let request = match server.recv_timeout(STOP_CHECK) {
-            Ok(Some(request)) => request,
-            Ok(None) => continue,
-            Err(e) => {
-                log::warn!("metrics endpoint: {e}");
-                continue;
-            }
-        };
-        let path = request.url().split('?').next().unwrap_or("");
-        let response = match (request.method(), path) {
-            (tiny_http::Method::Get, "/metrics") => {
-                tiny_http::Response::from_string(encode(&registry))
-                    .with_header(header(CONTENT_TYPE))
-            }
-            _ => tiny_http::Response::from_string("not found: the metrics are at GET /metrics\n")
-                .with_status_code(404)
-                .with_header(header("text/plain; charset=utf-8")),
-        };
-        if let Err(e) = request.respond(response) {
-            log::debug!("metrics endpoint: the scraper went away: {e}");
-        }
-    }
-    log::debug!("metrics endpoint stopped");
-}
-
-fn header(content_type: &str) -> tiny_http::Header {
-    tiny_http::Header {
-        field: "Content-Type"
-            .parse()
-            .unwrap_or_else(|_| unreachable!("a valid header name")),
-        value: content_type
-            .parse()
-            .unwrap_or_else(|_| unreachable!("an ASCII header value")),
-    }
 }
 
 /// What the runner's own state says at scrape time: its workers, the jobs

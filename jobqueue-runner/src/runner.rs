@@ -34,6 +34,7 @@ use crate::{Registry, RunnerConfig, RunnerError, RunnerStats};
 pub struct Runner {
     config: RunnerConfig,
     registry: Registry,
+    metrics_limits: crate::MetricsLimits,
 }
 
 /// What a runner did, returned when it has stopped.
@@ -52,7 +53,18 @@ pub struct RunSummary {
 impl Runner {
     /// A runner working `registry`'s job types as `config` says.
     pub fn new(config: RunnerConfig, registry: Registry) -> Self {
-        Runner { config, registry }
+        Runner {
+            config,
+            registry,
+            metrics_limits: crate::MetricsLimits::default(),
+        }
+    }
+
+    /// Sets the timeouts and size limits of the metrics endpoint (when the
+    /// configuration serves one); [`MetricsLimits::default`](crate::MetricsLimits::default) otherwise.
+    pub fn metrics_limits(mut self, limits: crate::MetricsLimits) -> Self {
+        self.metrics_limits = limits;
+        self
     }
 
     /// Checks the configuration and starts the runner's threads. The
@@ -76,7 +88,9 @@ impl Runner {
         };
         // Bound before anything starts: a taken address refuses the start.
         let metrics_server = match config.metrics {
-            crate::MetricsMode::Serve(addr) => Some(crate::exposition::bind(addr)?),
+            crate::MetricsMode::Serve(addr) => {
+                Some(crate::metrics_server::MetricsServer::bind(addr)?)
+            }
             _ => None,
         };
         let watchdog = Arc::new(crate::hang_guard::Watchdog::default());
@@ -180,16 +194,11 @@ impl Runner {
             })?);
         }
         if let (Some(server), Some(registry)) = (metrics_server, &registry) {
-            log::info!(
-                "serving metrics at http://{}/metrics",
-                server
-                    .server_addr()
-                    .to_ip()
-                    .map_or_else(|| "?".to_owned(), |a| a.to_string())
-            );
+            log::info!("serving metrics at http://{}/metrics", server.addr());
             let (registry, stop) = (Arc::clone(registry), last_rx.clone());
+            let limits = self.metrics_limits;
             background.push(spawn("jobqueue-metrics", move || {
-                crate::exposition::serve(server, registry, stop)
+                server.serve(registry, limits, stop)
             })?);
         }
         let (s, stop) = (Arc::clone(&shared), last_rx.clone());

@@ -245,13 +245,8 @@ fn dashboard_pages(url: &str, conn: &mut PgConnection, runs: usize) -> Result<Ve
     ];
     let mut rows = Vec::new();
     for path in &paths {
-        let request = Request {
-            method: Method::Get,
-            path: path.clone(),
-            cookie: None,
-            authorization: None,
-            body: Vec::new(),
-        };
+        let mut request = Request::new(Method::Get, path.clone());
+        request.host = Some("localhost".to_owned());
         let mut p95 = Vec::new();
         for _ in 0..runs {
             let mut times = Vec::with_capacity(CALLS);
