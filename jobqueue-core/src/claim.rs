@@ -7,7 +7,7 @@ use chrono::{DateTime, Utc};
 use diesel::prelude::*;
 use diesel::sql_types::{Array, BigInt, Double, Integer, Nullable, Text, Timestamptz};
 
-use crate::isolation::{QUEUE_BEGIN, READ_COMMITTED_BEGIN, Scope, in_transaction, scoped};
+use crate::isolation::{Scope, in_transaction, scoped};
 use crate::prepared::{Prepared, Statement, prepared};
 use crate::{Error, JobId, JobRow, Result, limits, sql};
 
@@ -258,14 +258,16 @@ pub(crate) fn claim_in(
 ) -> Result<Vec<JobRow>> {
     claim.validate()?;
     let mut rows = match (claim.global_limits, scope) {
-        (GlobalLimits::Skip, _) => scoped(conn, scope, QUEUE_BEGIN, |conn| run(conn, claim, &[]))?,
-        (GlobalLimits::Honour, Scope::Own) => {
-            scoped(conn, scope, QUEUE_BEGIN, |conn| claim_limited(conn, claim))?
-        }
+        (GlobalLimits::Skip, _) => scoped(conn, scope, sql::HOT_PATH_BEGIN, |conn| {
+            run(conn, claim, &[])
+        })?,
+        (GlobalLimits::Honour, Scope::Own) => scoped(conn, scope, sql::HOT_PATH_BEGIN, |conn| {
+            claim_limited(conn, claim)
+        })?,
         // The session is set up for the claim already; the lock and the
         // claim need a transaction of their own.
         (GlobalLimits::Honour, Scope::Session) => {
-            in_transaction(conn, READ_COMMITTED_BEGIN, |conn| {
+            in_transaction(conn, sql::READ_COMMITTED_BEGIN, |conn| {
                 claim_limited(conn, claim)
             })?
         }

@@ -16,7 +16,7 @@ use diesel::PgConnection;
 use diesel::connection::SimpleConnection;
 use serde::Serialize;
 
-use crate::isolation::{QUEUE_BEGIN, REPORT_BEGIN, in_transaction};
+use crate::isolation::in_transaction;
 use crate::{Error, Result, sql};
 
 /// How a check came out; ordered from best to worst.
@@ -350,7 +350,7 @@ fn could_not(name: &'static str, error: &Error) -> Option<Check> {
 /// small, and the claim's settings (no sequential scans, no sorts) would
 /// make their plans costly.
 fn read<T>(conn: &mut PgConnection, f: impl FnOnce(&mut PgConnection) -> Result<T>) -> Result<T> {
-    within(conn, REPORT_BEGIN, f)
+    within(conn, sql::REPORT_BEGIN, f)
 }
 
 /// Runs `f` in a doctor transaction with the planner settings a runner's
@@ -359,7 +359,7 @@ fn read_as_runner<T>(
     conn: &mut PgConnection,
     f: impl FnOnce(&mut PgConnection) -> Result<T>,
 ) -> Result<T> {
-    within(conn, QUEUE_BEGIN, f)
+    within(conn, sql::HOT_PATH_BEGIN, f)
 }
 
 fn within<T>(

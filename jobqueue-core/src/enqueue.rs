@@ -153,7 +153,7 @@ pub struct Duplicate {
 /// # #[job(type = "report.build")]
 /// # struct Report { day: u32 }
 /// # fn run(conn: &mut diesel::PgConnection) -> jobqueue_core::Result<()> {
-/// match Report { day: 25 }.options().unique_key("report:25").enqueue(conn)? {
+/// match (Report { day: 25 }).options().unique_key("report:25").enqueue(conn)? {
 ///     EnqueueOutcome::Inserted(id) => println!("enqueued {id}"),
 ///     EnqueueOutcome::Duplicate(dup) => println!("already queued as {}", dup.existing),
 /// }

@@ -8,7 +8,7 @@ use chrono::{DateTime, Utc};
 use diesel::prelude::*;
 use diesel::sql_types::{Array, Double, Integer, Nullable, Text, Timestamptz, Uuid};
 
-use crate::isolation::{QUEUE_BEGIN, Scope, scoped};
+use crate::isolation::{Scope, scoped};
 use crate::lease::columns;
 use crate::prepared::{Prepared, Statement, prepared};
 use crate::{Error, Fenced, JobId, JobStatus, Lease, Result, RetryPolicy, limits, sql};
@@ -38,7 +38,7 @@ pub(crate) fn run_fenced<S: Statement>(
     if leases.is_empty() {
         return Ok(Fenced::default());
     }
-    let rows = scoped(conn, scope, QUEUE_BEGIN, |conn| {
+    let rows = scoped(conn, scope, sql::HOT_PATH_BEGIN, |conn| {
         Ok(query.load::<IdRow>(conn)?)
     })?;
     Ok(Fenced::sort(
@@ -236,7 +236,7 @@ pub(crate) fn fail_many_in(
         return Ok(FailedMany::default());
     }
     let (query, ids) = fail_query(failures);
-    let rows = scoped(conn, scope, QUEUE_BEGIN, |conn| {
+    let rows = scoped(conn, scope, sql::HOT_PATH_BEGIN, |conn| {
         Ok(query.load::<FailRow>(conn)?)
     })?;
     let changed: std::collections::HashSet<JobId> = rows.iter().map(|row| row.id).collect();

@@ -5,7 +5,7 @@ use std::time::Duration;
 use diesel::prelude::*;
 use diesel::sql_types::{Array, Bool, Double, Integer, Nullable, SmallInt, Text, Uuid};
 
-use crate::isolation::{QUEUE_BEGIN, Scope, read_committed, scoped};
+use crate::isolation::{Scope, read_committed, scoped};
 use crate::lease::columns;
 use crate::prepared::{Prepared, prepared};
 use crate::{Error, JobId, Lease, Result, sql};
@@ -62,7 +62,7 @@ pub(crate) fn heartbeat_many_in(
         return Ok(Heartbeat::default());
     }
     let query = heartbeat_query(leases, lease);
-    let rows = scoped(conn, scope, QUEUE_BEGIN, |conn| {
+    let rows = scoped(conn, scope, sql::HOT_PATH_BEGIN, |conn| {
         Ok(query.load::<BeatRow>(conn)?)
     })?;
     let cancel_requested = rows

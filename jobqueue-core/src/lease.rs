@@ -47,10 +47,10 @@ impl Fenced {
 /// of the id array (`width_bucket`), which needs it sorted.
 ///
 /// A batch statement locks its rows in id order (a primary-key scan for
-/// `id = ANY(ids)`: see `isolation::planner_settings`), so every statement
-/// that locks several job rows takes them in one order, by id, and two of
-/// them (a completion and a heartbeat on overlapping jobs) can wait for each
-/// other but never deadlock.
+/// `id = ANY(ids)`: see `planner_settings!` in `sql/session.rs`), so every
+/// statement that locks several job rows takes them in one order, by id,
+/// and two of them (a completion and a heartbeat on overlapping jobs) can
+/// wait for each other but never deadlock.
 pub(crate) fn columns(leases: &[Lease]) -> (Vec<JobId>, Vec<i32>) {
     let mut pairs: Vec<(JobId, i32)> = leases
         .iter()

@@ -1,4 +1,4 @@
-//! Running the statements of `sql.rs` as prepared statements.
+//! Running the statements of `sql/` as prepared statements.
 //!
 //! `diesel::sql_query` sends its text to be planned on every execution; the
 //! claim's plan alone costs about as much as executing it. A [`Prepared`]
@@ -14,13 +14,13 @@ use diesel::serialize::ToSql;
 use diesel::sql_types::{HasSqlType, Untyped};
 use diesel::{QueryResult, RunQueryDsl};
 
-/// A statement of `sql.rs`, named by a marker type.
+/// A statement of `sql/`, named by a marker type.
 pub(crate) trait Statement: 'static {
     /// Its text, with parameters `$1`, `$2`, ... (a parameter may repeat).
     const SQL: &'static str;
 }
 
-/// Declares marker types for statements of `sql.rs`.
+/// Declares marker types for statements of `sql/`.
 macro_rules! statements {
     ($($name:ident => $sql:path,)*) => {
         $(

@@ -5,7 +5,7 @@ use std::time::Duration;
 use diesel::prelude::*;
 use diesel::sql_types::{BigInt, Double, Text};
 
-use crate::isolation::{READ_COMMITTED_BEGIN, Scope, scoped};
+use crate::isolation::{Scope, scoped};
 use crate::{Error, JobStatus, Result, sql};
 
 /// How long finished jobs are kept, per status. `None` keeps them forever.
@@ -109,7 +109,7 @@ pub(crate) fn prune_in(
         let Some(keep) = keep else { continue };
         let mut deleted = 0u64;
         loop {
-            let n = scoped(conn, scope, READ_COMMITTED_BEGIN, |conn| {
+            let n = scoped(conn, scope, sql::READ_COMMITTED_BEGIN, |conn| {
                 Ok(prune_query(sql::JOB_PRUNE, status, keep, retention.batch).execute(conn)?)
             })?;
             deleted += n as u64;
@@ -123,7 +123,7 @@ pub(crate) fn prune_in(
             _ => pruned.cancelled = deleted,
         }
     }
-    scoped(conn, scope, READ_COMMITTED_BEGIN, |conn| {
+    scoped(conn, scope, sql::READ_COMMITTED_BEGIN, |conn| {
         diesel::sql_query(sql::COMPLETIONS_FOLD).execute(conn)?;
         Ok(diesel::sql_query(sql::COMPLETIONS_PRUNE)
             .bind::<Double, _>(COUNTS_KEPT.as_secs_f64())

@@ -5,7 +5,7 @@
 use diesel::prelude::*;
 use diesel::sql_types::{Array, BigInt, Text};
 
-use crate::isolation::{READ_COMMITTED_BEGIN, Scope, scoped};
+use crate::isolation::{Scope, scoped};
 use crate::{Result, limits, sql};
 
 /// Default number of jobs moved per statement.
@@ -27,7 +27,7 @@ pub fn promote_due(conn: &mut PgConnection, limit: i64) -> Result<i64> {
 
 pub(crate) fn promote_due_in(conn: &mut PgConnection, scope: Scope, limit: i64) -> Result<i64> {
     limits::check_batch(limit)?;
-    scoped(conn, scope, READ_COMMITTED_BEGIN, |conn| {
+    scoped(conn, scope, sql::READ_COMMITTED_BEGIN, |conn| {
         Ok(diesel::sql_query(sql::JOB_PROMOTE_DUE)
             .bind::<BigInt, _>(limit)
             .bind::<Text, _>(crate::NOTIFY_CHANNEL)
@@ -67,7 +67,7 @@ pub(crate) fn reclaim_unhandled_in(
     if job_types.is_empty() {
         return Ok(0);
     }
-    scoped(conn, scope, READ_COMMITTED_BEGIN, |conn| {
+    scoped(conn, scope, sql::READ_COMMITTED_BEGIN, |conn| {
         Ok(diesel::sql_query(sql::JOB_UNPARK)
             .bind::<Array<Text>, _>(job_types)
             .bind::<Array<Text>, _>(queues)

@@ -3,7 +3,7 @@
 use diesel::prelude::*;
 use diesel::sql_types::{BigInt, Text, Uuid};
 
-use crate::isolation::{READ_COMMITTED_BEGIN, Scope, scoped};
+use crate::isolation::{Scope, scoped};
 use crate::{JobId, JobStatus, Result, sql};
 
 /// Default number of stale jobs recovered per statement.
@@ -58,7 +58,7 @@ pub(crate) fn rescue_stale_in(
     limit: i64,
 ) -> Result<Rescued> {
     crate::limits::check_batch(limit)?;
-    let rows = scoped(conn, scope, READ_COMMITTED_BEGIN, |conn| {
+    let rows = scoped(conn, scope, sql::READ_COMMITTED_BEGIN, |conn| {
         Ok(rescue_query(sql::JOB_RESCUE_STALE, limit).load::<RescueRow>(conn)?)
     })?;
     let mut rescued = Rescued::default();

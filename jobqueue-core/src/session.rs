@@ -6,7 +6,7 @@ use diesel::connection::SimpleConnection;
 use diesel::{Connection, PgConnection, RunQueryDsl};
 
 use crate::finish::fenced_update;
-use crate::isolation::{SESSION_SETUP, Scope};
+use crate::isolation::Scope;
 use crate::{
     Claim, FailedMany, Failure, Fenced, Heartbeat, HotStatement, JobRow, Lease, Plan, Pruned,
     Rescued, Result, Retention, sql,
@@ -63,7 +63,7 @@ impl QueueSession {
 
     /// Sets up the session of `conn`, which becomes dedicated to the queue.
     pub fn new(mut conn: PgConnection) -> Result<Self> {
-        conn.batch_execute(SESSION_SETUP)?;
+        conn.batch_execute(sql::SESSION_SETUP)?;
         Ok(QueueSession { conn })
     }
 
@@ -221,7 +221,7 @@ impl QueueSession {
             #[diesel(sql_type = diesel::sql_types::Nullable<diesel::sql_types::BigInt>)]
             horizon: Option<i64>,
         }
-        Ok(diesel::sql_query(sql::JOB_XMIN_HORIZON)
+        Ok(diesel::sql_query(sql::XMIN_HORIZON)
             .get_result::<Horizon>(&mut self.conn)?
             .horizon)
     }

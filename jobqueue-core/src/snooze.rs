@@ -7,7 +7,7 @@ use std::time::Duration;
 use diesel::prelude::*;
 use diesel::sql_types::{Array, Double, Integer, Text, Uuid};
 
-use crate::isolation::{QUEUE_BEGIN, Scope, scoped};
+use crate::isolation::{Scope, scoped};
 use crate::prepared::prepared;
 use crate::{Error, JobId, JobStatus, Lease, Result, sql};
 
@@ -79,12 +79,9 @@ pub(crate) fn snooze_many_in(
         .bind::<Array<Integer>, _>(tokens)
         .bind::<Array<Double>, _>(delays)
         .bind::<Integer, _>(max_snoozes);
-    let rows = scoped(
-        conn,
-        scope,
-        QUEUE_BEGIN,
-        |conn| Ok(query.load::<Row>(conn)?),
-    )?;
+    let rows = scoped(conn, scope, sql::HOT_PATH_BEGIN, |conn| {
+        Ok(query.load::<Row>(conn)?)
+    })?;
     let changed: std::collections::HashSet<JobId> = rows.iter().map(|row| row.id).collect();
     Ok(Snoozed {
         outcomes: rows.into_iter().map(|row| (row.id, row.status)).collect(),

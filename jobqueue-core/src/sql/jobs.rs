@@ -1,9 +1,5 @@
-//! Every SQL statement the queue runs against `jobqueue_jobs`, in one place.
-//!
-//! Statements are named Noun+Verb (`JOB_CLAIM_QUEUES`, `JOB_COMPLETE_MANY`) so
-//! they sort by table. Every value is a bound parameter; nothing is ever
-//! interpolated into these strings. Time always comes from the database's
-//! `now()`, never from the caller's clock.
+//! The statements of `jobqueue_jobs`: every job, from its insert to its
+//! pruning.
 //!
 //! "Due" jobs are `pending`; jobs whose `run_at` is still ahead are
 //! `scheduled` until [`JOB_PROMOTE_DUE`] moves them. "Held" means
@@ -23,6 +19,37 @@
 //! with the id list also matched by `ANY`, a generic plan compared every
 //! row with every id (a million comparisons for a batch of 1,000).
 //! `tests/plans.rs` checks both, with custom and generic plans.
+//!
+//! What the statements rely on (see the migrations):
+//!
+//! - the primary key `id` (a UUIDv7, so id order is insert order): the
+//!   batch writes on held jobs, a job read by id, the pages of jobs newest
+//!   first;
+//! - `claim_count`, the fencing token a claim bumps, and `lease_expires_at`,
+//!   set exactly while a job is held (constraint `lease_only_while_held`);
+//! - `jobqueue_jobs_fetch_idx` (`queue, priority DESC, run_at, id` of the
+//!   `pending` jobs): both claims (one ordered range per queue, and the
+//!   skip from queue to queue of [`JOB_CLAIM_ANY`]), a queue's head, the
+//!   counts of due jobs;
+//! - `jobqueue_jobs_scheduled_idx` (`run_at` of the `scheduled` jobs): the
+//!   promotion of due jobs;
+//! - `jobqueue_jobs_unhandled_idx` (`job_type, queue` of the `unhandled`
+//!   jobs): taking parked jobs back;
+//! - `jobqueue_jobs_lease_idx` (`queue, lease_expires_at` of the held
+//!   jobs): the rescue of expired leases, the counts of held jobs;
+//! - `jobqueue_jobs_finished_idx` (`finished_at` of the finished jobs):
+//!   pruning, and the pages and throughput of finished jobs;
+//! - `jobqueue_jobs_failed_idx` (`finished_at, queue` of the `failed`
+//!   jobs): the counts of the dead letter;
+//! - `jobqueue_jobs_unique_key_idx` (the unique `unique_key` of the live
+//!   jobs, predicate `live_predicate!`): the inserts' `ON CONFLICT`, the
+//!   holders of a key, a job list filtered by key.
+//!
+//! Other tables some of them touch: the claims read `jobqueue_queues`
+//! (`paused`, `global_limit`), both completions add to
+//! `jobqueue_completions` (`count_completed!`), and [`JOB_THROUGHPUT`]
+//! reads it. The statements of other tables that insert jobs (a schedule's
+//! slots) are in `schedules.rs`.
 
 /// The live statuses covered by the unique-key index.
 macro_rules! live_predicate {
@@ -154,7 +181,7 @@ pub(crate) const JOB_NOTIFY_QUEUES: &str = "SELECT pg_notify($1, q) FROM unnest(
 /// A queue is left out while paused (`jobqueue_queues.paused`), and while
 /// it has a global limit unless it is named in `$5`, the queues whose
 /// `jobqueue_queues` row this transaction locked first
-/// ([`QUEUE_LOCK_LIMITED`]; the caller then caps its part through `$6`/`$7`
+/// ([`QUEUE_LOCK_LIMITED`](super::QUEUE_LOCK_LIMITED); the caller then caps its part through `$6`/`$7`
 /// at its limit minus its jobs held anywhere, so concurrent claims never
 /// take more than the limit together). `$6`/`$7` (names, counts) cap a
 /// queue's part for this claim (also a runner's own per-queue concurrency).
@@ -253,23 +280,6 @@ macro_rules! claim_from_ready {
         RETURNING j.*"
     };
 }
-
-/// Locks, for the rest of the claim's transaction, the `jobqueue_queues`
-/// rows of the queues with a global limit among `$1` (all queues if empty)
-/// that have due jobs, in name order; returns them with their limit and
-/// what bounds their held jobs (`held_counted + claimed_since`). Under any
-/// isolation but READ COMMITTED it locks and returns nothing: a count of
-/// held jobs would not see claims committed while it waited, so the claim
-/// leaves limited queues alone.
-pub(crate) const QUEUE_LOCK_LIMITED: &str = "
-    SELECT c.name, c.global_limit, c.held_counted, c.claimed_since
-    FROM jobqueue_queues AS c
-    WHERE c.global_limit IS NOT NULL
-      AND (cardinality($1::text[]) = 0 OR c.name = ANY($1::text[]))
-      AND current_setting('transaction_isolation') = 'read committed'
-      AND EXISTS (SELECT 1 FROM jobqueue_jobs AS p WHERE p.status = 'pending' AND p.queue = c.name)
-    ORDER BY c.name
-    FOR NO KEY UPDATE OF c";
 
 /// Claims up to `$2` due jobs from the queues named in `$1` (distinct
 /// names), for worker `$3`, lease `$4` seconds: see `claim_from_ready!`.
@@ -727,59 +737,6 @@ pub(crate) const JOB_PRUNE: &str = "
     DELETE FROM jobqueue_jobs AS j
     WHERE j.id = ANY(ARRAY(SELECT id FROM doomed))";
 
-/// Folds the completion counts of minutes more than an hour old into one
-/// row per minute, queue and job type (`backend` 0): a connection writes
-/// only the current minute, so what is folded never changes again.
-pub(crate) const COMPLETIONS_FOLD: &str = "
-    WITH folded AS (
-        DELETE FROM jobqueue_completions
-        WHERE minute < now() - interval '1 hour' AND backend <> 0
-        RETURNING minute, queue, job_type, completed
-    )
-    INSERT INTO jobqueue_completions AS c (minute, queue, job_type, backend, completed)
-    SELECT minute, queue, job_type, 0, sum(completed)::int8
-    FROM folded
-    GROUP BY minute, queue, job_type
-    ON CONFLICT (minute, queue, job_type, backend)
-    DO UPDATE SET completed = c.completed + EXCLUDED.completed";
-
-/// Jobs completed in the minutes that began less than `$1` seconds before
-/// the current one, from their counts.
-pub(crate) const COMPLETIONS_WITHIN: &str = "
-    SELECT coalesce(sum(completed), 0)::int8 AS n
-    FROM jobqueue_completions
-    WHERE minute > date_trunc('minute', now()) - make_interval(secs => $1)";
-
-/// Deletes the completion counts of minutes more than `$1` seconds ago.
-pub(crate) const COMPLETIONS_PRUNE: &str = "
-    DELETE FROM jobqueue_completions
-    WHERE minute < now() - make_interval(secs => $1)";
-
-/// Live and failed jobs counted per queue and state, each from the partial
-/// index of its state (held jobs: the lease index), index-only where the
-/// index holds what is read, so the cost follows the backlog and the dead
-/// letter, never the completed and cancelled history: rows of `queue`,
-/// `kind` (a status), `n`, and on the `pending` row `oldest_due_secs`.
-macro_rules! live_counts {
-    () => {
-        "SELECT queue, 'pending' AS kind, count(*) AS n,
-                EXTRACT(EPOCH FROM now() - min(run_at))::float8 AS oldest_due_secs
-         FROM jobqueue_jobs WHERE status = 'pending' GROUP BY queue
-         UNION ALL
-         SELECT queue, 'scheduled', count(*), NULL
-         FROM jobqueue_jobs WHERE status = 'scheduled' GROUP BY queue
-         UNION ALL
-         SELECT queue, 'unhandled', count(*), NULL
-         FROM jobqueue_jobs WHERE status = 'unhandled' GROUP BY queue
-         UNION ALL
-         SELECT queue, status, count(*), NULL
-         FROM jobqueue_jobs WHERE lease_expires_at IS NOT NULL GROUP BY queue, status
-         UNION ALL
-         SELECT queue, 'failed', count(*), NULL
-         FROM jobqueue_jobs WHERE status = 'failed' GROUP BY queue"
-    };
-}
-
 /// Counts live and failed jobs by queue and status, with the age of the
 /// oldest due job (see `live_counts`).
 pub(crate) const JOB_STATS: &str = concat!(
@@ -797,280 +754,6 @@ pub(crate) const JOB_STATS_HISTORY: &str = "
     FROM jobqueue_jobs
     GROUP BY queue, status
     ORDER BY queue, status";
-
-/// Counts the held jobs of limited queue `$1` (its row locked by the
-/// caller) and keeps the count, with nothing claimed since.
-pub(crate) const QUEUE_COUNT_HELD: &str = "
-    UPDATE jobqueue_queues AS c
-    SET held_counted = (SELECT count(*) FROM jobqueue_jobs AS h
-                        WHERE h.queue = c.name AND h.lease_expires_at IS NOT NULL),
-        claimed_since = 0
-    WHERE c.name = $1
-    RETURNING c.held_counted";
-
-/// Adds what a claim took to the `claimed_since` of limited queues (rows
-/// locked by the caller): names `$1`, counts `$2`.
-pub(crate) const QUEUE_NOTE_CLAIMED: &str = "
-    UPDATE jobqueue_queues AS c
-    SET claimed_since = c.claimed_since + n.n
-    FROM unnest($1::text[], $2::int4[]) AS n(name, n)
-    WHERE c.name = n.name";
-
-/// Whether any queue among `$1` (all queues if empty) has a global limit:
-/// a runner asks every poll interval, to know whether its claims must lock.
-pub(crate) const QUEUE_ANY_LIMITED: &str = "
-    SELECT EXISTS (
-        SELECT 1 FROM jobqueue_queues AS c
-        WHERE c.global_limit IS NOT NULL
-          AND (cardinality($1::text[]) = 0 OR c.name = ANY($1::text[]))) AS limited";
-
-/// The end of the queue-settings statements: whether queue `$1` was
-/// paused before (CTE `before`: its row, if any), whether it was known (a
-/// row, or a job of any status), and how many rows CTE `$written` wrote.
-macro_rules! queue_change {
-    ($written:literal) => {
-        concat!(
-            "SELECT coalesce((SELECT paused FROM before), false) AS was_paused,
-                    (EXISTS (SELECT 1 FROM before)
-                     OR EXISTS (SELECT 1 FROM jobqueue_jobs WHERE queue = $1)) AS known,
-                    (SELECT count(*) FROM ",
-            $written,
-            ") AS changed"
-        )
-    };
-}
-
-/// Pauses queue `$1` (creating its row): runners claim nothing from it
-/// until it is resumed. Returns whether it was paused already, and whether
-/// the queue was known (a row, or a job of any status, names it).
-pub(crate) const QUEUE_PAUSE: &str = concat!(
-    "
-    WITH before AS (
-        SELECT paused FROM jobqueue_queues WHERE name = $1
-    ),
-    upsert AS (
-        INSERT INTO jobqueue_queues AS c (name, paused, paused_at)
-        VALUES ($1, true, now())
-        ON CONFLICT (name) DO UPDATE
-        SET paused = true,
-            paused_at = CASE WHEN c.paused THEN c.paused_at ELSE now() END,
-            updated_at = now()
-        RETURNING c.name
-    )
-    ",
-    queue_change!("upsert")
-);
-
-/// Resumes queue `$1` if it has a row, and wakes its runners on channel
-/// `$2`. Returns whether it was paused, and whether the queue was known.
-pub(crate) const QUEUE_RESUME: &str = concat!(
-    "
-    WITH before AS (
-        SELECT paused FROM jobqueue_queues WHERE name = $1 FOR UPDATE
-    ),
-    updated AS (
-        UPDATE jobqueue_queues AS c
-        SET paused = false, paused_at = NULL, updated_at = now()
-        WHERE c.name = $1 AND c.paused
-        RETURNING c.name
-    ),
-    wake AS (
-        SELECT pg_notify($2, name) FROM updated
-    )
-    ",
-    queue_change!("wake")
-);
-
-/// Sets (or with NULL removes) the global limit `$2` of queue `$1`,
-/// creating its row; a lowered limit takes no job back, it only stops
-/// claims until fewer are held. Returns whether the queue was known.
-pub(crate) const QUEUE_SET_LIMIT: &str = concat!(
-    "
-    WITH before AS (
-        SELECT paused FROM jobqueue_queues WHERE name = $1
-    ),
-    upsert AS (
-        INSERT INTO jobqueue_queues AS c (name, global_limit)
-        VALUES ($1, $2)
-        ON CONFLICT (name) DO UPDATE
-        SET global_limit = $2, held_counted = NULL, claimed_since = 0, updated_at = now()
-        RETURNING c.name
-    ),
-    wake AS (
-        SELECT pg_notify($3, name) FROM upsert
-    )
-    ",
-    queue_change!("wake")
-);
-
-/// Every known queue (with a row, live or failed jobs, a schedule, or a
-/// runner that names it), with its settings, its live counts (due,
-/// scheduled, unhandled, held), its failed jobs (the dead letter) and the
-/// age of its oldest due job (see `live_counts`).
-pub(crate) const QUEUE_LIST: &str = concat!(
-    "WITH counts AS (",
-    live_counts!(),
-    "),
-    names AS (
-        SELECT name FROM jobqueue_queues
-        UNION
-        SELECT queue FROM counts
-        UNION
-        SELECT queue FROM jobqueue_schedules
-        UNION
-        SELECT unnest(queues) FROM jobqueue_runners
-    )
-    SELECT names.name AS queue,
-           coalesce(c.paused, false) AS paused,
-           EXTRACT(EPOCH FROM now() - c.paused_at)::float8 AS paused_secs,
-           c.global_limit,
-           coalesce(sum(n) FILTER (WHERE kind = 'pending'), 0)::int8 AS due,
-           coalesce(sum(n) FILTER (WHERE kind = 'scheduled'), 0)::int8 AS scheduled,
-           coalesce(sum(n) FILTER (WHERE kind = 'unhandled'), 0)::int8 AS unhandled,
-           coalesce(sum(n) FILTER (WHERE kind IN ('claimed', 'running')), 0)::int8 AS held,
-           coalesce(sum(n) FILTER (WHERE kind = 'failed'), 0)::int8 AS failed,
-           max(oldest_due_secs) AS oldest_due_secs
-    FROM names
-    LEFT JOIN jobqueue_queues AS c ON c.name = names.name
-    LEFT JOIN counts ON counts.queue = names.name
-    GROUP BY names.name, c.paused, c.paused_at, c.global_limit
-    ORDER BY names.name"
-);
-
-/// Declares schedule `$1` (a worker binary's periodic job): inserts it with
-/// nothing fired before now, or updates its definition and `declared_at`,
-/// keeping its pause and the last slot fired (moved to now if its
-/// expression or time zone changed, so a new expression fires none of its
-/// past slots). `$2` cron, `$3` time zone, `$4` missed policy, `$5` catch-up
-/// bound, `$6` job type, `$7` queue, `$8` priority, `$9` attempts, `$10`
-/// payload (JSON text).
-pub(crate) const SCHEDULE_DECLARE: &str = "
-    INSERT INTO jobqueue_schedules AS s
-        (name, cron, time_zone, missed, catch_up_most, job_type, queue, priority,
-         max_attempts, payload, last_slot)
-    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, CAST($10 AS jsonb), now())
-    ON CONFLICT (name) DO UPDATE
-    SET last_slot = CASE WHEN s.cron <> EXCLUDED.cron
-                           OR s.time_zone IS DISTINCT FROM EXCLUDED.time_zone
-                         THEN greatest(s.last_slot, now()) ELSE s.last_slot END,
-        cron = EXCLUDED.cron,
-        time_zone = EXCLUDED.time_zone,
-        missed = EXCLUDED.missed,
-        catch_up_most = EXCLUDED.catch_up_most,
-        job_type = EXCLUDED.job_type,
-        queue = EXCLUDED.queue,
-        priority = EXCLUDED.priority,
-        max_attempts = EXCLUDED.max_attempts,
-        payload = EXCLUDED.payload,
-        declared_at = now()";
-
-/// The state of schedules `$1`, with the database's `now()`: what a runner
-/// computes due slots from.
-pub(crate) const SCHEDULE_STATE: &str = "
-    SELECT name, last_slot, paused, now() AS db_now
-    FROM jobqueue_schedules
-    WHERE name = ANY($1::text[])";
-
-/// Fires slots of schedule `$1`: moves its `last_slot` from `$2` (what the
-/// runner read) to `$3` and inserts one job per slot (`$4` slots, `$5`
-/// ids, each due at its slot), waking its queue on channel `$6`. If another
-/// runner moved `last_slot` first, or the schedule was paused meanwhile,
-/// nothing is inserted: each slot fires once.
-pub(crate) const SCHEDULE_FIRE: &str = "
-    WITH advanced AS (
-        UPDATE jobqueue_schedules
-        SET last_slot = $3
-        WHERE name = $1 AND last_slot = $2 AND NOT paused
-        RETURNING job_type, queue, priority, max_attempts, payload
-    ),
-    inserted AS (
-        INSERT INTO jobqueue_jobs
-            (id, job_type, queue, priority, payload, max_attempts, run_at, status)
-        SELECT f.id, a.job_type, a.queue, a.priority, a.payload, a.max_attempts, f.slot, 'pending'
-        FROM advanced AS a, unnest($5::uuid[], $4::timestamptz[]) AS f(id, slot)
-        RETURNING queue
-    ),
-    wake AS (
-        SELECT pg_notify($6, q.queue) FROM (SELECT DISTINCT queue FROM inserted) AS q
-    )
-    SELECT (SELECT count(*) FROM inserted) AS fired, (SELECT count(*) FROM wake) AS woke";
-
-/// Every schedule, with the database's `now()`.
-pub(crate) const SCHEDULE_LIST: &str = "
-    SELECT name, cron, time_zone, missed, catch_up_most, job_type, queue, paused,
-           last_slot, declared_at, now() AS db_now
-    FROM jobqueue_schedules
-    ORDER BY name";
-
-/// Pauses (`$2` true) or resumes schedule `$1`. A resumed schedule fires
-/// none of the slots that passed while it was paused. Returns whether it
-/// was paused before.
-pub(crate) const SCHEDULE_SET_PAUSED: &str = "
-    WITH before AS (
-        SELECT paused FROM jobqueue_schedules WHERE name = $1 FOR UPDATE
-    )
-    UPDATE jobqueue_schedules AS s
-    SET paused = $2,
-        last_slot = CASE WHEN NOT $2 AND s.paused THEN greatest(s.last_slot, now())
-                         ELSE s.last_slot END
-    FROM before
-    WHERE s.name = $1
-    RETURNING before.paused AS was_paused";
-
-/// Enqueues one job of schedule `$1` now (id `$2`), outside its slots,
-/// waking its queue on channel `$3`; returns the job's queue.
-pub(crate) const SCHEDULE_RUN_NOW: &str = "
-    WITH inserted AS (
-        INSERT INTO jobqueue_jobs
-            (id, job_type, queue, priority, payload, max_attempts, run_at, status)
-        SELECT $2, s.job_type, s.queue, s.priority, s.payload, s.max_attempts, now(), 'pending'
-        FROM jobqueue_schedules AS s
-        WHERE s.name = $1
-        RETURNING queue
-    ),
-    wake AS (
-        SELECT pg_notify($3, queue) FROM inserted
-    )
-    SELECT (SELECT count(*) FROM inserted) AS fired, (SELECT count(*) FROM wake) AS woke";
-
-/// Registers runner `$1` (`$2` host, `$3` pid, `$4` version, `$5` queues,
-/// `$6` job types, `$7` concurrency, `$8` lease in seconds), started and
-/// seen now, and deletes runners gone for a day.
-pub(crate) const RUNNER_REGISTER: &str = "
-    WITH forgotten AS (
-        DELETE FROM jobqueue_runners WHERE last_seen < now() - interval '1 day'
-    )
-    INSERT INTO jobqueue_runners
-        (worker_id, host, pid, version, queues, job_types, concurrency, lease_secs)
-    VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
-    ON CONFLICT (worker_id) DO UPDATE
-    SET host = EXCLUDED.host, pid = EXCLUDED.pid, version = EXCLUDED.version,
-        queues = EXCLUDED.queues, job_types = EXCLUDED.job_types,
-        concurrency = EXCLUDED.concurrency, lease_secs = EXCLUDED.lease_secs,
-        started_at = now(), last_seen = now()";
-
-/// Runner `$1` is alive: returns whether its row was there.
-pub(crate) const RUNNER_SEEN: &str = "
-    UPDATE jobqueue_runners SET last_seen = now() WHERE worker_id = $1";
-
-/// Runner `$1` stopped.
-pub(crate) const RUNNER_DEREGISTER: &str = "
-    DELETE FROM jobqueue_runners WHERE worker_id = $1";
-
-/// Every registered runner, with how long since it was last seen.
-pub(crate) const RUNNER_LIST: &str = "
-    SELECT worker_id, host, pid, version, queues, job_types, concurrency, lease_secs,
-           started_at, last_seen,
-           EXTRACT(EPOCH FROM now() - last_seen)::float8 AS silent_secs
-    FROM jobqueue_runners
-    ORDER BY started_at, worker_id";
-
-/// Takes, for the rest of this session, the advisory lock that makes its
-/// runner the one computing the table-wide queue gauges; false if another
-/// session holds it. The key is the ASCII of `jqgauges`, a number no other
-/// jobqueue lock uses (applications using advisory locks should avoid it).
-pub(crate) const RUNNER_LEAD_GAUGES: &str =
-    "SELECT pg_try_advisory_lock(7670025308667864435) AS leading";
 
 /// Counts live jobs (scheduled, pending, unhandled, claimed, running) by job
 /// type and status: a type no runner handles shows up as unhandled here.
@@ -1093,30 +776,6 @@ pub(crate) const JOB_DEAD_TUPLES: &str = "
     SELECT coalesce(n_dead_tup, 0) AS dead
     FROM pg_stat_user_tables
     WHERE relid = 'jobqueue_jobs'::regclass";
-
-/// The oldest transaction id that holds the xmin horizon of this database's
-/// tables back, as a number (`NULL`: nothing but this session holds it): a
-/// snapshot or transaction id of another session of this database (or of
-/// a process of none, such as a WAL sender with hot-standby feedback), a
-/// replication slot's `xmin`, a prepared transaction of this database.
-/// Readable without privileges. Two looks that read the same id saw the
-/// same holder: the horizon has not moved between them.
-pub(crate) const JOB_XMIN_HORIZON: &str = "
-    SELECT (SELECT x::text::int8
-            FROM (SELECT backend_xmin AS x FROM pg_stat_activity
-                  WHERE (datname = current_database() OR datname IS NULL)
-                    AND pid <> pg_backend_pid() AND backend_xmin IS NOT NULL
-                  UNION ALL
-                  SELECT backend_xid FROM pg_stat_activity
-                  WHERE (datname = current_database() OR datname IS NULL)
-                    AND pid <> pg_backend_pid() AND backend_xid IS NOT NULL
-                  UNION ALL
-                  SELECT xmin FROM pg_replication_slots WHERE xmin IS NOT NULL
-                  UNION ALL
-                  SELECT transaction FROM pg_prepared_xacts
-                  WHERE database = current_database()) AS holders
-            ORDER BY age(x) DESC
-            LIMIT 1) AS horizon";
 
 /// Vacuums the jobs table, unless another session already is, leaving the
 /// empty pages at its end in place.
@@ -1297,7 +956,6 @@ crate::prepared::statements! {
     JobInsertQuiet => JOB_INSERT_QUIET,
     JobClaimQueues => JOB_CLAIM_QUEUES,
     JobClaimAny => JOB_CLAIM_ANY,
-    QueueLockLimited => QUEUE_LOCK_LIMITED,
     JobStartMany => JOB_START_MANY,
     JobCompleteMany => JOB_COMPLETE_MANY,
     JobCompleteDeleteMany => JOB_COMPLETE_DELETE_MANY,
@@ -1308,175 +966,3 @@ crate::prepared::statements! {
     JobCancelHeldMany => JOB_CANCEL_HELD_MANY,
     JobHeartbeatMany => JOB_HEARTBEAT_MANY,
 }
-
-// ---- doctor ----
-//
-// The statements of `jobqueue doctor` (`doctor.rs`). Each reads the
-// statistics views, the catalogs, or the partial indexes of live jobs, so
-// none costs more with a longer finished history.
-
-/// Limits of each doctor transaction: a check waits for no lock and runs
-/// no statement for long (a health check that hangs tells nothing).
-pub(crate) const DOCTOR_LIMITS: &str =
-    "SET LOCAL lock_timeout = '5s'; SET LOCAL statement_timeout = '30s'";
-
-/// The oldest open transaction of another client session in this database
-/// (only those hold back the vacuum of its tables), with how many were
-/// opened more than `$1` seconds ago.
-pub(crate) const DOCTOR_OLDEST_XACT: &str = "
-    WITH open AS (
-        SELECT pid, application_name, client_addr, client_port, state, query, xact_start,
-               backend_xid IS NOT NULL OR backend_xmin IS NOT NULL AS holds_horizon
-        FROM pg_stat_activity
-        WHERE datname = current_database()
-          AND pid <> pg_backend_pid()
-          AND backend_type = 'client backend'
-          AND xact_start IS NOT NULL
-    )
-    SELECT o.pid,
-           coalesce(o.application_name, '') AS application_name,
-           coalesce(host(o.client_addr),
-                    CASE WHEN o.client_port = -1 THEN 'local socket' END, '') AS client,
-           coalesce(o.state, '') AS state,
-           coalesce(o.query, '') AS query,
-           o.holds_horizon,
-           greatest(EXTRACT(EPOCH FROM now() - o.xact_start), 0)::float8 AS age_secs,
-           (SELECT count(*) FROM open
-            WHERE xact_start < now() - make_interval(secs => $1)) AS past_warn
-    FROM open AS o
-    ORDER BY o.xact_start
-    LIMIT 1";
-
-/// Whether this session sees the transactions of every role in
-/// `pg_stat_activity` (a superuser, or a member of `pg_read_all_stats`).
-pub(crate) const DOCTOR_SEES_ALL_SESSIONS: &str = "
-    SELECT coalesce((SELECT rolsuper FROM pg_roles WHERE rolname = current_user), false)
-           OR pg_has_role(current_user, 'pg_read_all_stats', 'MEMBER') AS sees_all";
-
-/// Replication slots that hold an xmin or a catalog_xmin (they hold back
-/// vacuum in every database), oldest horizon first, with the WAL each
-/// keeps from being recycled.
-pub(crate) const DOCTOR_SLOTS: &str = "
-    SELECT slot_name::text AS name,
-           slot_type AS kind,
-           active,
-           age(xmin)::int8 AS xmin_age,
-           age(catalog_xmin)::int8 AS catalog_xmin_age,
-           pg_wal_lsn_diff(CASE WHEN pg_is_in_recovery() THEN pg_last_wal_receive_lsn()
-                                ELSE pg_current_wal_lsn() END, restart_lsn)::float8 AS wal_bytes
-    FROM pg_replication_slots
-    WHERE xmin IS NOT NULL OR catalog_xmin IS NOT NULL
-    ORDER BY greatest(coalesce(age(xmin), 0), coalesce(age(catalog_xmin), 0)) DESC, slot_name";
-
-/// Prepared transactions of this database, oldest first.
-pub(crate) const DOCTOR_PREPARED: &str = "
-    SELECT gid,
-           owner::text AS owner,
-           greatest(EXTRACT(EPOCH FROM now() - prepared), 0)::float8 AS age_secs
-    FROM pg_prepared_xacts
-    WHERE database = current_database()
-    ORDER BY prepared, gid";
-
-/// Which of the tables the checks of the jobs read exist, and whether the
-/// migrations table does.
-pub(crate) const DOCTOR_SCHEMA: &str = "
-    SELECT to_regclass('__diesel_schema_migrations') IS NOT NULL AS has_migrations_table,
-           array_remove(ARRAY[
-               CASE WHEN to_regclass('jobqueue_jobs') IS NULL THEN 'jobqueue_jobs' END,
-               CASE WHEN to_regclass('jobqueue_queues') IS NULL THEN 'jobqueue_queues' END,
-               CASE WHEN to_regclass('jobqueue_runners') IS NULL THEN 'jobqueue_runners' END
-           ], NULL) AS missing_tables";
-
-/// The migrations applied, by version.
-pub(crate) const DOCTOR_APPLIED_MIGRATIONS: &str = "
-    SELECT version::text AS version FROM __diesel_schema_migrations ORDER BY version";
-
-/// Live and dead row versions of the jobs table by the statistics views,
-/// its last (auto)vacuum, and whether autovacuum may visit it.
-pub(crate) const DOCTOR_TABLE_STATS: &str = "
-    SELECT s.n_live_tup AS live,
-           s.n_dead_tup AS dead,
-           EXTRACT(EPOCH FROM now() - s.last_vacuum)::float8 AS vacuum_secs,
-           EXTRACT(EPOCH FROM now() - s.last_autovacuum)::float8 AS autovacuum_secs,
-           current_setting('autovacuum')::boolean AS server_autovacuum,
-           coalesce((SELECT o.option_value::boolean
-                     FROM pg_options_to_table(c.reloptions) AS o
-                     WHERE o.option_name = 'autovacuum_enabled'), true) AS table_autovacuum
-    FROM pg_stat_user_tables AS s
-    JOIN pg_class AS c ON c.oid = s.relid
-    WHERE s.relid = 'jobqueue_jobs'::regclass";
-
-/// The fetch index: whether it exists and is valid, and its size on disk.
-pub(crate) const DOCTOR_FETCH_INDEX: &str = "
-    SELECT i.indisvalid AS valid,
-           pg_relation_size(i.indexrelid) AS bytes
-    FROM pg_index AS i
-    WHERE i.indexrelid = to_regclass('jobqueue_jobs_fetch_idx')";
-
-/// The planner's estimate of the jobs table's rows (`reltuples`: -1 if
-/// never analyzed).
-pub(crate) const DOCTOR_TABLE_ESTIMATE: &str = "
-    SELECT reltuples::float8 AS rows FROM pg_class WHERE oid = 'jobqueue_jobs'::regclass";
-
-/// Due jobs: the entries the fetch index should hold (read from it).
-pub(crate) const DOCTOR_COUNT_PENDING: &str = "
-    SELECT count(*) AS n FROM jobqueue_jobs WHERE status = 'pending'";
-
-/// Held jobs by worker (read from the lease index): how many, how many past
-/// their lease, how long since the first of those expired, and how long
-/// until the soonest of the others does.
-pub(crate) const DOCTOR_HELD: &str = "
-    SELECT worker_id,
-           count(*) AS held,
-           count(*) FILTER (WHERE lease_expires_at < now()) AS expired,
-           greatest(EXTRACT(EPOCH FROM now() - min(lease_expires_at)), 0)::float8 AS expired_secs,
-           greatest(EXTRACT(EPOCH FROM min(lease_expires_at) - now()), 0)::float8 AS lease_left_secs
-    FROM jobqueue_jobs
-    WHERE lease_expires_at IS NOT NULL
-    GROUP BY worker_id
-    ORDER BY worker_id";
-
-/// Waiting jobs (scheduled, pending, unhandled) by type, queue and status,
-/// each status read from its partial index.
-pub(crate) const DOCTOR_WAITING: &str = "
-    SELECT job_type, queue, status, count(*) AS jobs
-    FROM (
-        SELECT job_type, queue, status FROM jobqueue_jobs WHERE status = 'pending'
-        UNION ALL
-        SELECT job_type, queue, status FROM jobqueue_jobs WHERE status = 'scheduled'
-        UNION ALL
-        SELECT job_type, queue, status FROM jobqueue_jobs WHERE status = 'unhandled'
-    ) AS waiting
-    GROUP BY job_type, queue, status
-    ORDER BY job_type, queue, status";
-
-/// Queues with due jobs (read from the fetch index): how many, the age of
-/// the oldest, and whether the queue is paused.
-pub(crate) const DOCTOR_DUE_QUEUES: &str = "
-    SELECT d.queue, d.due, d.oldest_secs, coalesce(c.paused, false) AS paused
-    FROM (
-        SELECT queue, count(*) AS due,
-               greatest(EXTRACT(EPOCH FROM now() - min(run_at)), 0)::float8 AS oldest_secs
-        FROM jobqueue_jobs
-        WHERE status = 'pending'
-        GROUP BY queue
-    ) AS d
-    LEFT JOIN jobqueue_queues AS c ON c.name = d.queue
-    ORDER BY d.queue";
-
-/// How full the `LISTEN`/`NOTIFY` queue is, 0 to 1.
-pub(crate) const DOCTOR_NOTIFY_USAGE: &str = "SELECT pg_notification_queue_usage() AS usage";
-
-/// Client connections in use, and the limits they count against.
-pub(crate) const DOCTOR_CONNECTIONS: &str = "
-    SELECT (SELECT count(*) FROM pg_stat_activity
-            WHERE backend_type = 'client backend') AS used,
-           current_setting('max_connections')::int8 AS max_connections,
-           current_setting('superuser_reserved_connections')::int8 AS superuser_reserved,
-           coalesce(current_setting('reserved_connections', true)::int8, 0) AS reserved";
-
-/// The fetch index as the migrations create it (for the advice of a
-/// doctor that finds it missing or invalid).
-pub(crate) const DOCTOR_FETCH_INDEX_DEFINITION: &str = "CREATE INDEX CONCURRENTLY \
-    jobqueue_jobs_fetch_idx ON jobqueue_jobs (queue, priority DESC, run_at, id) \
-    WHERE status = 'pending'";

@@ -1,0 +1,202 @@
+//! The statements of `jobqueue doctor` (`doctor.rs`, `doctor/`), and the
+//! look at the xmin horizon.
+//!
+//! Each reads the statistics views (`pg_stat_activity`,
+//! `pg_stat_user_tables`), the catalogs (`pg_class`, `pg_index`,
+//! `pg_roles`, `pg_replication_slots`, `pg_prepared_xacts`), the migrations
+//! table (`__diesel_schema_migrations`), or the partial indexes of live
+//! jobs (`jobqueue_jobs_fetch_idx`, `_scheduled_idx`, `_unhandled_idx`,
+//! `_lease_idx`), so none costs more with a longer finished history.
+//! [`XMIN_HORIZON`] is [`crate::QueueSession::xmin_horizon`]'s: a runner's
+//! maintenance asks whether what holds back the vacuum of the jobs table
+//! has moved.
+
+/// Limits of each doctor transaction: a check waits for no lock and runs
+/// no statement for long (a health check that hangs tells nothing).
+pub(crate) const DOCTOR_LIMITS: &str =
+    "SET LOCAL lock_timeout = '5s'; SET LOCAL statement_timeout = '30s'";
+
+/// The oldest open transaction of another client session in this database
+/// (only those hold back the vacuum of its tables), with how many were
+/// opened more than `$1` seconds ago.
+pub(crate) const DOCTOR_OLDEST_XACT: &str = "
+    WITH open AS (
+        SELECT pid, application_name, client_addr, client_port, state, query, xact_start,
+               backend_xid IS NOT NULL OR backend_xmin IS NOT NULL AS holds_horizon
+        FROM pg_stat_activity
+        WHERE datname = current_database()
+          AND pid <> pg_backend_pid()
+          AND backend_type = 'client backend'
+          AND xact_start IS NOT NULL
+    )
+    SELECT o.pid,
+           coalesce(o.application_name, '') AS application_name,
+           coalesce(host(o.client_addr),
+                    CASE WHEN o.client_port = -1 THEN 'local socket' END, '') AS client,
+           coalesce(o.state, '') AS state,
+           coalesce(o.query, '') AS query,
+           o.holds_horizon,
+           greatest(EXTRACT(EPOCH FROM now() - o.xact_start), 0)::float8 AS age_secs,
+           (SELECT count(*) FROM open
+            WHERE xact_start < now() - make_interval(secs => $1)) AS past_warn
+    FROM open AS o
+    ORDER BY o.xact_start
+    LIMIT 1";
+
+/// Whether this session sees the transactions of every role in
+/// `pg_stat_activity` (a superuser, or a member of `pg_read_all_stats`).
+pub(crate) const DOCTOR_SEES_ALL_SESSIONS: &str = "
+    SELECT coalesce((SELECT rolsuper FROM pg_roles WHERE rolname = current_user), false)
+           OR pg_has_role(current_user, 'pg_read_all_stats', 'MEMBER') AS sees_all";
+
+/// Replication slots that hold an xmin or a catalog_xmin (they hold back
+/// vacuum in every database), oldest horizon first, with the WAL each
+/// keeps from being recycled.
+pub(crate) const DOCTOR_SLOTS: &str = "
+    SELECT slot_name::text AS name,
+           slot_type AS kind,
+           active,
+           age(xmin)::int8 AS xmin_age,
+           age(catalog_xmin)::int8 AS catalog_xmin_age,
+           pg_wal_lsn_diff(CASE WHEN pg_is_in_recovery() THEN pg_last_wal_receive_lsn()
+                                ELSE pg_current_wal_lsn() END, restart_lsn)::float8 AS wal_bytes
+    FROM pg_replication_slots
+    WHERE xmin IS NOT NULL OR catalog_xmin IS NOT NULL
+    ORDER BY greatest(coalesce(age(xmin), 0), coalesce(age(catalog_xmin), 0)) DESC, slot_name";
+
+/// Prepared transactions of this database, oldest first.
+pub(crate) const DOCTOR_PREPARED: &str = "
+    SELECT gid,
+           owner::text AS owner,
+           greatest(EXTRACT(EPOCH FROM now() - prepared), 0)::float8 AS age_secs
+    FROM pg_prepared_xacts
+    WHERE database = current_database()
+    ORDER BY prepared, gid";
+
+/// Which of the tables the checks of the jobs read exist, and whether the
+/// migrations table does.
+pub(crate) const DOCTOR_SCHEMA: &str = "
+    SELECT to_regclass('__diesel_schema_migrations') IS NOT NULL AS has_migrations_table,
+           array_remove(ARRAY[
+               CASE WHEN to_regclass('jobqueue_jobs') IS NULL THEN 'jobqueue_jobs' END,
+               CASE WHEN to_regclass('jobqueue_queues') IS NULL THEN 'jobqueue_queues' END,
+               CASE WHEN to_regclass('jobqueue_runners') IS NULL THEN 'jobqueue_runners' END
+           ], NULL) AS missing_tables";
+
+/// The migrations applied, by version.
+pub(crate) const DOCTOR_APPLIED_MIGRATIONS: &str = "
+    SELECT version::text AS version FROM __diesel_schema_migrations ORDER BY version";
+
+/// Live and dead row versions of the jobs table by the statistics views,
+/// its last (auto)vacuum, and whether autovacuum may visit it.
+pub(crate) const DOCTOR_TABLE_STATS: &str = "
+    SELECT s.n_live_tup AS live,
+           s.n_dead_tup AS dead,
+           EXTRACT(EPOCH FROM now() - s.last_vacuum)::float8 AS vacuum_secs,
+           EXTRACT(EPOCH FROM now() - s.last_autovacuum)::float8 AS autovacuum_secs,
+           current_setting('autovacuum')::boolean AS server_autovacuum,
+           coalesce((SELECT o.option_value::boolean
+                     FROM pg_options_to_table(c.reloptions) AS o
+                     WHERE o.option_name = 'autovacuum_enabled'), true) AS table_autovacuum
+    FROM pg_stat_user_tables AS s
+    JOIN pg_class AS c ON c.oid = s.relid
+    WHERE s.relid = 'jobqueue_jobs'::regclass";
+
+/// The fetch index: whether it exists and is valid, and its size on disk.
+pub(crate) const DOCTOR_FETCH_INDEX: &str = "
+    SELECT i.indisvalid AS valid,
+           pg_relation_size(i.indexrelid) AS bytes
+    FROM pg_index AS i
+    WHERE i.indexrelid = to_regclass('jobqueue_jobs_fetch_idx')";
+
+/// The planner's estimate of the jobs table's rows (`reltuples`: -1 if
+/// never analyzed).
+pub(crate) const DOCTOR_TABLE_ESTIMATE: &str = "
+    SELECT reltuples::float8 AS rows FROM pg_class WHERE oid = 'jobqueue_jobs'::regclass";
+
+/// Due jobs: the entries the fetch index should hold (read from it).
+pub(crate) const DOCTOR_COUNT_PENDING: &str = "
+    SELECT count(*) AS n FROM jobqueue_jobs WHERE status = 'pending'";
+
+/// Held jobs by worker (read from the lease index): how many, how many past
+/// their lease, how long since the first of those expired, and how long
+/// until the soonest of the others does.
+pub(crate) const DOCTOR_HELD: &str = "
+    SELECT worker_id,
+           count(*) AS held,
+           count(*) FILTER (WHERE lease_expires_at < now()) AS expired,
+           greatest(EXTRACT(EPOCH FROM now() - min(lease_expires_at)), 0)::float8 AS expired_secs,
+           greatest(EXTRACT(EPOCH FROM min(lease_expires_at) - now()), 0)::float8 AS lease_left_secs
+    FROM jobqueue_jobs
+    WHERE lease_expires_at IS NOT NULL
+    GROUP BY worker_id
+    ORDER BY worker_id";
+
+/// Waiting jobs (scheduled, pending, unhandled) by type, queue and status,
+/// each status read from its partial index.
+pub(crate) const DOCTOR_WAITING: &str = "
+    SELECT job_type, queue, status, count(*) AS jobs
+    FROM (
+        SELECT job_type, queue, status FROM jobqueue_jobs WHERE status = 'pending'
+        UNION ALL
+        SELECT job_type, queue, status FROM jobqueue_jobs WHERE status = 'scheduled'
+        UNION ALL
+        SELECT job_type, queue, status FROM jobqueue_jobs WHERE status = 'unhandled'
+    ) AS waiting
+    GROUP BY job_type, queue, status
+    ORDER BY job_type, queue, status";
+
+/// Queues with due jobs (read from the fetch index): how many, the age of
+/// the oldest, and whether the queue is paused.
+pub(crate) const DOCTOR_DUE_QUEUES: &str = "
+    SELECT d.queue, d.due, d.oldest_secs, coalesce(c.paused, false) AS paused
+    FROM (
+        SELECT queue, count(*) AS due,
+               greatest(EXTRACT(EPOCH FROM now() - min(run_at)), 0)::float8 AS oldest_secs
+        FROM jobqueue_jobs
+        WHERE status = 'pending'
+        GROUP BY queue
+    ) AS d
+    LEFT JOIN jobqueue_queues AS c ON c.name = d.queue
+    ORDER BY d.queue";
+
+/// How full the `LISTEN`/`NOTIFY` queue is, 0 to 1.
+pub(crate) const DOCTOR_NOTIFY_USAGE: &str = "SELECT pg_notification_queue_usage() AS usage";
+
+/// Client connections in use, and the limits they count against.
+pub(crate) const DOCTOR_CONNECTIONS: &str = "
+    SELECT (SELECT count(*) FROM pg_stat_activity
+            WHERE backend_type = 'client backend') AS used,
+           current_setting('max_connections')::int8 AS max_connections,
+           current_setting('superuser_reserved_connections')::int8 AS superuser_reserved,
+           coalesce(current_setting('reserved_connections', true)::int8, 0) AS reserved";
+
+/// The fetch index as the migrations create it (for the advice of a
+/// doctor that finds it missing or invalid).
+pub(crate) const DOCTOR_FETCH_INDEX_DEFINITION: &str = "CREATE INDEX CONCURRENTLY \
+    jobqueue_jobs_fetch_idx ON jobqueue_jobs (queue, priority DESC, run_at, id) \
+    WHERE status = 'pending'";
+
+/// The oldest transaction id that holds the xmin horizon of this database's
+/// tables back, as a number (`NULL`: nothing but this session holds it): a
+/// snapshot or transaction id of another session of this database (or of
+/// a process of none, such as a WAL sender with hot-standby feedback), a
+/// replication slot's `xmin`, a prepared transaction of this database.
+/// Readable without privileges. Two looks that read the same id saw the
+/// same holder: the horizon has not moved between them.
+pub(crate) const XMIN_HORIZON: &str = "
+    SELECT (SELECT x::text::int8
+            FROM (SELECT backend_xmin AS x FROM pg_stat_activity
+                  WHERE (datname = current_database() OR datname IS NULL)
+                    AND pid <> pg_backend_pid() AND backend_xmin IS NOT NULL
+                  UNION ALL
+                  SELECT backend_xid FROM pg_stat_activity
+                  WHERE (datname = current_database() OR datname IS NULL)
+                    AND pid <> pg_backend_pid() AND backend_xid IS NOT NULL
+                  UNION ALL
+                  SELECT xmin FROM pg_replication_slots WHERE xmin IS NOT NULL
+                  UNION ALL
+                  SELECT transaction FROM pg_prepared_xacts
+                  WHERE database = current_database()) AS holders
+            ORDER BY age(x) DESC
+            LIMIT 1) AS horizon";

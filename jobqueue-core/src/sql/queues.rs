@@ -1,0 +1,173 @@
+//! The statements of `jobqueue_queues`: a queue's pause and global limit,
+//! and the claim's bookkeeping of its limited queues.
+//!
+//! A queue has a row only once something was set on it (paused, limited);
+//! a queue without one is running and unlimited. The statements rely on
+//! the primary key `name`, on `paused`/`paused_at`, and on `global_limit`
+//! with `held_counted` and `claimed_since` (what bounds a limited queue's
+//! held jobs between counts). They count held jobs through
+//! `jobqueue_jobs_lease_idx` (`queue, lease_expires_at` of the held jobs),
+//! and [`QUEUE_LOCK_LIMITED`] looks for due jobs through
+//! `jobqueue_jobs_fetch_idx`. [`QUEUE_LIST`] also names the queues of
+//! `jobqueue_schedules` and `jobqueue_runners`.
+
+/// Locks, for the rest of the claim's transaction, the `jobqueue_queues`
+/// rows of the queues with a global limit among `$1` (all queues if empty)
+/// that have due jobs, in name order; returns them with their limit and
+/// what bounds their held jobs (`held_counted + claimed_since`). Under any
+/// isolation but READ COMMITTED it locks and returns nothing: a count of
+/// held jobs would not see claims committed while it waited, so the claim
+/// leaves limited queues alone.
+pub(crate) const QUEUE_LOCK_LIMITED: &str = "
+    SELECT c.name, c.global_limit, c.held_counted, c.claimed_since
+    FROM jobqueue_queues AS c
+    WHERE c.global_limit IS NOT NULL
+      AND (cardinality($1::text[]) = 0 OR c.name = ANY($1::text[]))
+      AND current_setting('transaction_isolation') = 'read committed'
+      AND EXISTS (SELECT 1 FROM jobqueue_jobs AS p WHERE p.status = 'pending' AND p.queue = c.name)
+    ORDER BY c.name
+    FOR NO KEY UPDATE OF c";
+
+/// Counts the held jobs of limited queue `$1` (its row locked by the
+/// caller) and keeps the count, with nothing claimed since.
+pub(crate) const QUEUE_COUNT_HELD: &str = "
+    UPDATE jobqueue_queues AS c
+    SET held_counted = (SELECT count(*) FROM jobqueue_jobs AS h
+                        WHERE h.queue = c.name AND h.lease_expires_at IS NOT NULL),
+        claimed_since = 0
+    WHERE c.name = $1
+    RETURNING c.held_counted";
+
+/// Adds what a claim took to the `claimed_since` of limited queues (rows
+/// locked by the caller): names `$1`, counts `$2`.
+pub(crate) const QUEUE_NOTE_CLAIMED: &str = "
+    UPDATE jobqueue_queues AS c
+    SET claimed_since = c.claimed_since + n.n
+    FROM unnest($1::text[], $2::int4[]) AS n(name, n)
+    WHERE c.name = n.name";
+
+/// Whether any queue among `$1` (all queues if empty) has a global limit:
+/// a runner asks every poll interval, to know whether its claims must lock.
+pub(crate) const QUEUE_ANY_LIMITED: &str = "
+    SELECT EXISTS (
+        SELECT 1 FROM jobqueue_queues AS c
+        WHERE c.global_limit IS NOT NULL
+          AND (cardinality($1::text[]) = 0 OR c.name = ANY($1::text[]))) AS limited";
+
+/// The end of the queue-settings statements: whether queue `$1` was
+/// paused before (CTE `before`: its row, if any), whether it was known (a
+/// row, or a job of any status), and how many rows CTE `$written` wrote.
+macro_rules! queue_change {
+    ($written:literal) => {
+        concat!(
+            "SELECT coalesce((SELECT paused FROM before), false) AS was_paused,
+                    (EXISTS (SELECT 1 FROM before)
+                     OR EXISTS (SELECT 1 FROM jobqueue_jobs WHERE queue = $1)) AS known,
+                    (SELECT count(*) FROM ",
+            $written,
+            ") AS changed"
+        )
+    };
+}
+
+/// Pauses queue `$1` (creating its row): runners claim nothing from it
+/// until it is resumed. Returns whether it was paused already, and whether
+/// the queue was known (a row, or a job of any status, names it).
+pub(crate) const QUEUE_PAUSE: &str = concat!(
+    "
+    WITH before AS (
+        SELECT paused FROM jobqueue_queues WHERE name = $1
+    ),
+    upsert AS (
+        INSERT INTO jobqueue_queues AS c (name, paused, paused_at)
+        VALUES ($1, true, now())
+        ON CONFLICT (name) DO UPDATE
+        SET paused = true,
+            paused_at = CASE WHEN c.paused THEN c.paused_at ELSE now() END,
+            updated_at = now()
+        RETURNING c.name
+    )
+    ",
+    queue_change!("upsert")
+);
+
+/// Resumes queue `$1` if it has a row, and wakes its runners on channel
+/// `$2`. Returns whether it was paused, and whether the queue was known.
+pub(crate) const QUEUE_RESUME: &str = concat!(
+    "
+    WITH before AS (
+        SELECT paused FROM jobqueue_queues WHERE name = $1 FOR UPDATE
+    ),
+    updated AS (
+        UPDATE jobqueue_queues AS c
+        SET paused = false, paused_at = NULL, updated_at = now()
+        WHERE c.name = $1 AND c.paused
+        RETURNING c.name
+    ),
+    wake AS (
+        SELECT pg_notify($2, name) FROM updated
+    )
+    ",
+    queue_change!("wake")
+);
+
+/// Sets (or with NULL removes) the global limit `$2` of queue `$1`,
+/// creating its row; a lowered limit takes no job back, it only stops
+/// claims until fewer are held. Returns whether the queue was known.
+pub(crate) const QUEUE_SET_LIMIT: &str = concat!(
+    "
+    WITH before AS (
+        SELECT paused FROM jobqueue_queues WHERE name = $1
+    ),
+    upsert AS (
+        INSERT INTO jobqueue_queues AS c (name, global_limit)
+        VALUES ($1, $2)
+        ON CONFLICT (name) DO UPDATE
+        SET global_limit = $2, held_counted = NULL, claimed_since = 0, updated_at = now()
+        RETURNING c.name
+    ),
+    wake AS (
+        SELECT pg_notify($3, name) FROM upsert
+    )
+    ",
+    queue_change!("wake")
+);
+
+/// Every known queue (with a row, live or failed jobs, a schedule, or a
+/// runner that names it), with its settings, its live counts (due,
+/// scheduled, unhandled, held), its failed jobs (the dead letter) and the
+/// age of its oldest due job (see `live_counts`).
+pub(crate) const QUEUE_LIST: &str = concat!(
+    "WITH counts AS (",
+    live_counts!(),
+    "),
+    names AS (
+        SELECT name FROM jobqueue_queues
+        UNION
+        SELECT queue FROM counts
+        UNION
+        SELECT queue FROM jobqueue_schedules
+        UNION
+        SELECT unnest(queues) FROM jobqueue_runners
+    )
+    SELECT names.name AS queue,
+           coalesce(c.paused, false) AS paused,
+           EXTRACT(EPOCH FROM now() - c.paused_at)::float8 AS paused_secs,
+           c.global_limit,
+           coalesce(sum(n) FILTER (WHERE kind = 'pending'), 0)::int8 AS due,
+           coalesce(sum(n) FILTER (WHERE kind = 'scheduled'), 0)::int8 AS scheduled,
+           coalesce(sum(n) FILTER (WHERE kind = 'unhandled'), 0)::int8 AS unhandled,
+           coalesce(sum(n) FILTER (WHERE kind IN ('claimed', 'running')), 0)::int8 AS held,
+           coalesce(sum(n) FILTER (WHERE kind = 'failed'), 0)::int8 AS failed,
+           max(oldest_due_secs) AS oldest_due_secs
+    FROM names
+    LEFT JOIN jobqueue_queues AS c ON c.name = names.name
+    LEFT JOIN counts ON counts.queue = names.name
+    GROUP BY names.name, c.paused, c.paused_at, c.global_limit
+    ORDER BY names.name"
+);
+
+// The hot-path statement of this table, run prepared (see `prepared.rs`).
+crate::prepared::statements! {
+    QueueLockLimited => QUEUE_LOCK_LIMITED,
+}

@@ -1,0 +1,46 @@
+//! The statements of `jobqueue_runners`: the registry of running runners,
+//! each a row keyed by its `worker_id` (the primary key) that it refreshes
+//! (`last_seen`) while alive.
+//!
+//! Also here: the advisory lock that elects the runner computing the
+//! table-wide queue gauges ([`RUNNER_LEAD_GAUGES`], a lock of a session,
+//! not of a row).
+
+/// Registers runner `$1` (`$2` host, `$3` pid, `$4` version, `$5` queues,
+/// `$6` job types, `$7` concurrency, `$8` lease in seconds), started and
+/// seen now, and deletes runners gone for a day.
+pub(crate) const RUNNER_REGISTER: &str = "
+    WITH forgotten AS (
+        DELETE FROM jobqueue_runners WHERE last_seen < now() - interval '1 day'
+    )
+    INSERT INTO jobqueue_runners
+        (worker_id, host, pid, version, queues, job_types, concurrency, lease_secs)
+    VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+    ON CONFLICT (worker_id) DO UPDATE
+    SET host = EXCLUDED.host, pid = EXCLUDED.pid, version = EXCLUDED.version,
+        queues = EXCLUDED.queues, job_types = EXCLUDED.job_types,
+        concurrency = EXCLUDED.concurrency, lease_secs = EXCLUDED.lease_secs,
+        started_at = now(), last_seen = now()";
+
+/// Runner `$1` is alive: returns whether its row was there.
+pub(crate) const RUNNER_SEEN: &str = "
+    UPDATE jobqueue_runners SET last_seen = now() WHERE worker_id = $1";
+
+/// Runner `$1` stopped.
+pub(crate) const RUNNER_DEREGISTER: &str = "
+    DELETE FROM jobqueue_runners WHERE worker_id = $1";
+
+/// Every registered runner, with how long since it was last seen.
+pub(crate) const RUNNER_LIST: &str = "
+    SELECT worker_id, host, pid, version, queues, job_types, concurrency, lease_secs,
+           started_at, last_seen,
+           EXTRACT(EPOCH FROM now() - last_seen)::float8 AS silent_secs
+    FROM jobqueue_runners
+    ORDER BY started_at, worker_id";
+
+/// Takes, for the rest of this session, the advisory lock that makes its
+/// runner the one computing the table-wide queue gauges; false if another
+/// session holds it. The key is the ASCII of `jqgauges`, a number no other
+/// jobqueue lock uses (applications using advisory locks should avoid it).
+pub(crate) const RUNNER_LEAD_GAUGES: &str =
+    "SELECT pg_try_advisory_lock(7670025308667864435) AS leading";

@@ -1,0 +1,84 @@
+//! What opens a queue statement's transaction, and what sets up a queue
+//! session ([`crate::QueueSession`]): the isolation level (READ COMMITTED,
+//! whatever the database's default; see `isolation.rs` for why) and the
+//! planner settings of the hot-path statements. No table: these are
+//! `BEGIN` and `SET` commands, sent as one batch ahead of a transaction's
+//! statements (the `*_BEGIN`) or once per session ([`SESSION_SETUP`]).
+//! `doctor.rs` has the doctor's own limits (`DOCTOR_LIMITS`).
+
+/// Opening of a queue statement's own transaction.
+pub(crate) const READ_COMMITTED_BEGIN: &str = "BEGIN ISOLATION LEVEL READ COMMITTED";
+
+/// Planner settings of the hot-path statements (claim, and the batch writes
+/// on held jobs), as `SET` commands with `{scope}` for `SESSION` or `LOCAL`.
+///
+/// A queue table's statistics are stale as a rule: a bulk load since the
+/// last ANALYZE, a backlog claimed since, a TRUNCATE. With them the planner
+/// may sort every pending row to return the first few (a bitmap scan), or
+/// drive a batch UPDATE from another index and probe the whole id array for
+/// every row it finds (measured: 6 s per batch of 1,000 with 47,000 jobs
+/// held). Ruled out here are the plans whose cost grows with the table or
+/// with rows other than the statement's own: sorts, bitmap scans, sequential
+/// scans, hash and merge joins. What is left is an ordered scan of the
+/// fetch index for the claim, and for a batch write one scan of the
+/// primary key for `id = ANY(<the batch's ids>)` (each id's token found in
+/// its array by `width_bucket`, a binary search: no join at all): its cost
+/// is the batch's size, in id order (see `lease::columns`), whatever the
+/// statistics say, with custom and generic plans alike.
+/// `tests/plans.rs` checks both in every table state.
+///
+/// JIT compilation is off as well. A plan that keeps a ruled-out node
+/// because nothing else can do (the sequential scan of a small table with
+/// no index on the column asked about, the sort of the horizon look) costs
+/// over 10^10, far past `jit_above_cost`, so the server compiled every
+/// execution of it with inlining and optimisation: 20 to 100 ms for the
+/// one-row check of queue limits the fetcher makes every poll interval,
+/// 670 ms for maintenance's horizon look, each stalling the thread that
+/// asked (`jobqueue bench --only soak`, server log with `auto_explain`).
+/// No statement of the queue's runs long enough to repay a compilation.
+macro_rules! planner_settings {
+    ($scope:literal) => {
+        concat!(
+            "SET ",
+            $scope,
+            " enable_bitmapscan = off; ",
+            "SET ",
+            $scope,
+            " enable_sort = off; ",
+            "SET ",
+            $scope,
+            " enable_seqscan = off; ",
+            "SET ",
+            $scope,
+            " enable_hashjoin = off; ",
+            "SET ",
+            $scope,
+            " enable_mergejoin = off; ",
+            "SET ",
+            $scope,
+            " jit = off"
+        )
+    };
+}
+
+/// Session settings of a [`crate::QueueSession`]: what [`HOT_PATH_BEGIN`] sets
+/// per transaction, set once for the session.
+pub(crate) const SESSION_SETUP: &str = concat!(
+    "SET SESSION CHARACTERISTICS AS TRANSACTION ISOLATION LEVEL READ COMMITTED; ",
+    planner_settings!("SESSION")
+);
+
+/// Opening of a report's transaction (stats, the queue list and gauges, the
+/// doctor): READ COMMITTED, without JIT compilation. A report aggregates the
+/// live jobs at most, and with a large backlog the planner's cost estimate
+/// crosses the JIT threshold: compiling took about 40 ms of an 80 ms count
+/// at 100,000 due jobs (`jobqueue bench --only scale`).
+pub(crate) const REPORT_BEGIN: &str = "BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL jit = off";
+
+/// Opening of a hot-path statement's own transaction (claim, batch writes on
+/// held jobs): READ COMMITTED, and the planner settings above for this
+/// transaction only.
+pub(crate) const HOT_PATH_BEGIN: &str = concat!(
+    "BEGIN ISOLATION LEVEL READ COMMITTED; ",
+    planner_settings!("LOCAL")
+);
