@@ -10,6 +10,7 @@ use diesel::sql_types::BigInt;
 
 pub mod browser;
 pub mod jobs;
+pub mod markdown;
 pub mod raw_http;
 
 pub use jobqueue_tools::postgres::with_database;

@@ -1,7 +1,7 @@
-//! A runner embedded in an application, as the README's "Embedding a
-//! runner" shows it: started by the application, stopped on the
-//! application's own SIGTERM handling, logging through the application's
-//! logger. One test per process: it sends SIGTERM to itself.
+//! A runner embedded in an application, as the guide's runner chapter
+//! (docs/src/runner.md, "Embedding a runner") shows it: started by the
+//! application, stopped on the application's own SIGTERM handling, logging
+//! through the application's logger. One test per process: it sends SIGTERM to itself.
 
 use std::time::Duration;
 
@@ -31,7 +31,7 @@ impl Perform for MakeThumbnail {
     }
 }
 
-// ---- README: "Embedding a runner" ----
+// ---- the guide: "The runner", "Embedding a runner" ----
 
 use jobqueue_runner::{Registry, RunSummary, Runner, RunnerConfig};
 use signal_hook::consts::{SIGINT, SIGTERM};

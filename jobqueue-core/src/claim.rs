@@ -51,10 +51,10 @@ pub struct Claim {
 /// entries there. That is where the claim index keeps the old versions of
 /// the jobs claimed since the oldest open snapshot began: while a long
 /// transaction holds the xmin horizon, nothing can remove them, and a
-/// claim from the start of the queue reads every one (see the README's
-/// "long transactions"). Jobs of higher priorities are still found from
-/// the start of the queue, and jobs after the point and of lower
-/// priorities as always. A job that sorts before the point at its
+/// claim from the start of the queue reads every one (see the guide's
+/// runner chapter, `docs/src/runner.md`, "long transactions"). Jobs of
+/// higher priorities are still found from the start of the queue, and
+/// jobs after the point and of lower priorities as always. A job that sorts before the point at its
 /// priority (a retry or a scheduled job that came due with an older
 /// `run_at`, a job another claimer skipped) is left for a claim with an
 /// earlier point or none: the runner moves its points back to the first

@@ -33,8 +33,8 @@ pub struct RunnerStats {
     /// Claims that found no due job.
     pub empty_claims: u64,
     /// Claims that resumed in some queue after the last job taken there,
-    /// because a long transaction held the xmin horizon (see the README's
-    /// "long transactions").
+    /// because a long transaction held the xmin horizon (see the guide's
+    /// runner chapter, `docs/src/runner.md`, "long transactions").
     pub resumed_claims: u64,
     /// Jobs completed (by the runner or by their handler's transaction).
     pub completed: u64,

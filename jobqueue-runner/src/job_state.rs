@@ -15,9 +15,9 @@ use crate::sync::lock;
 pub(crate) struct JobState {
     pub(crate) lease: Lease,
     pub(crate) job_type: String,
-    /// The runner's own limit of its queue (see `queue_limits.rs`), if any.
+    /// The runner's own limit of its queue (see `claimer/queue_limits.rs`), if any.
     pub(crate) queue_slot: Option<usize>,
-    /// Claimed by an early claim (see `early.rs`).
+    /// Claimed by an early claim (see `claimer/early.rs`).
     pub(crate) early: bool,
     /// The metrics of its queue and type, when metrics are kept.
     pub(crate) metrics: Option<Arc<crate::metrics::JobMetrics>>,

@@ -1,4 +1,4 @@
-//! An application's worker binary, as the README shows it: the operational
+//! An application's worker binary, as the guide shows it: the operational
 //! commands of `jobqueue-cli` with the test job types registered, one type
 //! that declares its queue, priority and attempts (as an application's
 //! would), for `enqueue`'s use of them, and the periodic jobs the tests ask

@@ -1,0 +1,195 @@
+//! The guide (`docs/`) is a valid mdBook, and the links of the README and
+//! the guide lead somewhere: `SUMMARY.md` links every page of `docs/src/`
+//! and only files that exist, and every relative link of the README, the
+//! guide, the changelog and the benchmarks names an existing file and, for
+//! a Markdown page, one of its headings.
+
+use std::collections::BTreeSet;
+use std::path::{Component, Path, PathBuf};
+
+use jobqueue_tests::markdown;
+
+const ROOT: &str = env!("CARGO_MANIFEST_DIR");
+
+fn read(path: &Path) -> String {
+    std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// The guide's source directory.
+fn src() -> PathBuf {
+    Path::new(ROOT).join("docs/src")
+}
+
+/// Every file under `docs/src/`, relative to it.
+fn guide_files() -> BTreeSet<String> {
+    let mut files = BTreeSet::new();
+    let mut dirs = vec![src()];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
+            let path = entry.expect("directory entry").path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else {
+                let relative = path.strip_prefix(src()).expect("under docs/src");
+                files.insert(relative.to_string_lossy().into_owned());
+            }
+        }
+    }
+    files
+}
+
+#[test]
+fn the_book_has_its_configuration_and_its_summary() {
+    let book = read(&Path::new(ROOT).join("docs/book.toml"));
+    assert!(book.contains("[book]"), "docs/book.toml has a [book] table");
+    assert!(
+        book.lines()
+            .any(|line| line.replace(' ', "") == "src=\"src\""),
+        "docs/book.toml names src/ as the book's source"
+    );
+    let summary = read(&src().join("SUMMARY.md"));
+    assert!(
+        summary.starts_with("# Summary"),
+        "SUMMARY.md begins with its title"
+    );
+}
+
+#[test]
+fn the_summary_links_every_page_and_only_pages_that_exist() {
+    let summary = read(&src().join("SUMMARY.md"));
+    let mut linked = BTreeSet::new();
+    let mut in_list = false;
+    for (number, line) in summary.lines().enumerate() {
+        let number = number + 1;
+        let trimmed = line.trim_start();
+        if line.trim().is_empty() || (line.starts_with("# ") && !in_list) {
+            continue;
+        }
+        // mdBook's summary: prefix chapters `[Title](page.md)`, then a list
+        // of `- [Title](page.md)`, nested by four spaces.
+        let item = if let Some(item) = trimmed.strip_prefix("- ") {
+            let indent = line.len() - trimmed.len();
+            assert!(
+                indent % 4 == 0,
+                "SUMMARY.md:{number}: nest items by four spaces: {line:?}"
+            );
+            in_list = true;
+            item
+        } else {
+            assert!(
+                !in_list,
+                "SUMMARY.md:{number}: after the list, only list items: {line:?}"
+            );
+            trimmed
+        };
+        let (title, target) = item
+            .strip_prefix('[')
+            .and_then(|rest| rest.split_once("]("))
+            .and_then(|(title, rest)| Some((title, rest.strip_suffix(')')?)))
+            .unwrap_or_else(|| panic!("SUMMARY.md:{number}: not a link to a page: {line:?}"));
+        assert!(!title.trim().is_empty(), "SUMMARY.md:{number}: no title");
+        assert!(
+            target.ends_with(".md") && !target.contains('#') && !target.starts_with('/'),
+            "SUMMARY.md:{number}: a page of docs/src is expected, not {target:?}"
+        );
+        assert!(
+            src().join(target).is_file(),
+            "SUMMARY.md:{number}: {target} does not exist"
+        );
+        assert!(
+            linked.insert(target.to_owned()),
+            "SUMMARY.md:{number}: {target} is linked twice"
+        );
+    }
+    let pages: BTreeSet<String> = guide_files()
+        .into_iter()
+        .filter(|file| file.ends_with(".md") && file != "SUMMARY.md")
+        .collect();
+    let unlinked: Vec<&String> = pages.difference(&linked).collect();
+    assert!(
+        unlinked.is_empty(),
+        "pages of docs/src that SUMMARY.md does not link: {unlinked:?}"
+    );
+    let others: Vec<String> = guide_files()
+        .into_iter()
+        .filter(|file| !file.ends_with(".md"))
+        .collect();
+    assert!(
+        others.is_empty(),
+        "docs/src holds only the book's pages: {others:?}"
+    );
+}
+
+#[test]
+fn every_relative_link_leads_to_a_file_and_a_heading() {
+    let mut pages: Vec<PathBuf> = ["README.md", "CHANGELOG.md", "BENCHMARKS.md"]
+        .into_iter()
+        .map(|page| Path::new(ROOT).join(page))
+        .collect();
+    pages.extend(
+        guide_files()
+            .into_iter()
+            .filter(|file| file.ends_with(".md"))
+            .map(|file| src().join(file)),
+    );
+    let mut checked = 0;
+    let mut broken = Vec::new();
+    for page in &pages {
+        let text = read(page);
+        let name = page
+            .strip_prefix(ROOT)
+            .unwrap_or(page)
+            .display()
+            .to_string();
+        for (line, target) in markdown::links(&text) {
+            if target.contains("://") || target.starts_with("mailto:") {
+                continue;
+            }
+            checked += 1;
+            let (path, anchor) = match target.split_once('#') {
+                Some((path, anchor)) => (path, Some(anchor)),
+                None => (target.as_str(), None),
+            };
+            let file = if path.is_empty() {
+                page.clone()
+            } else {
+                normalize(&page.parent().expect("a page's directory").join(path))
+            };
+            if !file.exists() {
+                broken.push(format!("{name}:{line}: {target}: no such file"));
+                continue;
+            }
+            if page.starts_with(src()) && !file.starts_with(src()) {
+                broken.push(format!(
+                    "{name}:{line}: {target}: the book holds only docs/src; name files \
+                     outside it as text"
+                ));
+                continue;
+            }
+            if let Some(anchor) = anchor {
+                let is_markdown = file.extension().is_some_and(|ext| ext == "md");
+                if !is_markdown || !markdown::anchors(&read(&file)).iter().any(|a| a == anchor) {
+                    broken.push(format!("{name}:{line}: {target}: no such heading"));
+                }
+            }
+        }
+    }
+    assert!(checked >= 20, "the README and the guide link their pages");
+    assert!(broken.is_empty(), "broken links:\n{}", broken.join("\n"));
+}
+
+/// A path with its `.` and `..` components resolved (without touching the
+/// file system).
+fn normalize(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for component in path.components() {
+        match component {
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::CurDir => {}
+            other => out.push(other),
+        }
+    }
+    out
+}
