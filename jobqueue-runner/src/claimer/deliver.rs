@@ -14,58 +14,75 @@ use crate::job_state::JobState;
 use crate::messages::{Claimed, Outcome, OutcomeKind};
 use crate::shared::Shared;
 
-/// Hands claimed `rows` to the workers, and sets aside (through the
-/// completer) those of types this runner has no handler for, logging each
-/// such type once. `early`: claimed from the early reserve (see
-/// `RunnerConfig::early_reserve`); `took`: the claim's round trip.
-#[allow(clippy::too_many_arguments)]
-pub(super) fn deliver(
-    shared: &Shared,
-    claimer: &Claimer,
-    rows: Vec<JobRow>,
-    took: Duration,
-    jobs: &JobSender,
-    outcomes: &Sender<Outcome>,
-    unhandled_types: &mut HashSet<String>,
+/// One claim thread's way to the workers and the completer, and the job
+/// types it has set aside (each logged once).
+pub(super) struct Delivery {
+    jobs: JobSender,
+    outcomes: Sender<Outcome>,
+    unhandled_types: HashSet<String>,
+    /// Claims of the early reserve (see `RunnerConfig::early_reserve`).
     early: bool,
-) -> Result<(), Disconnected> {
-    let got = rows.len();
-    claimer.room.took(got, early);
-    crate::counters::Counters::add(&shared.counters.claimed, got);
-    if got == 0 {
-        crate::counters::Counters::add(&shared.counters.empty_claims, 1);
+}
+
+impl Delivery {
+    pub(super) fn new(jobs: JobSender, outcomes: Sender<Outcome>, early: bool) -> Self {
+        Delivery {
+            jobs,
+            outcomes,
+            unhandled_types: HashSet::new(),
+            early,
+        }
     }
-    if let Some(metrics) = &shared.metrics {
-        metrics.claimed(took, got);
-    }
-    for row in rows {
-        let queue_slot = claimer.room.take_queue_slot(&row.queue);
-        let mut state = JobState::new(row.lease(), row.job_type.clone(), queue_slot, early);
+
+    /// Hands claimed `rows` to the workers, and sets aside (through the
+    /// completer) those of types this runner has no handler for, logging
+    /// each such type once. `took`: the claim's round trip.
+    pub(super) fn deliver(
+        &mut self,
+        shared: &Shared,
+        claimer: &Claimer,
+        rows: Vec<JobRow>,
+        took: Duration,
+    ) -> Result<(), Disconnected> {
+        let got = rows.len();
+        claimer.room.took(got, self.early);
+        crate::counters::Counters::add(&shared.counters.claimed, got);
+        if got == 0 {
+            crate::counters::Counters::add(&shared.counters.empty_claims, 1);
+        }
         if let Some(metrics) = &shared.metrics {
-            let job = metrics.job(&row.queue, &row.job_type);
-            job.claimed();
-            state.metrics = Some(job);
-            state.waited_at_claim = row
-                .claimed_at
-                .and_then(|claimed| (claimed - row.run_at).to_std().ok())
-                .unwrap_or_default();
+            metrics.claimed(took, got);
         }
-        let state = Arc::new(state);
-        shared.inflight.insert(Arc::clone(&state));
-        if shared.registry.get(&row.job_type).is_none() {
-            if unhandled_types.insert(row.job_type.clone()) {
-                log::warn!(
-                    "no handler for job type `{}` (queue `{}`): its jobs are set aside \
-                     as unhandled until a runner that handles it starts; register \
-                     it here, or give it a queue of its own",
-                    row.job_type,
-                    row.queue
-                );
+        for row in rows {
+            let queue_slot = claimer.room.take_queue_slot(&row.queue);
+            let mut state =
+                JobState::new(row.lease(), row.job_type.clone(), queue_slot, self.early);
+            if let Some(metrics) = &shared.metrics {
+                let job = metrics.job(&row.queue, &row.job_type);
+                job.claimed();
+                state.metrics = Some(job);
+                state.waited_at_claim = row
+                    .claimed_at
+                    .and_then(|claimed| (claimed - row.run_at).to_std().ok())
+                    .unwrap_or_default();
             }
-            let _ = outcomes.send(Outcome::new(&state, OutcomeKind::Park));
-            continue;
+            let state = Arc::new(state);
+            shared.inflight.insert(Arc::clone(&state));
+            if shared.registry.get(&row.job_type).is_none() {
+                if self.unhandled_types.insert(row.job_type.clone()) {
+                    log::warn!(
+                        "no handler for job type `{}` (queue `{}`): its jobs are set aside \
+                         as unhandled until a runner that handles it starts; register \
+                         it here, or give it a queue of its own",
+                        row.job_type,
+                        row.queue
+                    );
+                }
+                let _ = self.outcomes.send(Outcome::new(&state, OutcomeKind::Park));
+                continue;
+            }
+            self.jobs.send(Claimed { row, state })?;
         }
-        jobs.send(Claimed { row, state })?;
+        Ok(())
     }
-    Ok(())
 }

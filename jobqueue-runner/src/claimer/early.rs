@@ -24,7 +24,7 @@ use crossbeam_channel::{Receiver, Sender, select};
 use jobqueue_core::Claim;
 
 use super::Claimer;
-use super::deliver::deliver;
+use super::deliver::Delivery;
 use crate::db::Db;
 use crate::dispatch::JobSender;
 use crate::messages::Outcome;
@@ -80,7 +80,7 @@ pub(super) fn run(
     let config = &shared.config;
     let mut db = Db::new(shared, "early claims");
     let mut claim = Claim::new(config.worker_id.clone()).lease(config.lease);
-    let mut unhandled_types = HashSet::new();
+    let mut delivery = Delivery::new(jobs.clone(), outcomes, true);
     loop {
         select! {
             recv(announced) -> message => if message.is_err() { break },
@@ -117,18 +117,7 @@ pub(super) fn run(
         match db.run(&shared.health, |session| session.claim(&claim)) {
             Ok(rows) => {
                 let took = started.elapsed();
-                if deliver(
-                    shared,
-                    claimer,
-                    rows,
-                    took,
-                    &jobs,
-                    &outcomes,
-                    &mut unhandled_types,
-                    true,
-                )
-                .is_err()
-                {
+                if delivery.deliver(shared, claimer, rows, took).is_err() {
                     return;
                 }
             }

@@ -9,7 +9,7 @@ use crossbeam_channel::{Receiver, Sender, select};
 use jobqueue_core::Claim;
 
 use super::Claimer;
-use super::deliver::deliver;
+use super::deliver::Delivery;
 use super::limits::LimitsRead;
 use super::resume::Resumes;
 use crate::RunnerConfig;
@@ -229,8 +229,7 @@ pub(super) fn run(
     let mut claim = Claim::new(config.worker_id.clone())
         .queues(config.queues.iter().cloned())
         .lease(config.lease);
-    // Job types this runner has set aside, to log each once.
-    let mut unhandled_types = HashSet::new();
+    let mut delivery = Delivery::new(jobs.clone(), hand_back.outcomes.clone(), false);
     // Whether some of this runner's queues have a global limit, and when
     // that was last read: checked while the fetcher goes idle (not between
     // a wake-up and its claim), and at least every other poll interval.
@@ -301,18 +300,7 @@ pub(super) fn run(
                 if !claim.resume.is_empty() {
                     crate::counters::Counters::add(&shared.counters.resumed_claims, 1);
                 }
-                if deliver(
-                    shared,
-                    claimer,
-                    rows,
-                    took,
-                    &jobs,
-                    &hand_back.outcomes,
-                    &mut unhandled_types,
-                    false,
-                )
-                .is_err()
-                {
+                if delivery.deliver(shared, claimer, rows, took).is_err() {
                     // Every worker is gone: the runner is going down. The
                     // leases of what is left expire and get recovered.
                     return;
