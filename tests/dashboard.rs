@@ -176,9 +176,11 @@ fn completed_jobs_that_are_not_kept_are_counted_and_their_absence_explained() {
     let mut conn = db.conn();
     let ids = put(&mut conn, 3, "mail.send", JobOptions::new().queue("mail"));
     let claimed =
-        jobqueue_core::claim(&mut conn, &jobqueue_core::Claim::new("w").limit(3)).expect("claim");
+        jobqueue_core::engine::claim(&mut conn, &jobqueue_core::engine::Claim::new("w").limit(3))
+            .expect("claim");
     let leases: Vec<_> = claimed.iter().map(|job| job.lease()).collect();
-    let done = jobqueue_core::complete_and_delete_many(&mut conn, &leases).expect("complete");
+    let done =
+        jobqueue_core::engine::complete_and_delete_many(&mut conn, &leases).expect("complete");
     assert_eq!(done.applied.len(), 3);
     let site = Site::start(DashboardConfig::new(&db.url));
     // The chart counts them though their rows are gone.
@@ -402,7 +404,7 @@ fn text_from_the_database_is_escaped_everywhere() {
 #[test]
 fn a_search_no_index_serves_reads_one_window_at_a_time_and_says_so() {
     use diesel::RunQueryDsl;
-    use jobqueue_core::{JobQuery, SEARCH_WINDOW, browse_jobs, count_jobs};
+    use jobqueue_core::browse::{JobQuery, SEARCH_WINDOW, browse_jobs, count_jobs};
     let db = TestDb::new();
     let mut conn = db.conn();
     // Five cancelled jobs of queue `rare`, then a window's worth of newer

@@ -104,7 +104,7 @@ fn ids_where(conn: &mut PgConnection, condition: &str) -> Vec<String> {
 /// Declares [`SCHEDULE`]: a nightly `test.noop` job with payload `{"n": 7}`.
 fn declare_schedule(conn: &mut PgConnection) {
     let nightly = Periodic::new(SCHEDULE, "0 3 * * *", &jobqueue_tests::jobs::Noop { n: 7 });
-    jobqueue_core::declare_schedules(conn, &[nightly]).expect("declare the schedule");
+    jobqueue_core::engine::declare_schedules(conn, &[nightly]).expect("declare the schedule");
 }
 
 fn queue_paused(conn: &mut PgConnection, queue: &str) -> bool {

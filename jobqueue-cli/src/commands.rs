@@ -417,7 +417,7 @@ fn last_error(job: &jobqueue_core::JobRow) -> String {
     }
 }
 
-use jobqueue_core::human_duration as human;
+use jobqueue_core::browse::human_duration as human;
 
 fn stats(url: &str, history: bool) -> Result<()> {
     let mut conn = connect(url)?;
@@ -445,8 +445,8 @@ fn stats(url: &str, history: bool) -> Result<()> {
         });
         println!("{:<16} {}{:>12}", q.queue, counts.concat(), age);
     }
-    let hour = jobqueue_core::completed_within(&mut conn, Duration::from_secs(3600))?;
-    let day = jobqueue_core::completed_within(&mut conn, Duration::from_secs(24 * 3600))?;
+    let hour = jobqueue_core::engine::completed_within(&mut conn, Duration::from_secs(3600))?;
+    let day = jobqueue_core::engine::completed_within(&mut conn, Duration::from_secs(24 * 3600))?;
     println!(
         "\ncompleted: {hour} in the last hour, {day} in the last day \
          (counted as they complete; their rows are kept only by runners \
@@ -524,7 +524,7 @@ fn cancel(url: &str, id: &str) -> Result<()> {
 
 fn delete(url: &str, id: &str) -> Result<()> {
     let id = parse_id(id)?;
-    match jobqueue_core::delete_finished_job(&mut connect(url)?, id) {
+    match jobqueue_core::browse::delete_finished_job(&mut connect(url)?, id) {
         Ok(()) => {
             println!("deleted {id}");
             Ok(())
@@ -543,7 +543,7 @@ fn prune(url: &str, args: PruneArgs) -> Result<()> {
         cancelled: Some(hours("cancelled-hours", args.cancelled_hours)?),
         ..Retention::default()
     };
-    let pruned = jobqueue_core::prune(&mut connect(url)?, &retention)?;
+    let pruned = jobqueue_core::engine::prune(&mut connect(url)?, &retention)?;
     println!(
         "pruned {} completed, {} failed, {} cancelled job(s)",
         pruned.completed, pruned.failed, pruned.cancelled

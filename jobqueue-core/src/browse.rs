@@ -14,6 +14,7 @@ use chrono::{DateTime, Utc};
 use diesel::prelude::*;
 use diesel::sql_types::{BigInt, Nullable, Text, Timestamptz, Uuid};
 
+pub use crate::human::human_duration;
 use crate::isolation::{read_committed, report};
 use crate::{Error, JobId, JobRow, JobStatus, Result, limits, sql};
 
@@ -279,7 +280,7 @@ pub fn retry_failed_matching(
         Ok(diesel::sql_query(sql::JOB_RETRY_MATCHING)
             .bind::<Nullable<Text>, _>(queue)
             .bind::<Nullable<Text>, _>(job_type)
-            .bind::<Text, _>(crate::NOTIFY_CHANNEL)
+            .bind::<Text, _>(crate::enqueue::NOTIFY_CHANNEL)
             .load::<IdRow>(conn)?)
     })?;
     Ok(rows.into_iter().map(|row| row.id).collect())

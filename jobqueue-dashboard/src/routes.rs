@@ -215,7 +215,7 @@ fn post(
                     (format!("/jobs/{id}"), notice)
                 }
                 "delete" => {
-                    jobqueue_core::delete_finished_job(conn, id)?;
+                    jobqueue_core::browse::delete_finished_job(conn, id)?;
                     ("/jobs".to_owned(), format!("job {id} deleted"))
                 }
                 _ => return Err(Refusal::new(404, format!("no action {action}"))),
@@ -256,8 +256,11 @@ fn post(
             ("/schedules".to_owned(), notice)
         }
         ["failed", "retry"] => {
-            let retried =
-                jobqueue_core::retry_failed_matching(conn, form.get("queue"), form.get("type"))?;
+            let retried = jobqueue_core::browse::retry_failed_matching(
+                conn,
+                form.get("queue"),
+                form.get("type"),
+            )?;
             (
                 "/failed".to_owned(),
                 format!("{} failed jobs are pending again", retried.len()),
