@@ -163,6 +163,10 @@ fn every_page_answers_and_the_job_list_filters_and_pages() {
         refused.body
     );
     assert_eq!(site.get("/jobs?status=nonsense").status, 400);
+    // A NUL byte is an input error, not a database error.
+    let nul = site.get("/jobs?key=a%00b");
+    assert_eq!(nul.status, 400, "{}", nul.body);
+    assert!(nul.body.contains("must not contain NUL"), "{}", nul.body);
     assert_eq!(site.get("/jobs/not-an-id").status, 404);
     assert_eq!(site.get("/nowhere").status, 404);
     let one = seen[0].clone();

@@ -108,14 +108,17 @@ fn window_floor(conn: &mut PgConnection, before: Option<JobId>) -> Result<Option
 }
 
 impl JobQuery {
-    /// Checks the filters: names as the queue accepts them, and `RunAt`
-    /// only with a live status.
+    /// Checks the filters: names and unique keys as the queue accepts
+    /// them, and `RunAt` only with a live status.
     pub fn validate(&self) -> Result<()> {
         if let Some(queue) = &self.queue {
             limits::check_queue(queue)?;
         }
         if let Some(job_type) = &self.job_type {
             limits::check_job_type(job_type)?;
+        }
+        if let Some(key) = &self.unique_key {
+            limits::check_unique_key(key)?;
         }
         if self.order == JobOrder::RunAt && self.status.is_none_or(|s| s.is_finished()) {
             return Err(Error::invalid(

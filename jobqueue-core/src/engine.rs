@@ -36,6 +36,7 @@
 //! ```
 
 pub use crate::claim::{Claim, DEFAULT_LEASE, GlobalLimits, Resume, claim};
+pub use crate::database_url::{DEFAULT_CONNECT_TIMEOUT, connectable_url};
 pub use crate::enqueue::{NOTIFY_CHANNEL, NOTIFY_DEBOUNCE};
 pub use crate::finish::{
     FailOutcome, FailedMany, Failure, cancel_held_many, complete, complete_and_delete,

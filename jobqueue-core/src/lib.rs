@@ -47,6 +47,7 @@ pub mod browse;
 mod cancel;
 mod claim;
 mod cron_schedule;
+mod database_url;
 mod doctor;
 pub mod engine;
 mod enqueue;
@@ -80,6 +81,7 @@ mod snooze;
 mod sql;
 mod stats;
 mod status;
+mod storable;
 
 pub use admin::{JobFilter, list_jobs, retry_failed, retry_job};
 pub use cancel::{CancelOutcome, cancel};
