@@ -486,13 +486,6 @@ fn post_as(host: &str, path: &str, extra: &str, form: &str) -> String {
     )
 }
 
-fn queue_paused(conn: &mut diesel::PgConnection, name: &str) -> bool {
-    jobqueue_tests::scalar(
-        conn,
-        &format!("SELECT count(*) AS n FROM jobqueue_queues WHERE name = '{name}' AND paused"),
-    ) == 1
-}
-
 #[test]
 fn a_rebound_name_gets_no_page_no_token_and_no_action() {
     use jobqueue_tests::raw_http::exchange;
@@ -622,4 +615,100 @@ fn the_configuration_shows_no_secret_in_debug() {
     request.authorization = Some("Bearer a-long-enough-secret".into());
     let shown = format!("{request:?}");
     assert!(!shown.contains("a-long-enough-secret"), "{shown}");
+}
+
+#[test]
+fn names_travel_in_forms_and_paths_are_decoded_once() {
+    use diesel::RunQueryDsl;
+    use jobqueue_tests::raw_http::exchange;
+    let db = TestDb::new();
+    let mut conn = db.conn();
+    put(&mut conn, 1, "mail.send", JobOptions::new().queue("mail"));
+    // Names the table takes (it checks only lengths) and the library's own
+    // `..`: the pages' buttons carry them in the form, never in the path.
+    // The library's own `.` and `..`, and names only SQL can write (the
+    // table checks lengths alone): the pages' buttons carry them in the
+    // form, never in the path, where a browser would resolve them.
+    let allowed = [".", ".."];
+    let refused = ["x/../../failed/retry?", "a#b", "50%", "q?x=1&y"];
+    for name in allowed.iter().chain(&refused) {
+        diesel::sql_query("INSERT INTO jobqueue_queues (name) VALUES ($1)")
+            .bind::<diesel::sql_types::Text, _>(*name)
+            .execute(&mut conn)
+            .expect("a queue of a hostile name");
+    }
+    fail_for_good(&mut conn, "true");
+    let site = Site::start(DashboardConfig::new(&db.url));
+    let addr = site.server.addr();
+    let host = addr.to_string();
+    let csrf = site.csrf("/");
+    let overview = site.get("/").body;
+    assert!(!overview.contains("action=\"/queues/.."), "{overview}");
+    let act = |path: &str, name: &str| {
+        let form = jobqueue_tests::raw_http::form(&[("csrf", &csrf), ("name", name)]);
+        exchange(addr, &post_as(&host, path, "", &form))
+    };
+    for name in allowed {
+        let paused = act("/queues/pause", name);
+        assert_eq!(paused.status, 303, "{name}: {}", paused.body);
+        assert!(queue_paused(&mut conn, name), "{name}");
+        assert_eq!(act("/queues/resume", name).status, 303, "{name}");
+        assert!(!queue_paused(&mut conn, name), "{name}");
+    }
+    for name in refused {
+        let answer = act("/queues/pause", name);
+        assert_eq!(answer.status, 400, "{name}: {}", answer.body);
+        assert!(
+            answer.body.contains("invalid queue"),
+            "{name}: {}",
+            answer.body
+        );
+        assert!(!queue_paused(&mut conn, name), "{name}");
+    }
+    assert_eq!(
+        count_where(&mut conn, "status = 'failed'"),
+        1,
+        "nothing retried"
+    );
+    assert!(!queue_paused(&mut conn, "mail"), "only the named queues");
+    // A segment is decoded once: `m%61il` is `mail`, `%252F` is `%2F`.
+    let form = format!("csrf={csrf}");
+    let decoded = exchange(addr, &post_as(&host, "/queues/m%61il/pause", "", &form));
+    assert_eq!(decoded.status, 303, "{}", decoded.body);
+    assert!(queue_paused(&mut conn, "mail"));
+    assert_eq!(
+        exchange(addr, &post_as(&host, "/queues/%FF/pause", "", &form)).status,
+        400,
+        "not UTF-8 once decoded"
+    );
+    let unnamed = exchange(addr, &post_as(&host, "/queues/resume", "", &form));
+    assert_eq!(unnamed.status, 400, "{}", unnamed.body);
+    // A method the dashboard does not serve: 405, saying which it does.
+    let delete = exchange(
+        addr,
+        &format!("DELETE / HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"),
+    );
+    assert_eq!(delete.status, 405);
+    assert_eq!(
+        delete.header("allow"),
+        Some("GET, HEAD, POST"),
+        "{}",
+        delete.head
+    );
+}
+
+fn queue_paused(conn: &mut diesel::PgConnection, name: &str) -> bool {
+    #[derive(diesel::QueryableByName)]
+    struct Paused {
+        #[diesel(sql_type = diesel::sql_types::Bool)]
+        paused: bool,
+    }
+    use diesel::{OptionalExtension, RunQueryDsl};
+    // A queue has a row once paused or limited.
+    diesel::sql_query("SELECT paused FROM jobqueue_queues WHERE name = $1")
+        .bind::<diesel::sql_types::Text, _>(name)
+        .get_result::<Paused>(conn)
+        .optional()
+        .expect("read the queue")
+        .is_some_and(|q| q.paused)
 }

@@ -41,9 +41,9 @@ pub(crate) fn render(
                             td.num { (q.global_limit.map(|n| n.to_string()).unwrap_or_else(|| "-".into())) }
                             td {
                                 @if q.paused {
-                                    (ctx.action(&format!("/queues/{}/resume", q.queue), "Resume", &[]))
+                                    (ctx.action("/queues/resume", "Resume", &[("name", &q.queue)]))
                                 } @else {
-                                    (ctx.action(&format!("/queues/{}/pause", q.queue), "Pause", &[]))
+                                    (ctx.action("/queues/pause", "Pause", &[("name", &q.queue)]))
                                 }
                             }
                         }
