@@ -341,12 +341,22 @@ fn forged_read_only_and_tokenless_requests_are_refused() {
         matches!(&nowhere, Err(DashboardError::Queue(e)) if e.to_string().contains("cannot connect")),
         "{nowhere:?}"
     );
-    let mut short = DashboardConfig::new(&db.url);
-    short.access_token = Some("short".into());
-    assert!(matches!(
-        Dashboard::new(short),
-        Err(DashboardError::WeakToken(5))
-    ));
+    for (token, says) in [
+        ("short", "has 5 characters"),
+        ("aaaaaaaaaaaaaaaa", "only 1 different"),
+        ("                ", "' '"),
+        (" 0123456789abcdef ", "' '"),
+        ("0123456789abcdef;x", "';'"),
+    ] {
+        let mut weak = DashboardConfig::new(&db.url);
+        weak.access_token = Some(token.into());
+        match Dashboard::new(weak) {
+            Err(e @ DashboardError::WeakToken(_)) => {
+                assert!(e.to_string().contains(says), "{token:?}: {e}")
+            }
+            other => panic!("{token:?} accepted: {other:?}"),
+        }
+    }
 }
 
 #[test]

@@ -171,10 +171,8 @@ impl Dashboard {
     /// allowed hosts, and that the database answers (a connection is
     /// opened to see).
     pub fn new(mut config: DashboardConfig) -> Result<Self, DashboardError> {
-        if let Some(token) = &config.access_token
-            && token.chars().count() < 16
-        {
-            return Err(DashboardError::WeakToken(token.chars().count()));
+        if let Some(token) = &config.access_token {
+            security::check_token(token).map_err(DashboardError::WeakToken)?;
         }
         let hosts = hosts::Hosts::new(&config.allowed_hosts)
             .map_err(|hosts::BadHost(host)| DashboardError::AllowedHost(host))?;
