@@ -49,6 +49,7 @@ mod admin;
 mod browse;
 mod cancel;
 mod claim;
+pub mod connection;
 mod cron_schedule;
 mod doctor;
 mod enqueue;
