@@ -89,9 +89,9 @@ struct Attempt {
     limit: Duration,
     /// The addresses it connects to.
     targets: Vec<SocketAddr>,
-    /// This process's descriptors when it began, sorted: its socket is
-    /// one of the others.
-    before: Vec<RawFd>,
+    /// This process's sockets to `targets` when it began: its own is none
+    /// of them (a descriptor number may be reused; its ends tell).
+    before: Vec<Socket>,
 }
 
 /// A TCP socket of this process, by descriptor and address pair.
@@ -290,11 +290,12 @@ impl Watched {
         limit: Duration,
     ) -> AttemptGuard<'_> {
         if !targets.is_empty() {
+            let before = sockets_to(&targets);
             lock(&self.state).attempt = Some(Attempt {
                 since: Instant::now(),
                 limit,
                 targets,
-                before: descriptors(),
+                before,
             });
         }
         AttemptGuard { watched: self }
@@ -349,15 +350,25 @@ impl Watched {
 
 /// Shuts down the sockets to `attempt`'s targets opened since it began.
 fn shut_new_sockets(attempt: &Attempt) {
-    for fd in descriptors() {
-        if attempt.before.binary_search(&fd).is_ok() {
-            continue;
-        }
-        if address(getpeername::<SockaddrStorage>(fd)).is_some_and(|p| attempt.targets.contains(&p))
-        {
-            let _ = nix::sys::socket::shutdown(fd, Shutdown::Both);
+    for socket in sockets_to(&attempt.targets) {
+        if !attempt.before.contains(&socket) {
+            let _ = nix::sys::socket::shutdown(socket.fd, Shutdown::Both);
         }
     }
+}
+
+/// This process's TCP sockets connected to one of `targets`.
+fn sockets_to(targets: &[SocketAddr]) -> Vec<Socket> {
+    descriptors()
+        .into_iter()
+        .filter_map(|fd| {
+            let peer = address(getpeername::<SockaddrStorage>(fd))?;
+            let local = address(getsockname::<SockaddrStorage>(fd))?;
+            targets
+                .contains(&peer)
+                .then_some(Socket { fd, local, peer })
+        })
+        .collect()
 }
 
 /// A call in flight on a watched connection.
@@ -434,16 +445,14 @@ impl<C> Drop for Guarded<C> {
     }
 }
 
-/// This process's open descriptors, sorted.
+/// This process's open descriptors.
 fn descriptors() -> Vec<RawFd> {
-    let mut fds: Vec<RawFd> = std::fs::read_dir("/proc/self/fd")
+    std::fs::read_dir("/proc/self/fd")
         .into_iter()
         .flatten()
         .flatten()
         .filter_map(|entry| entry.file_name().to_str()?.parse::<RawFd>().ok())
-        .collect();
-    fds.sort_unstable();
-    fds
+        .collect()
 }
 
 /// An IPv4 or IPv6 socket address (IPv4-mapped IPv6 addresses as IPv4, as
@@ -462,5 +471,104 @@ fn address(addr: nix::Result<SockaddrStorage>) -> Option<SocketAddr> {
             Some(SocketAddr::new(ip, v6.port()))
         }
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Read;
+    use std::net::{TcpListener, TcpStream};
+
+    use super::*;
+
+    /// A server that never answers, as a frozen one: its kernel completes
+    /// the TCP handshakes and takes what is sent, and nothing accepts them.
+    fn silent_server() -> (TcpListener, SocketAddr) {
+        let server = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let addr = server.local_addr().expect("address");
+        (server, addr)
+    }
+
+    fn connect(server: SocketAddr) -> TcpStream {
+        let stream = TcpStream::connect(server).expect("connect");
+        stream
+            .set_read_timeout(Some(Duration::from_millis(50)))
+            .expect("read timeout");
+        stream
+    }
+
+    fn socket_of(stream: &TcpStream) -> Option<Socket> {
+        Socket::find(stream.local_addr().ok()?, stream.peer_addr().ok()?)
+    }
+
+    /// Whether `stream` was shut down: a read ends at once, where one on a
+    /// silent connection times out.
+    fn is_shut(stream: &mut TcpStream) -> bool {
+        matches!(stream.read(&mut [0u8; 1]), Ok(0))
+    }
+
+    #[test]
+    fn a_call_past_its_limit_ends_every_connection_to_its_server() {
+        let (_server, addr) = silent_server();
+        let (_other, other_addr) = silent_server();
+        let watchdog = Watchdog::default();
+        let (a, b, c) = (
+            watchdog.watch("a", Owner::Runner),
+            watchdog.watch("b", Owner::Handler),
+            watchdog.watch("c", Owner::Runner),
+        );
+        let (mut sa, mut sb, mut sc) = (connect(addr), connect(addr), connect(other_addr));
+        a.set_socket(socket_of(&sa));
+        b.set_socket(socket_of(&sb));
+        c.set_socket(socket_of(&sc));
+        let _unbounded = b.begin(None);
+        watchdog.check();
+        assert!(!is_shut(&mut sa), "nothing overran yet");
+        let _call = a.begin(Some(Duration::ZERO));
+        watchdog.check();
+        assert!(is_shut(&mut sa));
+        assert!(
+            is_shut(&mut sb),
+            "the same server's, in a call without a limit"
+        );
+        assert!(!is_shut(&mut sc), "another server's");
+        assert_eq!(watchdog.ended(), 2);
+    }
+
+    #[test]
+    fn past_the_stop_deadline_the_runners_connections_end_and_handlers_keep_theirs() {
+        let (_server, addr) = silent_server();
+        let watchdog = Watchdog::default();
+        let (runner, handler) = (
+            watchdog.watch("runner", Owner::Runner),
+            watchdog.watch("handler", Owner::Handler),
+        );
+        let (mut sr, mut sh) = (connect(addr), connect(addr));
+        runner.set_socket(socket_of(&sr));
+        handler.set_socket(socket_of(&sh));
+        let _vacuum = runner.begin(None);
+        watchdog.check();
+        assert!(
+            !is_shut(&mut sr),
+            "a call without a limit, the runner running"
+        );
+        watchdog.stop_by(Instant::now());
+        watchdog.check();
+        assert!(is_shut(&mut sr));
+        assert!(!is_shut(&mut sh));
+        assert_eq!(watchdog.ended(), 0, "no server was found hung");
+    }
+
+    #[test]
+    fn an_attempt_past_its_limit_ends_the_sockets_it_opened() {
+        let (_server, addr) = silent_server();
+        let watchdog = Watchdog::default();
+        let mut before = connect(addr);
+        let watched = watchdog.watch("attempt", Owner::Handler);
+        let _attempt = watched.begin_attempt(vec![addr], Duration::ZERO);
+        let mut opened = connect(addr);
+        watchdog.check();
+        assert!(is_shut(&mut opened));
+        assert!(!is_shut(&mut before), "opened before the attempt");
     }
 }

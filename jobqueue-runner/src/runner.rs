@@ -9,7 +9,11 @@
 //!  listener ──> early claims ┘  (dispatch: one line per queue, taking turns)
 //!  lease keeper: renews leases of in-flight jobs, own connection
 //!  maintenance: stale-job recovery, pruning
+//!  watchdog: ends hung connections, and the runner's own once its time to
+//!            stop ran out; started first, stopped last
 //! ```
+//!
+//! Every connection is made by the connector (`connector/`).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};

@@ -103,11 +103,13 @@ impl Connector {
         } else {
             vec![all.into_iter().flatten().collect()]
         };
+        // libpq takes 2 s at least; none (0) is taken as the database timeout.
         let connect_timeout = listen
             .config
             .get_connect_timeout()
             .copied()
-            .unwrap_or(db_timeout);
+            .unwrap_or(db_timeout)
+            .max(Duration::from_secs(2));
         Ok(Connector {
             hosts,
             targets,
@@ -299,5 +301,36 @@ impl Target {
                 .map(|addrs| addrs.map(normal).collect())
                 .unwrap_or_default(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn targets_of(url: &str) -> Vec<String> {
+        let connector = Connector::new(url, Duration::from_secs(2), Arc::default()).expect("valid");
+        connector
+            .targets
+            .iter()
+            .map(|targets| format!("{targets:?}"))
+            .collect()
+    }
+
+    #[test]
+    fn each_hosts_attempt_is_watched_by_that_hosts_address() {
+        assert_eq!(
+            targets_of("postgres://u@a.example:5432,b.example:5433/db"),
+            [r#"[Tcp("a.example", 5432)]"#, r#"[Tcp("b.example", 5433)]"#]
+        );
+        assert_eq!(
+            targets_of("host=/run/postgresql,b.example port=5432,5433 dbname=db"),
+            ["[]", r#"[Tcp("b.example", 5433)]"#]
+        );
+        // Not split (`hostaddr` in key=value form): libpq tries them all.
+        assert_eq!(
+            targets_of("host=a,b hostaddr=10.0.0.7,10.0.0.8 port=1,2 dbname=db"),
+            ["[Addr(10.0.0.7, 1), Addr(10.0.0.8, 2)]"]
+        );
     }
 }
