@@ -143,22 +143,25 @@ fn a_vacuum_shortens_the_table_only_when_asked_to() {
     assert_eq!(size(&mut conn), 0, "the empty table was not shortened");
 }
 
-/// `QueueSession::xmin_horizon` reads the snapshot of a transaction that
-/// pins the horizon, the same while it stays open, and not once it ends; a
-/// pin in another database (older still) is not this database's horizon.
+/// The horizon reading names the snapshot of a transaction that pins the
+/// horizon (its session's pid, since when), the same while it stays open,
+/// and none once it ends; a pin in another database (older still) is not
+/// this database's horizon.
 #[test]
 fn the_xmin_horizon_names_its_holder_until_it_ends() {
     use diesel::RunQueryDsl as _;
+    use jobqueue_core::{Holder, Horizon};
     /// Opens a `REPEATABLE READ` transaction on `conn` and returns its
-    /// snapshot's xmin.
-    fn pin(conn: &mut diesel::PgConnection) -> i64 {
+    /// snapshot's xmin and its session's pid.
+    fn pin(conn: &mut diesel::PgConnection) -> (i64, i64) {
         diesel::sql_query("BEGIN ISOLATION LEVEL REPEATABLE READ")
             .execute(conn)
             .expect("begin");
-        scalar(
+        let xmin = scalar(
             conn,
             "SELECT backend_xmin::text::int8 AS n FROM pg_stat_activity WHERE pid = pg_backend_pid()",
-        )
+        );
+        (xmin, scalar(conn, "SELECT pg_backend_pid()::int8 AS n"))
     }
     let (db, other) = (TestDb::new(), TestDb::new());
     let mut session = jobqueue_core::QueueSession::establish(&db.url).expect("session");
@@ -166,17 +169,37 @@ fn the_xmin_horizon_names_its_holder_until_it_ends() {
     pin(&mut elsewhere);
     // Nothing of this database holds its horizon (this session's own look
     // does not count).
-    assert_eq!(session.xmin_horizon().expect("look"), None);
+    assert_eq!(session.xmin_horizon().expect("look"), Horizon::Free);
     let mut here = db.conn();
-    let here_xmin = pin(&mut here);
-    assert_eq!(session.xmin_horizon().expect("look"), Some(here_xmin));
+    let (here_xmin, here_pid) = pin(&mut here);
+    let horizon = session.xmin_horizon().expect("look");
+    assert_eq!(horizon.xid(), Some(here_xmin), "{horizon}");
+    let pinned = horizon.pin().expect("pinned");
+    match &pinned.holder {
+        Holder::Session(s) => {
+            assert_eq!(i64::from(s.pid), here_pid, "{horizon}");
+            assert!(!s.by_transaction, "{horizon}");
+            assert_eq!(s.state, "idle in transaction", "{horizon}");
+        }
+        other => panic!("held by {other}"),
+    }
+    assert!(
+        pinned.since.is_some() && pinned.held_for.is_some(),
+        "{horizon}"
+    );
+    assert!(
+        horizon
+            .to_string()
+            .starts_with(&format!("pinned by pid {here_pid} (")),
+        "{horizon}"
+    );
     // Sessions come and go; the pin stays the oldest.
     enqueue_all(&mut db.conn(), (0..10).map(|_| BenchNoop { seq: 0 }));
-    assert_eq!(session.xmin_horizon().expect("look"), Some(here_xmin));
+    assert_eq!(session.xmin_horizon().expect("look").xid(), Some(here_xmin));
     diesel::sql_query("COMMIT")
         .execute(&mut here)
         .expect("commit");
-    assert_eq!(session.xmin_horizon().expect("look"), None);
+    assert_eq!(session.xmin_horizon().expect("look"), Horizon::Free);
     diesel::sql_query("COMMIT")
         .execute(&mut elsewhere)
         .expect("commit");

@@ -55,6 +55,7 @@ mod enqueue;
 mod error;
 mod finish;
 mod heartbeat;
+mod horizon;
 mod human;
 mod id;
 mod isolation;
@@ -100,6 +101,7 @@ pub use finish::{
     complete_and_delete_many, complete_many, fail, fail_many, park_many, release_many, start_many,
 };
 pub use heartbeat::{Heartbeat, Progress, heartbeat_many, report_progress};
+pub use horizon::{Holder, Horizon, Pin, SessionHold, xmin_horizon};
 pub use human::human_duration;
 pub use id::JobId;
 pub use job::{EnqueueBuilder, Job};

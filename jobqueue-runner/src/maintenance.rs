@@ -73,7 +73,7 @@ pub(crate) fn run(shared: Arc<Shared>, claimer: &Claimer, stop: Receiver<()>) {
         if vacuum_pacing.is_backing_off() && now >= next_horizon_look && now < next_vacuum {
             next_horizon_look = now + jittered(config.vacuum_interval);
             match db.run(&shared.health, QueueSession::xmin_horizon) {
-                Ok(horizon) if vacuum_pacing.horizon_moved(horizon) => next_vacuum = now,
+                Ok(horizon) if vacuum_pacing.horizon_moved(horizon.xid()) => next_vacuum = now,
                 Ok(_) => {}
                 Err(e) => log::debug!("looking at the xmin horizon failed: {e}"),
             }
@@ -113,7 +113,7 @@ pub(crate) fn run(shared: Arc<Shared>, claimer: &Claimer, stop: Receiver<()>) {
                 if let Err(e) = &horizon {
                     log::debug!("looking at the xmin horizon failed: {e}");
                 }
-                vacuum_pacing.held_by(horizon.ok().flatten());
+                vacuum_pacing.held_by(horizon.ok().and_then(|h| h.xid()));
                 next_horizon_look = Instant::now() + jittered(config.vacuum_interval);
             }
         }
