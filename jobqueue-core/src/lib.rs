@@ -58,6 +58,7 @@ mod heartbeat;
 mod horizon;
 mod human;
 mod id;
+mod index_rebuild;
 mod isolation;
 mod job;
 mod lease;
@@ -104,6 +105,10 @@ pub use heartbeat::{Heartbeat, Progress, heartbeat_many, report_progress};
 pub use horizon::{Holder, Horizon, Pin, SessionHold, xmin_horizon};
 pub use human::human_duration;
 pub use id::JobId;
+pub use index_rebuild::{
+    IndexSize, LIVE_JOB_INDEXES, backend_pid, cancel_backend, drop_rebuild_leftovers, index_sizes,
+    rebuild_index, server_version, try_lock_index_upkeep, unlock_index_upkeep,
+};
 pub use job::{EnqueueBuilder, Job};
 /// `#[derive(Job)]`: implements [`Job`](trait@Job) from a `#[job(...)]`
 /// attribute, checking its values at compile time.

@@ -4,7 +4,9 @@
 //! planner settings of the hot-path statements. No table: these are
 //! `BEGIN` and `SET` commands, sent as one batch ahead of a transaction's
 //! statements (the `*_BEGIN`) or once per session ([`SESSION_SETUP`]).
-//! `doctor.rs` has the doctor's own limits (`DOCTOR_LIMITS`).
+//! `doctor.rs` has the doctor's own limits (`DOCTOR_LIMITS`). Also here:
+//! what a session asks about itself and the server (its process id, the
+//! server's version) and the cancel of another session's statement.
 
 /// Opening of a queue statement's own transaction.
 pub(crate) const READ_COMMITTED_BEGIN: &str = "BEGIN ISOLATION LEVEL READ COMMITTED";
@@ -82,3 +84,14 @@ pub(crate) const HOT_PATH_BEGIN: &str = concat!(
     "BEGIN ISOLATION LEVEL READ COMMITTED; ",
     planner_settings!("LOCAL")
 );
+
+/// The server's version as a number (`150020` for 15.20).
+pub(crate) const SESSION_SERVER_VERSION: &str =
+    "SELECT current_setting('server_version_num')::int4 AS version";
+
+/// Asks the server to cancel the statement session `$1` runs (a session of
+/// the same role, or any for a superuser); true if the signal was sent.
+pub(crate) const SESSION_CANCEL: &str = "SELECT pg_cancel_backend($1) AS sent";
+
+/// This session's server process id.
+pub(crate) const SESSION_PID: &str = "SELECT pg_backend_pid() AS pid";
