@@ -266,8 +266,8 @@ impl Service for IndexUpkeep {
         "index upkeep"
     }
 
-    fn first_after(&self) -> Duration {
-        jittered(self.interval)
+    fn interval(&self) -> Duration {
+        self.interval
     }
 
     fn run_once(&mut self, cx: &mut ServiceContext) -> jobqueue_core::Result<IndexUpkeepReport> {
@@ -297,10 +297,6 @@ impl Service for IndexUpkeep {
 
     fn next_after(&self, _: &IndexUpkeepReport) -> Duration {
         jittered(self.interval * 2u32.pow(self.failures.min(MOST_DOUBLINGS)))
-    }
-
-    fn after_error(&mut self) -> Duration {
-        jittered(self.interval)
     }
 }
 

@@ -79,6 +79,10 @@ impl Service for PeriodicJobs {
         Duration::ZERO
     }
 
+    fn interval(&self) -> Duration {
+        AT_MOST
+    }
+
     fn run_once(&mut self, cx: &mut ServiceContext) -> jobqueue_core::Result<PeriodicReport> {
         let shared = Arc::clone(&cx.shared);
         let schedules = shared.registry.schedules();

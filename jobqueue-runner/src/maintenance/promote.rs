@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use super::batches::until_short;
 use super::context::ServiceContext;
-use super::service::{PassReport, Service, jittered};
+use super::service::{PassReport, Service};
 use crate::RunnerConfig;
 
 /// Jobs moved to `pending` per statement.
@@ -58,16 +58,12 @@ impl Service for Promote {
         Duration::ZERO
     }
 
+    fn interval(&self) -> Duration {
+        self.interval
+    }
+
     fn run_once(&mut self, cx: &mut ServiceContext) -> jobqueue_core::Result<Promoted> {
         let jobs = until_short(BATCH, || cx.run(|session| session.promote_due(BATCH)))?;
         Ok(Promoted { jobs })
-    }
-
-    fn next_after(&self, _: &Promoted) -> Duration {
-        jittered(self.interval)
-    }
-
-    fn after_error(&mut self) -> Duration {
-        jittered(self.interval)
     }
 }

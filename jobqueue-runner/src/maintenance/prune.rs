@@ -6,7 +6,7 @@ use std::time::Duration;
 use jobqueue_core::Pruned;
 
 use super::context::ServiceContext;
-use super::service::{PassReport, Service, jittered};
+use super::service::{PassReport, Service};
 use crate::RunnerConfig;
 
 /// Deletes completed, failed and cancelled jobs older than the runner's
@@ -56,21 +56,13 @@ impl Service for Prune {
         "prune"
     }
 
-    fn first_after(&self) -> Duration {
-        jittered(self.interval)
+    fn interval(&self) -> Duration {
+        self.interval
     }
 
     fn run_once(&mut self, cx: &mut ServiceContext) -> jobqueue_core::Result<PruneReport> {
         let retention = cx.shared.config.retention;
         let pruned = cx.run(|session| session.prune(&retention))?;
         Ok(PruneReport { pruned })
-    }
-
-    fn next_after(&self, _: &PruneReport) -> Duration {
-        jittered(self.interval)
-    }
-
-    fn after_error(&mut self) -> Duration {
-        jittered(self.interval)
     }
 }

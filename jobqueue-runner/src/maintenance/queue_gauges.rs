@@ -125,6 +125,10 @@ impl Service for QueueGauges {
         Duration::ZERO
     }
 
+    fn interval(&self) -> Duration {
+        self.interval
+    }
+
     fn run_once(&mut self, cx: &mut ServiceContext) -> jobqueue_core::Result<GaugesReport> {
         let shared = &cx.shared;
         let Some(metrics) = shared.metrics.as_ref() else {
@@ -162,14 +166,6 @@ impl Service for QueueGauges {
                 took_the_lead: !was_leading,
             },
         })
-    }
-
-    fn next_after(&self, _: &GaugesReport) -> Duration {
-        self.interval
-    }
-
-    fn after_error(&mut self) -> Duration {
-        self.interval
     }
 }
 

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use super::batches::until_short;
 use super::context::ServiceContext;
-use super::service::{PassReport, Service, jittered};
+use super::service::{PassReport, Service};
 use crate::RunnerConfig;
 
 /// Jobs taken back per statement.
@@ -63,6 +63,10 @@ impl Service for Reclaim {
         Duration::ZERO
     }
 
+    fn interval(&self) -> Duration {
+        self.interval
+    }
+
     fn run_once(&mut self, cx: &mut ServiceContext) -> jobqueue_core::Result<Reclaimed> {
         let shared = Arc::clone(&cx.shared);
         let (types, queues) = (&shared.job_types, &shared.config.queues);
@@ -70,13 +74,5 @@ impl Service for Reclaim {
             cx.run(|session| session.reclaim_unhandled(types, queues, BATCH))
         })?;
         Ok(Reclaimed { jobs })
-    }
-
-    fn next_after(&self, _: &Reclaimed) -> Duration {
-        jittered(self.interval)
-    }
-
-    fn after_error(&mut self) -> Duration {
-        jittered(self.interval)
     }
 }

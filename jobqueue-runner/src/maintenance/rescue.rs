@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use super::batches::until_short;
 use super::context::ServiceContext;
-use super::service::{PassReport, Service, jittered};
+use super::service::{PassReport, Service};
 use crate::RunnerConfig;
 
 /// Stale jobs recovered per statement.
@@ -74,8 +74,8 @@ impl Service for Rescue {
         "stale-job recovery"
     }
 
-    fn first_after(&self) -> Duration {
-        jittered(self.interval)
+    fn interval(&self) -> Duration {
+        self.interval
     }
 
     fn run_once(&mut self, cx: &mut ServiceContext) -> jobqueue_core::Result<RescueReport> {
@@ -96,13 +96,5 @@ impl Service for Rescue {
             Ok(rescued.total() as i64)
         })?;
         Ok(report)
-    }
-
-    fn next_after(&self, _: &RescueReport) -> Duration {
-        jittered(self.interval)
-    }
-
-    fn after_error(&mut self) -> Duration {
-        jittered(self.interval)
     }
 }

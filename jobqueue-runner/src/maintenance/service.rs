@@ -13,18 +13,29 @@ pub trait Service: Send {
     /// Its name, in log lines.
     fn name(&self) -> &'static str;
 
-    /// How long after the runner starts its first pass is due.
-    fn first_after(&self) -> Duration;
+    /// How often it passes, as a rule (the runner's setting for it): the
+    /// other timings default to this, give or take 10 %.
+    fn interval(&self) -> Duration;
 
     /// Does one pass on `cx`'s connection, and says what it did. An error
     /// is the database's: the pass stopped there.
     fn run_once(&mut self, cx: &mut ServiceContext) -> jobqueue_core::Result<Self::Report>;
 
+    /// How long after the runner starts its first pass is due.
+    fn first_after(&self) -> Duration {
+        jittered(self.interval())
+    }
+
     /// How long after a pass that reported `report` the next is due.
-    fn next_after(&self, report: &Self::Report) -> Duration;
+    fn next_after(&self, report: &Self::Report) -> Duration {
+        let _ = report;
+        jittered(self.interval())
+    }
 
     /// How long after a pass that failed the next is due.
-    fn after_error(&mut self) -> Duration;
+    fn after_error(&mut self) -> Duration {
+        jittered(self.interval())
+    }
 }
 
 /// What a pass of a [`Service`] reports: a line for the log.

@@ -144,6 +144,10 @@ impl Service for Vacuum {
         self.next_due().saturating_duration_since(Instant::now())
     }
 
+    fn interval(&self) -> Duration {
+        self.interval
+    }
+
     fn run_once(&mut self, cx: &mut ServiceContext) -> jobqueue_core::Result<VacuumReport> {
         let now = Instant::now();
         if self.pacing.is_backing_off() && now < self.next_vacuum {
