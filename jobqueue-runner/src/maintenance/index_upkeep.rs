@@ -272,6 +272,8 @@ impl Service for IndexUpkeep {
 
     fn run_once(&mut self, cx: &mut ServiceContext) -> jobqueue_core::Result<IndexUpkeepReport> {
         let sizes = cx.run(|s| jobqueue_core::index_sizes(s.conn(), &LIVE_JOB_INDEXES))?;
+        // Those bloated enough for a rebuild read `Busy` until the lock is
+        // this runner's, then whatever became of them.
         let mut indexes: Vec<IndexUpkept> = sizes
             .into_iter()
             .map(|before| IndexUpkept {
