@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use diesel::RunQueryDsl as _;
 use diesel::connection::SimpleConnection;
-use jobqueue_core::{Claim, Holder, Horizon};
+use jobqueue_core::engine::{Claim, Holder, Horizon};
 use jobqueue_runner::maintenance::{
     GaugesReport, IndexUpkeep, Kept, Promote, Prune, QueueGauges, Reclaim, Rescue, Service,
     ServiceContext, Upkeep, Vacuum, VacuumReport,
@@ -80,7 +80,7 @@ fn rescue_recovers_expired_leases_and_reclaim_takes_back_unhandled_jobs() {
     let mut conn = db.conn();
     let mut cx = context(&db, |_| {});
     enqueue_all(&mut conn, (0..4).map(|seq| BenchNoop { seq }));
-    jobqueue_core::claim(&mut conn, &Claim::new("gone").limit(3)).expect("claim");
+    jobqueue_core::engine::claim(&mut conn, &Claim::new("gone").limit(3)).expect("claim");
     let mut rescue = Rescue::new(cx.config());
     assert_eq!(rescue.run_once(&mut cx).expect("pass").total(), 0);
     expire_leases(&mut conn);
@@ -224,9 +224,9 @@ fn index_upkeep_rebuilds_the_claim_index_a_pin_bloated_once_the_pin_ends() {
     for round in 0..6 {
         enqueue_all(&mut conn, (0..10_000).map(|seq| BenchNoop { seq }));
         let claimed =
-            jobqueue_core::claim(&mut conn, &Claim::new("w").limit(10_000)).expect("claim");
+            jobqueue_core::engine::claim(&mut conn, &Claim::new("w").limit(10_000)).expect("claim");
         let leases: Vec<_> = claimed.iter().map(|row| row.lease()).collect();
-        jobqueue_core::complete_and_delete_many(&mut conn, &leases).expect("complete");
+        jobqueue_core::engine::complete_and_delete_many(&mut conn, &leases).expect("complete");
         assert_eq!(claimed.len(), 10_000, "round {round}");
     }
     enqueue_all(&mut conn, (0..100).map(|seq| BenchNoop { seq }));
@@ -291,7 +291,8 @@ fn index_upkeep_rebuilds_the_claim_index_a_pin_bloated_once_the_pin_ends() {
         ),
         1
     );
-    let claimed = jobqueue_core::claim(&mut conn, &Claim::new("w").limit(1_000)).expect("claim");
+    let claimed =
+        jobqueue_core::engine::claim(&mut conn, &Claim::new("w").limit(1_000)).expect("claim");
     assert_eq!(claimed.len(), 100);
     // Packed now: the next pass keeps it.
     let report = upkeep.run_once(&mut cx).expect("pass");
@@ -395,7 +396,7 @@ fn a_vacuum_shortens_the_table_only_when_asked_to() {
         .execute(&mut conn)
         .expect("delete");
 
-    let mut session = jobqueue_core::QueueSession::establish(&db.url).expect("session");
+    let mut session = jobqueue_core::engine::QueueSession::establish(&db.url).expect("session");
     let vacuumed = session.vacuum_if_needed(0, false).expect("vacuum");
     assert!(vacuumed.is_some(), "the vacuum did not run");
     assert_eq!(
@@ -432,7 +433,7 @@ fn the_xmin_horizon_names_its_holder_until_it_ends() {
         (xmin, scalar(conn, "SELECT pg_backend_pid()::int8 AS n"))
     }
     let (db, other) = (TestDb::new(), TestDb::new());
-    let mut session = jobqueue_core::QueueSession::establish(&db.url).expect("session");
+    let mut session = jobqueue_core::engine::QueueSession::establish(&db.url).expect("session");
     let mut elsewhere = other.conn();
     pin_xmin(&mut elsewhere);
     // Nothing of this database holds its horizon (this session's own look

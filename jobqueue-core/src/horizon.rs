@@ -141,7 +141,7 @@ impl fmt::Display for Pin {
                 f,
                 " since {} ({})",
                 since.format("%Y-%m-%d %H:%M:%S UTC"),
-                crate::human_duration(held)
+                crate::human::human_duration(held)
             ),
             _ => write!(f, " ({} transactions ago)", self.xid_age),
         }

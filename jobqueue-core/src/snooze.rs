@@ -8,8 +8,9 @@ use diesel::prelude::*;
 use diesel::sql_types::{Array, Double, Integer, Text, Uuid};
 
 use crate::isolation::{Scope, scoped};
+use crate::lease::Lease;
 use crate::prepared::prepared;
-use crate::{Error, JobId, JobStatus, Lease, Result, sql};
+use crate::{Error, JobId, JobStatus, Result, sql};
 
 /// Snoozes allowed per job by default before it fails instead.
 pub const DEFAULT_MAX_SNOOZES: i32 = 100;

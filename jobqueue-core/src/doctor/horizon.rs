@@ -8,7 +8,8 @@ use diesel::prelude::*;
 use diesel::sql_types::{BigInt, Bool, Double, Nullable, Text};
 
 use super::{Check, CheckStatus, DoctorOptions, format, grade, read};
-use crate::{Holder, Horizon, Result, SessionHold, sql};
+use crate::horizon::{Holder, Horizon, SessionHold};
+use crate::{Result, sql};
 
 /// The name of the `vacuum horizon` check.
 pub(super) const TRANSACTIONS: &str = "vacuum horizon";
@@ -26,14 +27,14 @@ struct SeesAll {
 }
 
 /// `vacuum horizon`: what holds this database's xmin horizon back
-/// ([`crate::xmin_horizon`], the reading runners go by too), graded by how
+/// ([`crate::engine::xmin_horizon`], the reading runners go by too), graded by how
 /// long it has held it (a session's or prepared transaction's age) or, for
 /// a holder whose time the reading cannot tell (a replication slot, a WAL
 /// sender relaying a standby's feedback), by how many transactions old
 /// the horizon is.
 pub(super) fn transactions(conn: &mut PgConnection, options: &DoctorOptions) -> Result<Check> {
     let (horizon, sees_all) = read(conn, |conn| {
-        let horizon = crate::xmin_horizon(conn)?;
+        let horizon = crate::horizon::xmin_horizon(conn)?;
         let sees_all = diesel::sql_query(sql::DOCTOR_SEES_ALL_SESSIONS)
             .get_result::<SeesAll>(conn)?
             .sees_all;
@@ -60,7 +61,7 @@ pub(super) fn transactions(conn: &mut PgConnection, options: &DoctorOptions) -> 
     let (status, open) = match pin.held_for {
         Some(held) => (
             grade(held, options.xact_warn, options.xact_fail),
-            format!("open {}", crate::human_duration(held)),
+            format!("open {}", crate::human::human_duration(held)),
         ),
         None => (
             grade(
@@ -247,7 +248,7 @@ pub(super) fn prepared(conn: &mut PgConnection, options: &DoctorOptions) -> Resu
     let mut evidence = format!(
         "prepared transaction {} {} old (owner {})",
         format::literal(&oldest.gid),
-        crate::human_duration(age),
+        crate::human::human_duration(age),
         oldest.owner
     );
     if prepared.len() > 1 {

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use crossbeam_channel::{Receiver, Sender};
-use jobqueue_core::QueueSession;
+use jobqueue_core::engine::QueueSession;
 
 use crate::claimer::Claimer;
 use crate::db::Db;

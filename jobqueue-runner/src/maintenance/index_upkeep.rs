@@ -5,9 +5,9 @@
 //! `pending` entry in the claim index and nothing removes it; once the
 //! horizon moves on, vacuum empties those pages but the index keeps its
 //! size, its live entries spread thin over it, until a `REINDEX` (see
-//! `jobqueue_core::index_sizes` for how the packed size is estimated). So
+//! `jobqueue_core::engine::index_sizes` for how the packed size is estimated). So
 //! every `index_upkeep_interval` the service compares each index of live
-//! jobs (`jobqueue_core::LIVE_JOB_INDEXES`: the claim's, then the held,
+//! jobs (`jobqueue_core::engine::LIVE_JOB_INDEXES`: the claim's, then the held,
 //! scheduled and set-aside jobs') with its packed size, and rebuilds, with
 //! `REINDEX INDEX CONCURRENTLY` (claims, completions and enqueues go on),
 //! one that is
@@ -17,7 +17,7 @@
 //!   gains nothing worth its two scans of the table (under a steady load
 //!   the claim index of an emptied queue stays well under a megabyte);
 //! - while nothing pins the horizon: the reading
-//!   (`jobqueue_core::xmin_horizon`) is free, or its holder has held it for
+//!   (`jobqueue_core::engine::xmin_horizon`) is free, or its holder has held it for
 //!   less than [`SHORT_PIN`] (a transaction under way; under load one
 //!   always is). A rebuild waits for the transactions older than it, so
 //!   under a pin it would wait it out; and a vacuum must have removed the
@@ -26,7 +26,7 @@
 //! One runner at a time: the pass holds an advisory lock (others report
 //! [`Kept::Busy`]). A rebuild runs outside any transaction, waits at most
 //! 10 s for a lock and runs at most 30 minutes
-//! (`jobqueue_core::rebuild_index`); a runner told to stop cancels the one
+//! (`jobqueue_core::engine::rebuild_index`); a runner told to stop cancels the one
 //! under way. What an interrupted rebuild leaves (an invalid copy, which
 //! every write still maintains) is dropped at the next pass, or right after
 //! the failure. After a failed rebuild, the next pass waits twice as long
@@ -39,7 +39,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::Sender;
 use diesel::{Connection, PgConnection};
-use jobqueue_core::{IndexSize, LIVE_JOB_INDEXES, Pin};
+use jobqueue_core::engine::{IndexSize, LIVE_JOB_INDEXES, Pin};
 
 use super::context::ServiceContext;
 use super::service::{PassReport, Service, jittered, size};
@@ -271,7 +271,7 @@ impl Service for IndexUpkeep {
     }
 
     fn run_once(&mut self, cx: &mut ServiceContext) -> jobqueue_core::Result<IndexUpkeepReport> {
-        let sizes = cx.run(|s| jobqueue_core::index_sizes(s.conn(), &LIVE_JOB_INDEXES))?;
+        let sizes = cx.run(|s| jobqueue_core::engine::index_sizes(s.conn(), &LIVE_JOB_INDEXES))?;
         // Those bloated enough for a rebuild read `Busy` until the lock is
         // this runner's, then whatever became of them.
         let mut indexes: Vec<IndexUpkept> = sizes
@@ -285,12 +285,12 @@ impl Service for IndexUpkeep {
             indexes: Vec::new(),
             leftovers_dropped: Vec::new(),
         };
-        if !cx.run(|s| jobqueue_core::try_lock_index_upkeep(s.conn()))? {
+        if !cx.run(|s| jobqueue_core::engine::try_lock_index_upkeep(s.conn()))? {
             report.indexes = indexes;
             return Ok(report);
         }
         let upkept = self.upkeep(cx, &mut indexes, &mut report.leftovers_dropped);
-        let unlocked = cx.run(|s| jobqueue_core::unlock_index_upkeep(s.conn()));
+        let unlocked = cx.run(|s| jobqueue_core::engine::unlock_index_upkeep(s.conn()));
         upkept?;
         unlocked?;
         report.indexes = indexes;
@@ -312,12 +312,13 @@ impl IndexUpkeep {
         indexes: &mut [IndexUpkept],
         dropped: &mut Vec<String>,
     ) -> jobqueue_core::Result<()> {
-        dropped.extend(cx.run_unbounded(|s| jobqueue_core::drop_rebuild_leftovers(s.conn()))?);
+        dropped
+            .extend(cx.run_unbounded(|s| jobqueue_core::engine::drop_rebuild_leftovers(s.conn()))?);
         let bloated = |upkept: &IndexUpkept| upkept.upkeep == Upkeep::Kept(Kept::Busy);
         if !indexes.iter().any(bloated) {
             return Ok(());
         }
-        let version = cx.run(|s| jobqueue_core::server_version(s.conn()))?;
+        let version = cx.run(|s| jobqueue_core::engine::server_version(s.conn()))?;
         let horizon = cx.run(|s| s.xmin_horizon())?;
         let mut failed = false;
         for upkept in indexes.iter_mut().filter(|upkept| bloated(upkept)) {
@@ -331,9 +332,9 @@ impl IndexUpkeep {
                 let upkeep = rebuild(cx, &upkept.before)?;
                 if matches!(upkeep, Upkeep::Failed(_)) {
                     failed = true;
-                    dropped.extend(
-                        cx.run_unbounded(|s| jobqueue_core::drop_rebuild_leftovers(s.conn()))?,
-                    );
+                    dropped.extend(cx.run_unbounded(|s| {
+                        jobqueue_core::engine::drop_rebuild_leftovers(s.conn())
+                    })?);
                 }
                 upkeep
             };
@@ -347,17 +348,17 @@ impl IndexUpkeep {
 /// an error of the rebuild itself is its [`Upkeep::Failed`], one of the
 /// connection ends the pass.
 fn rebuild(cx: &mut ServiceContext, index: &IndexSize) -> jobqueue_core::Result<Upkeep> {
-    let pid = cx.run(|s| jobqueue_core::backend_pid(s.conn()))?;
+    let pid = cx.run(|s| jobqueue_core::engine::backend_pid(s.conn()))?;
     let started = Instant::now();
     let rebuilt = {
         let _cancel = CancelOnStop::arm(cx, pid);
-        cx.run_unbounded(|s| jobqueue_core::rebuild_index(s.conn(), index))
+        cx.run_unbounded(|s| jobqueue_core::engine::rebuild_index(s.conn(), index))
     };
     let took = started.elapsed();
     if let Err(e) = rebuilt {
         return Ok(Upkeep::Failed(crate::health::one_line(&e)));
     }
-    let after = cx.run(|s| jobqueue_core::index_sizes(s.conn(), &[index.name.as_str()]))?;
+    let after = cx.run(|s| jobqueue_core::engine::index_sizes(s.conn(), &[index.name.as_str()]))?;
     Ok(Upkeep::Rebuilt {
         after_bytes: after.first().map_or(0, |size| size.bytes),
         took,
@@ -388,7 +389,7 @@ impl CancelOnStop {
                         let cancelled = hosts
                             .connect(PgConnection::establish)
                             .map_err(jobqueue_core::Error::from)
-                            .and_then(|mut conn| jobqueue_core::cancel_backend(&mut conn, pid));
+                            .and_then(|mut conn| jobqueue_core::engine::cancel_backend(&mut conn, pid));
                         match cancelled {
                             Ok(_) => log::info!("stopping: cancelled the index rebuild under way"),
                             Err(e) => log::debug!("cancelling the index rebuild failed: {e}"),

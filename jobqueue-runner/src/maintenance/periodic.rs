@@ -3,7 +3,7 @@
 //! (at most a minute later, when it also declares them again so they do
 //! not show as orphaned). Every runner with schedules runs it; a slot
 //! another runner fired first is not fired again (see
-//! `jobqueue_core::fire_due`).
+//! `jobqueue_core::engine::fire_due`).
 
 use std::fmt;
 use std::sync::Arc;
@@ -88,7 +88,9 @@ impl Service for PeriodicJobs {
         let schedules = shared.registry.schedules();
         let mut declared = false;
         if self.declared_at.is_none_or(|at| at.elapsed() >= AT_MOST) {
-            match cx.run(|session| jobqueue_core::declare_schedules(session.conn(), schedules)) {
+            match cx
+                .run(|session| jobqueue_core::engine::declare_schedules(session.conn(), schedules))
+            {
                 Ok(()) => {
                     self.declared_at = Some(Instant::now());
                     declared = true;
@@ -96,7 +98,7 @@ impl Service for PeriodicJobs {
                 Err(e) => log::debug!("declaring schedules failed: {e}"),
             }
         }
-        let pass = cx.run(|session| jobqueue_core::fire_due(session.conn(), schedules))?;
+        let pass = cx.run(|session| jobqueue_core::engine::fire_due(session.conn(), schedules))?;
         self.backoff.reset();
         let next = pass
             .next

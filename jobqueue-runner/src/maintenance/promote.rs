@@ -9,7 +9,7 @@ use super::service::{PassReport, Service};
 use crate::RunnerConfig;
 
 /// Jobs moved to `pending` per statement.
-const BATCH: i64 = jobqueue_core::DEFAULT_PROMOTE_BATCH;
+const BATCH: i64 = jobqueue_core::engine::DEFAULT_PROMOTE_BATCH;
 
 /// Moves scheduled jobs (delayed, or waiting out a retry's backoff) whose
 /// time came to `pending`, every `poll_interval` from the runner's start;

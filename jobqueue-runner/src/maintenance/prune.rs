@@ -3,7 +3,7 @@
 use std::fmt;
 use std::time::Duration;
 
-use jobqueue_core::Pruned;
+use jobqueue_core::engine::Pruned;
 
 use super::context::ServiceContext;
 use super::service::{PassReport, Service};

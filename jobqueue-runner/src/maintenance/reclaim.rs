@@ -10,7 +10,7 @@ use super::service::{PassReport, Service};
 use crate::RunnerConfig;
 
 /// Jobs taken back per statement.
-const BATCH: i64 = jobqueue_core::DEFAULT_PROMOTE_BATCH;
+const BATCH: i64 = jobqueue_core::engine::DEFAULT_PROMOTE_BATCH;
 
 /// Takes back jobs set aside as unhandled whose type this runner handles,
 /// in the queues it works: at once when the runner starts (they were set

@@ -10,7 +10,7 @@ use super::service::{PassReport, Service};
 use crate::RunnerConfig;
 
 /// Stale jobs recovered per statement.
-const BATCH: i64 = jobqueue_core::DEFAULT_RESCUE_BATCH;
+const BATCH: i64 = jobqueue_core::engine::DEFAULT_RESCUE_BATCH;
 
 /// Recovers jobs whose lease expired, every `rescue_interval`: back to
 /// `pending` (the claimer is woken), failed if that was their last attempt,

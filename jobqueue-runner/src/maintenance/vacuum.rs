@@ -4,7 +4,7 @@
 use std::fmt;
 use std::time::{Duration, Instant};
 
-use jobqueue_core::{Horizon, QueueSession, Vacuumed};
+use jobqueue_core::engine::{Horizon, QueueSession, Vacuumed};
 
 use super::context::ServiceContext;
 use super::service::{PassReport, Service, jittered};

@@ -11,7 +11,7 @@
 //! dead versions, the next waits twice as long as the last, up to
 //! [`MOST`]; the first such vacuum is logged as a warning, and the first
 //! that reclaims again as an info line. While it waits, the service looks
-//! at the horizon every `vacuum_interval` (`jobqueue_core::xmin_horizon`,
+//! at the horizon every `vacuum_interval` (`jobqueue_core::engine::xmin_horizon`,
 //! one cheap read of `pg_stat_activity` and friends): once the holder seen
 //! after the last vacuum is gone, it vacuums at once instead of waiting out
 //! the back-off, so the dead versions go within an interval of the horizon
@@ -31,7 +31,7 @@
 
 use std::time::{Duration, Instant};
 
-use jobqueue_core::Vacuumed;
+use jobqueue_core::engine::Vacuumed;
 
 /// The longest wait between vacuums while they reclaim little: as often as
 /// autovacuum looks at a table (`autovacuum_naptime`'s default), so the
@@ -54,7 +54,7 @@ pub(crate) struct VacuumPacing {
     /// first that reclaimed again after backing off.
     truncating_until: Option<Instant>,
     /// The transaction id the xmin horizon was held at just after the last
-    /// vacuum, if it reclaimed little (`jobqueue_core::Horizon::xid`;
+    /// vacuum, if it reclaimed little (`jobqueue_core::engine::Horizon::xid`;
     /// `None`: free, or not seen).
     held_by: Option<i64>,
 }
