@@ -231,7 +231,7 @@ impl DoctorOptions {
 /// | name | fails when |
 /// | --- | --- |
 /// | `migrations` | a migration this library embeds is not applied (the schema is missing, say) |
-/// | `vacuum horizon` | something has held the xmin horizon back too long (a transaction of this database, or the holder [`crate::engine::xmin_horizon`] names) |
+/// | `vacuum horizon` | something has held the xmin horizon back too long (a transaction of this database, or the holder `engine::xmin_horizon` names) |
 /// | `replication slots` | a slot holds back vacuum for too many transactions |
 /// | `prepared xacts` | a prepared transaction has been left too long |
 /// | `dead tuples` | too much of `jobqueue_jobs` is dead row versions |

@@ -1,7 +1,7 @@
 //! The indexes of live jobs against the size they would have packed, and
 //! their rebuild without blocking the queue.
 //!
-//! While something holds the xmin horizon (see [`crate::engine::xmin_horizon`]),
+//! While something holds the xmin horizon (see `engine::xmin_horizon`),
 //! every job claimed leaves the entry of its `pending` version in the claim
 //! index, and nothing can remove it; the index grows by one entry per job
 //! for as long as the pin lasts. Once the horizon moves on, vacuum removes

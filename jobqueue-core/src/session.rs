@@ -213,7 +213,7 @@ impl QueueSession {
         }))
     }
 
-    /// [`crate::engine::xmin_horizon`]: what holds this database's xmin horizon
+    /// `engine::xmin_horizon`: what holds this database's xmin horizon
     /// back now, if anything but this session.
     pub fn xmin_horizon(&mut self) -> Result<crate::horizon::Horizon> {
         crate::horizon::xmin_horizon(&mut self.conn)

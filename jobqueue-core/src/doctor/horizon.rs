@@ -27,7 +27,7 @@ struct SeesAll {
 }
 
 /// `vacuum horizon`: what holds this database's xmin horizon back
-/// ([`crate::engine::xmin_horizon`], the reading runners go by too), graded by how
+/// (`engine::xmin_horizon`, the reading runners go by too), graded by how
 /// long it has held it (a session's or prepared transaction's age) or, for
 /// a holder whose time the reading cannot tell (a replication slot, a WAL
 /// sender relaying a standby's feedback), by how many transactions old

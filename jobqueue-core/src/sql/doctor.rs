@@ -8,7 +8,7 @@
 //! jobs (`jobqueue_jobs_fetch_idx`, `_scheduled_idx`, `_unhandled_idx`,
 //! `_lease_idx`), so none costs more with a longer finished history.
 //! [`XMIN_HORIZON`] is the one reading of the xmin horizon
-//! ([`crate::engine::xmin_horizon`]): the doctor's `vacuum horizon` check, a
+//! (`engine::xmin_horizon`): the doctor's `vacuum horizon` check, a
 //! runner's vacuum pacing and index upkeep, and the claimer's resume
 //! points all read it.
 
