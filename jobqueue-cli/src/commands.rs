@@ -114,6 +114,20 @@ fn work(url: &str, args: WorkArgs, registry: Registry) -> Result<()> {
     }
     config.metrics_refresh = secs("metrics-refresh-secs", args.metrics_refresh_secs)?;
     config.db_timeout = secs("db-timeout-secs", args.db_timeout_secs)?;
+    config.prefetch = args.prefetch;
+    config.heartbeat_interval = args
+        .heartbeat_secs
+        .map(|s| secs("heartbeat-secs", s))
+        .transpose()?;
+    config.prune_interval = secs("prune-secs", args.prune_secs)?;
+    config.vacuum_interval = secs("vacuum-secs", args.vacuum_secs)?;
+    config.vacuum_min_dead = args.vacuum_min_dead;
+    config.default_timeout = args
+        .default_timeout_secs
+        .map(|s| secs("default-timeout-secs", s))
+        .transpose()?;
+    config.completion_batch = args.completion_batch;
+    config.handler_pool_size = args.handler_pool_size;
     if registry.job_types().is_empty() {
         return Err(CliError::Usage(
             "this binary registers no job types, so `work` would never run anything: \
