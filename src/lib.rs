@@ -67,6 +67,13 @@ impl TestDb {
         (db, conn)
     }
 
+    /// A fresh migrated database, and a connection to it.
+    pub fn connected() -> (Self, PgConnection) {
+        let db = Self::new();
+        let conn = db.conn();
+        (db, conn)
+    }
+
     /// A new connection to it.
     pub fn conn(&self) -> PgConnection {
         PgConnection::establish(&self.url).expect("connect to the test database")
@@ -169,6 +176,32 @@ pub fn enqueue_all<J: jobqueue_core::Job>(
 ) -> Vec<jobqueue_core::JobId> {
     let jobs: Vec<J> = jobs.into_iter().collect();
     J::enqueue_batch(conn, &jobs).expect("enqueue").inserted
+}
+
+/// Enqueues `jobs`, each with `options` over their type's defaults, in one
+/// statement; returns the ids of those inserted, in order.
+pub fn enqueue_all_with<J: jobqueue_core::Job>(
+    conn: &mut PgConnection,
+    jobs: impl IntoIterator<Item = J>,
+    options: &jobqueue_core::JobOptions,
+) -> Vec<jobqueue_core::JobId> {
+    let jobs: Vec<jobqueue_core::NewJob> = jobs
+        .into_iter()
+        .map(|job| jobqueue_core::NewJob::from_job(&job, options.clone()).expect("a valid job"))
+        .collect();
+    jobqueue_core::enqueue_many(conn, &jobs)
+        .expect("enqueue")
+        .inserted
+}
+
+/// Starts a runner of `registry` with `config`; panics if it does not start.
+pub fn start_runner(
+    config: jobqueue_runner::RunnerConfig,
+    registry: jobqueue_runner::Registry,
+) -> jobqueue_runner::RunnerHandle {
+    jobqueue_runner::Runner::new(config, registry)
+        .start()
+        .unwrap_or_else(|e| panic!("start the runner: {e}"))
 }
 
 /// Job `id`'s row; panics if there is none.
@@ -313,6 +346,46 @@ pub fn poll_until(timeout: std::time::Duration, mut condition: impl FnMut() -> b
     }
 }
 
+/// How long [`wait_count`] and [`wait_status`] wait before they fail:
+/// generous, because the machine may be loaded; they end as soon as their
+/// condition holds.
+pub const WAIT_LIMIT: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Waits until [`count_where`] `condition` is `n`; panics after
+/// [`WAIT_LIMIT`], with the last count seen.
+pub fn wait_count(conn: &mut PgConnection, condition: &str, n: i64) {
+    let mut last = None;
+    let reached = poll_until(WAIT_LIMIT, || {
+        let count = count_where(conn, condition);
+        last = Some(count);
+        count == n
+    });
+    assert!(
+        reached,
+        "timed out after {WAIT_LIMIT:?} waiting for {n} jobs where {condition}; the last count was {last:?}"
+    );
+}
+
+/// Waits until job `id` is in `status`; panics after [`WAIT_LIMIT`], with
+/// the status it was last seen in.
+pub fn wait_status(
+    conn: &mut PgConnection,
+    id: jobqueue_core::JobId,
+    status: jobqueue_core::JobStatus,
+) {
+    let mut last = None;
+    let reached = poll_until(WAIT_LIMIT, || {
+        last = jobqueue_core::get_job(conn, id)
+            .expect("read the job")
+            .map(|job| job.status);
+        last == Some(status)
+    });
+    assert!(
+        reached,
+        "timed out after {WAIT_LIMIT:?} waiting for job {id} to be {status:?}; it was last {last:?}"
+    );
+}
+
 /// Waits until no job is left to run (none scheduled, pending or held);
 /// panics after `timeout`.
 pub fn wait_no_live_jobs(conn: &mut PgConnection, timeout: std::time::Duration) {
@@ -343,6 +416,14 @@ pub fn assert_success(what: &str, output: &std::process::Output) {
         output.status,
         String::from_utf8_lossy(&output.stderr)
     );
+}
+
+/// Asserts that `text` contains each of `parts`, showing `text` if not.
+#[track_caller]
+pub fn assert_contains(text: &str, parts: &[&str]) {
+    for part in parts {
+        assert!(text.contains(part), "`{part}` is not in:\n{text}");
+    }
 }
 
 /// The database's `now()`.
@@ -517,6 +598,14 @@ pub mod fault {
             self.status.expect("reaped")
         }
 
+        /// Sends SIGTERM and waits up to `within` for it to exit; panics,
+        /// showing its stderr, unless it exits with code 0.
+        pub fn terminate(&mut self, within: Duration) {
+            self.signal("TERM");
+            let status = self.wait_exit(within);
+            assert_exit_0(self, status);
+        }
+
         /// What it wrote to stderr so far.
         pub fn stderr(&self) -> String {
             std::fs::read(&self.stderr_path)
@@ -609,18 +698,11 @@ pub mod fault {
     /// binaries on a free port (never the shared server), holding one
     /// migrated database with the test side tables. Stopped (immediate mode)
     /// and deleted when dropped.
+    #[derive(Debug)]
     pub struct OwnCluster {
         own: ThrowawayCluster,
         /// URL of its migrated database.
         pub url: String,
-    }
-
-    impl std::fmt::Debug for OwnCluster {
-        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-            f.debug_struct("OwnCluster")
-                .field("port", &self.cluster().port())
-                .finish()
-        }
     }
 
     impl OwnCluster {
@@ -671,16 +753,9 @@ pub mod fault {
 
     /// A streaming standby of an [`OwnCluster`], on a port of its own:
     /// stopped and deleted when dropped.
+    #[derive(Debug)]
     pub struct Standby {
         own: ThrowawayCluster,
-    }
-
-    impl std::fmt::Debug for Standby {
-        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-            f.debug_struct("Standby")
-                .field("port", &self.cluster().port())
-                .finish()
-        }
     }
 
     impl OwnCluster {

@@ -21,8 +21,7 @@ fn put(conn: &mut PgConnection, queue: &str) -> JobId {
 
 #[test]
 fn cancel_pending_at_once_and_running_by_flag() {
-    let db = TestDb::new();
-    let mut conn = db.conn();
+    let (_db, mut conn) = TestDb::connected();
     let pending = put(&mut conn, "default");
     assert_eq!(
         cancel(&mut conn, pending).expect("cancel"),
@@ -69,8 +68,7 @@ fn cancel_pending_at_once_and_running_by_flag() {
 
 #[test]
 fn progress_is_recorded() {
-    let db = TestDb::new();
-    let mut conn = db.conn();
+    let (_db, mut conn) = TestDb::connected();
     let id = put(&mut conn, "default");
     let lease = claim_one(&mut conn, "w");
     let report = Progress {
@@ -101,8 +99,7 @@ fn progress_is_recorded() {
 
 #[test]
 fn prune_deletes_only_finished_rows_past_their_retention() {
-    let db = TestDb::new();
-    let mut conn = db.conn();
+    let (_db, mut conn) = TestDb::connected();
     let jobs: Vec<NewJob> = bare_jobs(30);
     enqueue_many(&mut conn, &jobs).expect("enqueue");
     let leases: Vec<_> = claim(&mut conn, &Claim::new("w").limit(20))
@@ -147,8 +144,7 @@ fn prune_deletes_only_finished_rows_past_their_retention() {
 
 #[test]
 fn stats_count_by_queue_and_status() {
-    let db = TestDb::new();
-    let mut conn = db.conn();
+    let (_db, mut conn) = TestDb::connected();
     for _ in 0..3 {
         put(&mut conn, "mail");
     }

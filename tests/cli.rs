@@ -81,8 +81,7 @@ fn fails_with(db: &TestDb, args: &[&str], code: i32, expect: &str) {
 
 #[test]
 fn migrate_applies_the_schema_once() {
-    let db = TestDb::new();
-    let mut conn = db.conn();
+    let (db, mut conn) = TestDb::connected();
     diesel::sql_query("DELETE FROM __diesel_schema_migrations")
         .execute(&mut conn)
         .expect("reset");
@@ -102,8 +101,7 @@ fn migrate_applies_the_schema_once() {
 
 #[test]
 fn enqueue_list_show_stats() {
-    let db = TestDb::new();
-    let mut conn = db.conn();
+    let (db, mut conn) = TestDb::connected();
     let row_of = |conn: &mut PgConnection, id: &str| {
         get_job(conn, id.trim().parse().expect("an id"))
             .expect("read")
@@ -252,8 +250,7 @@ fn enqueue_list_show_stats() {
 
 #[test]
 fn enqueue_reads_large_payloads_from_a_file_or_stdin() {
-    let db = TestDb::new();
-    let mut conn = db.conn();
+    let (db, mut conn) = TestDb::connected();
     // Over the OS's limit for one argument (128 KiB on Linux).
     let subject = "x".repeat(300_000);
     let payload = format!(r#"{{"to":"a@example.com","subject":"{subject}"}}"#);
@@ -425,8 +422,7 @@ fn bad_input_is_one_clear_line_and_the_right_exit_code() {
 
 #[test]
 fn cancel_retry_prune() {
-    let db = TestDb::new();
-    let mut conn = db.conn();
+    let (db, mut conn) = TestDb::connected();
     let pending = ok(&db, &["enqueue", "x.y", "{}", "--force"])
         .trim()
         .to_owned();
@@ -718,8 +714,7 @@ fn bench_runs_on_a_throwaway_cluster_of_its_own() {
 
 #[test]
 fn show_says_a_completed_jobs_error_was_an_earlier_attempts() {
-    let db = TestDb::new();
-    let mut conn = db.conn();
+    let (db, mut conn) = TestDb::connected();
     let id = ok(&db, &["enqueue", "x.y", "{}", "--force"])
         .trim()
         .to_owned();

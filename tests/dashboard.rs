@@ -102,8 +102,7 @@ fn fail_for_good(conn: &mut diesel::PgConnection, condition: &str) {
 
 #[test]
 fn every_page_answers_and_the_job_list_filters_and_pages() {
-    let db = TestDb::new();
-    let mut conn = db.conn();
+    let (db, mut conn) = TestDb::connected();
     let site = Site::start(DashboardConfig::new(&db.url));
     put(&mut conn, 120, "mail.send", JobOptions::new().queue("mail"));
     put(
@@ -172,8 +171,7 @@ fn every_page_answers_and_the_job_list_filters_and_pages() {
 
 #[test]
 fn completed_jobs_that_are_not_kept_are_counted_and_their_absence_explained() {
-    let db = TestDb::new();
-    let mut conn = db.conn();
+    let (db, mut conn) = TestDb::connected();
     let ids = put(&mut conn, 3, "mail.send", JobOptions::new().queue("mail"));
     let claimed =
         jobqueue_core::claim(&mut conn, &jobqueue_core::Claim::new("w").limit(3)).expect("claim");
@@ -201,8 +199,7 @@ fn completed_jobs_that_are_not_kept_are_counted_and_their_absence_explained() {
 
 #[test]
 fn actions_change_the_database_and_say_what_they_did() {
-    let db = TestDb::new();
-    let mut conn = db.conn();
+    let (db, mut conn) = TestDb::connected();
     let site = Site::start(DashboardConfig::new(&db.url));
     let ids = put(&mut conn, 4, "mail.send", JobOptions::new().queue("mail"));
     fail_for_good(&mut conn, "true");
@@ -259,8 +256,7 @@ fn actions_change_the_database_and_say_what_they_did() {
 
 #[test]
 fn forged_read_only_and_tokenless_requests_are_refused() {
-    let db = TestDb::new();
-    let mut conn = db.conn();
+    let (db, mut conn) = TestDb::connected();
     let ids = put(&mut conn, 1, "mail.send", JobOptions::new().queue("mail"));
     fail_for_good(&mut conn, "true");
 
@@ -345,8 +341,7 @@ fn forged_read_only_and_tokenless_requests_are_refused() {
 
 #[test]
 fn text_from_the_database_is_escaped_everywhere() {
-    let db = TestDb::new();
-    let mut conn = db.conn();
+    let (db, mut conn) = TestDb::connected();
     let site = Site::start(DashboardConfig::new(&db.url));
     let hostile = "<script>alert(1)</script>";
     let payload = serde_json::json!({ "note": hostile }).to_string();
@@ -403,8 +398,7 @@ fn text_from_the_database_is_escaped_everywhere() {
 fn a_search_no_index_serves_reads_one_window_at_a_time_and_says_so() {
     use diesel::RunQueryDsl;
     use jobqueue_core::{JobQuery, SEARCH_WINDOW, browse_jobs, count_jobs};
-    let db = TestDb::new();
-    let mut conn = db.conn();
+    let (db, mut conn) = TestDb::connected();
     // Five cancelled jobs of queue `rare`, then a window's worth of newer
     // completed jobs of another queue on top of them.
     diesel::sql_query(
@@ -490,8 +484,7 @@ fn queue_paused(conn: &mut diesel::PgConnection, name: &str) -> bool {
 #[test]
 fn a_rebound_name_gets_no_page_no_token_and_no_action() {
     use jobqueue_tests::raw_http::exchange;
-    let db = TestDb::new();
-    let mut conn = db.conn();
+    let (db, mut conn) = TestDb::connected();
     put(&mut conn, 1, "mail.send", JobOptions::new().queue("mail"));
     let site = Site::start(DashboardConfig::new(&db.url));
     let addr = site.server.addr();
@@ -561,8 +554,7 @@ fn a_rebound_name_gets_no_page_no_token_and_no_action() {
 #[test]
 fn a_named_host_is_answered_and_a_proxy_origin_may_act() {
     use jobqueue_tests::raw_http::exchange;
-    let db = TestDb::new();
-    let mut conn = db.conn();
+    let (db, mut conn) = TestDb::connected();
     put(&mut conn, 1, "mail.send", JobOptions::new().queue("mail"));
     let mut config = DashboardConfig::new(&db.url);
     config.allowed_hosts = vec!["jobs.test".to_owned(), "admin.test:443".to_owned()];

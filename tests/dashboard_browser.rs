@@ -308,8 +308,7 @@ fn assert_overview_matches(tab: &Tab, conn: &mut PgConnection) {
 
 #[test]
 fn every_page_shows_the_database_and_the_job_list_filters_pages_and_opens_jobs() {
-    let db = TestDb::new();
-    let mut conn = db.conn();
+    let (db, mut conn) = TestDb::connected();
     let mail = put(&mut conn, 120, "mail.send", "mail");
     put(&mut conn, 3, "media.encode", "media");
     fail(&mut conn, &mail[..5]);
@@ -461,8 +460,7 @@ fn every_page_shows_the_database_and_the_job_list_filters_pages_and_opens_jobs()
 
 #[test]
 fn every_action_pressed_in_the_browser_changes_the_database() {
-    let db = TestDb::new();
-    let mut conn = db.conn();
+    let (db, mut conn) = TestDb::connected();
     let mail = put(&mut conn, 6, "mail.send", "mail");
     let media = put(&mut conn, 2, "media.encode", "media");
     fail(&mut conn, &mail[..4]);
@@ -687,8 +685,7 @@ fn assert_inert(tab: &Tab, page: &str) {
 
 #[test]
 fn hostile_text_from_the_database_reads_back_verbatim_and_runs_nothing() {
-    let db = TestDb::new();
-    let mut conn = db.conn();
+    let (db, mut conn) = TestDb::connected();
     // Names are checked by the library, not by the table: a row another
     // client wrote may hold anything within the lengths.
     let job_type = format!("{SCRIPT}{IMG}");
@@ -881,8 +878,7 @@ fn retry_state(
 
 #[test]
 fn forged_and_read_only_posts_are_refused_and_change_nothing() {
-    let db = TestDb::new();
-    let mut conn = db.conn();
+    let (db, mut conn) = TestDb::connected();
     let ids = put(&mut conn, 2, "mail.send", "mail");
     fail(&mut conn, &ids);
     let site = Site::start(DashboardConfig::new(&db.url));

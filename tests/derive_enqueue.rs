@@ -78,8 +78,7 @@ fn keys_left_out_take_the_defaults() {
 
 #[test]
 fn unit_struct_and_enum_jobs() {
-    let db = TestDb::new();
-    let mut conn = db.conn();
+    let (_db, mut conn) = TestDb::connected();
     let flush = enqueued(&mut conn, &FlushCache);
     assert_eq!(settings(&flush), ("cache.flush", 900, "default", 1));
     assert_eq!(
@@ -107,8 +106,7 @@ fn unit_struct_and_enum_jobs() {
 
 #[test]
 fn generic_job() {
-    let db = TestDb::new();
-    let mut conn = db.conn();
+    let (_db, mut conn) = TestDb::connected();
     let job = Deliver {
         url: "https://example.com/hook".into(),
         body: vec![1, 2, 3],
@@ -136,8 +134,7 @@ fn generic_job() {
 
 #[test]
 fn options_override_the_derived_defaults() {
-    let db = TestDb::new();
-    let mut conn = db.conn();
+    let (_db, mut conn) = TestDb::connected();
     let id = SendEmail {
         to: "b@example.com".into(),
     }
@@ -153,8 +150,7 @@ fn options_override_the_derived_defaults() {
 
 #[test]
 fn payload_limit_from_the_attribute() {
-    let db = TestDb::new();
-    let mut conn = db.conn();
+    let (_db, mut conn) = TestDb::connected();
     Tiny { text: "ok".into() }
         .enqueue(&mut conn)
         .expect("a small payload fits")

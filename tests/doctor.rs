@@ -488,8 +488,7 @@ fn a_database_without_the_schema_fails_on_migrations_until_migrated() {
 
 #[test]
 fn an_empty_analyzed_table_passes_the_claim_plan_and_jobs_take_the_fetch_index() {
-    let db = TestDb::new();
-    let mut conn = db.conn();
+    let (_db, mut conn) = TestDb::connected();
     let options = DoctorOptions::default();
     // Statistics of an empty table (a prune emptied it, autovacuum
     // analyzed it): any plan costs nothing, yet the claim's update finds
@@ -507,8 +506,7 @@ fn an_empty_analyzed_table_passes_the_claim_plan_and_jobs_take_the_fetch_index()
 
 #[test]
 fn a_missing_fetch_index_fails_the_claim_plan_until_it_is_recreated() {
-    let db = TestDb::new();
-    let mut conn = db.conn();
+    let (_db, mut conn) = TestDb::connected();
     let options = DoctorOptions::default();
     insert(&mut conn, 3, "doctor.plan", "pending");
     for name in ["claim plan", "fetch index"] {
@@ -544,8 +542,7 @@ fn a_missing_fetch_index_fails_the_claim_plan_until_it_is_recreated() {
 
 #[test]
 fn a_fetch_index_left_large_by_a_drained_backlog_warns_until_reindexed() {
-    let db = TestDb::new();
-    let mut conn = db.conn();
+    let (_db, mut conn) = TestDb::connected();
     let options = DoctorOptions::default();
     insert(&mut conn, 30_000, "doctor.bloat", "pending");
     let found = check(&mut conn, &options, "fetch index");
@@ -580,8 +577,7 @@ fn a_fetch_index_left_large_by_a_drained_backlog_warns_until_reindexed() {
 
 #[test]
 fn dead_row_versions_warn_and_fail_by_their_share_until_vacuumed() {
-    let db = TestDb::new();
-    let mut conn = db.conn();
+    let (_db, mut conn) = TestDb::connected();
     exec(
         &mut conn,
         "ALTER TABLE jobqueue_jobs SET (autovacuum_enabled = false)",
@@ -636,8 +632,7 @@ fn dead_row_versions_warn_and_fail_by_their_share_until_vacuumed() {
 
 #[test]
 fn the_checks_never_scan_the_jobs_table() {
-    let db = TestDb::new();
-    let mut conn = db.conn();
+    let (_db, mut conn) = TestDb::connected();
     exec(
         &mut conn,
         "ALTER TABLE jobqueue_jobs SET (autovacuum_enabled = false)",

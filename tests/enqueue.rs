@@ -25,8 +25,7 @@ fn email(to: &str) -> SendEmail {
 
 #[test]
 fn rolled_back_transaction_leaves_no_job() {
-    let db = TestDb::new();
-    let mut conn = db.conn();
+    let (db, mut conn) = TestDb::connected();
     let result: Result<(), diesel::result::Error> = conn.transaction(|conn| {
         email("a@example.com").enqueue(conn).expect("enqueue");
         assert_eq!(
@@ -42,8 +41,7 @@ fn rolled_back_transaction_leaves_no_job() {
 
 #[test]
 fn committed_transaction_leaves_exactly_one_job() {
-    let db = TestDb::new();
-    let mut conn = db.conn();
+    let (db, mut conn) = TestDb::connected();
     let id = conn
         .transaction(|conn| email("a@example.com").enqueue(conn))
         .expect("enqueue")
@@ -65,8 +63,7 @@ fn committed_transaction_leaves_exactly_one_job() {
 
 #[test]
 fn options_override_the_type_defaults() {
-    let db = TestDb::new();
-    let mut conn = db.conn();
+    let (_db, mut conn) = TestDb::connected();
     let id = email("b@example.com")
         .options()
         .priority(900)
@@ -92,8 +89,7 @@ fn options_override_the_type_defaults() {
 
 #[test]
 fn batch_enqueue_inserts_all_in_one_statement_and_keeps_order() {
-    let db = TestDb::new();
-    let mut conn = db.conn();
+    let (_db, mut conn) = TestDb::connected();
     let jobs: Vec<NewJob> = (0..5000)
         .map(|i| {
             NewJob::from_job(
@@ -127,8 +123,7 @@ fn batch_enqueue_inserts_all_in_one_statement_and_keeps_order() {
 
 #[test]
 fn raw_json_jobs_enqueue_with_queue_defaults() {
-    let db = TestDb::new();
-    let mut conn = db.conn();
+    let (_db, mut conn) = TestDb::connected();
     let job =
         NewJob::new("report.build", r#"{"month": "2026-11"}"#, JobOptions::new()).expect("valid");
     let id = jobqueue_core::enqueue(&mut conn, &job)
@@ -144,8 +139,7 @@ fn raw_json_jobs_enqueue_with_queue_defaults() {
 
 #[test]
 fn large_batches_stream_through_copy_with_payloads_intact() {
-    let db = TestDb::new();
-    let mut conn = db.conn();
+    let (_db, mut conn) = TestDb::connected();
     let tricky = [
         r#"{"s": "tab\there, back\\slash, newline\nend, quote \" and ünïcode ✓"}"#,
         "{\n\t\"pretty\": [1,\r\n 2]\n}",

@@ -198,8 +198,7 @@ fn a_runner_serves_what_it_did_by_queue_and_type_and_the_queue_gauges() {
 
 #[test]
 fn one_runner_computes_the_queue_gauges_and_another_takes_over_when_it_dies() {
-    let db = TestDb::new();
-    let mut conn = db.conn();
+    let (db, mut conn) = TestDb::connected();
     let first = MetricsRunner::start(&db, "gauges-first");
     let second = MetricsRunner::start(&db, "gauges-second");
     let later = JobOptions::new()
