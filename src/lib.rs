@@ -211,6 +211,17 @@ pub fn read_job(conn: &mut PgConnection, id: jobqueue_core::JobId) -> jobqueue_c
         .unwrap_or_else(|| panic!("job {id} has no row"))
 }
 
+/// A row's job type, priority, queue and most attempts: what a job type
+/// declares and an enqueue's options override.
+pub fn settings(row: &jobqueue_core::JobRow) -> (&str, i32, &str, i32) {
+    (
+        row.job_type.as_str(),
+        row.priority,
+        row.queue.as_str(),
+        row.max_attempts,
+    )
+}
+
 /// Claims one due job as worker `worker_id`; returns its lease. Panics if
 /// no job is due.
 pub fn claim_one(conn: &mut PgConnection, worker_id: &str) -> jobqueue_core::Lease {

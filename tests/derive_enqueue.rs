@@ -2,7 +2,7 @@
 //! trait's defaults for the rest.
 
 use jobqueue_core::{Error, Job, JobRow};
-use jobqueue_tests::{TestDb, read_job};
+use jobqueue_tests::{TestDb, read_job, settings};
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, PartialEq, Serialize, Deserialize, Job)]
@@ -46,15 +46,6 @@ struct Tiny {
 fn enqueued<J: Job>(conn: &mut diesel::PgConnection, job: &J) -> JobRow {
     let id = job.enqueue(conn).expect("enqueue").id();
     read_job(conn, id)
-}
-
-fn settings(row: &JobRow) -> (&str, i32, &str, i32) {
-    (
-        row.job_type.as_str(),
-        row.priority,
-        row.queue.as_str(),
-        row.max_attempts,
-    )
 }
 
 #[test]

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use diesel::prelude::*;
 use jobqueue_core::{Job, JobOptions, JobStatus, NewJob, enqueue_many};
-use jobqueue_tests::{TestDb, count_where, read_job};
+use jobqueue_tests::{TestDb, count_where, read_job, settings};
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, PartialEq, Serialize, Deserialize)]
@@ -49,10 +49,7 @@ fn committed_transaction_leaves_exactly_one_job() {
     let mut other = db.conn();
     assert_eq!(count_where(&mut other, "true"), 1);
     let row = read_job(&mut other, id);
-    assert_eq!(row.job_type, "email.send");
-    assert_eq!(row.queue, "mail");
-    assert_eq!(row.priority, 150);
-    assert_eq!(row.max_attempts, 5);
+    assert_eq!(settings(&row), ("email.send", 150, "mail", 5));
     assert_eq!(row.status, JobStatus::Pending);
     assert_eq!(row.attempts, 0);
     assert_eq!(
@@ -75,10 +72,7 @@ fn options_override_the_type_defaults() {
         .expect("enqueue")
         .id();
     let row = read_job(&mut conn, id);
-    assert_eq!(
-        (row.priority, row.queue.as_str(), row.max_attempts),
-        (900, "urgent", 1)
-    );
+    assert_eq!(settings(&row), ("email.send", 900, "urgent", 1));
     assert_eq!(row.unique_key.as_deref(), Some("welcome:b"));
     let ahead = (row.run_at - row.created_at).num_seconds();
     assert!(
@@ -130,10 +124,7 @@ fn raw_json_jobs_enqueue_with_queue_defaults() {
         .expect("enqueue")
         .id();
     let row = read_job(&mut conn, id);
-    assert_eq!(
-        (row.priority, row.queue.as_str(), row.max_attempts),
-        (100, "default", 3)
-    );
+    assert_eq!(settings(&row), ("report.build", 100, "default", 3));
     assert_eq!(row.payload["month"], "2026-11");
 }
 
