@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use diesel::prelude::*;
 use jobqueue_core::{
-    CancelOutcome, Claim, Counting, Error, JobId, JobOptions, JobStatus, NewJob, Progress,
+    CancelOutcome, Claim, Counting, Error, JobId, JobOptions, JobStatus, Lease, NewJob, Progress,
     Retention, cancel, cancel_held_many, claim, complete, enqueue, enqueue_many, heartbeat_many,
     prune, queue_stats, report_progress,
 };
@@ -17,6 +17,12 @@ fn put(conn: &mut PgConnection, queue: &str) -> JobId {
     )
     .expect("enqueue")
     .id()
+}
+
+/// Enqueues a job in queue `default` and claims it as worker `w`.
+fn claimed_job(conn: &mut PgConnection) -> (JobId, Lease) {
+    let id = put(conn, "default");
+    (id, claim_one(conn, "w"))
 }
 
 #[test]
@@ -37,8 +43,7 @@ fn cancel_pending_at_once_and_running_by_flag() {
         Err(Error::NotFound(_))
     ));
 
-    let running = put(&mut conn, "default");
-    let lease = claim_one(&mut conn, "w");
+    let (running, lease) = claimed_job(&mut conn);
     let step = Progress {
         percent: Some(10),
         stage: Some("download".into()),
@@ -69,8 +74,7 @@ fn cancel_pending_at_once_and_running_by_flag() {
 #[test]
 fn progress_is_recorded() {
     let (_db, mut conn) = TestDb::connected();
-    let id = put(&mut conn, "default");
-    let lease = claim_one(&mut conn, "w");
+    let (id, lease) = claimed_job(&mut conn);
     let report = Progress {
         percent: Some(40),
         stage: Some("rendering".into()),

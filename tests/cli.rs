@@ -778,9 +778,7 @@ fn work_says_what_it_works_and_refuses_to_work_nothing() {
             "jobqueue: working queues mail, reports with 2 workers; job types: email.send, test.",
         )
     });
-    runner.signal("TERM");
-    let status = runner.wait_exit(std::time::Duration::from_secs(20));
-    assert!(status.success(), "{}", runner.stderr());
+    runner.terminate(std::time::Duration::from_secs(20));
 
     // A binary that registers nothing: refused at once, before any runner.
     let code = jobqueue_cli::Cli::new().main_from(["jobqueue", "--database-url", &db.url, "work"]);
