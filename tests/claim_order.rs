@@ -42,13 +42,11 @@ fn priority_first_then_run_at() {
 #[test]
 fn future_job_is_not_claimed_before_it_is_due() {
     let (_db, mut conn) = TestDb::connected();
-    let later = put(
-        &mut conn,
-        "t",
-        JobOptions::new()
-            .priority(1000)
-            .delay(Duration::from_millis(1500)),
-    );
+    // The highest priority, but not due for 1.5 s.
+    let not_due = JobOptions::new()
+        .priority(1000)
+        .delay(Duration::from_millis(1500));
+    let later = put(&mut conn, "t", not_due);
     let now_job = put(&mut conn, "t", JobOptions::new().priority(0));
     let got = claim(&mut conn, &Claim::new("w").limit(10)).expect("claim");
     assert_eq!(got.iter().map(|r| r.id).collect::<Vec<_>>(), vec![now_job]);
