@@ -57,6 +57,7 @@ mod finish;
 mod heartbeat;
 mod human;
 mod id;
+mod id_rows;
 mod isolation;
 mod job;
 mod lease;
