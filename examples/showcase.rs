@@ -12,9 +12,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use diesel::prelude::*;
+use jobqueue_core::engine::{Claim, Failure, claim, complete_many, fail_many, rescue_stale};
 use jobqueue_core::{
-    Claim, Counting, Failure, Job, JobOptions, JobStatus, NewJob, RetryPolicy, claim,
-    complete_many, enqueue_many, fail_many, queue_stats, rescue_stale,
+    Counting, Job, JobOptions, JobStatus, NewJob, RetryPolicy, enqueue_many, queue_stats,
 };
 use serde::{Deserialize, Serialize};
 

@@ -224,8 +224,8 @@ pub fn settings(row: &jobqueue_core::JobRow) -> (&str, i32, &str, i32) {
 
 /// Claims one due job as worker `worker_id`; returns its lease. Panics if
 /// no job is due.
-pub fn claim_one(conn: &mut PgConnection, worker_id: &str) -> jobqueue_core::Lease {
-    jobqueue_core::claim(conn, &jobqueue_core::Claim::new(worker_id).limit(1))
+pub fn claim_one(conn: &mut PgConnection, worker_id: &str) -> jobqueue_core::engine::Lease {
+    jobqueue_core::engine::claim(conn, &jobqueue_core::engine::Claim::new(worker_id).limit(1))
         .expect("claim")
         .first()
         .unwrap_or_else(|| panic!("no job due for {worker_id} to claim"))

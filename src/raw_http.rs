@@ -182,3 +182,26 @@ fn parse_to_end(bytes: &[u8]) -> Option<RawResponse> {
 fn status_of(head: &str) -> Option<u16> {
     head.split_whitespace().nth(1)?.parse().ok()
 }
+
+/// `text` percent-encoded: every byte but ASCII letters and digits as
+/// `%XX`, fit for a query string, a form body or a path segment.
+pub fn percent_encode(text: &str) -> String {
+    text.bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() {
+                (b as char).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect()
+}
+
+/// A form body (`application/x-www-form-urlencoded`) of `pairs`.
+pub fn form(pairs: &[(&str, &str)]) -> String {
+    pairs
+        .iter()
+        .map(|(name, value)| format!("{}={}", percent_encode(name), percent_encode(value)))
+        .collect::<Vec<_>>()
+        .join("&")
+}

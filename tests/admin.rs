@@ -3,10 +3,13 @@
 use std::time::Duration;
 
 use diesel::prelude::*;
+use jobqueue_core::engine::{
+    Claim, Lease, Progress, cancel_held_many, claim, complete, heartbeat_many, prune,
+    report_progress,
+};
 use jobqueue_core::{
-    CancelOutcome, Claim, Counting, Error, JobId, JobOptions, JobStatus, Lease, NewJob, Progress,
-    Retention, cancel, cancel_held_many, claim, complete, enqueue, enqueue_many, heartbeat_many,
-    prune, queue_stats, report_progress,
+    CancelOutcome, Counting, Error, JobId, JobOptions, JobStatus, NewJob, Retention, cancel,
+    enqueue, enqueue_many, queue_stats,
 };
 use jobqueue_tests::{TestDb, bare_jobs, claim_one, read_job, status_counts};
 
@@ -111,12 +114,12 @@ fn prune_deletes_only_finished_rows_past_their_retention() {
         .iter()
         .map(|r| r.lease())
         .collect();
-    jobqueue_core::complete_many(&mut conn, &leases[..15]).expect("complete");
-    jobqueue_core::fail_many(
+    jobqueue_core::engine::complete_many(&mut conn, &leases[..15]).expect("complete");
+    jobqueue_core::engine::fail_many(
         &mut conn,
         &leases[15..]
             .iter()
-            .map(|l| jobqueue_core::Failure::permanent(*l, "x"))
+            .map(|l| jobqueue_core::engine::Failure::permanent(*l, "x"))
             .collect::<Vec<_>>(),
     )
     .expect("fail");

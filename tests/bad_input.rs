@@ -3,10 +3,8 @@
 
 use std::time::Duration;
 
-use jobqueue_core::{
-    Claim, Error, Job, JobOptions, NewJob, Progress, Retention, claim, prune, report_progress,
-    rescue_stale,
-};
+use jobqueue_core::engine::{Claim, Progress, claim, prune, report_progress, rescue_stale};
+use jobqueue_core::{Error, Job, JobOptions, NewJob, Retention};
 use jobqueue_tests::{TestDb, count_where, put};
 use serde::{Deserialize, Serialize};
 

@@ -4,7 +4,8 @@ use std::collections::HashSet;
 use std::sync::{Arc, Barrier};
 
 use diesel::prelude::*;
-use jobqueue_core::{Claim, JobId, JobOptions, NewJob, claim, complete_many, enqueue_many};
+use jobqueue_core::engine::{Claim, claim, complete_many};
+use jobqueue_core::{JobId, JobOptions, NewJob, enqueue_many};
 use jobqueue_tests::{TestDb, count_where};
 
 const JOBS: usize = 20_000;

@@ -4,7 +4,8 @@
 use std::time::Duration;
 
 use chrono::Utc;
-use jobqueue_core::{Claim, JobOptions, JobStatus, claim};
+use jobqueue_core::engine::{Claim, claim};
+use jobqueue_core::{JobOptions, JobStatus};
 use jobqueue_tests::{TestDb, put, read_job, wait_for};
 
 #[test]
@@ -62,7 +63,7 @@ fn future_job_is_not_claimed_before_it_is_due() {
         "the scheduled job to become due",
         Duration::from_secs(10),
         || {
-            jobqueue_core::promote_due(&mut conn, 100).expect("promote");
+            jobqueue_core::engine::promote_due(&mut conn, 100).expect("promote");
             got = claim(&mut conn, &Claim::new("w")).expect("claim");
             !got.is_empty()
         },

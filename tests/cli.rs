@@ -3,7 +3,8 @@
 use std::process::{Command, Output};
 
 use diesel::prelude::*;
-use jobqueue_core::{Claim, Failure, JobStatus, claim, fail, get_job};
+use jobqueue_core::engine::{Claim, Failure, claim, fail};
+use jobqueue_core::{JobStatus, get_job};
 use jobqueue_tests::{TestDb, count_where, settings};
 
 /// An application's worker binary: the operational commands.
@@ -230,7 +231,7 @@ fn enqueue_list_show_stats() {
     // A completed job: its row is gone (the default), and `stats` counts
     // it; `show` says why it finds nothing.
     let lease = jobqueue_tests::claim_one(&mut conn, "w");
-    jobqueue_core::complete_and_delete(&mut conn, &lease).expect("complete");
+    jobqueue_core::engine::complete_and_delete(&mut conn, &lease).expect("complete");
     let stats = ok(&db, &["stats"]);
     assert!(
         stats.contains("completed: 1 in the last hour, 1 in the last day"),
@@ -450,7 +451,7 @@ fn cancel_retry_prune() {
 
     // Prune: an old completed job goes, a fresh one stays.
     let lease = claim(&mut conn, &Claim::new("w")).expect("claim")[0].lease();
-    jobqueue_core::complete(&mut conn, &lease).expect("complete");
+    jobqueue_core::engine::complete(&mut conn, &lease).expect("complete");
     fails(
         &db,
         &["cancel", &failing],
@@ -686,7 +687,7 @@ fn show_says_a_completed_jobs_error_was_an_earlier_attempts() {
     .expect("fail");
     jobqueue_tests::make_due(&mut conn);
     let lease = claim(&mut conn, &Claim::new("w")).expect("claim")[0].lease();
-    jobqueue_core::complete(&mut conn, &lease).expect("complete");
+    jobqueue_core::engine::complete(&mut conn, &lease).expect("complete");
     let shown = ok(&db, &["show", &id]);
     assert!(
         shown.contains(

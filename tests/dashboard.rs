@@ -162,6 +162,10 @@ fn every_page_answers_and_the_job_list_filters_and_pages() {
         refused.body
     );
     assert_eq!(site.get("/jobs?status=nonsense").status, 400);
+    // A NUL byte is an input error, not a database error.
+    let nul = site.get("/jobs?key=a%00b");
+    assert_eq!(nul.status, 400, "{}", nul.body);
+    assert!(nul.body.contains("must not contain NUL"), "{}", nul.body);
     assert_eq!(site.get("/jobs/not-an-id").status, 404);
     assert_eq!(site.get("/nowhere").status, 404);
     let one = seen[0].clone();
@@ -174,9 +178,11 @@ fn completed_jobs_that_are_not_kept_are_counted_and_their_absence_explained() {
     let (db, mut conn) = TestDb::connected();
     let ids = put(&mut conn, 3, "mail.send", JobOptions::new().queue("mail"));
     let claimed =
-        jobqueue_core::claim(&mut conn, &jobqueue_core::Claim::new("w").limit(3)).expect("claim");
+        jobqueue_core::engine::claim(&mut conn, &jobqueue_core::engine::Claim::new("w").limit(3))
+            .expect("claim");
     let leases: Vec<_> = claimed.iter().map(|job| job.lease()).collect();
-    let done = jobqueue_core::complete_and_delete_many(&mut conn, &leases).expect("complete");
+    let done =
+        jobqueue_core::engine::complete_and_delete_many(&mut conn, &leases).expect("complete");
     assert_eq!(done.applied.len(), 3);
     let site = Site::start(DashboardConfig::new(&db.url));
     // The chart counts them though their rows are gone.
@@ -330,12 +336,22 @@ fn forged_read_only_and_tokenless_requests_are_refused() {
         matches!(&nowhere, Err(DashboardError::Queue(e)) if e.to_string().contains("cannot connect")),
         "{nowhere:?}"
     );
-    let mut short = DashboardConfig::new(&db.url);
-    short.access_token = Some("short".into());
-    assert!(matches!(
-        Dashboard::new(short),
-        Err(DashboardError::WeakToken(5))
-    ));
+    for (token, says) in [
+        ("short", "has 5 characters"),
+        ("aaaaaaaaaaaaaaaa", "only 1 different"),
+        ("                ", "' '"),
+        (" 0123456789abcdef ", "' '"),
+        ("0123456789abcdef;x", "';'"),
+    ] {
+        let mut weak = DashboardConfig::new(&db.url);
+        weak.access_token = Some(token.into());
+        match Dashboard::new(weak) {
+            Err(e @ DashboardError::WeakToken(_)) => {
+                assert!(e.to_string().contains(says), "{token:?}: {e}")
+            }
+            other => panic!("{token:?} accepted: {other:?}"),
+        }
+    }
 }
 
 #[test]
@@ -396,7 +412,7 @@ fn text_from_the_database_is_escaped_everywhere() {
 #[test]
 fn a_search_no_index_serves_reads_one_window_at_a_time_and_says_so() {
     use diesel::RunQueryDsl;
-    use jobqueue_core::{JobQuery, SEARCH_WINDOW, browse_jobs, count_jobs};
+    use jobqueue_core::browse::{JobQuery, SEARCH_WINDOW, browse_jobs, count_jobs};
     let (db, mut conn) = TestDb::connected();
     // Five cancelled jobs of queue `rare`, then a window's worth of newer
     // completed jobs of another queue on top of them.
@@ -471,13 +487,6 @@ fn post_as(host: &str, path: &str, extra: &str, form: &str) -> String {
          application/x-www-form-urlencoded\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{form}",
         form.len()
     )
-}
-
-fn queue_paused(conn: &mut diesel::PgConnection, name: &str) -> bool {
-    jobqueue_tests::scalar(
-        conn,
-        &format!("SELECT count(*) AS n FROM jobqueue_queues WHERE name = '{name}' AND paused"),
-    ) == 1
 }
 
 #[test]
@@ -607,4 +616,100 @@ fn the_configuration_shows_no_secret_in_debug() {
     request.authorization = Some("Bearer a-long-enough-secret".into());
     let shown = format!("{request:?}");
     assert!(!shown.contains("a-long-enough-secret"), "{shown}");
+}
+
+#[test]
+fn names_travel_in_forms_and_paths_are_decoded_once() {
+    use diesel::RunQueryDsl;
+    use jobqueue_tests::raw_http::exchange;
+    let db = TestDb::new();
+    let mut conn = db.conn();
+    put(&mut conn, 1, "mail.send", JobOptions::new().queue("mail"));
+    // Names the table takes (it checks only lengths) and the library's own
+    // `..`: the pages' buttons carry them in the form, never in the path.
+    // The library's own `.` and `..`, and names only SQL can write (the
+    // table checks lengths alone): the pages' buttons carry them in the
+    // form, never in the path, where a browser would resolve them.
+    let allowed = [".", ".."];
+    let refused = ["x/../../failed/retry?", "a#b", "50%", "q?x=1&y"];
+    for name in allowed.iter().chain(&refused) {
+        diesel::sql_query("INSERT INTO jobqueue_queues (name) VALUES ($1)")
+            .bind::<diesel::sql_types::Text, _>(*name)
+            .execute(&mut conn)
+            .expect("a queue of a hostile name");
+    }
+    fail_for_good(&mut conn, "true");
+    let site = Site::start(DashboardConfig::new(&db.url));
+    let addr = site.server.addr();
+    let host = addr.to_string();
+    let csrf = site.csrf("/");
+    let overview = site.get("/").body;
+    assert!(!overview.contains("action=\"/queues/.."), "{overview}");
+    let act = |path: &str, name: &str| {
+        let form = jobqueue_tests::raw_http::form(&[("csrf", &csrf), ("name", name)]);
+        exchange(addr, &post_as(&host, path, "", &form))
+    };
+    for name in allowed {
+        let paused = act("/queues/pause", name);
+        assert_eq!(paused.status, 303, "{name}: {}", paused.body);
+        assert!(queue_paused(&mut conn, name), "{name}");
+        assert_eq!(act("/queues/resume", name).status, 303, "{name}");
+        assert!(!queue_paused(&mut conn, name), "{name}");
+    }
+    for name in refused {
+        let answer = act("/queues/pause", name);
+        assert_eq!(answer.status, 400, "{name}: {}", answer.body);
+        assert!(
+            answer.body.contains("invalid queue"),
+            "{name}: {}",
+            answer.body
+        );
+        assert!(!queue_paused(&mut conn, name), "{name}");
+    }
+    assert_eq!(
+        count_where(&mut conn, "status = 'failed'"),
+        1,
+        "nothing retried"
+    );
+    assert!(!queue_paused(&mut conn, "mail"), "only the named queues");
+    // A segment is decoded once: `m%61il` is `mail`, `%252F` is `%2F`.
+    let form = format!("csrf={csrf}");
+    let decoded = exchange(addr, &post_as(&host, "/queues/m%61il/pause", "", &form));
+    assert_eq!(decoded.status, 303, "{}", decoded.body);
+    assert!(queue_paused(&mut conn, "mail"));
+    assert_eq!(
+        exchange(addr, &post_as(&host, "/queues/%FF/pause", "", &form)).status,
+        400,
+        "not UTF-8 once decoded"
+    );
+    let unnamed = exchange(addr, &post_as(&host, "/queues/resume", "", &form));
+    assert_eq!(unnamed.status, 400, "{}", unnamed.body);
+    // A method the dashboard does not serve: 405, saying which it does.
+    let delete = exchange(
+        addr,
+        &format!("DELETE / HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"),
+    );
+    assert_eq!(delete.status, 405);
+    assert_eq!(
+        delete.header("allow"),
+        Some("GET, HEAD, POST"),
+        "{}",
+        delete.head
+    );
+}
+
+fn queue_paused(conn: &mut diesel::PgConnection, name: &str) -> bool {
+    #[derive(diesel::QueryableByName)]
+    struct Paused {
+        #[diesel(sql_type = diesel::sql_types::Bool)]
+        paused: bool,
+    }
+    use diesel::{OptionalExtension, RunQueryDsl};
+    // A queue has a row once paused or limited.
+    diesel::sql_query("SELECT paused FROM jobqueue_queues WHERE name = $1")
+        .bind::<diesel::sql_types::Text, _>(name)
+        .get_result::<Paused>(conn)
+        .optional()
+        .expect("read the queue")
+        .is_some_and(|q| q.paused)
 }

@@ -19,6 +19,7 @@ use diesel::sql_types::{Text, Uuid};
 use jobqueue_core::{JobId, JobOptions, JobRow, JobStatus, NewJob, Periodic, enqueue_many};
 use jobqueue_dashboard::{Dashboard, DashboardConfig, DashboardServer, serve};
 use jobqueue_tests::browser::{Browser, Tab};
+use jobqueue_tests::raw_http::percent_encode as encode;
 use jobqueue_tests::{TestDb, count_where, read_job};
 
 /// The schedule every test declares.
@@ -104,7 +105,7 @@ fn ids_where(conn: &mut PgConnection, condition: &str) -> Vec<String> {
 /// Declares [`SCHEDULE`]: a nightly `test.noop` job with payload `{"n": 7}`.
 fn declare_schedule(conn: &mut PgConnection) {
     let nightly = Periodic::new(SCHEDULE, "0 3 * * *", &jobqueue_tests::jobs::Noop { n: 7 });
-    jobqueue_core::declare_schedules(conn, &[nightly]).expect("declare the schedule");
+    jobqueue_core::engine::declare_schedules(conn, &[nightly]).expect("declare the schedule");
 }
 
 fn queue_paused(conn: &mut PgConnection, queue: &str) -> bool {
@@ -130,19 +131,6 @@ fn is_paused<'a>(listed: impl IntoIterator<Item = (&'a str, bool)>, name: &str) 
 /// An instant as the pages show it.
 fn when(at: chrono::DateTime<chrono::Utc>) -> String {
     at.format("%Y-%m-%d %H:%M:%S").to_string()
-}
-
-/// `text` percent-encoded for a query string.
-fn encode(text: &str) -> String {
-    text.bytes()
-        .map(|b| {
-            if b.is_ascii_alphanumeric() {
-                (b as char).to_string()
-            } else {
-                format!("%{b:02X}")
-            }
-        })
-        .collect()
 }
 
 /// Loads `url` and waits until its heading is `title` (so that nothing
@@ -973,4 +961,90 @@ fn forged_and_read_only_posts_are_refused_and_change_nothing() {
     assert_eq!(read_job(&mut conn, ids[1]).status, JobStatus::Failed);
     tab.screenshot("after-genuine-retry");
     assert!(tab.dialogs().is_empty(), "dialogs: {:?}", tab.dialogs());
+}
+
+#[test]
+fn every_button_of_a_hostile_name_acts_on_that_name_alone() {
+    let db = TestDb::new();
+    let mut conn = db.conn();
+    // `.` and `..` are names the library takes; the other only SQL can
+    // write (the table checks lengths alone). Once raw in a form's path,
+    // a browser resolved `..` and `?` in them: the third's Pause button
+    // became "retry every failed job".
+    put(&mut conn, 1, "mail.send", ".");
+    put(&mut conn, 1, "mail.send", "..");
+    let hostile = "x/../../failed/retry?";
+    let moved = put(&mut conn, 1, "mail.send", "mail");
+    diesel::sql_query("UPDATE jobqueue_jobs SET queue = $1 WHERE id = $2")
+        .bind::<Text, _>(hostile)
+        .bind::<Uuid, _>(moved[0])
+        .execute(&mut conn)
+        .expect("a queue of a hostile name");
+    let failed = put(&mut conn, 1, "mail.send", "mail");
+    fail(&mut conn, &failed);
+    let schedules: Vec<Periodic> = [".", ".."]
+        .iter()
+        .map(|name| Periodic::new(*name, "0 3 * * *", &jobqueue_tests::jobs::Noop { n: 1 }))
+        .collect();
+    jobqueue_core::engine::declare_schedules(&mut conn, &schedules).expect("declare");
+    let site = Site::start(DashboardConfig::new(&db.url));
+    let browser = Browser::start();
+    let tab = browser.new_tab();
+
+    for name in [".", ".."] {
+        let button = format!("#queues tr[data-queue=\"{name}\"] form.inline button");
+        for (label, paused, said) in [("Pause", true, "paused"), ("Resume", false, "resumed")] {
+            open(&tab, &site.url("/"), "Overview");
+            stop_refresh(&tab);
+            assert_eq!(tab.text(&button), label, "{name}");
+            tab.follow(&button);
+            stop_refresh(&tab);
+            assert_eq!(notice(&tab), format!("queue {name} {said}"));
+            assert_eq!(queue_paused(&mut conn, name), paused, "{name}");
+        }
+        let row = format!("#schedules tr[data-schedule=\"{name}\"]");
+        for (action, said) in [("pause", "paused"), ("resume", "resumed")] {
+            open(&tab, &site.url("/schedules"), "Schedules");
+            tab.follow(&format!("{row} form[action$=\"/{action}\"] button"));
+            assert_eq!(notice(&tab), format!("schedule {name} {said}"));
+            assert_eq!(
+                schedule_paused(&mut conn, name),
+                action == "pause",
+                "{name}"
+            );
+        }
+        open(&tab, &site.url("/schedules"), "Schedules");
+        tab.follow(&format!("{row} form[action$=\"/run\"] button"));
+        assert!(
+            notice(&tab).starts_with(&format!("schedule {name}: job ")),
+            "{}",
+            notice(&tab)
+        );
+    }
+    assert_eq!(
+        count_where(&mut conn, "job_type = 'test.noop'"),
+        2,
+        "one run each"
+    );
+
+    // The name only SQL could write: its button is refused as naming no
+    // valid queue, and nothing else happens.
+    open(&tab, &site.url("/"), "Overview");
+    stop_refresh(&tab);
+    tab.follow(&format!(
+        "#queues tr[data-queue=\"{hostile}\"] form.inline button"
+    ));
+    assert_eq!(http_status(&tab), 400);
+    assert!(
+        tab.text("p.notice").contains("invalid queue"),
+        "{}",
+        tab.text("p.notice")
+    );
+    assert_eq!(
+        read_job(&mut conn, failed[0]).status,
+        JobStatus::Failed,
+        "nothing retried"
+    );
+    assert_eq!(count_where(&mut conn, "status = 'failed'"), 1);
+    tab.screenshot("hostile-name-refused");
 }

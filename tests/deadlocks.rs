@@ -9,7 +9,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use diesel::prelude::*;
-use jobqueue_core::{JobId, JobOptions, NewJob, cancel, enqueue_many, rescue_stale};
+use jobqueue_core::engine::rescue_stale;
+use jobqueue_core::{JobId, JobOptions, NewJob, cancel, enqueue_many};
 use jobqueue_runner::{Runner, RunnerConfig};
 use jobqueue_tests::jobs::{self, Sleep};
 use jobqueue_tests::{TestDb, count_where, other_sessions, scalar, wait_for, wait_no_live_jobs};

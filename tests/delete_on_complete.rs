@@ -62,21 +62,22 @@ fn deleting_completions_are_fenced() {
     let stale = claim_one(&mut conn, "a");
     // The lease lapses and another worker claims the job again.
     jobqueue_tests::expire_leases(&mut conn);
-    jobqueue_core::rescue_stale(&mut conn, 100).expect("rescue");
+    jobqueue_core::engine::rescue_stale(&mut conn, 100).expect("rescue");
     let current = claim_one(&mut conn, "b");
     assert_ne!(stale.token, current.token);
-    let refused = jobqueue_core::complete_and_delete_many(&mut conn, &[stale]).expect("run");
+    let refused =
+        jobqueue_core::engine::complete_and_delete_many(&mut conn, &[stale]).expect("run");
     assert_eq!(refused.lost, vec![stale.job_id]);
     assert_eq!(
         count_where(&mut conn, "true"),
         1,
         "the stale completion deleted nothing"
     );
-    jobqueue_core::complete_and_delete(&mut conn, &current).expect("the holder completes");
+    jobqueue_core::engine::complete_and_delete(&mut conn, &current).expect("the holder completes");
     assert_eq!(count_where(&mut conn, "true"), 0);
     // Once gone, a second completion finds nothing to complete.
     assert!(matches!(
-        jobqueue_core::complete_and_delete(&mut conn, &current),
+        jobqueue_core::engine::complete_and_delete(&mut conn, &current),
         Err(jobqueue_core::Error::LeaseLost { .. })
     ));
 }
@@ -93,7 +94,7 @@ fn a_runner_that_keeps_completed_jobs_keeps_their_rows_and_counts_them_too() {
     runner.shutdown();
     assert_eq!(counted(&mut conn, "default", "test.noop"), 50);
     // The dashboard's chart: this minute's completions, from the counts.
-    let (minutes, capped) = jobqueue_core::throughput(&mut conn).expect("throughput");
+    let (minutes, capped) = jobqueue_core::browse::throughput(&mut conn).expect("throughput");
     assert!(!capped);
     assert_eq!(minutes.iter().map(|m| m.completed).sum::<i64>(), 50);
 }
@@ -114,9 +115,9 @@ fn each_connection_counts_into_its_own_rows_and_maintenance_folds_and_prunes_the
     let second = claim_one(&mut b, "b");
     let third = claim_one(&mut b, "b");
     diesel::Connection::transaction::<_, jobqueue_core::Error, _>(&mut a, |a| {
-        jobqueue_core::complete_and_delete(a, &first)?;
+        jobqueue_core::engine::complete_and_delete(a, &first)?;
         diesel::Connection::transaction::<_, jobqueue_core::Error, _>(&mut b, |b| {
-            jobqueue_core::complete_and_delete_many(b, &[second, third])?;
+            jobqueue_core::engine::complete_and_delete_many(b, &[second, third])?;
             Ok(())
         })
     })
@@ -136,7 +137,7 @@ fn each_connection_counts_into_its_own_rows_and_maintenance_folds_and_prunes_the
     ] {
         diesel::RunQueryDsl::execute(diesel::sql_query(statement), &mut a).expect("age the counts");
     }
-    jobqueue_core::prune(&mut a, &Retention::default()).expect("prune");
+    jobqueue_core::engine::prune(&mut a, &Retention::default()).expect("prune");
     assert_eq!(
         scalar(
             &mut a,

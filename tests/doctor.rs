@@ -355,7 +355,7 @@ fn jobs_held_past_their_lease_by_a_killed_runner_fail_until_recovered() {
         ],
     );
 
-    let rescued = jobqueue_core::rescue_stale(&mut conn, 10).expect("rescue");
+    let rescued = jobqueue_core::engine::rescue_stale(&mut conn, 10).expect("rescue");
     assert_eq!(rescued.requeued, vec![id]);
     check_is(&mut conn, &options, "held leases", CheckStatus::Ok);
 }

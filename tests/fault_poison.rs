@@ -366,7 +366,7 @@ fn hostile_names_are_refused_or_kept_verbatim_and_never_run_as_sql() {
         }
         .enqueue(&mut conn)
         .expect("a hostile payload is just data");
-        for channel in [jobqueue_core::NOTIFY_CHANNEL, name] {
+        for channel in [jobqueue_core::engine::NOTIFY_CHANNEL, name] {
             diesel::sql_query("SELECT pg_notify($1, $2)")
                 .bind::<Text, _>(channel)
                 .bind::<Text, _>(*name)

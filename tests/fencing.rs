@@ -3,10 +3,11 @@
 
 use std::time::Duration;
 
-use jobqueue_core::{
-    Error, Failure, JobOptions, JobStatus, Progress, complete, complete_many, fail, heartbeat_many,
-    release_many, report_progress, rescue_stale,
+use jobqueue_core::engine::{
+    Failure, Progress, complete, complete_many, fail, heartbeat_many, release_many,
+    report_progress, rescue_stale,
 };
+use jobqueue_core::{Error, JobOptions, JobStatus};
 use jobqueue_tests::{TestDb, claim_one, expire_leases, put, read_job};
 
 #[test]

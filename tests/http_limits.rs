@@ -288,3 +288,17 @@ fn the_metrics_endpoint_closes_a_scrape_that_does_not_come() {
     assert!(scrape(addr).contains("jobqueue_workers"));
     runner.shutdown();
 }
+
+#[test]
+fn a_request_line_that_is_not_text_gets_400_not_a_dropped_connection() {
+    let db = TestDb::new();
+    let server = dashboard(&db, |_| {});
+    let addr = server.addr();
+    let mut request = b"GET /jobs?q=\xff\xfe HTTP/1.1\r\nHost: ".to_vec();
+    request.extend_from_slice(format!("{addr}\r\nConnection: close\r\n\r\n").as_bytes());
+    let answer = Held::open(addr, &request).response(PATIENCE);
+    assert_eq!(answer.status, 400, "{}", answer.head);
+    let mut nul = b"GET /jobs?key=a%00b HTTP/1.1\r\nHost: ".to_vec();
+    nul.extend_from_slice(format!("{addr}\r\nConnection: close\r\n\r\n").as_bytes());
+    assert_eq!(Held::open(addr, &nul).response(PATIENCE).status, 400);
+}

@@ -126,7 +126,7 @@ fn a_vacuum_shortens_the_table_only_when_asked_to() {
     diesel::RunQueryDsl::execute(diesel::sql_query("DELETE FROM jobqueue_jobs"), &mut conn)
         .expect("delete");
 
-    let mut session = jobqueue_core::QueueSession::establish(&db.url).expect("session");
+    let mut session = jobqueue_core::engine::QueueSession::establish(&db.url).expect("session");
     let vacuumed = session.vacuum_if_needed(0, false).expect("vacuum");
     assert!(vacuumed.is_some(), "the vacuum did not run");
     assert_eq!(
@@ -161,7 +161,7 @@ fn the_xmin_horizon_names_its_holder_until_it_ends() {
         )
     }
     let (db, other) = (TestDb::new(), TestDb::new());
-    let mut session = jobqueue_core::QueueSession::establish(&db.url).expect("session");
+    let mut session = jobqueue_core::engine::QueueSession::establish(&db.url).expect("session");
     let mut elsewhere = other.conn();
     pin(&mut elsewhere);
     // Nothing of this database holds its horizon (this session's own look

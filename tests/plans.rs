@@ -10,9 +10,8 @@
 use std::time::Duration;
 
 use diesel::prelude::*;
-use jobqueue_core::{
-    Claim, Failure, HotStatement, JobStatus, Lease, Plan, QueueSession, Resume, RetryPolicy,
-};
+use jobqueue_core::engine::{Claim, Failure, HotStatement, Lease, Plan, QueueSession, Resume};
+use jobqueue_core::{JobStatus, RetryPolicy};
 use jobqueue_tests::{TestDb, scalar};
 
 /// Jobs per batch statement.

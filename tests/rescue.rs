@@ -4,9 +4,8 @@
 use std::time::Duration;
 
 use diesel::PgConnection;
-use jobqueue_core::{
-    Claim, JobOptions, JobStatus, NewJob, claim, get_job, heartbeat_many, rescue_stale, start_many,
-};
+use jobqueue_core::engine::{Claim, claim, heartbeat_many, rescue_stale, start_many};
+use jobqueue_core::{JobOptions, JobStatus, NewJob, get_job};
 use jobqueue_tests::{
     TestDb, assert_contains, bare_jobs, count_where, expire_leases, put, read_job, wait_for,
 };

@@ -4,9 +4,8 @@
 
 use diesel::connection::SimpleConnection;
 use diesel::prelude::*;
-use jobqueue_core::{
-    Claim, JobId, JobOptions, JobRow, NewJob, QueueSession, Resume, claim, enqueue_many,
-};
+use jobqueue_core::engine::{Claim, QueueSession, Resume, claim};
+use jobqueue_core::{JobId, JobOptions, JobRow, NewJob, enqueue_many};
 use jobqueue_tests::TestDb;
 use jobqueue_tests::jobs::Noop;
 

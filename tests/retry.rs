@@ -5,9 +5,8 @@ use std::time::Duration;
 
 use diesel::prelude::*;
 use diesel::sql_types::Double;
-use jobqueue_core::{
-    Claim, FailOutcome, Failure, JobOptions, JobStatus, Lease, RetryPolicy, claim, fail,
-};
+use jobqueue_core::engine::{Claim, FailOutcome, Failure, Lease, claim, fail};
+use jobqueue_core::{JobOptions, JobStatus, RetryPolicy};
 use jobqueue_tests::{TestDb, make_due, put, read_job};
 
 #[derive(QueryableByName)]

@@ -89,7 +89,8 @@ fn by_default_a_worker_process_deletes_completed_jobs_and_counts_them() {
     stop(child);
     assert_eq!(effects_where(&mut conn, "kind = 'run'"), N);
     assert_eq!(
-        jobqueue_core::completed_within(&mut conn, Duration::from_secs(3600)).expect("count"),
+        jobqueue_core::engine::completed_within(&mut conn, Duration::from_secs(3600))
+            .expect("count"),
         N
     );
 }

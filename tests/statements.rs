@@ -5,7 +5,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use diesel::connection::{Connection, InstrumentationEvent};
-use jobqueue_core::{Claim, Failure, GlobalLimits, QueueSession, enqueue_many};
+use jobqueue_core::engine::{Claim, Failure, GlobalLimits, QueueSession};
+use jobqueue_core::enqueue_many;
 use jobqueue_tests::{TestDb, bare_jobs, status_counts};
 
 /// Counts the statements `session` sends from now on.
@@ -88,7 +89,7 @@ fn outside_a_session_each_operation_is_its_own_read_committed_transaction() {
             seen.fetch_add(1, Ordering::Relaxed);
         }
     });
-    let rows = jobqueue_core::claim(&mut conn, &Claim::new("w").limit(10)).expect("claim");
+    let rows = jobqueue_core::engine::claim(&mut conn, &Claim::new("w").limit(10)).expect("claim");
     assert_eq!(rows.len(), 10);
     // BEGIN (with the claim's settings), the lock of limited queues' rows,
     // the claim, COMMIT.

@@ -3,9 +3,9 @@
 //! caller's transaction usable.
 
 use diesel::prelude::*;
+use jobqueue_core::engine::{Claim, claim, complete};
 use jobqueue_core::{
-    Claim, Duplicate, EnqueueOutcome, Error, JobId, JobOptions, NewJob, claim, complete, enqueue,
-    enqueue_many,
+    Duplicate, EnqueueOutcome, Error, JobId, JobOptions, NewJob, enqueue, enqueue_many,
 };
 use jobqueue_tests::{TestDb, count_where, put};
 

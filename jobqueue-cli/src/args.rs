@@ -167,7 +167,7 @@ pub(crate) struct WorkArgs {
     #[arg(long, short = 'q', env = "JOBQUEUE_QUEUES", value_delimiter = ',')]
     pub(crate) queues: Vec<String>,
     /// Snoozes allowed per job before it fails instead.
-    #[arg(long, allow_negative_numbers = true, env = "JOBQUEUE_MAX_SNOOZES", default_value_t = jobqueue_core::DEFAULT_MAX_SNOOZES)]
+    #[arg(long, allow_negative_numbers = true, env = "JOBQUEUE_MAX_SNOOZES", default_value_t = jobqueue_core::engine::DEFAULT_MAX_SNOOZES)]
     pub(crate) max_snoozes: i32,
     /// Most jobs claimed per statement.
     #[arg(long, allow_negative_numbers = true, env = "JOBQUEUE_BATCH_SIZE", default_value_t = jobqueue_runner::RunnerConfig::DEFAULT_BATCH_SIZE)]

@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use diesel::{Connection, PgConnection};
+use jobqueue_core::engine::{DEFAULT_CONNECT_TIMEOUT, connectable_url};
 use jobqueue_core::{
     CancelOutcome, EnqueueOutcome, JobFilter, JobId, JobOptions, JobStatus, NewJob, Retention,
 };
@@ -13,11 +14,14 @@ use crate::CliError;
 use crate::args::{
     Command, CronCommand, EnqueueArgs, ListArgs, PruneArgs, QueueCommand, RetryArgs, WorkArgs,
 };
+use crate::terminal::shown;
 
 type Result<T, E = CliError> = std::result::Result<T, E>;
 
 /// Runs one operational command on the database at `url`.
 pub(crate) fn run(url: &str, command: Command, registry: Registry) -> Result<()> {
+    // An empty URL is refused before anything starts, like a missing one.
+    connectable_url(url, DEFAULT_CONNECT_TIMEOUT)?;
     match command {
         Command::Migrate => migrate(url),
         Command::Work(work_args) => work(url, work_args, registry),
@@ -37,8 +41,16 @@ pub(crate) fn run(url: &str, command: Command, registry: Registry) -> Result<()>
     }
 }
 
+/// A connection to `url`, whose connect gives up after
+/// [`DEFAULT_CONNECT_TIMEOUT`] unless the URL sets its own
+/// `connect_timeout`.
 pub(crate) fn connect(url: &str) -> Result<PgConnection> {
-    Ok(PgConnection::establish(url).map_err(jobqueue_core::Error::from)?)
+    connect_within(url, DEFAULT_CONNECT_TIMEOUT)
+}
+
+fn connect_within(url: &str, timeout: Duration) -> Result<PgConnection> {
+    let url = connectable_url(url, timeout)?;
+    Ok(PgConnection::establish(&url).map_err(jobqueue_core::Error::from)?)
 }
 
 /// A duration from a number of seconds given on the command line.
@@ -113,7 +125,7 @@ fn work(url: &str, args: WorkArgs, registry: Registry) -> Result<()> {
                 .into(),
         ));
     }
-    check_schema(url)?;
+    check_schema(url, config.db_timeout)?;
     let (types, queues, workers) = (
         registry.job_types().join(", "),
         if config.queues.is_empty() {
@@ -197,15 +209,16 @@ fn parse_queues(
 }
 
 /// Refuses to start against a database without the schema; lets the runner
-/// start (and wait) when the database is not reachable yet.
-fn check_schema(url: &str) -> Result<()> {
+/// start (and wait) when the database is not reachable yet. The connect
+/// gives up after the runner's database timeout.
+fn check_schema(url: &str, timeout: Duration) -> Result<()> {
     use diesel::RunQueryDsl;
     #[derive(diesel::QueryableByName)]
     struct Exists {
         #[diesel(sql_type = diesel::sql_types::Bool)]
         exists: bool,
     }
-    let Ok(mut conn) = PgConnection::establish(url) else {
+    let Ok(mut conn) = connect_within(url, timeout) else {
         log::warn!("the database is not reachable yet; the runner will keep trying");
         return Ok(());
     };
@@ -279,22 +292,40 @@ fn enqueue(url: &str, args: EnqueueArgs, registry: &Registry) -> Result<()> {
     Ok(())
 }
 
-/// The payload from a file, or from standard input for `-`.
+/// The most `--payload-file` reads: far above any payload a job type
+/// accepts by default (1 MiB serialized), low enough that a wrong file
+/// (`/dev/zero`, a disk image) is refused before it fills the memory.
+const MAX_PAYLOAD_FILE_BYTES: u64 = 64 * 1024 * 1024;
+
+/// The payload from a file, or from standard input for `-`, read up to
+/// [`MAX_PAYLOAD_FILE_BYTES`].
 fn read_payload(path: &std::path::Path) -> Result<String> {
     use std::io::Read;
-    let mut text = String::new();
-    let read = if path.as_os_str() == "-" {
-        std::io::stdin().read_to_string(&mut text)
-    } else {
-        std::fs::File::open(path).and_then(|mut file| file.read_to_string(&mut text))
-    };
-    read.map_err(|e| {
+    let unreadable = |e: &dyn std::fmt::Display| {
         CliError::Usage(format!(
             "--payload-file {}: cannot read the payload: {e}",
             path.display()
         ))
-    })?;
-    Ok(text)
+    };
+    let source: Box<dyn Read> = if path.as_os_str() == "-" {
+        Box::new(std::io::stdin())
+    } else {
+        Box::new(std::fs::File::open(path).map_err(|e| unreadable(&e))?)
+    };
+    let mut bytes = Vec::new();
+    source
+        .take(MAX_PAYLOAD_FILE_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| unreadable(&e))?;
+    if bytes.len() as u64 > MAX_PAYLOAD_FILE_BYTES {
+        return Err(CliError::Usage(format!(
+            "--payload-file {}: the payload is larger than {} MiB; give a JSON file of the \
+             job's payload",
+            path.display(),
+            MAX_PAYLOAD_FILE_BYTES / (1024 * 1024)
+        )));
+    }
+    String::from_utf8(bytes).map_err(|e| unreadable(&e))
 }
 
 /// An RFC 3339 time given as `--{name}`; a time without a zone is refused
@@ -340,11 +371,12 @@ fn list(url: &str, args: ListArgs) -> Result<()> {
             (Some(error), _) => error.replace('\n', " "),
         };
         let error: String = error.chars().take(60).collect();
+        let error = shown(&error);
         println!(
             "{:<36}  {:<20} {:<12} {:<9} {:>4} {:>7}  {:<20}  {}",
             job.id,
-            job.job_type,
-            job.queue,
+            shown(&job.job_type),
+            shown(&job.queue),
             job.status,
             job.priority,
             format!("{}/{}", job.attempts, job.max_attempts),
@@ -363,32 +395,35 @@ fn show(url: &str, id: &str) -> Result<()> {
         t.map(|t| t.to_rfc3339()).unwrap_or_else(|| "-".into())
     };
     println!("id:            {}", job.id);
-    println!("type:          {}", job.job_type);
-    println!("queue:         {}", job.queue);
+    println!("type:          {}", shown(&job.job_type));
+    println!("queue:         {}", shown(&job.queue));
     println!("status:        {}", job.status);
     println!("priority:      {}", job.priority);
     println!("attempts:      {} of {}", job.attempts, job.max_attempts);
     println!(
         "unique key:    {}",
-        job.unique_key.as_deref().unwrap_or("-")
+        shown(job.unique_key.as_deref().unwrap_or("-"))
     );
     println!("created at:    {}", job.created_at.to_rfc3339());
     println!("run at:        {}", job.run_at.to_rfc3339());
     println!("claimed at:    {}", time(job.claimed_at));
     println!("started at:    {}", time(job.started_at));
     println!("finished at:   {}", time(job.finished_at));
-    println!("worker:        {}", job.worker_id.as_deref().unwrap_or("-"));
+    println!(
+        "worker:        {}",
+        shown(job.worker_id.as_deref().unwrap_or("-"))
+    );
     println!("lease expires: {}", time(job.lease_expires_at));
     println!(
         "progress:      {}% {} ({} events)",
         job.progress,
-        job.current_stage.as_deref().unwrap_or(""),
+        shown(job.current_stage.as_deref().unwrap_or("")),
         job.events_count
     );
     if job.cancel_requested {
         println!("cancel:        requested");
     }
-    println!("last error:    {}", last_error(&job));
+    println!("last error:    {}", shown(&last_error(&job)));
     println!("payload:       {}", job.payload);
     if let Some(errors) = job.errors.as_array().filter(|e| !e.is_empty()) {
         println!("errors:");
@@ -397,7 +432,7 @@ fn show(url: &str, id: &str) -> Result<()> {
                 "  attempt {} at {}: {}",
                 error["attempt"],
                 error["at"].as_str().unwrap_or("?"),
-                error["error"].as_str().unwrap_or("?")
+                shown(error["error"].as_str().unwrap_or("?"))
             );
         }
     }
@@ -417,7 +452,7 @@ fn last_error(job: &jobqueue_core::JobRow) -> String {
     }
 }
 
-use jobqueue_core::human_duration as human;
+use jobqueue_core::browse::human_duration as human;
 
 fn stats(url: &str, history: bool) -> Result<()> {
     let mut conn = connect(url)?;
@@ -443,10 +478,10 @@ fn stats(url: &str, history: bool) -> Result<()> {
                 format!("{:>10}", "-")
             }
         });
-        println!("{:<16} {}{:>12}", q.queue, counts.concat(), age);
+        println!("{:<16} {}{:>12}", shown(&q.queue), counts.concat(), age);
     }
-    let hour = jobqueue_core::completed_within(&mut conn, Duration::from_secs(3600))?;
-    let day = jobqueue_core::completed_within(&mut conn, Duration::from_secs(24 * 3600))?;
+    let hour = jobqueue_core::engine::completed_within(&mut conn, Duration::from_secs(3600))?;
+    let day = jobqueue_core::engine::completed_within(&mut conn, Duration::from_secs(24 * 3600))?;
     println!(
         "\ncompleted: {hour} in the last hour, {day} in the last day \
          (counted as they complete; their rows are kept only by runners \
@@ -477,7 +512,7 @@ fn stats(url: &str, history: bool) -> Result<()> {
             let handled = runners.iter().any(|r| r.job_types.contains(&t.job_type));
             println!(
                 "{:<32} {}{}",
-                t.job_type,
+                shown(&t.job_type),
                 counts,
                 if handled {
                     ""
@@ -524,7 +559,7 @@ fn cancel(url: &str, id: &str) -> Result<()> {
 
 fn delete(url: &str, id: &str) -> Result<()> {
     let id = parse_id(id)?;
-    match jobqueue_core::delete_finished_job(&mut connect(url)?, id) {
+    match jobqueue_core::browse::delete_finished_job(&mut connect(url)?, id) {
         Ok(()) => {
             println!("deleted {id}");
             Ok(())
@@ -543,7 +578,7 @@ fn prune(url: &str, args: PruneArgs) -> Result<()> {
         cancelled: Some(hours("cancelled-hours", args.cancelled_hours)?),
         ..Retention::default()
     };
-    let pruned = jobqueue_core::prune(&mut connect(url)?, &retention)?;
+    let pruned = jobqueue_core::engine::prune(&mut connect(url)?, &retention)?;
     println!(
         "pruned {} completed, {} failed, {} cancelled job(s)",
         pruned.completed, pruned.failed, pruned.cancelled
@@ -622,7 +657,7 @@ fn queue_list(conn: &mut PgConnection) -> Result<()> {
     for q in queues {
         println!(
             "{:<20} {:<8} {:>10} {:>10} {:>10} {:>8} {:>10} {:>12} {:>8}",
-            q.queue,
+            shown(&q.queue),
             if q.paused { "paused" } else { "active" },
             q.due,
             q.scheduled,
@@ -688,9 +723,9 @@ fn cron_list(conn: &mut PgConnection) -> Result<()> {
         };
         println!(
             "{:<24} {:<18} {:<16} {:<22} {:<22} {state}",
-            s.name,
-            s.cron,
-            s.time_zone.as_deref().unwrap_or("UTC"),
+            shown(&s.name),
+            shown(&s.cron),
+            shown(s.time_zone.as_deref().unwrap_or("UTC")),
             time(s.last_slot),
             s.next_slot().map(time).unwrap_or_else(|| "-".into()),
         );
@@ -711,19 +746,19 @@ fn runners(url: &str) -> Result<()> {
     for r in runners {
         println!(
             "{:<32} {:<16} {:>8} {:<8} {:>7} {:<20} {:>10} {:<5} {}",
-            r.worker_id,
-            r.host,
+            shown(&r.worker_id),
+            shown(&r.host),
             r.pid,
             r.version,
             r.concurrency,
             if r.queues.is_empty() {
                 "all".to_owned()
             } else {
-                r.queues.join(",")
+                shown(&r.queues.join(",")).into_owned()
             },
             format!("{} ago", human(r.silent_for())),
             if r.is_gone() { "gone" } else { "live" },
-            r.job_types.join(","),
+            shown(&r.job_types.join(",")),
         );
     }
     Ok(())

@@ -155,10 +155,11 @@ fn print_check(check: &Check) {
         "{:<6}{:<19}{}",
         check.status.as_str(),
         check.name,
-        check.evidence
+        // Evidence quotes the server: application names, slot names.
+        crate::terminal::shown(&check.evidence)
     );
     if check.status != CheckStatus::Ok && !check.advice.is_empty() {
-        println!("{:<6}-> {}", "", check.advice);
+        println!("{:<6}-> {}", "", crate::terminal::shown(&check.advice));
     }
 }
 

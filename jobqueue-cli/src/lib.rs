@@ -32,6 +32,7 @@ mod commands;
 mod dashboard;
 mod doctor;
 mod error;
+mod terminal;
 
 use std::ffi::OsString;
 use std::process::ExitCode;

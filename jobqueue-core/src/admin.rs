@@ -63,7 +63,7 @@ fn requeue(conn: &mut PgConnection, id: Option<JobId>) -> Result<Vec<JobId>> {
     let rows = read_committed(conn, |conn| {
         Ok(diesel::sql_query(sql::JOB_RETRY)
             .bind::<Nullable<Uuid>, _>(id)
-            .bind::<Text, _>(crate::NOTIFY_CHANNEL)
+            .bind::<Text, _>(crate::enqueue::NOTIFY_CHANNEL)
             .load::<IdRow>(conn)?)
     })?;
     Ok(rows.into_iter().map(|row| row.id).collect())

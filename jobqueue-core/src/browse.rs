@@ -14,6 +14,7 @@ use chrono::{DateTime, Utc};
 use diesel::prelude::*;
 use diesel::sql_types::{BigInt, Nullable, Text, Timestamptz, Uuid};
 
+pub use crate::human::human_duration;
 use crate::id_rows::IdRow;
 use crate::isolation::{read_committed, report};
 use crate::{Error, JobId, JobRow, JobStatus, Result, limits, sql};
@@ -108,14 +109,17 @@ fn window_floor(conn: &mut PgConnection, before: Option<JobId>) -> Result<Option
 }
 
 impl JobQuery {
-    /// Checks the filters: names as the queue accepts them, and `RunAt`
-    /// only with a live status.
+    /// Checks the filters: names and unique keys as the queue accepts
+    /// them, and `RunAt` only with a live status.
     pub fn validate(&self) -> Result<()> {
         if let Some(queue) = &self.queue {
             limits::check_queue(queue)?;
         }
         if let Some(job_type) = &self.job_type {
             limits::check_job_type(job_type)?;
+        }
+        if let Some(key) = &self.unique_key {
+            limits::check_unique_key(key)?;
         }
         if self.order == JobOrder::RunAt && self.status.is_none_or(|s| s.is_finished()) {
             return Err(Error::invalid(
@@ -275,7 +279,7 @@ pub fn retry_failed_matching(
         Ok(diesel::sql_query(sql::JOB_RETRY_MATCHING)
             .bind::<Nullable<Text>, _>(queue)
             .bind::<Nullable<Text>, _>(job_type)
-            .bind::<Text, _>(crate::NOTIFY_CHANNEL)
+            .bind::<Text, _>(crate::enqueue::NOTIFY_CHANNEL)
             .load::<IdRow>(conn)?)
     })?;
     Ok(rows.into_iter().map(|row| row.id).collect())

@@ -18,7 +18,7 @@ pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
 ///
 /// A claim takes due jobs of its queues, whatever their type: queues are
 /// the unit of routing. A runner that claims a job it has no handler for
-/// sets it aside as [`crate::JobStatus::Unhandled`] (see [`crate::park_many`]).
+/// sets it aside as [`crate::JobStatus::Unhandled`] (see [`crate::finish::park_many`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Claim {
     /// Who claims: stored on the row while it is held.
@@ -58,7 +58,7 @@ pub struct Claim {
 /// priority (a retry or a scheduled job that came due with an older
 /// `run_at`, a job another claimer skipped) is left for a claim with an
 /// earlier point or none: the runner moves its points back to the first
-/// due job [`crate::queue_head`] finds, every look.
+/// due job `queue_head` finds, every look.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Resume {
     /// The queue.

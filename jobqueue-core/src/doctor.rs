@@ -163,8 +163,8 @@ impl DoctorOptions {
                 "transaction thresholds",
                 format!(
                     "warn at {} is above fail at {}",
-                    crate::human_duration(self.xact_warn),
-                    crate::human_duration(self.xact_fail)
+                    crate::human::human_duration(self.xact_warn),
+                    crate::human::human_duration(self.xact_fail)
                 ),
             ));
         }

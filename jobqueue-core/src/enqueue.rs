@@ -1,7 +1,7 @@
 //! Inserting jobs: one at a time or many in one statement.
 //!
 //! Each insert also wakes idle workers with `pg_notify` (see
-//! [`crate::NOTIFY_CHANNEL`]); the notification is delivered when, and only
+//! [`NOTIFY_CHANNEL`]); the notification is delivered when, and only
 //! if, the transaction commits.
 //!
 //! NOTIFY serializes the commits of notifying transactions (PostgreSQL takes
@@ -34,6 +34,9 @@ use diesel::sql_types::{Array, Bool, Double, Integer, Nullable, Text, Timestampt
 use crate::id_rows::IdRow;
 use crate::prepared::{Prepared, Statement, prepared};
 use crate::{Error, JobId, NewJob, Result, sql};
+
+/// The `LISTEN`/`NOTIFY` channel on which enqueues announce available jobs.
+pub const NOTIFY_CHANNEL: &str = "jobqueue_jobs";
 
 /// Least time between two notifications of one queue of one database from
 /// this process.
@@ -258,7 +261,7 @@ pub fn enqueue(conn: &mut PgConnection, job: &NewJob) -> Result<EnqueueOutcome> 
 fn insert_one(conn: &mut PgConnection, job: &NewJob, notify: bool) -> Result<Option<JobId>> {
     let inserted = job_columns::<sql::JobInsert>(job)
         .bind::<Nullable<Text>, _>(job.unique_key.as_deref())
-        .bind::<Text, _>(crate::NOTIFY_CHANNEL)
+        .bind::<Text, _>(NOTIFY_CHANNEL)
         .bind::<Bool, _>(notify)
         .get_result::<InsertedRow>(conn)
         .optional()?;
@@ -365,7 +368,7 @@ fn copy_many(conn: &mut PgConnection, jobs: &[NewJob]) -> Result<Enqueued> {
     queues.sort_unstable();
     queues.dedup();
     diesel::sql_query(sql::JOB_NOTIFY_QUEUES)
-        .bind::<Text, _>(crate::NOTIFY_CHANNEL)
+        .bind::<Text, _>(NOTIFY_CHANNEL)
         .bind::<Array<Text>, _>(&queues)
         .execute(conn)?;
     Ok(Enqueued {
@@ -407,7 +410,7 @@ fn insert_many(conn: &mut PgConnection, jobs: &[NewJob]) -> Result<Enqueued> {
         .bind::<Array<Nullable<Timestamptz>>, _>(&run_ats)
         .bind::<Array<Double>, _>(&delays)
         .bind::<Array<Nullable<Text>>, _>(&keys)
-        .bind::<Text, _>(crate::NOTIFY_CHANNEL)
+        .bind::<Text, _>(NOTIFY_CHANNEL)
         .bind::<Bool, _>(true)
         .load::<IdRow>(conn)?;
     let inserted: std::collections::HashSet<JobId> = rows.iter().map(|row| row.id).collect();

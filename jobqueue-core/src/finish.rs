@@ -11,8 +11,9 @@ use diesel::sql_types::{Array, Double, Integer, Nullable, Text, Timestamptz, Uui
 use crate::id_rows::IdRow;
 use crate::isolation::{Scope, scoped};
 use crate::lease::columns;
+use crate::lease::{Fenced, Lease};
 use crate::prepared::{Prepared, Statement, prepared};
-use crate::{Error, Fenced, JobId, JobStatus, Lease, Result, RetryPolicy, limits, sql};
+use crate::{Error, JobId, JobStatus, Result, RetryPolicy, limits, sql};
 
 /// One of the `(ids, tokens) -> RETURNING id` statements, bound to
 /// `leases` (sorted by id).
@@ -118,7 +119,7 @@ pub fn cancel_held_many(conn: &mut PgConnection, leases: &[Lease]) -> Result<Fen
 /// Sets held jobs aside as [`JobStatus::Unhandled`] without using up an
 /// attempt: `runner` claimed them from a queue it works but has no handler
 /// for their type. Their error names the type, the runner and the queue.
-/// [`crate::reclaim_unhandled`] puts them back when a runner that handles
+/// [`crate::ready::reclaim_unhandled`] puts them back when a runner that handles
 /// the type runs.
 pub fn park_many(conn: &mut PgConnection, leases: &[Lease], runner: &str) -> Result<Fenced> {
     run_fenced(conn, Scope::Own, leases, park_query(leases, runner))

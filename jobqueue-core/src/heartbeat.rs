@@ -6,9 +6,10 @@ use diesel::prelude::*;
 use diesel::sql_types::{Array, Bool, Double, Integer, Nullable, SmallInt, Text, Uuid};
 
 use crate::isolation::{Scope, read_committed, scoped};
+use crate::lease::Lease;
 use crate::lease::columns;
 use crate::prepared::{Prepared, prepared};
-use crate::{Error, JobId, Lease, Result, sql};
+use crate::{Error, JobId, Result, sql};
 
 #[derive(QueryableByName)]
 struct BeatRow {
@@ -71,7 +72,7 @@ pub(crate) fn heartbeat_many_in(
         .map(|row| row.id)
         .collect();
     let renewed: Vec<JobId> = rows.into_iter().map(|row| row.id).collect();
-    let fenced = crate::Fenced::sort(leases, renewed);
+    let fenced = crate::lease::Fenced::sort(leases, renewed);
     Ok(Heartbeat {
         renewed: fenced.applied,
         cancel_requested,

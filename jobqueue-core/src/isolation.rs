@@ -16,7 +16,7 @@ pub(crate) enum Scope {
     /// In a transaction of its own opened with the needed settings (or in
     /// the caller's open transaction, as it is).
     Own,
-    /// On a [`crate::QueueSession`], whose session already has them: one
+    /// On a `QueueSession`, whose session already has them: one
     /// statement, one round trip.
     Session,
 }

@@ -6,6 +6,7 @@ use crate::limits::{
     self, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_PAYLOAD_BYTES, DEFAULT_PRIORITY, DEFAULT_QUEUE,
 };
 use crate::options::Schedule;
+use crate::storable::check_storable;
 use crate::{Error, Job, JobId, JobOptions, Result};
 
 /// Seconds beyond which a delay is refused (about 100 years).
@@ -92,6 +93,7 @@ impl NewJob {
                 limit,
             });
         }
+        check_storable(&payload)?;
         let priority = options.priority.unwrap_or(defaults.priority);
         limits::check_priority(priority)?;
         let queue = options.queue.unwrap_or_else(|| defaults.queue.to_owned());

@@ -222,7 +222,7 @@ pub fn fire_due(conn: &mut PgConnection, schedules: &[Periodic]) -> Result<FireP
                     .bind::<Timestamptz, _>(newest)
                     .bind::<Array<Timestamptz>, _>(&slots)
                     .bind::<Array<Uuid>, _>(&ids)
-                    .bind::<Text, _>(crate::NOTIFY_CHANNEL)
+                    .bind::<Text, _>(crate::enqueue::NOTIFY_CHANNEL)
                     .get_result::<Fired>(conn)?)
             })?;
             if fired.fired > 0 {
@@ -339,7 +339,7 @@ pub fn run_schedule_now(conn: &mut PgConnection, name: &str) -> Result<JobId> {
         Ok(diesel::sql_query(sql::SCHEDULE_RUN_NOW)
             .bind::<Text, _>(name)
             .bind::<Uuid, _>(id)
-            .bind::<Text, _>(crate::NOTIFY_CHANNEL)
+            .bind::<Text, _>(crate::enqueue::NOTIFY_CHANNEL)
             .get_result::<Fired>(conn)?)
     })?;
     if fired.fired == 1 {

@@ -11,10 +11,11 @@ use diesel::sql_types::Text;
 use crate::claim::Claim;
 use crate::finish::{Failure, fail_query, fenced_query, park_query};
 use crate::heartbeat::heartbeat_query;
+use crate::lease::Lease;
 use crate::prepared::{EXPLAIN_ANALYZE, ExplainAnalyze, Prepared, Statement};
 use crate::prune::prune_query;
 use crate::rescue::rescue_query;
-use crate::{JobStatus, Lease, Result, sql};
+use crate::{JobStatus, Result, sql};
 
 /// A statement the runners run on every batch (the hot path) or on every
 /// maintenance pass, with the values it would run with.

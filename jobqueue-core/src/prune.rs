@@ -34,7 +34,7 @@ pub const COUNTS_KEPT: Duration = Duration::from_secs(30 * DAY);
 
 impl Retention {
     /// Whether completed jobs are kept for no time: their completion then
-    /// deletes them ([`crate::complete_and_delete_many`]) instead of
+    /// deletes them ([`crate::finish::complete_and_delete_many`]) instead of
     /// rewriting them as `completed` for a prune to delete later.
     pub fn deletes_completed(&self) -> bool {
         self.completed == Some(Duration::ZERO)

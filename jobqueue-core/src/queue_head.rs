@@ -5,7 +5,8 @@ use chrono::{DateTime, Utc};
 use diesel::prelude::*;
 use diesel::sql_types::{BigInt, Integer, Nullable, Text, Timestamptz};
 
-use crate::{JobId, Result, Resume, limits, sql};
+use crate::claim::Resume;
+use crate::{JobId, Result, limits, sql};
 
 /// What a claim from the start of a queue reads before its first due job.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -101,7 +101,7 @@ pub fn resume_queue(conn: &mut PgConnection, queue: &str) -> Result<QueueChange>
     let change = read_committed(conn, |conn| {
         Ok(diesel::sql_query(sql::QUEUE_RESUME)
             .bind::<Text, _>(queue)
-            .bind::<Text, _>(crate::NOTIFY_CHANNEL)
+            .bind::<Text, _>(crate::enqueue::NOTIFY_CHANNEL)
             .get_result::<QueueChange>(conn)?)
     })?;
     if change.known {
@@ -138,7 +138,7 @@ pub fn set_queue_limit(
         Ok(diesel::sql_query(sql::QUEUE_SET_LIMIT)
             .bind::<Text, _>(queue)
             .bind::<Nullable<Integer>, _>(limit)
-            .bind::<Text, _>(crate::NOTIFY_CHANNEL)
+            .bind::<Text, _>(crate::enqueue::NOTIFY_CHANNEL)
             .get_result::<QueueChange>(conn)?)
     })
 }

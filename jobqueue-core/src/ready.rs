@@ -30,7 +30,7 @@ pub(crate) fn promote_due_in(conn: &mut PgConnection, scope: Scope, limit: i64) 
     scoped(conn, scope, sql::READ_COMMITTED_BEGIN, |conn| {
         Ok(diesel::sql_query(sql::JOB_PROMOTE_DUE)
             .bind::<BigInt, _>(limit)
-            .bind::<Text, _>(crate::NOTIFY_CHANNEL)
+            .bind::<Text, _>(crate::enqueue::NOTIFY_CHANNEL)
             .get_result::<Moved>(conn)?
             .n)
     })
@@ -72,7 +72,7 @@ pub(crate) fn reclaim_unhandled_in(
             .bind::<Array<Text>, _>(job_types)
             .bind::<Array<Text>, _>(queues)
             .bind::<BigInt, _>(limit)
-            .bind::<Text, _>(crate::NOTIFY_CHANNEL)
+            .bind::<Text, _>(crate::enqueue::NOTIFY_CHANNEL)
             .get_result::<Moved>(conn)?
             .n)
     })

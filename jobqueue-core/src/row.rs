@@ -3,8 +3,9 @@
 use chrono::{DateTime, Utc};
 use diesel::prelude::*;
 
+use crate::lease::Lease;
 use crate::schema::jobqueue_jobs;
-use crate::{JobId, JobStatus, Lease};
+use crate::{JobId, JobStatus};
 
 /// A full row of `jobqueue_jobs`.
 #[derive(Debug, Clone, Queryable, QueryableByName, Selectable)]

@@ -5,12 +5,16 @@ use std::time::Duration;
 use diesel::connection::SimpleConnection;
 use diesel::{Connection, PgConnection, RunQueryDsl};
 
+use crate::claim::Claim;
 use crate::finish::fenced_update;
+use crate::finish::{FailedMany, Failure};
+use crate::heartbeat::Heartbeat;
 use crate::isolation::Scope;
-use crate::{
-    Claim, FailedMany, Failure, Fenced, Heartbeat, HotStatement, JobRow, Lease, Plan, Pruned,
-    Rescued, Result, Retention, sql,
-};
+use crate::lease::{Fenced, Lease};
+use crate::plan::{HotStatement, Plan};
+use crate::prune::Pruned;
+use crate::rescue::Rescued;
+use crate::{JobRow, Result, Retention, sql};
 
 /// A connection used only for the queue's own statements (a runner's
 /// fetcher, completer, lease keeper, maintenance).
@@ -79,37 +83,37 @@ impl QueueSession {
             .is_ok()
     }
 
-    /// [`crate::claim`], in one round trip.
+    /// [`crate::claim::claim`], in one round trip.
     pub fn claim(&mut self, claim: &Claim) -> Result<Vec<JobRow>> {
         crate::claim::claim_in(&mut self.conn, Scope::Session, claim)
     }
 
-    /// [`crate::queue_head`], in one round trip.
-    pub fn queue_head(&mut self, queue: &str) -> Result<crate::QueueHead> {
-        crate::queue_head(&mut self.conn, queue)
+    /// [`crate::queue_head::queue_head`], in one round trip.
+    pub fn queue_head(&mut self, queue: &str) -> Result<crate::queue_head::QueueHead> {
+        crate::queue_head::queue_head(&mut self.conn, queue)
     }
 
-    /// [`crate::complete_many`], in one round trip.
+    /// [`crate::finish::complete_many`], in one round trip.
     pub fn complete_many(&mut self, leases: &[Lease]) -> Result<Fenced> {
         fenced_update::<sql::JobCompleteMany>(&mut self.conn, Scope::Session, leases)
     }
 
-    /// [`crate::complete_and_delete_many`], in one round trip.
+    /// [`crate::finish::complete_and_delete_many`], in one round trip.
     pub fn complete_and_delete_many(&mut self, leases: &[Lease]) -> Result<Fenced> {
         fenced_update::<sql::JobCompleteDeleteMany>(&mut self.conn, Scope::Session, leases)
     }
 
-    /// [`crate::fail_many`], in one round trip.
+    /// [`crate::finish::fail_many`], in one round trip.
     pub fn fail_many(&mut self, failures: &[Failure]) -> Result<FailedMany> {
         crate::finish::fail_many_in(&mut self.conn, Scope::Session, failures)
     }
 
-    /// [`crate::release_many`], in one round trip.
+    /// [`crate::finish::release_many`], in one round trip.
     pub fn release_many(&mut self, leases: &[Lease]) -> Result<Fenced> {
         fenced_update::<sql::JobReleaseMany>(&mut self.conn, Scope::Session, leases)
     }
 
-    /// [`crate::park_many`], in one round trip.
+    /// [`crate::finish::park_many`], in one round trip.
     pub fn park_many(&mut self, leases: &[Lease], runner: &str) -> Result<Fenced> {
         crate::finish::run_fenced(
             &mut self.conn,
@@ -119,12 +123,12 @@ impl QueueSession {
         )
     }
 
-    /// [`crate::promote_due`], in one round trip.
+    /// [`crate::ready::promote_due`], in one round trip.
     pub fn promote_due(&mut self, limit: i64) -> Result<i64> {
         crate::ready::promote_due_in(&mut self.conn, Scope::Session, limit)
     }
 
-    /// [`crate::reclaim_unhandled`], in one round trip.
+    /// [`crate::ready::reclaim_unhandled`], in one round trip.
     pub fn reclaim_unhandled(
         &mut self,
         job_types: &[String],
@@ -142,38 +146,38 @@ impl QueueSession {
         crate::plan::explain(&mut self.conn, statement)
     }
 
-    /// [`crate::cancel_held_many`], in one round trip.
+    /// [`crate::finish::cancel_held_many`], in one round trip.
     pub fn cancel_held_many(&mut self, leases: &[Lease]) -> Result<Fenced> {
         fenced_update::<sql::JobCancelHeldMany>(&mut self.conn, Scope::Session, leases)
     }
 
     /// Whether any of `queues` (all queues if empty) has a global limit
     /// (see [`crate::set_queue_limit`]): a claim that may take from such a
-    /// queue needs [`crate::GlobalLimits::Honour`].
+    /// queue needs [`crate::claim::GlobalLimits::Honour`].
     pub fn any_global_limit(&mut self, queues: &[String]) -> Result<bool> {
         crate::queues::any_global_limit(&mut self.conn, queues)
     }
 
-    /// [`crate::snooze_many`], in one round trip.
+    /// [`crate::snooze::snooze_many`], in one round trip.
     pub fn snooze_many(
         &mut self,
-        snoozes: &[crate::Snooze],
+        snoozes: &[crate::snooze::Snooze],
         max_snoozes: i32,
-    ) -> Result<crate::Snoozed> {
+    ) -> Result<crate::snooze::Snoozed> {
         crate::snooze::snooze_many_in(&mut self.conn, Scope::Session, snoozes, max_snoozes)
     }
 
-    /// [`crate::start_many`], in one round trip.
+    /// [`crate::finish::start_many`], in one round trip.
     pub fn start_many(&mut self, leases: &[Lease]) -> Result<Fenced> {
         fenced_update::<sql::JobStartMany>(&mut self.conn, Scope::Session, leases)
     }
 
-    /// [`crate::heartbeat_many`], in one round trip.
+    /// [`crate::heartbeat::heartbeat_many`], in one round trip.
     pub fn heartbeat_many(&mut self, leases: &[Lease], lease: Duration) -> Result<Heartbeat> {
         crate::heartbeat::heartbeat_many_in(&mut self.conn, Scope::Session, leases, lease)
     }
 
-    /// [`crate::rescue_stale`], in one round trip.
+    /// [`crate::rescue::rescue_stale`], in one round trip.
     pub fn rescue_stale(&mut self, limit: i64) -> Result<Rescued> {
         crate::rescue::rescue_stale_in(&mut self.conn, Scope::Session, limit)
     }
@@ -238,7 +242,7 @@ impl QueueSession {
             .dead)
     }
 
-    /// [`crate::prune`], one round trip per batch.
+    /// [`crate::prune::prune`], one round trip per batch.
     pub fn prune(&mut self, retention: &Retention) -> Result<Pruned> {
         crate::prune::prune_in(&mut self.conn, Scope::Session, retention)
     }

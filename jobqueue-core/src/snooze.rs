@@ -9,8 +9,9 @@ use diesel::sql_types::{Array, Double, Integer, Uuid};
 
 use crate::id_rows::IdStatusRow;
 use crate::isolation::{Scope, scoped};
+use crate::lease::Lease;
 use crate::prepared::prepared;
-use crate::{Error, JobId, JobStatus, Lease, Result, sql};
+use crate::{Error, JobId, JobStatus, Result, sql};
 
 /// Snoozes allowed per job by default before it fails instead.
 pub const DEFAULT_MAX_SNOOZES: i32 = 100;

@@ -133,7 +133,7 @@ struct CountRow {
 
 /// Jobs completed in the last `within` (whole minutes, the current one
 /// included), from the counts every completion adds to, whether the
-/// completed rows are kept or not. The counts go back [`crate::COUNTS_KEPT`].
+/// completed rows are kept or not. The counts go back [`crate::prune::COUNTS_KEPT`].
 pub fn completed_within(conn: &mut PgConnection, within: Duration) -> Result<i64> {
     let row = report(conn, |conn| {
         Ok(diesel::sql_query(sql::COMPLETIONS_WITHIN)

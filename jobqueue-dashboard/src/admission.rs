@@ -49,7 +49,10 @@ pub(crate) fn check(dashboard: &Dashboard, request: &Request) -> Option<Response
         }
     };
     if request.method == Method::Other {
-        return refuse(405, "Error", "Only GET, HEAD and POST are served here.");
+        return refuse(405, "Error", "Only GET, HEAD and POST are served here.").map(|mut r| {
+            r.headers.push(("Allow", "GET, HEAD, POST".to_owned()));
+            r
+        });
     }
     let (path, _) = request.path.split_once('?').unwrap_or((&request.path, ""));
     let public = request.method == Method::Get && PUBLIC.contains(&path);

@@ -15,9 +15,14 @@ pub enum DashboardError {
          (--token or JOBQUEUE_DASHBOARD_TOKEN), or bind to 127.0.0.1"
     )]
     NeedsToken(SocketAddr),
-    /// The access token is too short to resist guessing.
-    #[error("the access token has {0} characters: use at least 16")]
-    WeakToken(usize),
+    /// The access token is too easy to guess, or holds characters a
+    /// cookie or a `/login` link cannot carry: the text says which.
+    #[error(
+        "the access token {0}: use at least 16 characters of at least 8 different ones, \
+         printable ASCII without spaces, quotes, commas, semicolons or backslashes (for \
+         example `openssl rand -hex 16`)"
+    )]
+    WeakToken(String),
     /// An entry of `allowed_hosts` is not a host name or IP literal with an
     /// optional port.
     #[error(

@@ -9,6 +9,15 @@ impl Params {
         Params(form_urlencoded::parse(encoded).into_owned().collect())
     }
 
+    /// The first value of `name` exactly as sent, blanks included (a name
+    /// read back from the database, which may hold any text).
+    pub(crate) fn exact(&self, name: &str) -> Option<&str> {
+        self.0
+            .iter()
+            .find(|(key, _)| key == name)
+            .map(|(_, value)| value.as_str())
+    }
+
     /// The first value of `name`, if present and not blank.
     pub(crate) fn get(&self, name: &str) -> Option<&str> {
         self.0
@@ -36,4 +45,19 @@ pub(crate) fn split(path: &str) -> (&str, Params) {
         Some((path, query)) => (path, Params::parse(query.as_bytes())),
         None => (path, Params::default()),
     }
+}
+
+/// A request path's segments, each percent-decoded once (`/jobs/a%2Fb` is
+/// the two segments `jobs` and `a/b`); `None` if one decodes to bytes that
+/// are not UTF-8.
+pub(crate) fn segments(path: &str) -> Option<Vec<String>> {
+    path.trim_matches('/')
+        .split('/')
+        .map(|segment| {
+            percent_encoding::percent_decode_str(segment)
+                .decode_utf8()
+                .ok()
+                .map(|decoded| decoded.into_owned())
+        })
+        .collect()
 }

@@ -171,27 +171,30 @@ impl Dashboard {
     /// allowed hosts, and that the database answers (a connection is
     /// opened to see).
     pub fn new(mut config: DashboardConfig) -> Result<Self, DashboardError> {
-        if let Some(token) = &config.access_token
-            && token.chars().count() < 16
-        {
-            return Err(DashboardError::WeakToken(token.chars().count()));
+        if let Some(token) = &config.access_token {
+            security::check_token(token).map_err(DashboardError::WeakToken)?;
         }
         let hosts = hosts::Hosts::new(&config.allowed_hosts)
             .map_err(|hosts::BadHost(host)| DashboardError::AllowedHost(host))?;
         config.base_path = config.base_path.trim_end_matches('/').to_owned();
+        // Refuses an empty URL; bounds each connect unless the URL does.
+        let url = jobqueue_core::engine::connectable_url(
+            &config.database_url,
+            jobqueue_core::engine::DEFAULT_CONNECT_TIMEOUT,
+        )?;
         let pool = Pool::builder()
             .max_size(4)
             .min_idle(Some(0))
             .connection_timeout(std::time::Duration::from_secs(10))
             .connection_customizer(Box::new(Timeout(config.statement_timeout)))
-            .build(ConnectionManager::<PgConnection>::new(&config.database_url))
+            .build(ConnectionManager::<PgConnection>::new(&url))
             .map_err(pool_error)?;
         // The pool opens connections on demand: one now, so that a wrong
         // URL or a server that does not answer stops the start at once,
         // with libpq's reason.
         {
             use diesel::Connection;
-            PgConnection::establish(&config.database_url).map_err(jobqueue_core::Error::from)?;
+            PgConnection::establish(&url).map_err(jobqueue_core::Error::from)?;
         }
         Ok(Dashboard {
             config,

@@ -142,6 +142,74 @@ fn login(dashboard: &Dashboard, ctx: &pages::Ctx<'_>, params: &Params) -> Respon
     see_other(ctx.link("/"), Some(cookie))
 }
 
+/// The path's segments, percent-decoded once.
+fn decoded(path: &str) -> Result<Vec<String>, Refusal> {
+    crate::form::segments(path).ok_or_else(|| {
+        Refusal::new(
+            400,
+            format!("the path {path} percent-encodes bytes that are not UTF-8"),
+        )
+    })
+}
+
+fn as_strs(segments: &[String]) -> Vec<&str> {
+    segments.iter().map(String::as_str).collect()
+}
+
+/// The queue or schedule an action names in its form (`name`, as sent:
+/// names are kept out of paths, where a browser would resolve `.`, `..`,
+/// `?` and `#` in them).
+fn named(form: &Params) -> Result<&str, Refusal> {
+    form.exact("name")
+        .ok_or_else(|| Refusal::new(400, "this action names no queue or schedule (`name`)"))
+}
+
+/// Pauses or resumes queue `name`: where to go back to, and what to say.
+fn queue_action(
+    conn: &mut diesel::PgConnection,
+    name: &str,
+    action: &str,
+) -> Result<(String, String), Refusal> {
+    let change = match action {
+        "pause" => jobqueue_core::pause_queue(conn, name)?,
+        "resume" => jobqueue_core::resume_queue(conn, name)?,
+        _ => return Err(Refusal::new(404, format!("no action {action}"))),
+    };
+    let notice = match (action, change.was_paused) {
+        ("pause", true) => format!("queue {name} was already paused"),
+        ("pause", false) => format!("queue {name} paused"),
+        (_, true) => format!("queue {name} resumed"),
+        (_, false) => format!("queue {name} was not paused"),
+    };
+    Ok(("/".to_owned(), notice))
+}
+
+/// Pauses, resumes or runs schedule `name` now.
+fn schedule_action(
+    conn: &mut diesel::PgConnection,
+    name: &str,
+    action: &str,
+) -> Result<(String, String), Refusal> {
+    let notice = match action {
+        "pause" | "resume" => {
+            let pause = action == "pause";
+            let was = jobqueue_core::set_schedule_paused(conn, name, pause)?;
+            match (pause, was) {
+                (true, true) => format!("schedule {name} was already paused"),
+                (true, false) => format!("schedule {name} paused"),
+                (false, true) => format!("schedule {name} resumed"),
+                (false, false) => format!("schedule {name} was not paused"),
+            }
+        }
+        "run" => {
+            let id = jobqueue_core::run_schedule_now(conn, name)?;
+            format!("schedule {name}: job {id} enqueued")
+        }
+        _ => return Err(Refusal::new(404, format!("no action {action}"))),
+    };
+    Ok(("/schedules".to_owned(), notice))
+}
+
 fn job_id(text: &str) -> Result<JobId, Refusal> {
     text.parse()
         .map_err(|_| Refusal::new(404, format!("`{text}` is not a job id")))
@@ -155,8 +223,8 @@ fn get(
 ) -> Result<String, Refusal> {
     let mut conn = dashboard.conn()?;
     let conn = &mut *conn;
-    let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
-    match segments.as_slice() {
+    let segments = decoded(path)?;
+    match as_strs(&segments).as_slice() {
         [""] => pages::overview::render(ctx, conn, params),
         ["jobs"] => pages::jobs::list(ctx, conn, params),
         ["jobs", id] => pages::job::render(ctx, conn, job_id(id)?, params),
@@ -193,8 +261,8 @@ fn post(
     }
     let mut conn = dashboard.conn()?;
     let conn = &mut *conn;
-    let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
-    let (back, notice) = match segments.as_slice() {
+    let segments = decoded(path)?;
+    let (back, notice) = match as_strs(&segments).as_slice() {
         ["jobs", id, action] => {
             let id = job_id(id)?;
             match *action {
@@ -215,49 +283,22 @@ fn post(
                     (format!("/jobs/{id}"), notice)
                 }
                 "delete" => {
-                    jobqueue_core::delete_finished_job(conn, id)?;
+                    jobqueue_core::browse::delete_finished_job(conn, id)?;
                     ("/jobs".to_owned(), format!("job {id} deleted"))
                 }
                 _ => return Err(Refusal::new(404, format!("no action {action}"))),
             }
         }
-        ["queues", name, action] => {
-            let change = match *action {
-                "pause" => jobqueue_core::pause_queue(conn, name)?,
-                "resume" => jobqueue_core::resume_queue(conn, name)?,
-                _ => return Err(Refusal::new(404, format!("no action {action}"))),
-            };
-            let notice = match (*action, change.was_paused) {
-                ("pause", true) => format!("queue {name} was already paused"),
-                ("pause", false) => format!("queue {name} paused"),
-                (_, true) => format!("queue {name} resumed"),
-                (_, false) => format!("queue {name} was not paused"),
-            };
-            ("/".to_owned(), notice)
-        }
-        ["schedules", name, action] => {
-            let notice = match *action {
-                "pause" | "resume" => {
-                    let pause = *action == "pause";
-                    let was = jobqueue_core::set_schedule_paused(conn, name, pause)?;
-                    match (pause, was) {
-                        (true, true) => format!("schedule {name} was already paused"),
-                        (true, false) => format!("schedule {name} paused"),
-                        (false, true) => format!("schedule {name} resumed"),
-                        (false, false) => format!("schedule {name} was not paused"),
-                    }
-                }
-                "run" => {
-                    let id = jobqueue_core::run_schedule_now(conn, name)?;
-                    format!("schedule {name}: job {id} enqueued")
-                }
-                _ => return Err(Refusal::new(404, format!("no action {action}"))),
-            };
-            ("/schedules".to_owned(), notice)
-        }
+        ["queues", action] => queue_action(conn, named(form)?, action)?,
+        ["queues", name, action] => queue_action(conn, name, action)?,
+        ["schedules", action] => schedule_action(conn, named(form)?, action)?,
+        ["schedules", name, action] => schedule_action(conn, name, action)?,
         ["failed", "retry"] => {
-            let retried =
-                jobqueue_core::retry_failed_matching(conn, form.get("queue"), form.get("type"))?;
+            let retried = jobqueue_core::browse::retry_failed_matching(
+                conn,
+                form.get("queue"),
+                form.get("type"),
+            )?;
             (
                 "/failed".to_owned(),
                 format!("{} failed jobs are pending again", retried.len()),

@@ -60,6 +60,35 @@ pub(crate) fn shown_path(path: &str) -> String {
     }
 }
 
+/// Least length of an access token.
+const TOKEN_MIN_CHARS: usize = 16;
+/// Least number of different characters in an access token (16 × `a` is
+/// not a secret).
+const TOKEN_MIN_DISTINCT: usize = 8;
+
+/// Whether `token` can serve as an access token: long and varied enough to
+/// resist guessing, and made of characters that travel unchanged in a
+/// cookie, a header and a `/login?token=` link. `Err` says what is wrong.
+pub(crate) fn check_token(token: &str) -> Result<(), String> {
+    if let Some(bad) = token
+        .chars()
+        .find(|c| !c.is_ascii_graphic() || matches!(c, '"' | ',' | ';' | '\\'))
+    {
+        return Err(format!("holds the character {bad:?}"));
+    }
+    if token.len() < TOKEN_MIN_CHARS {
+        return Err(format!("has {} characters", token.len()));
+    }
+    let distinct = token
+        .bytes()
+        .collect::<std::collections::BTreeSet<u8>>()
+        .len();
+    if distinct < TOKEN_MIN_DISTINCT {
+        return Err(format!("has only {distinct} different characters"));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

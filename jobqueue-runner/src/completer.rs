@@ -8,7 +8,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, select};
-use jobqueue_core::{FailOutcome, Failure, JobId};
+use jobqueue_core::JobId;
+use jobqueue_core::engine::{FailOutcome, Failure};
 
 use crate::backoff::Backoff;
 use crate::claimer::Claimer;
@@ -115,7 +116,7 @@ fn flush(shared: &Shared, claimer: &Claimer, db: &mut Db, pending: &mut Vec<Outc
             OutcomeKind::Release => release.push(lease),
             OutcomeKind::Cancelled => cancel.push(lease),
             OutcomeKind::Park => park.push(lease),
-            OutcomeKind::Snooze(delay) => snoozes.push(jobqueue_core::Snooze {
+            OutcomeKind::Snooze(delay) => snoozes.push(jobqueue_core::engine::Snooze {
                 lease,
                 delay: *delay,
             }),

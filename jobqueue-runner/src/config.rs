@@ -30,7 +30,7 @@ pub struct RunnerConfig {
     /// `queues` is refused. Default: none.
     pub queue_concurrency: std::collections::BTreeMap<String, usize>,
     /// Snoozes allowed per job ([`crate::JobError::Snooze`]) before the job
-    /// fails instead. Default [`jobqueue_core::DEFAULT_MAX_SNOOZES`].
+    /// fails instead. Default [`jobqueue_core::engine::DEFAULT_MAX_SNOOZES`].
     pub max_snoozes: i32,
     /// Most jobs claimed by one statement. Default
     /// [`RunnerConfig::DEFAULT_BATCH_SIZE`]. Only short jobs fill a batch:
@@ -189,11 +189,11 @@ impl RunnerConfig {
             concurrency: 8,
             queues: Vec::new(),
             queue_concurrency: std::collections::BTreeMap::new(),
-            max_snoozes: jobqueue_core::DEFAULT_MAX_SNOOZES,
+            max_snoozes: jobqueue_core::engine::DEFAULT_MAX_SNOOZES,
             batch_size: Self::DEFAULT_BATCH_SIZE,
             prefetch: None,
             poll_interval: Duration::from_secs(1),
-            lease: jobqueue_core::DEFAULT_LEASE,
+            lease: jobqueue_core::engine::DEFAULT_LEASE,
             heartbeat_interval: None,
             retry: RetryPolicy::default(),
             retention: Retention::default(),

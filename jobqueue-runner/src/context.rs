@@ -5,7 +5,8 @@ use std::sync::atomic::Ordering;
 use chrono::{DateTime, Utc};
 use diesel::r2d2::PooledConnection;
 use diesel::{Connection, PgConnection};
-use jobqueue_core::{JobId, JobRow, Progress};
+use jobqueue_core::engine::Progress;
+use jobqueue_core::{JobId, JobRow};
 
 use crate::JobError;
 use crate::job_state::JobState;
@@ -176,7 +177,7 @@ impl<'a> JobContext<'a> {
     fn report(&mut self, progress: Progress) -> Result<(), JobError> {
         let lease = self.state.lease;
         let conn = self.conn()?;
-        match jobqueue_core::report_progress(conn, &lease, &progress) {
+        match jobqueue_core::engine::report_progress(conn, &lease, &progress) {
             Ok(cancel) => {
                 self.state.marked_running.store(true, Ordering::Relaxed);
                 if cancel {
@@ -249,9 +250,9 @@ impl<'a> JobContext<'a> {
             .run::<T, JobError, _>(|conn| {
                 let value = work(conn)?;
                 let completed = if deletes {
-                    jobqueue_core::complete_and_delete(conn, &lease)
+                    jobqueue_core::engine::complete_and_delete(conn, &lease)
                 } else {
-                    jobqueue_core::complete(conn, &lease)
+                    jobqueue_core::engine::complete(conn, &lease)
                 };
                 match completed {
                     Ok(()) => Ok(value),

@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use diesel::{Connection, PgConnection, RunQueryDsl};
-use jobqueue_core::QueueSession;
+use jobqueue_core::engine::QueueSession;
 
 use crate::hang_guard::{Watchdog, Watched};
 use crate::health::{ConnectFailures, Health, one_line};

@@ -6,7 +6,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use jobqueue_core::{JobId, Lease};
+use jobqueue_core::JobId;
+use jobqueue_core::engine::Lease;
 
 use crate::sync::lock;
 

@@ -8,7 +8,7 @@ use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use crossbeam_channel::Receiver;
-use jobqueue_core::Lease;
+use jobqueue_core::engine::Lease;
 
 use crate::backoff::stopped_within;
 use crate::claimer::Claimer;
@@ -78,7 +78,7 @@ pub(crate) fn run(
     let worker_id = &config.worker_id;
     if registered
         && let Err(e) = db.run(&shared.health, |session| {
-            jobqueue_core::deregister_runner(session.conn(), worker_id)
+            jobqueue_core::engine::deregister_runner(session.conn(), worker_id)
         })
     {
         log::debug!("leaving the runner registry failed: {e}");
@@ -93,7 +93,7 @@ fn presence(shared: &Shared, db: &mut Db, registered: bool) -> bool {
     let config = &shared.config;
     if registered {
         match db.run(&shared.health, |session| {
-            jobqueue_core::runner_seen(session.conn(), &config.worker_id)
+            jobqueue_core::engine::runner_seen(session.conn(), &config.worker_id)
         }) {
             Ok(true) => return true,
             Ok(false) => {}
@@ -103,7 +103,7 @@ fn presence(shared: &Shared, db: &mut Db, registered: bool) -> bool {
             }
         }
     }
-    let info = jobqueue_core::RunnerInfo {
+    let info = jobqueue_core::engine::RunnerInfo {
         worker_id: config.worker_id.clone(),
         host: crate::config::hostname(),
         pid: std::process::id(),
@@ -114,7 +114,7 @@ fn presence(shared: &Shared, db: &mut Db, registered: bool) -> bool {
         lease: config.lease,
     };
     match db.run(&shared.health, |session| {
-        jobqueue_core::register_runner(session.conn(), &info)
+        jobqueue_core::engine::register_runner(session.conn(), &info)
     }) {
         Ok(()) => true,
         Err(e) => {

@@ -292,7 +292,10 @@ async fn still_primary(client: &Client, timeout: Duration) -> Result<(), String>
             return Err("the server is read-only (fenced, or a standby)".to_owned());
         }
         client
-            .batch_execute(&format!("LISTEN \"{}\"", jobqueue_core::NOTIFY_CHANNEL))
+            .batch_execute(&format!(
+                "LISTEN \"{}\"",
+                jobqueue_core::engine::NOTIFY_CHANNEL
+            ))
             .await
             .map_err(|e| format!("LISTEN failed ({})", one_line(&e)))
     };

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::Receiver;
-use jobqueue_core::QueueSession;
+use jobqueue_core::engine::QueueSession;
 
 use crate::backoff::stopped_within;
 use crate::claimer::Claimer;
@@ -17,10 +17,10 @@ use crate::shared::Shared;
 use crate::vacuum_pacing::VacuumPacing;
 
 /// Stale jobs recovered per statement.
-const RESCUE_BATCH: i64 = jobqueue_core::DEFAULT_RESCUE_BATCH;
+const RESCUE_BATCH: i64 = jobqueue_core::engine::DEFAULT_RESCUE_BATCH;
 
 /// Jobs moved to `pending` per statement.
-const PROMOTE_BATCH: i64 = jobqueue_core::DEFAULT_PROMOTE_BATCH;
+const PROMOTE_BATCH: i64 = jobqueue_core::engine::DEFAULT_PROMOTE_BATCH;
 
 fn jittered(interval: Duration) -> Duration {
     interval.mul_f64(0.9 + fastrand::f64() * 0.2)

@@ -3,7 +3,8 @@
 
 use std::sync::Arc;
 
-use jobqueue_core::{JobRow, Lease, RetryPolicy};
+use jobqueue_core::engine::Lease;
+use jobqueue_core::{JobRow, RetryPolicy};
 
 use crate::job_state::JobState;
 

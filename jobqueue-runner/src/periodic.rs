@@ -2,7 +2,7 @@
 //! their due slots, sleeping until the next slot by the database's clock
 //! (at most a minute, when it also declares them again so they do not show
 //! as orphaned). Every runner with schedules runs it; a slot another runner
-//! fired first is not fired again (see `jobqueue_core::fire_due`).
+//! fired first is not fired again (see `jobqueue_core::engine::fire_due`).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -26,14 +26,14 @@ pub(crate) fn run(shared: Arc<Shared>, stop: Receiver<()>) {
     loop {
         if declared_at.is_none_or(|at| at.elapsed() >= AT_MOST) {
             match db.run(&shared.health, |session| {
-                jobqueue_core::declare_schedules(session.conn(), schedules)
+                jobqueue_core::engine::declare_schedules(session.conn(), schedules)
             }) {
                 Ok(()) => declared_at = Some(Instant::now()),
                 Err(e) => log::debug!("declaring schedules failed: {e}"),
             }
         }
         let wait = match db.run(&shared.health, |session| {
-            jobqueue_core::fire_due(session.conn(), schedules)
+            jobqueue_core::engine::fire_due(session.conn(), schedules)
         }) {
             Ok(pass) => {
                 backoff.reset();

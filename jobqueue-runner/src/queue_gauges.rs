@@ -2,7 +2,7 @@
 //! every known queue, computed by one runner at a time.
 //!
 //! Every runner serving metrics tries, on a connection of its own, to take
-//! a session-level advisory lock (`jobqueue_core::try_lead_queue_gauges`).
+//! a session-level advisory lock (`jobqueue_core::engine::try_lead_queue_gauges`).
 //! The one that holds it computes the gauges every refresh interval with
 //! `jobqueue_core::list_queues` (partial indexes only: cheap at any history
 //! size) and exports them; the others export none, so summing or graphing
@@ -76,7 +76,7 @@ fn refresh(
 ) -> jobqueue_core::Result<()> {
     let gauges = &metrics.queues;
     if !*leading {
-        *leading = jobqueue_core::try_lead_queue_gauges(conn)?;
+        *leading = jobqueue_core::engine::try_lead_queue_gauges(conn)?;
         if !*leading {
             return Ok(());
         }

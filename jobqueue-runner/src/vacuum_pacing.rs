@@ -29,7 +29,7 @@
 
 use std::time::{Duration, Instant};
 
-use jobqueue_core::Vacuumed;
+use jobqueue_core::engine::Vacuumed;
 
 /// The longest wait between vacuums while they reclaim little: as often as
 /// autovacuum looks at a table (`autovacuum_naptime`'s default), so the

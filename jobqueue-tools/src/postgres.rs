@@ -123,14 +123,11 @@ pub fn answers(url: &str) -> bool {
     PgConnection::establish(&with_connect_timeout(url)).is_ok()
 }
 
+/// `url` with a three-second connect timeout unless it sets one (an empty
+/// URL is left as it is: it fails to connect).
 fn with_connect_timeout(url: &str) -> String {
-    if url.contains("connect_timeout") {
-        url.to_owned()
-    } else if url.contains('?') {
-        format!("{url}&connect_timeout=3")
-    } else {
-        format!("{url}?connect_timeout=3")
-    }
+    jobqueue_core::engine::connectable_url(url, Duration::from_secs(3))
+        .unwrap_or_else(|_| url.to_owned())
 }
 
 /// `url` with its database name replaced by `database` (query kept).

@@ -75,8 +75,14 @@ mod tests {
 
     #[test]
     fn figures_read_as_people_write_them() {
-        assert_eq!(crate::human_duration(Duration::from_millis(200)), "200ms");
-        assert_eq!(crate::human_duration(Duration::from_secs(303)), "5m 03s");
+        assert_eq!(
+            crate::human::human_duration(Duration::from_millis(200)),
+            "200ms"
+        );
+        assert_eq!(
+            crate::human::human_duration(Duration::from_secs(303)),
+            "5m 03s"
+        );
         assert_eq!(bytes(512.0), "512 bytes");
         assert_eq!(bytes(16_384.0), "16 kB");
         assert_eq!(bytes(2.4 * 1024.0 * 1024.0), "2.4 MB");

@@ -91,7 +91,7 @@ pub(super) fn transactions(conn: &mut PgConnection, options: &DoctorOptions) -> 
     }
     let mut evidence = format!(
         "oldest transaction {} ({})",
-        crate::human_duration(age),
+        crate::human::human_duration(age),
         who.join(", ")
     );
     if status != CheckStatus::Ok {
@@ -100,7 +100,7 @@ pub(super) fn transactions(conn: &mut PgConnection, options: &DoctorOptions) -> 
             evidence.push_str(&format!(
                 "; {} transactions open longer than {}",
                 x.past_warn,
-                crate::human_duration(options.xact_warn)
+                crate::human::human_duration(options.xact_warn)
             ));
         }
     }
@@ -242,7 +242,7 @@ pub(super) fn prepared(conn: &mut PgConnection, options: &DoctorOptions) -> Resu
     let mut evidence = format!(
         "prepared transaction {} {} old (owner {})",
         format::literal(&oldest.gid),
-        crate::human_duration(age),
+        crate::human::human_duration(age),
         oldest.owner
     );
     if prepared.len() > 1 {

@@ -6,7 +6,9 @@ use diesel::prelude::*;
 use diesel::sql_types::{BigInt, Bool, Double, Nullable};
 
 use super::{Check, CheckStatus, DoctorOptions, format, grade, read, read_as_runner};
-use crate::{Claim, HotStatement, Result, sql};
+use crate::claim::Claim;
+use crate::plan::HotStatement;
+use crate::{Result, sql};
 
 /// The name of the `dead tuples` check.
 pub(super) const DEAD_TUPLES: &str = "dead tuples";
@@ -78,7 +80,7 @@ pub(super) fn dead_tuples(conn: &mut PgConnection, options: &DoctorOptions) -> R
             };
             format!(
                 "last vacuum {} ago ({by})",
-                crate::human_duration(format::secs(secs))
+                crate::human::human_duration(format::secs(secs))
             )
         }
     };

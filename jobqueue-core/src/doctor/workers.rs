@@ -49,7 +49,7 @@ pub(super) fn held_leases(
         Some(r) if r.is_gone() => {
             format!(
                 "gone, last seen {} ago",
-                crate::human_duration(r.silent_for())
+                crate::human::human_duration(r.silent_for())
             )
         }
         Some(_) => "live".to_owned(),
@@ -66,7 +66,7 @@ pub(super) fn held_leases(
                 "{} job(s) of {worker} ({}), lease expired {} ago",
                 h.expired,
                 worker_state(worker),
-                crate::human_duration(format::secs(h.expired_secs))
+                crate::human::human_duration(format::secs(h.expired_secs))
             )
         })
         .collect();
@@ -103,7 +103,7 @@ pub(super) fn held_leases(
                 "{} job(s) of {worker} ({}), lease ends in {}",
                 h.held,
                 worker_state(worker),
-                crate::human_duration(format::secs(h.lease_left_secs))
+                crate::human::human_duration(format::secs(h.lease_left_secs))
             )
         })
         .collect();
@@ -241,7 +241,7 @@ pub(super) fn queues(conn: &mut PgConnection, live: &[&RunnerRow]) -> Result<Che
                 "{} ({} due, oldest waiting {})",
                 q.queue,
                 q.due,
-                crate::human_duration(format::secs(q.oldest_secs))
+                crate::human::human_duration(format::secs(q.oldest_secs))
             )
         })
         .collect();

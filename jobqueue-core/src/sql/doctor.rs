@@ -7,7 +7,7 @@
 //! table (`__diesel_schema_migrations`), or the partial indexes of live
 //! jobs (`jobqueue_jobs_fetch_idx`, `_scheduled_idx`, `_unhandled_idx`,
 //! `_lease_idx`), so none costs more with a longer finished history.
-//! [`XMIN_HORIZON`] is [`crate::QueueSession::xmin_horizon`]'s: a runner's
+//! [`XMIN_HORIZON`] is `QueueSession::xmin_horizon`'s: a runner's
 //! maintenance asks whether what holds back the vacuum of the jobs table
 //! has moved.
 

@@ -87,7 +87,7 @@ macro_rules! push_error {
 /// Wakes idle workers: one `pg_notify(channel, queue)` per distinct queue
 /// that just got a due job. PostgreSQL folds identical notifications of one
 /// transaction into one, so a transaction wakes each queue at most once.
-/// `$10` is the channel ([`crate::NOTIFY_CHANNEL`]), a bound parameter;
+/// `$10` is the channel (`NOTIFY_CHANNEL`), a bound parameter;
 /// `$11` false skips the notification (see `enqueue.rs`: debounce). Each
 /// row also names the database and server, which the debounce is kept by.
 macro_rules! notify_and_return_ids {

@@ -1,5 +1,5 @@
 //! What opens a queue statement's transaction, and what sets up a queue
-//! session ([`crate::QueueSession`]): the isolation level (READ COMMITTED,
+//! session (`QueueSession`): the isolation level (READ COMMITTED,
 //! whatever the database's default; see `isolation.rs` for why) and the
 //! planner settings of the hot-path statements. No table: these are
 //! `BEGIN` and `SET` commands, sent as one batch ahead of a transaction's
@@ -61,7 +61,7 @@ macro_rules! planner_settings {
     };
 }
 
-/// Session settings of a [`crate::QueueSession`]: what [`HOT_PATH_BEGIN`] sets
+/// Session settings of a `QueueSession`: what [`HOT_PATH_BEGIN`] sets
 /// per transaction, set once for the session.
 pub(crate) const SESSION_SETUP: &str = concat!(
     "SET SESSION CHARACTERISTICS AS TRANSACTION ISOLATION LEVEL READ COMMITTED; ",

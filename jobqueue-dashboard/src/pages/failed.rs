@@ -2,7 +2,8 @@
 //! matching a filter after saying how many that is.
 
 use diesel::PgConnection;
-use jobqueue_core::{JobQuery, JobStatus};
+use jobqueue_core::JobStatus;
+use jobqueue_core::browse::JobQuery;
 use maud::html;
 
 use super::jobs::{COUNT_BOUND, filters, job_query, list_link};
@@ -19,7 +20,7 @@ const PAGE: i64 = 50;
 fn failed_query(params: &Params) -> Result<JobQuery, Refusal> {
     Ok(JobQuery {
         status: Some(JobStatus::Failed),
-        order: jobqueue_core::JobOrder::Finished,
+        order: jobqueue_core::browse::JobOrder::Finished,
         unique_key: None,
         ..job_query(params)?
     })
@@ -31,8 +32,8 @@ pub(crate) fn list(
     params: &Params,
 ) -> Result<String, Refusal> {
     let q = failed_query(params)?;
-    let count = jobqueue_core::count_jobs(conn, &q, COUNT_BOUND)?;
-    let found = jobqueue_core::browse_jobs(conn, &q, PAGE)?;
+    let count = jobqueue_core::browse::count_jobs(conn, &q, COUNT_BOUND)?;
+    let found = jobqueue_core::browse::browse_jobs(conn, &q, PAGE)?;
     let retry_all = ctx.link(&format!(
         "/failed/retry?{}",
         query(&[
@@ -92,7 +93,7 @@ pub(crate) fn confirm(
     params: &Params,
 ) -> Result<String, Refusal> {
     let q = failed_query(params)?;
-    let count = jobqueue_core::count_jobs(conn, &q, i64::from(i32::MAX))?;
+    let count = jobqueue_core::browse::count_jobs(conn, &q, i64::from(i32::MAX))?;
     let mut fields: Vec<(&str, &str)> = Vec::new();
     if let Some(queue) = &q.queue {
         fields.push(("queue", queue));

@@ -1,7 +1,8 @@
 //! The job list: filters, a bounded count, keyset pages.
 
 use diesel::PgConnection;
-use jobqueue_core::{JobCursor, JobOrder, JobQuery, JobRow, JobStatus};
+use jobqueue_core::browse::{JobCursor, JobOrder, JobQuery};
+use jobqueue_core::{JobRow, JobStatus};
 use maud::{Markup, html};
 
 use super::layout::{Section, page};
@@ -111,8 +112,8 @@ pub(crate) fn list(
         return super::job::render(ctx, conn, id, params);
     }
     let q = job_query(params)?;
-    let count = jobqueue_core::count_jobs(conn, &q, COUNT_BOUND)?;
-    let found = jobqueue_core::browse_jobs(conn, &q, PAGE)?;
+    let count = jobqueue_core::browse::count_jobs(conn, &q, COUNT_BOUND)?;
+    let found = jobqueue_core::browse::browse_jobs(conn, &q, PAGE)?;
     let content = html! {
         (filters(ctx, "/jobs", &q, true))
         p.note #count {
@@ -122,7 +123,7 @@ pub(crate) fn list(
                 (count.n) " jobs match"
             }
             @if count.windowed {
-                " among the latest " (jobqueue_core::SEARCH_WINDOW) " jobs (no index serves these filters: older jobs are searched a window at a time)"
+                " among the latest " (jobqueue_core::browse::SEARCH_WINDOW) " jobs (no index serves these filters: older jobs are searched a window at a time)"
             }
             "."
         }
@@ -138,7 +139,7 @@ pub(crate) fn list(
         }
         @if let Some(older) = found.searched_to {
             p.pager #searched-to {
-                "Searched the latest " (jobqueue_core::SEARCH_WINDOW) " jobs from here. "
+                "Searched the latest " (jobqueue_core::browse::SEARCH_WINDOW) " jobs from here. "
                 a #older href=(list_link(ctx, "/jobs", &q, Some(older))) { "Search older jobs →" }
             }
         }

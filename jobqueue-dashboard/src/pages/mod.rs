@@ -71,7 +71,7 @@ pub(crate) fn when_opt(at: Option<DateTime<Utc>>) -> String {
     at.map(when).unwrap_or_else(|| "-".into())
 }
 
-pub(crate) use jobqueue_core::human_duration as human;
+pub(crate) use jobqueue_core::browse::human_duration as human;
 
 /// How long ago `at` was (`-` if none).
 pub(crate) fn ago(at: Option<DateTime<Utc>>) -> String {

@@ -16,7 +16,7 @@ pub(crate) fn render(
     params: &Params,
 ) -> Result<String, Refusal> {
     let queues = jobqueue_core::list_queues(conn)?;
-    let (minutes, capped) = jobqueue_core::throughput(conn)?;
+    let (minutes, capped) = jobqueue_core::browse::throughput(conn)?;
     let runners = jobqueue_core::list_runners(conn)?;
     let content = html! {
         h2 { "Queues" }
@@ -41,9 +41,9 @@ pub(crate) fn render(
                             td.num { (q.global_limit.map(|n| n.to_string()).unwrap_or_else(|| "-".into())) }
                             td {
                                 @if q.paused {
-                                    (ctx.action(&format!("/queues/{}/resume", q.queue), "Resume", &[]))
+                                    (ctx.action("/queues/resume", "Resume", &[("name", &q.queue)]))
                                 } @else {
-                                    (ctx.action(&format!("/queues/{}/pause", q.queue), "Pause", &[]))
+                                    (ctx.action("/queues/pause", "Pause", &[("name", &q.queue)]))
                                 }
                             }
                         }
@@ -56,7 +56,7 @@ pub(crate) fn render(
         p.note {
             "Jobs completed per minute, and failed for good on top in red, from the pruning index"
             @if capped {
-                ": counted from the latest " (jobqueue_core::THROUGHPUT_MOST)
+                ": counted from the latest " (jobqueue_core::browse::THROUGHPUT_MOST)
                 " finished jobs only, so the older minutes show less than they had"
             }
             "."
@@ -96,7 +96,7 @@ pub(crate) fn render(
 
 /// Sixty bars, one a minute, the last at the right: completed jobs, with
 /// the failed ones stacked on top in red.
-fn chart(minutes: &[jobqueue_core::MinuteCount]) -> Markup {
+fn chart(minutes: &[jobqueue_core::browse::MinuteCount]) -> Markup {
     const WIDTH: i64 = 600;
     const HEIGHT: i64 = 80;
     let bar = WIDTH / 60;

@@ -35,12 +35,12 @@ pub(crate) fn render(
                             td.state { (status(state)) }
                             td {
                                 @if s.paused {
-                                    (ctx.action(&format!("/schedules/{}/resume", s.name), "Resume", &[]))
+                                    (ctx.action("/schedules/resume", "Resume", &[("name", &s.name)]))
                                 } @else {
-                                    (ctx.action(&format!("/schedules/{}/pause", s.name), "Pause", &[]))
+                                    (ctx.action("/schedules/pause", "Pause", &[("name", &s.name)]))
                                 }
                                 " "
-                                (ctx.action(&format!("/schedules/{}/run", s.name), "Run now", &[]))
+                                (ctx.action("/schedules/run", "Run now", &[("name", &s.name)]))
                             }
                         }
                     }

@@ -21,7 +21,7 @@
 use std::collections::HashSet;
 
 use crossbeam_channel::{Receiver, Sender, select};
-use jobqueue_core::Claim;
+use jobqueue_core::engine::Claim;
 
 use super::Claimer;
 use super::deliver::Delivery;

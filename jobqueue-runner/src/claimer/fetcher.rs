@@ -6,7 +6,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender, select};
-use jobqueue_core::Claim;
+use jobqueue_core::engine::Claim;
 
 use super::Claimer;
 use super::deliver::Delivery;
@@ -25,7 +25,7 @@ const QUICK_REPOLL: Duration = Duration::from_millis(2);
 
 /// For this long after a claim that found work, re-polls come at most
 /// `LATE_COMMIT_GAP` apart. Enqueues within a notification's debounce send
-/// none of their own (see `jobqueue_core::NOTIFY_DEBOUNCE`), and their
+/// none of their own (see `jobqueue_core::engine::NOTIFY_DEBOUNCE`), and their
 /// transactions may commit well after the one that notified (the
 /// application's work in them): re-polls that grew apart at once would
 /// find those jobs only as late as the gap had grown.

@@ -4,7 +4,7 @@
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::time::{Duration, Instant};
 
-use jobqueue_core::GlobalLimits;
+use jobqueue_core::engine::GlobalLimits;
 
 use crate::db::Db;
 use crate::shared::Shared;

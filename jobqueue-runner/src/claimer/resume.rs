@@ -6,10 +6,10 @@
 //! claim from the start of a queue reads all of those entries, so during a
 //! long report every claim gets slower than the last. The fetcher keeps,
 //! for each queue it claims from, the last job it took, and looks at each
-//! queue's head once a second ([`jobqueue_core::queue_head`]). When that
+//! queue's head once a second ([`jobqueue_core::engine::queue_head`]). When that
 //! look reads more than [`RESUME_ABOVE`] entries to find the first due job,
 //! the queue's claims resume after the last job taken
-//! ([`jobqueue_core::Resume`]) until a look finds the way clear again.
+//! ([`jobqueue_core::engine::Resume`]) until a look finds the way clear again.
 //! Each look also moves the point to just before the first due job it
 //! found: back, to a job the resumed claims would pass over (a retry come
 //! due, a job another runner skipped), or ahead, past the jobs other
@@ -34,7 +34,8 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use jobqueue_core::{JobId, JobRow, QueueHead, QueueSession, Resume};
+use jobqueue_core::engine::{QueueHead, QueueSession, Resume};
+use jobqueue_core::{JobId, JobRow};
 
 /// Entries read before a queue's first due job above which its claims
 /// resume (a claim from the start reads them twice).

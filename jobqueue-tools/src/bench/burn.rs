@@ -6,7 +6,7 @@ use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
 use diesel::{Connection, PgConnection};
-use jobqueue_core::{Claim, QueueSession};
+use jobqueue_core::engine::{Claim, QueueSession};
 
 use super::enqueue::{build, insert};
 use super::{Row, Sizes, db, reset};

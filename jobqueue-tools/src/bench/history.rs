@@ -4,7 +4,8 @@
 use std::time::Instant;
 
 use diesel::{Connection, PgConnection, RunQueryDsl};
-use jobqueue_core::{Claim, JobOptions, NewJob, QueueSession};
+use jobqueue_core::engine::{Claim, QueueSession};
+use jobqueue_core::{JobOptions, NewJob};
 
 use super::enqueue::insert;
 use super::noop::BenchNoop;

@@ -244,7 +244,7 @@ fn held_producers(
             std::thread::spawn(move || -> Result<HashMap<u64, Instant>, ToolError> {
                 let mut conn = PgConnection::establish(&url).map_err(db)?;
                 // Each a little after the last: within its notification
-                // debounce (see jobqueue_core::NOTIFY_DEBOUNCE).
+                // debounce (see jobqueue_core::engine::NOTIFY_DEBOUNCE).
                 std::thread::sleep(HELD_STAGGER * i as u32);
                 let mut seq = 1_000_000_000 * (i as u64 + 1);
                 let mut commits = HashMap::new();

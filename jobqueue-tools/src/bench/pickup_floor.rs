@@ -13,7 +13,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
-use jobqueue_core::{Claim, Lease, QueueSession};
+use jobqueue_core::engine::{Claim, Lease, QueueSession};
 use tokio_postgres::{AsyncMessage, NoTls};
 
 use super::queues::trickle;
@@ -143,7 +143,7 @@ fn listen(
                 }
             }
         });
-        let listen = format!("LISTEN {}", jobqueue_core::NOTIFY_CHANNEL);
+        let listen = format!("LISTEN {}", jobqueue_core::engine::NOTIFY_CHANNEL);
         client
             .batch_execute(&listen)
             .await

@@ -6,7 +6,8 @@
 use std::time::Instant;
 
 use diesel::{Connection, PgConnection, RunQueryDsl};
-use jobqueue_core::{Claim, Counting, JobOptions, NewJob};
+use jobqueue_core::engine::Claim;
+use jobqueue_core::{Counting, JobOptions, NewJob};
 
 use super::enqueue::insert;
 use super::noop::BenchNoop;
@@ -84,7 +85,7 @@ fn backlog(conn: &mut PgConnection, pending: usize) -> Result<(), ToolError> {
     }
     insert(conn, &jobs)?;
     let held = Claim::new("bench-scale").limit((pending / 100).max(1) as i64);
-    jobqueue_core::claim(conn, &held)?;
+    jobqueue_core::engine::claim(conn, &held)?;
     Ok(())
 }
 
@@ -216,9 +217,9 @@ fn dashboard_pages(url: &str, conn: &mut PgConnection, runs: usize) -> Result<Ve
     use jobqueue_dashboard::{Dashboard, DashboardConfig, Method, Request};
     let dashboard = Dashboard::new(DashboardConfig::new(url))
         .map_err(|e| ToolError::Usage(format!("dashboard: {e}")))?;
-    let failed = jobqueue_core::browse_jobs(
+    let failed = jobqueue_core::browse::browse_jobs(
         conn,
-        &jobqueue_core::JobQuery {
+        &jobqueue_core::browse::JobQuery {
             status: Some(jobqueue_core::JobStatus::Failed),
             ..Default::default()
         },

@@ -1,0 +1,58 @@
+//! The building blocks of a runner: claiming due jobs, finishing and
+//! extending the leases it holds, the maintenance passes (promote, rescue,
+//! reclaim, prune, fire schedules), the runner registry and the hot-path
+//! session with its prepared statements.
+//!
+//! An application enqueues and administers jobs with the crate's top level
+//! and runs the `jobqueue-runner` crate's runner; it reaches in here only to
+//! build a worker loop of its own. Every call that changes a held job takes
+//! its [`Lease`] and applies only while the lease's fencing token matches,
+//! so a worker that lost its job can change nothing.
+//!
+//! ```no_run
+//! use diesel::prelude::*;
+//! use jobqueue_core::engine::{Claim, Failure, claim, complete, fail};
+//! use jobqueue_core::{Job, RetryPolicy};
+//! use serde::{Deserialize, Serialize};
+//!
+//! #[derive(Serialize, Deserialize)]
+//! struct Resize { image: String }
+//! impl Job for Resize { const JOB_TYPE: &'static str = "image.resize"; }
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let mut conn = PgConnection::establish("postgres://postgres@127.0.0.1/app")?;
+//! for job in claim(&mut conn, &Claim::new("worker-1").limit(50))? {
+//!     let payload: Resize = job.payload_as()?;
+//!     match std::fs::metadata(&payload.image) {
+//!         Ok(_) => complete(&mut conn, &job.lease())?,
+//!         Err(e) => {
+//!             let failure = Failure::retry(job.lease(), e.to_string(), &RetryPolicy::default());
+//!             fail(&mut conn, &failure)?;
+//!         }
+//!     }
+//! }
+//! # Ok(())
+//! # }
+//! ```
+
+pub use crate::claim::{Claim, DEFAULT_LEASE, GlobalLimits, Resume, claim};
+pub use crate::database_url::{DEFAULT_CONNECT_TIMEOUT, connectable_url};
+pub use crate::enqueue::{NOTIFY_CHANNEL, NOTIFY_DEBOUNCE};
+pub use crate::finish::{
+    FailOutcome, FailedMany, Failure, cancel_held_many, complete, complete_and_delete,
+    complete_and_delete_many, complete_many, fail, fail_many, park_many, release_many, start_many,
+};
+pub use crate::heartbeat::{Heartbeat, Progress, heartbeat_many, report_progress};
+pub use crate::lease::{Fenced, Lease};
+pub use crate::periodic::{FirePass, ORPHANED_AFTER, declare_schedules, fire_due};
+pub use crate::plan::{HotStatement, Plan, TableRead};
+pub use crate::prune::{COUNTS_KEPT, Pruned, prune};
+pub use crate::queue_head::{QueueHead, queue_head};
+pub use crate::ready::{DEFAULT_PROMOTE_BATCH, promote_due, reclaim_unhandled};
+pub use crate::rescue::{DEFAULT_RESCUE_BATCH, Rescued, rescue_stale};
+pub use crate::runners::{
+    RunnerInfo, deregister_runner, register_runner, runner_seen, try_lead_queue_gauges,
+};
+pub use crate::session::{QueueSession, Vacuumed};
+pub use crate::snooze::{DEFAULT_MAX_SNOOZES, Snooze, Snoozed, snooze_many};
+pub use crate::stats::completed_within;
