@@ -61,8 +61,7 @@ impl TestDb {
 
     /// A fresh database with the test jobs' side tables, and a connection.
     pub fn with_side_tables() -> (Self, PgConnection) {
-        let db = Self::new();
-        let mut conn = db.conn();
+        let (db, mut conn) = Self::connected();
         jobs::create_side_tables(&mut conn);
         (db, conn)
     }
