@@ -1,7 +1,7 @@
 //! The README's quick start, built as the application it describes: its
 //! dependencies (the `toml` block) and its files (the `rust` blocks, each
 //! naming its file on its first line, `// src/lib.rs`), exactly as written,
-//! make a crate of their own outside the workspace, whose `jobqueue-*` dependencies point
+//! make a crate of their own outside the workspace, whose dependencies on `jobqueue` and `jobqueue-*` point
 //! at this checkout (with the version requirements and features the README
 //! shows). It must build without a warning, and its worker binary must run.
 //!
@@ -118,7 +118,7 @@ fn the_quick_start_builds_as_an_application_crate() {
 }
 
 /// The dependency lines of the quick start with a `path` into this
-/// checkout added to each `jobqueue-*` dependency, keeping its version
+/// checkout added to each `jobqueue` or `jobqueue-*` dependency, keeping its version
 /// requirement and features.
 fn with_paths(toml: &str) -> String {
     let mut out = String::new();
@@ -130,7 +130,7 @@ fn with_paths(toml: &str) -> String {
             !trimmed.contains("path =") && !trimmed.contains("git ="),
             "the quick start shows the crates as they are published, not `{trimmed}`"
         );
-        if !name.starts_with("jobqueue-") || !trimmed.contains('=') {
+        if !(name == "jobqueue" || name.starts_with("jobqueue-")) || !trimmed.contains('=') {
             out.push_str(line);
             out.push('\n');
             continue;

@@ -60,6 +60,12 @@ pub fn check_job_type(job_type: &str) -> Result<()> {
     check_name("job type", job_type, MAX_JOB_TYPE_LEN)
 }
 
+/// Checks a schedule name: as a job type, 1 to 128 characters of
+/// `[A-Za-z0-9_.:-]`.
+pub fn check_schedule_name(name: &str) -> Result<()> {
+    check_name("schedule", name, MAX_JOB_TYPE_LEN)
+}
+
 /// Checks a priority: `0..=1000`.
 pub fn check_priority(priority: i32) -> Result<()> {
     if (MIN_PRIORITY..=MAX_PRIORITY).contains(&priority) {

@@ -103,7 +103,7 @@ impl Periodic {
             field: "schedule",
             reason: format!("schedule `{}`: {reason}", self.name),
         };
-        limits::check_job_type(&self.name).map_err(|e| named(e.to_string()))?;
+        limits::check_schedule_name(&self.name).map_err(|e| named(e.to_string()))?;
         let schedule = CronSchedule::parse(&self.cron, self.time_zone.as_deref())
             .map_err(|e| named(e.to_string()))?;
         if self.missed == Missed::CatchUp(0) {
@@ -319,6 +319,7 @@ struct WasPaused {
 /// paused. A resumed schedule fires none of the slots that passed while it
 /// was paused. [`Error::UnknownSchedule`] lists the schedules there are.
 pub fn set_schedule_paused(conn: &mut PgConnection, name: &str, paused: bool) -> Result<bool> {
+    limits::check_schedule_name(name)?;
     let rows = read_committed(conn, |conn| {
         Ok(diesel::sql_query(sql::SCHEDULE_SET_PAUSED)
             .bind::<Text, _>(name)
@@ -334,6 +335,7 @@ pub fn set_schedule_paused(conn: &mut PgConnection, name: &str, paused: bool) ->
 /// Enqueues one job of schedule `name` now, outside its slots (its slots
 /// are unchanged); returns its id.
 pub fn run_schedule_now(conn: &mut PgConnection, name: &str) -> Result<JobId> {
+    limits::check_schedule_name(name)?;
     let id = JobId::new();
     let fired = read_committed(conn, |conn| {
         Ok(diesel::sql_query(sql::SCHEDULE_RUN_NOW)

@@ -26,11 +26,26 @@ pub fn derive(input: &DeriveInput) -> TokenStream {
     }
 }
 
-/// The path to the core crate: `crate = "..."`, else `::jobqueue_core`.
+/// The path to the core crate: `crate = "..."`; else the deriving crate's
+/// own dependency on `jobqueue-core`, or on the front crate `jobqueue`
+/// (which re-exports it), under whatever name it gave it; else
+/// `::jobqueue_core`.
 fn core_path(attrs: &JobAttrs) -> TokenStream {
-    match &attrs.krate {
-        Some(path) => path.to_token_stream(),
-        None => quote!(::jobqueue_core),
+    use proc_macro_crate::{FoundCrate, crate_name};
+    if let Some(path) = &attrs.krate {
+        return path.to_token_stream();
+    }
+    let named = |name: String| {
+        let ident = quote::format_ident!("{name}");
+        quote!(::#ident)
+    };
+    match (crate_name("jobqueue-core"), crate_name("jobqueue")) {
+        (Ok(FoundCrate::Name(name)), _) => named(name),
+        // Inside jobqueue-core, which names itself `jobqueue_core`.
+        (Ok(FoundCrate::Itself), _) => quote!(::jobqueue_core),
+        (Err(_), Ok(FoundCrate::Name(name))) => named(name),
+        (Err(_), Ok(FoundCrate::Itself)) => quote!(::jobqueue),
+        (Err(_), Err(_)) => quote!(::jobqueue_core),
     }
 }
 
