@@ -761,6 +761,71 @@ pub mod fault {
         }
     }
 
+    /// A cluster frozen: every server process stopped with SIGSTOP, as a
+    /// paused VM leaves it. Its connections hang instead of failing (the
+    /// kernel still completes TCP handshakes and acknowledges what is
+    /// sent), and new ones never finish their startup. Thawed (SIGCONT)
+    /// when dropped, a failed assertion or a panic included, so a test
+    /// never leaves a stopped postmaster behind (`pg_ctl stop` cannot stop
+    /// one: its signal waits until the process runs again).
+    pub struct Frozen<'a> {
+        cluster: &'a PrivateCluster,
+    }
+
+    impl std::fmt::Debug for Frozen<'_> {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.debug_struct("Frozen")
+                .field("port", &self.cluster.port())
+                .finish()
+        }
+    }
+
+    impl<'a> Frozen<'a> {
+        /// Stops every process of `cluster`: the postmaster first, so that
+        /// no backend starts meanwhile, then its children, listed again
+        /// until none is left running.
+        pub fn freeze(cluster: &'a PrivateCluster) -> Self {
+            // Made first: a failure below thaws what was stopped.
+            let frozen = Frozen { cluster };
+            let mut stopped = std::collections::HashSet::new();
+            loop {
+                let running: Vec<u32> = cluster
+                    .server_pids()
+                    .into_iter()
+                    .filter(|pid| !stopped.contains(pid))
+                    .collect();
+                if running.is_empty() {
+                    return frozen;
+                }
+                for pid in running {
+                    signal_pid(pid, "STOP");
+                    stopped.insert(pid);
+                }
+            }
+        }
+
+        /// Lets the server run again (what dropping it does).
+        pub fn thaw(self) {}
+    }
+
+    impl Drop for Frozen<'_> {
+        fn drop(&mut self) {
+            for pid in self.cluster.server_pids() {
+                signal_pid(pid, "CONT");
+            }
+        }
+    }
+
+    /// Sends `signal` to process `pid` with `kill`; a process gone already
+    /// is no error.
+    fn signal_pid(pid: u32, signal: &str) {
+        let _ = Command::new("kill")
+            .arg(format!("-{signal}"))
+            .arg(pid.to_string())
+            .stderr(Stdio::null())
+            .status();
+    }
+
     /// A streaming standby of an [`OwnCluster`], on a port of its own:
     /// stopped and deleted when dropped.
     #[derive(Debug)]

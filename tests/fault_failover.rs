@@ -18,6 +18,10 @@
 //!
 //! Each scenario prints one summary line; run with `--nocapture` to see the
 //! per-second pickup figures.
+//!
+//! A runner told to stop exits within its grace period plus its database
+//! timeout whatever the server does: checked for every runner here, and in
+//! stop cases of their own, each with a server frozen under the runner.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, mpsc};
@@ -26,9 +30,9 @@ use std::time::{Duration, Instant};
 use diesel::prelude::*;
 use jobqueue_core::{JobId, JobOptions, NewJob};
 use jobqueue_tests::fault::{
-    OwnCluster, Proc, Standby, Summary, Tally, assert_exit_0, runner_flags,
+    Frozen, OwnCluster, Proc, Standby, Summary, Tally, assert_exit_0, runner_flags,
 };
-use jobqueue_tests::jobs::Chaos;
+use jobqueue_tests::jobs::{Chaos, Noop};
 use jobqueue_tests::{count_where, scalar, wait_for, wait_no_live_jobs};
 use jobqueue_tools::failover::{
     AFTER, Acked, BATCH, DONE_BEFORE, RUNNERS, TICK, listening, pickup_by_second,
@@ -40,6 +44,15 @@ const WORKER: &str = env!("CARGO_BIN_EXE_jobqueue-test-worker");
 /// The runners' `db_timeout` and the URL's per-host connect timeout.
 const DB_TIMEOUT_SECS: &str = "2";
 const CONNECT_TIMEOUT_SECS: u32 = 2;
+/// The runners' shutdown grace period (`runner_flags`' default).
+const GRACE_SECS: f64 = 20.0;
+/// How long a test waits for a runner to exit after SIGTERM before it
+/// fails: long enough to measure a runner that overruns its bound.
+const EXIT_WAIT: Duration = Duration::from_secs(120);
+/// What a runner's exit may take beyond its grace period plus its database
+/// timeout, the bound it keeps whatever the server does: the watchdog's
+/// check interval, the process's own teardown, and a loaded machine.
+const EXIT_MARGIN_SECS: f64 = 3.0;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Fault {
@@ -146,6 +159,8 @@ struct Outcome {
     /// Seconds from the promotion to the first second from which pickup
     /// p95 stays within the normal bound; `None` if it never does.
     seconds_to_normal: Option<i64>,
+    /// Seconds from SIGTERM to each runner's exit.
+    exit_secs: Vec<f64>,
 }
 
 /// One scenario at a time: each loads both cores on its own.
@@ -184,6 +199,8 @@ fn failover(name: &'static str, sync: bool, fault: Fault) -> Outcome {
     drop(old);
 
     let injected = Instant::now();
+    // Thawed when dropped, at the end or on a failure.
+    let _frozen = (fault == Fault::Freeze).then(|| Frozen::freeze(primary.cluster()));
     match fault {
         Fault::Crash => primary
             .cluster()
@@ -204,13 +221,7 @@ fn failover(name: &'static str, sync: bool, fault: Fault) -> Outcome {
                 ) == 1
             });
         }
-        Fault::Freeze => {
-            for pid in primary.cluster().server_pids() {
-                let _ = std::process::Command::new("kill")
-                    .args(["-STOP", &pid.to_string()])
-                    .status();
-            }
-        }
+        Fault::Freeze => {}
     }
     standby.cluster().promote().expect("promote the standby");
     let mut new = standby.conn();
@@ -234,8 +245,11 @@ fn failover(name: &'static str, sync: bool, fault: Fault) -> Outcome {
     for runner in &runners {
         runner.signal("TERM");
     }
+    let signalled = Instant::now();
+    let mut exit_secs = Vec::new();
     for runner in &mut runners {
-        let status = runner.wait_exit(Duration::from_secs(30));
+        let status = runner.wait_exit(EXIT_WAIT);
+        exit_secs.push(signalled.elapsed().as_secs_f64());
         assert_exit_0(runner, status);
     }
     if fault == Fault::Freeze {
@@ -282,16 +296,22 @@ fn failover(name: &'static str, sync: bool, fault: Fault) -> Outcome {
             "acked={} unknown_outcome={} lost_enqueues={lost_enqueues} before_p95_ms={before_p95:.1} \
              promote_s={promote_secs:.1} listeners_back_s={listeners_back_secs:.1} \
              seconds_to_normal_pickup={} completed_after_fault={completed_after} \
-             at_least_once_reexecutions={}",
+             at_least_once_reexecutions={} exit_s={}",
             produced.acked.len(),
             produced.unknown.len(),
             seconds_to_normal.map_or("never".to_owned(), |s| s.to_string()),
-            tally.reexecutions
+            tally.reexecutions,
+            exit_secs
+                .iter()
+                .map(|s| format!("{s:.1}"))
+                .collect::<Vec<_>>()
+                .join(",")
         ),
     };
     Outcome {
         summary,
         seconds_to_normal,
+        exit_secs,
     }
 }
 
@@ -335,8 +355,143 @@ fn runners_leave_a_fenced_read_only_primary() {
 /// included, and move to the promoted standby. Pickup takes longer to
 /// recover than after a crash: the frozen host is first in the URL, so
 /// every new connection waits out its connect timeout there first.
+///
+/// A runner told to stop exits within its grace period plus its database
+/// timeout whatever the server does: the failover's four runners; then, on
+/// a cluster of the test's own, [`STOP_CASES`] runners in a row, each
+/// stopped while the cluster is frozen under it (see [`stop_while_frozen`]),
+/// and one frozen in the middle of its maintenance's `VACUUM`, a call
+/// with no time limit of its own.
 #[test]
 fn runners_leave_a_frozen_primary() {
     let outcome = failover("failover sync freeze", true, Fault::Freeze);
     outcome.summary.print_and_check();
+    let db_timeout: f64 = DB_TIMEOUT_SECS.parse().expect("seconds");
+    assert_exits_within(
+        "failover sync freeze",
+        &outcome.exit_secs,
+        GRACE_SECS + db_timeout,
+    );
+    // Autovacuum off: the runner's own vacuum finds the dead rows left for it.
+    let own = OwnCluster::start_with(&[("autovacuum", "off")]);
+    let exit_secs: Vec<f64> = (0..STOP_CASES)
+        .map(|case| stop_while_frozen(&own, case))
+        .collect();
+    let vacuum_secs = stop_while_vacuuming(&own);
+    assert_exits_within(
+        "stop while frozen",
+        &exit_secs,
+        STOP_GRACE_SECS + db_timeout,
+    );
+    assert_exits_within(
+        "stop while frozen in a VACUUM",
+        &[vacuum_secs],
+        STOP_GRACE_SECS + db_timeout,
+    );
+}
+
+/// Asserts that every exit took at most `bound` seconds (plus
+/// [`EXIT_MARGIN_SECS`]), after printing them all.
+fn assert_exits_within(scenario: &str, exit_secs: &[f64], bound: f64) {
+    let shown: Vec<String> = exit_secs.iter().map(|s| format!("{s:.2}")).collect();
+    eprintln!(
+        "[{scenario}] exit after SIGTERM, s: {} (grace + db_timeout = {bound:.1} s)",
+        shown.join(" ")
+    );
+    for (i, secs) in exit_secs.iter().enumerate() {
+        assert!(
+            *secs <= bound + EXIT_MARGIN_SECS,
+            "[{scenario}] runner {i} took {secs:.2} s to exit after SIGTERM, over its grace \
+             period plus its database timeout ({bound:.1} s); all: {}",
+            shown.join(" ")
+        );
+    }
+}
+
+/// Stop cases run in a row (see [`stop_while_frozen`]).
+const STOP_CASES: usize = 10;
+/// The stop cases' runners' shutdown grace period.
+const STOP_GRACE_SECS: f64 = 2.0;
+
+/// A runner of the stop cases on `own`, as `name`.
+fn stop_case_runner(own: &OwnCluster, name: &str) -> Proc {
+    let grace = STOP_GRACE_SECS.to_string();
+    let flags = runner_flags(&[
+        ("concurrency", "8"),
+        ("db-timeout-secs", DB_TIMEOUT_SECS),
+        ("grace-secs", &grace),
+    ]);
+    Proc::runner(WORKER, &own.url, name, &flags)
+}
+
+/// Sends SIGTERM to `runner` while `frozen`, then thaws the cluster once it
+/// exited; returns the seconds it took.
+fn stop_frozen(mut runner: Proc, frozen: Frozen<'_>) -> f64 {
+    runner.signal("TERM");
+    let signalled = Instant::now();
+    let status = runner.wait_exit(EXIT_WAIT);
+    let secs = signalled.elapsed().as_secs_f64();
+    frozen.thaw();
+    assert_exit_0(&runner, status);
+    secs
+}
+
+/// Stop case `case` on `own`: a runner works a load of Chaos jobs
+/// (handlers on their own connections); the cluster freezes; the runner
+/// gets SIGTERM, at once in even cases, in odd ones once its watchdog
+/// closed a hung connection; the cluster thaws once the runner exited (the
+/// jobs it held are recovered by the next case's runner). Returns the
+/// seconds from SIGTERM to exit.
+fn stop_while_frozen(own: &OwnCluster, case: usize) -> f64 {
+    let mut conn = own.conn();
+    let jobs: Vec<NewJob> = Chaos::mix(400, 20)
+        .map(|job| NewJob::from_job(&job, JobOptions::new()).expect("a valid job"))
+        .collect();
+    jobqueue_core::enqueue_many(&mut conn, &jobs).expect("enqueue");
+    let done = count_where(&mut conn, "status = 'completed'");
+    let runner = stop_case_runner(own, &format!("frozen-stop-{case}"));
+    wait_for("the runner at work", Duration::from_secs(30), || {
+        count_where(&mut conn, "status = 'completed'") >= done + 50
+    });
+    let frozen = Frozen::freeze(own.cluster());
+    if case % 2 == 1 {
+        wait_for(
+            "the runner's watchdog to close a hung connection",
+            Duration::from_secs(30),
+            || runner.stderr().contains("did not answer within"),
+        );
+    }
+    let secs = stop_frozen(runner, frozen);
+    eprintln!("[stop while frozen] case {case}: exited {secs:.2} s after SIGTERM");
+    secs
+}
+
+/// The stop case that hung before: the cluster freezes while the runner's
+/// maintenance vacuums the jobs table (200,000 dead rows, left by a
+/// delete) and nothing else of the runner's waits on the server. Returns
+/// the seconds from SIGTERM to exit.
+fn stop_while_vacuuming(own: &OwnCluster) -> f64 {
+    let mut conn = own.conn();
+    for _ in 0..20 {
+        let jobs: Vec<NewJob> = (0..10_000)
+            .map(|n| NewJob::from_job(&Noop { n }, JobOptions::new()).expect("a valid job"))
+            .collect();
+        jobqueue_core::enqueue_many(&mut conn, &jobs).expect("enqueue");
+    }
+    diesel::sql_query("DELETE FROM jobqueue_jobs")
+        .execute(&mut conn)
+        .expect("delete every job");
+    let runner = stop_case_runner(own, "frozen-vacuum");
+    // Its first vacuum comes about `vacuum_interval` (10 s) after it starts.
+    wait_for("the runner's VACUUM", Duration::from_secs(30), || {
+        scalar(
+            &mut conn,
+            "SELECT count(*) AS n FROM pg_stat_activity \
+             WHERE query LIKE 'VACUUM%' AND state = 'active'",
+        ) > 0
+    });
+    let frozen = Frozen::freeze(own.cluster());
+    let secs = stop_frozen(runner, frozen);
+    eprintln!("[stop while frozen in a VACUUM] exited {secs:.2} s after SIGTERM");
+    secs
 }

@@ -29,7 +29,10 @@ pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 ///     connectable_url("postgres://db/app?sslmode=require", t)?,
 ///     "postgres://db/app?sslmode=require&connect_timeout=5"
 /// );
-/// assert_eq!(connectable_url("host=db connect_timeout=2", t)?, "host=db connect_timeout=2");
+/// assert_eq!(
+///     connectable_url("host=db connect_timeout=2", t)?,
+///     "host='db' connect_timeout='2'"
+/// );
 /// assert!(connectable_url("  ", t).is_err());
 /// # Ok::<(), jobqueue_core::Error>(())
 /// ```
@@ -42,33 +45,120 @@ pub fn connectable_url(url: &str, timeout: Duration) -> Result<String> {
              the database)",
         ));
     }
-    if sets_connect_timeout(url) {
-        return Ok(url.to_owned());
-    }
     let secs = timeout.as_secs().max(1);
-    Ok(if is_uri(url) {
-        let separator = if url.contains('?') { '&' } else { '?' };
-        format!("{url}{separator}connect_timeout={secs}")
-    } else {
-        format!("{} connect_timeout={secs}", url.trim_end())
-    })
+    with_default_options(url, &[("connect_timeout", secs.to_string())])
+}
+
+/// `url` (either form) with `defaults` added for the options it does not
+/// set; the options it sets are kept as they are.
+pub fn with_default_options(url: &str, defaults: &[(&str, String)]) -> Result<String> {
+    let (head, mut options) = split_options(url)?;
+    for (key, value) in defaults {
+        if !options.iter().any(|(k, _)| k == key) {
+            options.push(((*key).to_owned(), value.clone()));
+        }
+    }
+    Ok(join_options(url, &head, &options))
 }
 
 fn is_uri(url: &str) -> bool {
     url.starts_with("postgres://") || url.starts_with("postgresql://")
 }
 
-/// Whether the URL names a `connect_timeout` of its own.
-fn sets_connect_timeout(url: &str) -> bool {
+/// Splits `url` into what comes before its options and its options
+/// (decoded): the query of a URI, or the pairs of a key/value string
+/// (`host=db password='a b'`, quotes and backslash escapes as libpq reads
+/// them).
+pub fn split_options(url: &str) -> Result<(String, Vec<(String, String)>)> {
     if is_uri(url) {
-        url.split_once('?').is_some_and(|(_, query)| {
-            query
-                .split('&')
-                .any(|pair| pair.split('=').next() == Some("connect_timeout"))
-        })
+        let Some((head, query)) = url.split_once('?') else {
+            return Ok((url.to_owned(), Vec::new()));
+        };
+        let decode = |text: &str| {
+            percent_encoding::percent_decode_str(text)
+                .decode_utf8_lossy()
+                .into_owned()
+        };
+        let options = query
+            .split('&')
+            .filter(|pair| !pair.is_empty())
+            .map(|pair| {
+                let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+                (decode(key), decode(value))
+            })
+            .collect();
+        return Ok((head.to_owned(), options));
+    }
+    let mut options = Vec::new();
+    let mut chars = url.chars().peekable();
+    loop {
+        while chars.next_if(|c| c.is_whitespace()).is_some() {}
+        if chars.peek().is_none() {
+            break;
+        }
+        let key: String =
+            std::iter::from_fn(|| chars.next_if(|c| *c != '=' && !c.is_whitespace())).collect();
+        while chars.next_if(|c| c.is_whitespace()).is_some() {}
+        if chars.next() != Some('=') {
+            return Err(Error::invalid(
+                "database_url",
+                format!("`{key}` has no value (expected key=value)"),
+            ));
+        }
+        while chars.next_if(|c| c.is_whitespace()).is_some() {}
+        let mut value = String::new();
+        if chars.next_if_eq(&'\'').is_some() {
+            loop {
+                match chars.next() {
+                    Some('\\') => value.extend(chars.next()),
+                    Some('\'') => break,
+                    Some(c) => value.push(c),
+                    None => {
+                        return Err(Error::invalid(
+                            "database_url",
+                            format!("the value of `{key}` has no closing quote"),
+                        ));
+                    }
+                }
+            }
+        } else {
+            value.extend(std::iter::from_fn(|| chars.next_if(|c| !c.is_whitespace())));
+        }
+        options.push((key, value));
+    }
+    Ok((String::new(), options))
+}
+
+/// The characters an option's key or value keeps as they are in a URI's
+/// query; every other byte is percent-encoded.
+const QUERY_VALUE: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b'~')
+    .remove(b'/')
+    .remove(b',')
+    .remove(b':');
+
+/// Puts `head` and `options` back together in `url`'s form.
+pub fn join_options(url: &str, head: &str, options: &[(String, String)]) -> String {
+    if is_uri(url) {
+        if options.is_empty() {
+            return head.to_owned();
+        }
+        let encode =
+            |text: &str| percent_encoding::utf8_percent_encode(text, QUERY_VALUE).to_string();
+        let query: Vec<String> = options
+            .iter()
+            .map(|(k, v)| format!("{}={}", encode(k), encode(v)))
+            .collect();
+        format!("{head}?{}", query.join("&"))
     } else {
-        url.split_whitespace()
-            .any(|word| word.split('=').next().map(str::trim) == Some("connect_timeout"))
+        options
+            .iter()
+            .map(|(k, v)| format!("{k}='{}'", v.replace('\\', "\\\\").replace('\'', "\\'")))
+            .collect::<Vec<_>>()
+            .join(" ")
     }
 }
 
@@ -83,7 +173,7 @@ mod tests {
         for url in [
             "postgres://db/app?connect_timeout=1",
             "postgresql://u@db/app?sslmode=disable&connect_timeout=1",
-            "host=db connect_timeout=1 user=app",
+            "host='db' connect_timeout='1' user='app'",
         ] {
             assert_eq!(connectable_url(url, T).expect("a URL"), url);
         }
@@ -96,8 +186,8 @@ mod tests {
             "postgresql://u:p@db:5433/app?connect_timeout=7"
         );
         assert_eq!(
-            connectable_url("host=db user=app ", T).expect("a URL"),
-            "host=db user=app connect_timeout=7"
+            connectable_url("host=db password='a b\\'c' ", T).expect("a URL"),
+            "host='db' password='a b\\'c' connect_timeout='7'"
         );
         // A parameter that merely ends in the name is not it.
         assert_eq!(

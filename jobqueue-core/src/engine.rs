@@ -35,8 +35,17 @@
 //! # }
 //! ```
 
+/// What a worker runs on a new connection, and to check one: whether the
+/// server takes writes, the setup of a connection dedicated to the queue,
+/// the session's server process and TCP ends, `LISTEN`.
+pub mod connection {
+    pub use crate::connection::*;
+}
+
 pub use crate::claim::{Claim, DEFAULT_LEASE, GlobalLimits, Resume, claim};
-pub use crate::database_url::{DEFAULT_CONNECT_TIMEOUT, connectable_url};
+pub use crate::database_url::{
+    DEFAULT_CONNECT_TIMEOUT, connectable_url, join_options, split_options, with_default_options,
+};
 pub use crate::enqueue::{NOTIFY_CHANNEL, NOTIFY_DEBOUNCE};
 pub use crate::finish::{
     FailOutcome, FailedMany, Failure, cancel_held_many, complete, complete_and_delete,

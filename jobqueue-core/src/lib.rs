@@ -46,6 +46,7 @@ mod admin;
 pub mod browse;
 mod cancel;
 mod claim;
+mod connection;
 mod cron_schedule;
 mod database_url;
 mod doctor;

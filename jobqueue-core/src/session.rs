@@ -78,7 +78,7 @@ impl QueueSession {
 
     /// Whether the connection still answers (`SELECT 1`).
     pub fn is_alive(&mut self) -> bool {
-        diesel::sql_query("SELECT 1")
+        diesel::sql_query(sql::SESSION_ALIVE)
             .execute(&mut self.conn)
             .is_ok()
     }

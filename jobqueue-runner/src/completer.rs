@@ -31,8 +31,8 @@ enum Next {
 }
 
 /// Runs until the outcome channel disconnects, or, once shutdown began,
-/// until the grace deadline; refused flushes are retried until a second
-/// grace period has passed.
+/// until the grace deadline; refused flushes are retried until the
+/// runner's stop deadline (the grace period plus the database timeout).
 pub(crate) fn run(shared: Arc<Shared>, claimer: &Claimer, outcomes: Receiver<Outcome>) {
     let mut db = Db::new(&shared, "completer");
     let mut backoff = Backoff::new();
@@ -78,9 +78,7 @@ pub(crate) fn run(shared: Arc<Shared>, claimer: &Claimer, outcomes: Receiver<Out
             continue;
         }
         // The database refused the flush: wait, then try again.
-        let give_up = shared
-            .grace_deadline()
-            .map(|deadline| deadline + shared.config.shutdown_grace);
+        let give_up = shared.stop_deadline();
         if give_up.is_some_and(|at| Instant::now() >= at) {
             log::error!(
                 "shutting down with {} outcomes unwritten: their leases will expire and the jobs run again",

@@ -3,12 +3,13 @@
 use std::sync::atomic::Ordering;
 
 use chrono::{DateTime, Utc};
+use diesel::PgConnection;
 use diesel::r2d2::PooledConnection;
-use diesel::{Connection, PgConnection};
 use jobqueue_core::engine::Progress;
 use jobqueue_core::{JobId, JobRow};
 
 use crate::JobError;
+use crate::hang_guard::Guarded;
 use crate::job_state::JobState;
 use crate::shared::Shared;
 
@@ -24,15 +25,15 @@ pub struct JobContext<'a> {
 /// A handler's database connection: from the runner's handler pool, or one
 /// of its own when abandoned handlers hold pool connections and none is idle.
 enum HandlerConn {
-    Pooled(PooledConnection<crate::connection::HandlerConnections>),
-    Own(PgConnection),
+    Pooled(PooledConnection<crate::connector::HandlerConnections>),
+    Own(Guarded<PgConnection>),
 }
 
 impl HandlerConn {
     fn get(&mut self) -> &mut PgConnection {
         match self {
-            HandlerConn::Pooled(conn) => conn,
-            HandlerConn::Own(conn) => conn,
+            HandlerConn::Pooled(conn) => conn.conn(),
+            HandlerConn::Own(conn) => conn.conn(),
         }
     }
 }
@@ -215,11 +216,10 @@ impl<'a> JobContext<'a> {
                 } else if let Some(pooled) = shared.pool.try_get() {
                     HandlerConn::Pooled(pooled)
                 } else {
-                    let mut own = shared
-                        .hosts
-                        .connect(PgConnection::establish)
+                    let own = shared
+                        .connector
+                        .handler_connection()
                         .map_err(|e| unavailable(&e))?;
-                    shared.watchdog.add_handler_connection(&mut own);
                     HandlerConn::Own(own)
                 };
                 slot.insert(conn)

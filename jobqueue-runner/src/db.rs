@@ -3,25 +3,22 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use diesel::{Connection, PgConnection, RunQueryDsl};
 use jobqueue_core::engine::QueueSession;
 
-use crate::hang_guard::{Watchdog, Watched};
+use crate::connector::Connector;
+use crate::hang_guard::{Guarded, Watchdog};
 use crate::health::{ConnectFailures, Health, one_line};
-use crate::host_order::HostOrder;
 use crate::shared::Shared;
 
 /// A lazily (re)connected connection for one of the runner's own threads.
 pub(crate) struct Db {
-    hosts: Arc<HostOrder>,
+    connector: Arc<Connector>,
     role: &'static str,
-    conn: Option<QueueSession>,
+    conn: Option<Guarded<QueueSession>>,
     /// The last call failed because its connection was lost.
     lost: bool,
     /// Connection attempts that failed in a row.
     failures: ConnectFailures,
-    /// The connection, as the hung-connection watchdog sees it.
-    watched: Arc<Watched>,
     /// The watchdog, which also closes the handlers' connections to a
     /// server found read-only.
     watchdog: Arc<Watchdog>,
@@ -33,12 +30,11 @@ impl Db {
     /// The connection of the runner thread `role`, watched for hangs.
     pub(crate) fn new(shared: &Shared, role: &'static str) -> Self {
         Db {
-            hosts: Arc::clone(&shared.hosts),
+            connector: Arc::clone(&shared.connector),
             role,
             conn: None,
             lost: false,
             failures: ConnectFailures::default(),
-            watched: shared.watchdog.watch(role),
             watchdog: Arc::clone(&shared.watchdog),
             limit: shared.config.db_timeout,
         }
@@ -62,7 +58,8 @@ impl Db {
     }
 
     /// [`Db::run`] for a call that may take as long as it takes (a
-    /// `VACUUM`): not ended by the watchdog.
+    /// `VACUUM`): ended by the watchdog only when its server is found hung
+    /// (another call to it overran), or at the runner's stop deadline.
     pub(crate) fn run_unbounded<T>(
         &mut self,
         health: &Health,
@@ -80,7 +77,7 @@ impl Db {
         self.lost = false;
         let conn = match &mut self.conn {
             Some(conn) => conn,
-            slot => match self.hosts.connect(|url| connect(url, &self.watched)) {
+            slot => match self.connector.queue_session(self.role) {
                 Ok(conn) => {
                     self.failures.connected(health);
                     slot.insert(conn)
@@ -92,10 +89,7 @@ impl Db {
                 }
             },
         };
-        let result = {
-            let _call = limit.map(|limit| self.watched.begin(limit));
-            f(conn)
-        };
+        let result = conn.call(limit, f);
         let e = match result {
             Ok(value) => {
                 health.report_up();
@@ -103,21 +97,17 @@ impl Db {
             }
             Err(e) => e,
         };
-        let usable = !e.is_read_only() && {
-            let _call = self.watched.begin(self.limit);
-            conn.is_alive()
-        };
+        let usable = !e.is_read_only() && conn.call(Some(self.limit), QueueSession::is_alive);
         if usable {
             health.report_up();
             return Err(e);
         }
         self.lost = true;
         if e.is_read_only() {
-            self.watchdog.server_read_only(&self.watched);
+            self.watchdog.server_read_only(conn.watched());
         }
-        self.watched.set_connection(None);
         self.conn = None;
-        match self.hosts.connect(|url| connect(url, &self.watched)) {
+        match self.connector.queue_session(self.role) {
             Ok(conn) => {
                 log::info!(
                     "{}: connection {} ({}); reconnected",
@@ -143,39 +133,4 @@ impl Db {
     pub(crate) fn lost_connection(&self) -> bool {
         self.lost
     }
-}
-
-/// The longest a runner thread's own connection may sit idle inside a
-/// transaction. Its transactions last milliseconds; one stays open only if
-/// the process froze inside it (SIGSTOP, a paused VM, a swap storm), and its
-/// row locks would then keep every other runner's recovery (which skips
-/// locked rows) off its jobs until it resumes. The server ends such a
-/// session after this long, releasing the locks.
-const IDLE_IN_TRANSACTION_TIMEOUT: &str = "5s";
-
-/// Connects and sets the session up for a runner thread; refuses a
-/// server that takes no writes ([`jobqueue_core::Error::ReadOnly`]).
-fn connect(url: &str, watched: &Watched) -> jobqueue_core::Result<QueueSession> {
-    let mut conn = PgConnection::establish(url)?;
-    let check = diesel::sql_query(format!(
-        "SELECT set_config('idle_in_transaction_session_timeout', \
-                           '{IDLE_IN_TRANSACTION_TIMEOUT}', false) AS setting,
-                current_setting('transaction_read_only') AS read_only"
-    ))
-    .get_result::<SessionCheck>(&mut conn)?;
-    debug_assert_eq!(check.setting, IDLE_IN_TRANSACTION_TIMEOUT);
-    if check.read_only == "on" {
-        return Err(jobqueue_core::Error::ReadOnly);
-    }
-    let mut session = QueueSession::new(conn)?;
-    watched.set_connection(Some(session.conn()));
-    Ok(session)
-}
-
-#[derive(diesel::QueryableByName)]
-struct SessionCheck {
-    #[diesel(sql_type = diesel::sql_types::Text)]
-    setting: String,
-    #[diesel(sql_type = diesel::sql_types::Text)]
-    read_only: String,
 }

@@ -19,7 +19,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use crossbeam_channel::Receiver;
-use diesel::{Connection, PgConnection};
+use diesel::PgConnection;
 
 use crate::backoff::stopped_within;
 use crate::health::ConnectFailures;
@@ -34,13 +34,13 @@ pub(crate) fn run(shared: Arc<Shared>, stop: Receiver<()>) {
         return;
     };
     let gauges = &metrics.queues;
-    let mut conn: Option<PgConnection> = None;
+    let mut conn = None;
     let mut failures = ConnectFailures::default();
     let mut leading = false;
     let mut known = BTreeSet::new();
     loop {
         if conn.is_none() {
-            match shared.hosts.connect(PgConnection::establish) {
+            match shared.connector.service_connection("queue gauges") {
                 Ok(c) => {
                     failures.connected(&shared.health);
                     conn = Some(c);

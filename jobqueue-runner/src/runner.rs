@@ -9,7 +9,11 @@
 //!  listener ──> early claims ┘  (dispatch: one line per queue, taking turns)
 //!  lease keeper: renews leases of in-flight jobs, own connection
 //!  maintenance: stale-job recovery, pruning
+//!  watchdog: ends hung connections, and the runner's own once its time to
+//!            stop ran out; started first, stopped last
 //! ```
+//!
+//! Every connection is made by the connector (`connector/`).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -73,19 +77,23 @@ impl Runner {
     pub fn start(self) -> Result<RunnerHandle, RunnerError> {
         self.config.validate()?;
         self.registry.validate()?;
-        let mut config = self.config;
-        // Every connection notices a dead server in bounded time.
-        config.database_url =
-            crate::connection::libpq_url(&config.database_url, config.db_timeout)?;
-        crate::connection::check_own_sessions(&config.database_url)?;
+        let config = self.config;
+        // Watching from the first connection on; it stops when the runner
+        // has stopped (or when `start` fails, with its sender).
+        let watchdog = Arc::new(crate::hang_guard::Watchdog::default());
+        let (watchdog_stop, stop) = bounded::<()>(0);
+        let w = Arc::clone(&watchdog);
+        let watchdog_thread = spawn("jobqueue-watchdog", move || {
+            crate::hang_guard::run(&w, &stop)
+        })?;
         // A URL whose TLS settings the listener cannot honour is refused
         // here, not retried forever by the listener.
-        let (listener_config, tls) = crate::listener_tls::listener_config(&config.database_url)?;
-        let listener = crate::listener::ListenerConnection {
-            config: listener_config,
-            tls,
-            db_timeout: config.db_timeout,
-        };
+        let connector = Arc::new(crate::connector::Connector::new(
+            &config.database_url,
+            config.db_timeout,
+            Arc::clone(&watchdog),
+        )?);
+        connector.check_own_sessions()?;
         // Bound before anything starts: a taken address refuses the start.
         let metrics_server = match config.metrics {
             crate::MetricsMode::Serve(addr) => {
@@ -93,18 +101,15 @@ impl Runner {
             }
             _ => None,
         };
-        let watchdog = Arc::new(crate::hang_guard::Watchdog::default());
-        let hosts = Arc::new(crate::host_order::HostOrder::new(&config.database_url));
         let pool = Pool::builder()
             .max_size(config.effective_handler_pool_size())
             .min_idle(Some(0))
             .connection_timeout(Duration::from_secs(10))
             .test_on_check_out(true)
             .error_handler(Box::new(PoolErrors))
-            .build_unchecked(crate::connection::HandlerConnections::new(
-                Arc::clone(&hosts),
-                Arc::clone(&watchdog),
-            ));
+            .build_unchecked(crate::connector::HandlerConnections::new(Arc::clone(
+                &connector,
+            )));
         let (claimer, wakeups) = Claimer::new(&config);
         // The runner holds at most this many jobs at once, counting those
         // whose outcome is not written yet; so neither channel ever holds more.
@@ -142,7 +147,7 @@ impl Runner {
             last_start: std::sync::atomic::AtomicU64::new(0),
             epoch: Instant::now(),
             watchdog,
-            hosts,
+            connector,
             config,
         });
         let hand_back = crate::claimer::HandBack {
@@ -178,7 +183,7 @@ impl Runner {
         let (s, c) = (Arc::clone(&shared), Arc::clone(&claimer));
         let stop = last_rx.clone();
         background.push(spawn("jobqueue-listener", move || {
-            crate::listener::run(s, &c, stop, listener)
+            crate::listener::run(s, &c, stop)
         })?);
         if !shared.registry.schedules().is_empty() {
             let (s, stop) = (Arc::clone(&shared), last_rx.clone());
@@ -201,10 +206,6 @@ impl Runner {
                 server.serve(registry, limits, stop)
             })?);
         }
-        let (s, stop) = (Arc::clone(&shared), last_rx.clone());
-        background.push(spawn("jobqueue-watchdog", move || {
-            crate::hang_guard::run(&s.watchdog, &stop)
-        })?);
         let (s, c) = (Arc::clone(&shared), Arc::clone(&claimer));
         background.push(spawn("jobqueue-maintenance", move || {
             crate::maintenance::run(s, &c, last_rx)
@@ -234,6 +235,7 @@ impl Runner {
                 completer,
                 background,
                 last: last_tx,
+                watchdog: (watchdog_stop, watchdog_thread),
             }),
         })
     }
@@ -311,6 +313,11 @@ impl ShutdownTrigger {
             return;
         };
         let _ = self.shared.shutdown_at.set(Instant::now());
+        // Past the grace period, calls and connection attempts get the
+        // database timeout at most (see `hang_guard`).
+        if let Some(deadline) = self.shared.stop_deadline() {
+            self.shared.watchdog.stop_by(deadline);
+        }
         log::info!(
             "shutting down: no new claims; in-flight jobs get {:?}",
             self.shared.config.shutdown_grace
@@ -337,8 +344,12 @@ struct Threads {
     claimer: crate::claimer::Threads,
     completer: JoinHandle<()>,
     background: Vec<JoinHandle<()>>,
-    /// Dropped last: stops the lease keeper, the listener and maintenance.
+    /// Dropped after the completer: stops the lease keeper, the listener
+    /// and maintenance.
     last: Sender<()>,
+    /// Dropped last, once every other thread ended: stops the watchdog,
+    /// which bounds their calls until then.
+    watchdog: (Sender<()>, JoinHandle<()>),
 }
 
 impl std::fmt::Debug for RunnerHandle {
@@ -456,6 +467,9 @@ impl RunnerHandle {
         for handle in threads.background {
             join(handle);
         }
+        let (stop, watchdog) = threads.watchdog;
+        drop(stop);
+        join(watchdog);
         self.summary(abandoned, panicked_threads)
     }
 

@@ -14,7 +14,7 @@ use crate::job_state::InFlight;
 use crate::{Registry, RunnerConfig};
 
 /// Handler connections.
-pub(crate) type HandlerPool = Pool<crate::connection::HandlerConnections>;
+pub(crate) type HandlerPool = Pool<crate::connector::HandlerConnections>;
 
 /// Everything the runner's threads share.
 pub(crate) struct Shared {
@@ -40,10 +40,11 @@ pub(crate) struct Shared {
     pub(crate) last_start: AtomicU64,
     /// The runner's start, the origin of `last_start`.
     pub(crate) epoch: Instant,
-    /// Ends the runner threads' connections that stop answering.
+    /// Ends the connections that stop answering, and every connection of
+    /// the runner's own threads at its stop deadline.
     pub(crate) watchdog: Arc<crate::hang_guard::Watchdog>,
-    /// The URL's hosts, tried from the one that answered last.
-    pub(crate) hosts: Arc<crate::host_order::HostOrder>,
+    /// Makes every connection the runner opens.
+    pub(crate) connector: Arc<crate::connector::Connector>,
 }
 
 impl Shared {
@@ -57,6 +58,12 @@ impl Shared {
         self.shutdown_at
             .get()
             .map(|at| *at + self.config.shutdown_grace)
+    }
+
+    /// When the runner must be done once shutdown began: the grace period
+    /// plus the database timeout (see `hang_guard`).
+    pub(crate) fn stop_deadline(&self) -> Option<Instant> {
+        self.grace_deadline().map(|at| at + self.config.db_timeout)
     }
 
     /// Microseconds since the runner started.

@@ -17,7 +17,8 @@
 //! - `doctor.rs`: the doctor's reads of the statistics views and catalogs
 //!   (`DOCTOR_*`), and the look at the xmin horizon (`XMIN_HORIZON`).
 //! - `session.rs`: what opens a queue transaction and sets up a queue
-//!   session: isolation and planner settings (`*_BEGIN`, `SESSION_SETUP`).
+//!   session: isolation and planner settings (`*_BEGIN`, `SESSION_SETUP`);
+//!   what a worker's new connection sets and probes (`SESSION_*`).
 //!
 //! A fragment (`macro_rules!`) lives in the file of the statements that
 //! expand it; this file holds the ones that statements of several files

@@ -1,10 +1,13 @@
-//! What opens a queue statement's transaction, and what sets up a queue
-//! session (`QueueSession`): the isolation level (READ COMMITTED,
-//! whatever the database's default; see `isolation.rs` for why) and the
-//! planner settings of the hot-path statements. No table: these are
-//! `BEGIN` and `SET` commands, sent as one batch ahead of a transaction's
-//! statements (the `*_BEGIN`) or once per session ([`SESSION_SETUP`]).
-//! `doctor.rs` has the doctor's own limits (`DOCTOR_LIMITS`).
+//! What opens a queue statement's transaction, and what sets up and checks
+//! a session: the isolation level (READ COMMITTED, whatever the database's
+//! default; see `isolation.rs` for why) and the planner settings of the
+//! hot-path statements, sent as one batch ahead of a transaction's
+//! statements (the `*_BEGIN`) or once per queue session
+//! ([`SESSION_SETUP`], `QueueSession`); and what a worker's new
+//! connection sets and probes (`SESSION_*`, run by `connection.rs`): its
+//! idle-in-transaction limit, whether the server takes writes, its server
+//! process and TCP ends, `LISTEN`. No table. `doctor.rs` has the doctor's
+//! own limits (`DOCTOR_LIMITS`).
 
 /// Opening of a queue statement's own transaction.
 pub(crate) const READ_COMMITTED_BEGIN: &str = "BEGIN ISOLATION LEVEL READ COMMITTED";
@@ -82,3 +85,35 @@ pub(crate) const HOT_PATH_BEGIN: &str = concat!(
     "BEGIN ISOLATION LEVEL READ COMMITTED; ",
     planner_settings!("LOCAL")
 );
+
+/// What a runner thread's new connection sets and checks, in one round trip:
+/// `$1` the longest it may sit idle inside a transaction
+/// (`idle_in_transaction_session_timeout`, as the server reads it: `5s`), set
+/// for the session; rows of `setting` (the value set) and `read_only`
+/// (`on` when the server takes no writes).
+pub(crate) const SESSION_RUNNER_SETUP: &str =
+    "SELECT set_config('idle_in_transaction_session_timeout', $1, false) AS setting,
+            current_setting('transaction_read_only') AS read_only";
+
+/// Whether the server takes writes: `on` when it does not (a standby, or
+/// `default_transaction_read_only` on, as failover tools fence a demoted
+/// primary), else `off`. A row of `read_only`; also sent as a simple query
+/// (the listener's), whose one column is the same.
+pub(crate) const SESSION_READ_ONLY: &str =
+    "SELECT current_setting('transaction_read_only') AS read_only";
+
+/// The server process serving this session: a row of `pid`.
+pub(crate) const SESSION_BACKEND_PID: &str = "SELECT pg_backend_pid() AS pid";
+
+/// The session's TCP ends as the server sees them: a row of `client_addr`,
+/// `client_port`, `server_addr`, `server_port` (NULL over a Unix socket).
+pub(crate) const SESSION_ENDS: &str =
+    "SELECT host(inet_client_addr()) AS client_addr, inet_client_port() AS client_port,
+            host(inet_server_addr()) AS server_addr, inet_server_port() AS server_port";
+
+/// Whether the session still answers.
+pub(crate) const SESSION_ALIVE: &str = "SELECT 1";
+
+/// Subscribes the session to the wake-ups of enqueues
+/// (`NOTIFY_CHANNEL`). Listening again on a channel is a no-op.
+pub(crate) const SESSION_LISTEN: &str = "LISTEN \"jobqueue_jobs\"";

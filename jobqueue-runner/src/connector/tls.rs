@@ -1,4 +1,4 @@
-//! The listener's connection, set up from the database URL as libpq reads
+//! The listener's connection settings, from the database URL as libpq reads
 //! it: the same hosts, and the same TLS settings (`sslmode`, `sslrootcert`).
 //!
 //! The listener connects with the `postgres` crate (it can block on its
@@ -17,6 +17,7 @@ use openssl::ssl::{SslConnector, SslMethod, SslVerifyMode};
 use postgres_openssl::MakeTlsConnector;
 
 use crate::RunnerError;
+use jobqueue_core::engine::{join_options, split_options};
 
 /// `sslmode`, as libpq spells it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -82,11 +83,16 @@ const LEFT_OUT: &[&str] = &[
     "passfile",
 ];
 
-/// The listener's connection settings and TLS connector for `url` (URL or
-/// key=value form).
-pub(crate) fn listener_config(
-    url: &str,
-) -> Result<(tokio_postgres::Config, MakeTlsConnector), RunnerError> {
+/// The listener's connection settings and TLS connector.
+pub(crate) struct ListenSettings {
+    /// Hosts, ports, credentials, timeouts and TLS negotiation.
+    pub(crate) config: tokio_postgres::Config,
+    /// Checks the server's certificate as `sslmode` says.
+    pub(crate) tls: MakeTlsConnector,
+}
+
+/// The listener's settings for `url` (URL or key=value form).
+pub(crate) fn listen_settings(url: &str) -> Result<ListenSettings, RunnerError> {
     let (rest, options) = split_options(url)?;
     let mut mode = SslMode::Prefer;
     let mut root_cert = None;
@@ -109,24 +115,15 @@ pub(crate) fn listener_config(
     let mut config = tokio_postgres::Config::from_str(&text)
         .map_err(|e| RunnerError::Config(format!("database_url: {e}")))?;
     config.ssl_mode(mode.negotiation());
-    Ok((config, connector(mode, root_cert.as_deref())?))
-}
-
-/// `url` (either form) with `defaults` added for the options it does not
-/// set; the options it sets are kept as they are.
-pub(crate) fn with_options(url: &str, defaults: &[(&str, String)]) -> Result<String, RunnerError> {
-    let (head, mut options) = split_options(url)?;
-    for (key, value) in defaults {
-        if !options.iter().any(|(k, _)| k == key) {
-            options.push(((*key).to_owned(), value.clone()));
-        }
-    }
-    Ok(join_options(url, &head, &options))
+    Ok(ListenSettings {
+        config,
+        tls: tls_connector(mode, root_cert.as_deref())?,
+    })
 }
 
 /// An OpenSSL connector that checks the server's certificate as `mode`
 /// says, against `root_cert` (a file, or `system` for the system's store).
-fn connector(mode: SslMode, root_cert: Option<&str>) -> Result<MakeTlsConnector, RunnerError> {
+fn tls_connector(mode: SslMode, root_cert: Option<&str>) -> Result<MakeTlsConnector, RunnerError> {
     let tls = |e: openssl::error::ErrorStack| RunnerError::Config(format!("TLS setup: {e}"));
     let mut builder = SslConnector::builder(SslMethod::tls()).map_err(tls)?;
     // libpq: `require` with a root certificate checks the chain, as verify-ca.
@@ -170,129 +167,12 @@ fn default_root_cert() -> Option<PathBuf> {
     std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".postgresql/root.crt"))
 }
 
-fn is_url(url: &str) -> bool {
-    url.starts_with("postgres://") || url.starts_with("postgresql://")
-}
-
-/// Splits `url` into what comes before its options and its options
-/// (decoded): the query of a URL, or the pairs of a key=value string.
-pub(crate) fn split_options(url: &str) -> Result<(String, Vec<(String, String)>), RunnerError> {
-    if is_url(url) {
-        let Some((head, query)) = url.split_once('?') else {
-            return Ok((url.to_owned(), Vec::new()));
-        };
-        let options = query
-            .split('&')
-            .filter(|pair| !pair.is_empty())
-            .map(|pair| {
-                let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
-                (percent_decode(key), percent_decode(value))
-            })
-            .collect();
-        return Ok((head.to_owned(), options));
-    }
-    let mut options = Vec::new();
-    let mut chars = url.chars().peekable();
-    loop {
-        while chars.next_if(|c| c.is_whitespace()).is_some() {}
-        if chars.peek().is_none() {
-            break;
-        }
-        let key: String =
-            std::iter::from_fn(|| chars.next_if(|c| *c != '=' && !c.is_whitespace())).collect();
-        while chars.next_if(|c| c.is_whitespace()).is_some() {}
-        if chars.next() != Some('=') {
-            return Err(RunnerError::Config(format!(
-                "database_url: `{key}` has no value (expected key=value)"
-            )));
-        }
-        while chars.next_if(|c| c.is_whitespace()).is_some() {}
-        let mut value = String::new();
-        if chars.next_if_eq(&'\'').is_some() {
-            loop {
-                match chars.next() {
-                    Some('\\') => value.extend(chars.next()),
-                    Some('\'') => break,
-                    Some(c) => value.push(c),
-                    None => {
-                        return Err(RunnerError::Config(format!(
-                            "database_url: the value of `{key}` has no closing quote"
-                        )));
-                    }
-                }
-            }
-        } else {
-            value.extend(std::iter::from_fn(|| chars.next_if(|c| !c.is_whitespace())));
-        }
-        options.push((key, value));
-    }
-    Ok((String::new(), options))
-}
-
-/// Puts `head` and `options` back together in `url`'s form.
-pub(crate) fn join_options(url: &str, head: &str, options: &[(String, String)]) -> String {
-    if is_url(url) {
-        if options.is_empty() {
-            return head.to_owned();
-        }
-        let query: Vec<String> = options
-            .iter()
-            .map(|(k, v)| format!("{}={}", percent_encode(k), percent_encode(v)))
-            .collect();
-        format!("{head}?{}", query.join("&"))
-    } else {
-        options
-            .iter()
-            .map(|(k, v)| format!("{k}='{}'", v.replace('\\', "\\\\").replace('\'', "\\'")))
-            .collect::<Vec<_>>()
-            .join(" ")
-    }
-}
-
-fn percent_decode(text: &str) -> String {
-    let bytes = text.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let hex = |b: u8| (b as char).to_digit(16);
-        match (bytes[i], bytes.get(i + 1), bytes.get(i + 2)) {
-            (b'%', Some(&h), Some(&l)) if hex(h).is_some() && hex(l).is_some() => {
-                out.push((hex(h).unwrap_or(0) * 16 + hex(l).unwrap_or(0)) as u8);
-                i += 3;
-            }
-            (b, _, _) => {
-                out.push(b);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
-fn percent_encode(text: &str) -> String {
-    text.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z'
-            | b'a'..=b'z'
-            | b'0'..=b'9'
-            | b'-'
-            | b'.'
-            | b'_'
-            | b'~'
-            | b'/'
-            | b','
-            | b':' => (b as char).to_string(),
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn ssl_mode(url: &str) -> tokio_postgres::config::SslMode {
-        listener_config(url).expect("valid").0.get_ssl_mode()
+        listen_settings(url).expect("valid").config.get_ssl_mode()
     }
 
     #[test]
@@ -320,11 +200,12 @@ mod tests {
 
     #[test]
     fn other_options_and_hosts_are_kept() {
-        let (config, _) = listener_config(
+        let config = listen_settings(
             "postgresql://u@a.example:5432,b.example:5433/app?target_session_attrs=read-write\
              &sslmode=require&application_name=my%20app",
         )
-        .expect("valid");
+        .expect("valid")
+        .config;
         assert_eq!(config.get_hosts().len(), 2);
         assert_eq!(config.get_application_name(), Some("my app"));
         assert_eq!(config.get_dbname(), Some("app"));
@@ -340,7 +221,7 @@ mod tests {
             ),
             ("host=h dbname='d", "no closing quote"),
         ] {
-            let error = listener_config(url).err().expect(url).to_string();
+            let error = listen_settings(url).err().expect(url).to_string();
             assert!(error.contains(expected), "{url}: {error}");
         }
     }

@@ -14,7 +14,7 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use crate::listener_tls::{join_options, split_options};
+use jobqueue_core::engine::{join_options, split_options};
 
 /// One URL per host of the runner's URL, and the one that answered last.
 #[derive(Debug)]
@@ -40,23 +40,33 @@ impl HostOrder {
     }
 
     /// Records that the host at `index` (in the URL's written order) took a
-    /// connection made outside [`HostOrder::connect`] (the listener's).
+    /// connection made outside [`HostOrder::connect`] (the listener's, which
+    /// reads the hosts from the URL itself).
     pub(crate) fn set_last_good(&self, index: usize) {
         self.last_good.store(index, Ordering::Relaxed);
     }
 
-    /// Calls `connect` with each host's URL in turn, from the one that last
-    /// took a connection, until one succeeds; returns its connection, or
-    /// the error of the last host tried.
-    pub(crate) fn connect<T, E>(&self, connect: impl Fn(&str) -> Result<T, E>) -> Result<T, E> {
+    /// How many URLs it has: the URL's hosts, or 1 for a URL used as given.
+    pub(crate) fn len(&self) -> usize {
+        self.urls.len()
+    }
+
+    /// Calls `connect` with each host's index and URL in turn, from the one
+    /// that last took a connection, until one succeeds; returns its
+    /// connection, or the error of the last host tried.
+    pub(crate) fn connect<T, E>(
+        &self,
+        connect: impl Fn(usize, &str) -> Result<T, E>,
+    ) -> Result<T, E> {
         let n = self.urls.len();
         let first = self.last_good.load(Ordering::Relaxed) % n;
-        let mut result = connect(&self.urls[first]);
+        let mut result = connect(first, &self.urls[first]);
         for i in (1..n).map(|k| (first + k) % n) {
             if result.is_ok() {
                 break;
             }
-            result = connect(&self.urls[i]).inspect(|_| self.last_good.store(i, Ordering::Relaxed));
+            result =
+                connect(i, &self.urls[i]).inspect(|_| self.last_good.store(i, Ordering::Relaxed));
         }
         result
     }
@@ -177,7 +187,7 @@ mod tests {
         let tried = std::cell::RefCell::new(Vec::new());
         let tried = &tried;
         let up = |up: &'static str| {
-            move |url: &str| {
+            move |_: usize, url: &str| {
                 tried.borrow_mut().push(url.to_owned());
                 if url.contains(up) { Ok(()) } else { Err(()) }
             }
