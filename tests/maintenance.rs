@@ -1,15 +1,355 @@
-//! A runner's maintenance runs each of its tasks on its own timer: with
-//! recovery and pruning a minute away, the vacuum still runs every 100 ms
-//! once enough dead row versions have piled up.
+//! A runner's maintenance services, one pass at a time: each `run_once` on
+//! a scratch database, checked by the report it returns; the horizon
+//! reading they go by; and one runner whose scheduler runs them.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use jobqueue_runner::{Runner, RunnerConfig};
-use jobqueue_tests::{TestDb, count_where, enqueue_all, scalar, wait_for};
+use diesel::RunQueryDsl as _;
+use diesel::connection::SimpleConnection;
+use jobqueue_core::engine::{Claim, Holder, Horizon};
+use jobqueue_runner::maintenance::{
+    GaugesReport, IndexUpkeep, Kept, Promote, Prune, QueueGauges, Reclaim, Rescue, Service,
+    ServiceContext, Upkeep, Vacuum, VacuumReport,
+};
+use jobqueue_runner::{MetricsMode, Runner, RunnerConfig};
+use jobqueue_tests::{TestDb, count_where, enqueue_all, expire_leases, scalar, wait_for};
 use jobqueue_tools::bench::{BenchNoop, registry};
 
+const FETCH_INDEX: &str = "jobqueue_jobs_fetch_idx";
+
+/// A context for passes on `db`, configured by `configure`.
+fn context(db: &TestDb, configure: impl FnOnce(&mut RunnerConfig)) -> ServiceContext {
+    let mut config = RunnerConfig::new(&db.url);
+    configure(&mut config);
+    ServiceContext::new(config, registry()).expect("a service context")
+}
+
+fn exec(conn: &mut diesel::PgConnection, sql: &str) {
+    conn.batch_execute(sql)
+        .unwrap_or_else(|e| panic!("{e}\n{sql}"));
+}
+
+/// Opens, on `conn`, a `REPEATABLE READ` transaction whose snapshot pins
+/// the xmin horizon (it reads no jobs table, so it locks nothing there);
+/// returns its session's pid.
+fn pin(conn: &mut diesel::PgConnection) -> i64 {
+    exec(
+        conn,
+        "BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT count(*) FROM jobqueue_queues",
+    );
+    scalar(conn, "SELECT pg_backend_pid()::int8 AS n")
+}
+
+/// The pid of the session `horizon` names, if a session holds it.
+fn holder_pid(horizon: &Horizon) -> Option<i64> {
+    match &horizon.pin()?.holder {
+        Holder::Session(session) => Some(i64::from(session.pid)),
+        _ => None,
+    }
+}
+
 #[test]
-fn the_vacuum_runs_on_its_own_timer() {
+fn promote_moves_due_scheduled_jobs_and_says_how_many() {
+    let db = TestDb::new();
+    let mut conn = db.conn();
+    let mut cx = context(&db, |_| {});
+    let mut promote = Promote::new(cx.config());
+    enqueue_all(&mut conn, (0..5).map(|seq| BenchNoop { seq }));
+    exec(
+        &mut conn,
+        "UPDATE jobqueue_jobs SET status = 'scheduled', run_at = now() + interval '1 hour'",
+    );
+    assert_eq!(
+        promote.run_once(&mut cx).expect("pass").jobs,
+        0,
+        "none due yet"
+    );
+    exec(
+        &mut conn,
+        "UPDATE jobqueue_jobs SET run_at = now() - interval '1 second'",
+    );
+    let promoted = promote.run_once(&mut cx).expect("pass");
+    assert_eq!(promoted.jobs, 5, "{promoted}");
+    assert_eq!(count_where(&mut conn, "status = 'pending'"), 5);
+    assert_eq!(promote.run_once(&mut cx).expect("pass").jobs, 0);
+}
+
+#[test]
+fn rescue_recovers_expired_leases_and_reclaim_takes_back_unhandled_jobs() {
+    let db = TestDb::new();
+    let mut conn = db.conn();
+    let mut cx = context(&db, |_| {});
+    enqueue_all(&mut conn, (0..4).map(|seq| BenchNoop { seq }));
+    jobqueue_core::engine::claim(&mut conn, &Claim::new("gone").limit(3)).expect("claim");
+    let mut rescue = Rescue::new(cx.config());
+    assert_eq!(rescue.run_once(&mut cx).expect("pass").total(), 0);
+    expire_leases(&mut conn);
+    let rescued = rescue.run_once(&mut cx).expect("pass");
+    assert_eq!((rescued.requeued, rescued.failed), (3, 0), "{rescued}");
+    assert_eq!(count_where(&mut conn, "status = 'pending'"), 4);
+
+    // Set aside by a runner that did not handle the type; this one does.
+    exec(&mut conn, "UPDATE jobqueue_jobs SET status = 'unhandled'");
+    let reclaimed = Reclaim::new(cx.config()).run_once(&mut cx).expect("pass");
+    assert_eq!(reclaimed.jobs, 4, "{reclaimed}");
+    assert_eq!(count_where(&mut conn, "status = 'pending'"), 4);
+}
+
+#[test]
+fn prune_deletes_finished_jobs_past_their_retention() {
+    let db = TestDb::new();
+    let mut conn = db.conn();
+    let mut cx = context(&db, |config| {
+        config.retention.completed = Some(Duration::from_secs(3600));
+    });
+    enqueue_all(&mut conn, (0..6).map(|seq| BenchNoop { seq }));
+    exec(
+        &mut conn,
+        "UPDATE jobqueue_jobs SET status = 'completed',
+                finished_at = now() - CASE WHEN id IN (SELECT id FROM jobqueue_jobs LIMIT 2)
+                                           THEN interval '1 minute' ELSE interval '2 hours' END",
+    );
+    let pruned = Prune::new(cx.config()).run_once(&mut cx).expect("pass");
+    assert_eq!(
+        (pruned.pruned.completed, pruned.pruned.failed),
+        (4, 0),
+        "{pruned}"
+    );
+    assert_eq!(count_where(&mut conn, "status = 'completed'"), 2);
+}
+
+/// While a transaction pins the horizon a vacuum removes little, and says
+/// who pins it; the next pass only looks at the horizon (the same holder:
+/// no vacuum); once the pin ends, the next pass sees it gone and vacuums.
+#[test]
+fn the_vacuum_names_the_pin_it_waits_for_and_vacuums_once_it_ends() {
+    let db = TestDb::new();
+    let mut conn = db.conn();
+    // Only the passes here vacuum.
+    exec(
+        &mut conn,
+        "ALTER TABLE jobqueue_jobs SET (autovacuum_enabled = false)",
+    );
+    let mut cx = context(&db, |config| config.vacuum_min_dead = 50);
+    let mut vacuum = Vacuum::new(cx.config());
+    let mut holder = db.conn();
+    let pinned_by = pin(&mut holder);
+    enqueue_all(&mut conn, (0..300).map(|seq| BenchNoop { seq }));
+    exec(
+        &mut conn,
+        "DELETE FROM jobqueue_jobs; SELECT pg_stat_force_next_flush()",
+    );
+
+    let report = vacuum.run_once(&mut cx).expect("pass");
+    let VacuumReport::Vacuumed { vacuumed, held, .. } = &report else {
+        panic!("no vacuum: {report}");
+    };
+    assert!(vacuumed.reclaimed_little(), "{report}");
+    let held = held.as_ref().expect("the horizon read after");
+    assert_eq!(holder_pid(held), Some(pinned_by), "{report}");
+    assert!(
+        report
+            .to_string()
+            .contains(&format!("pinned by pid {pinned_by}")),
+        "{report}"
+    );
+
+    let report = vacuum.run_once(&mut cx).expect("pass");
+    let VacuumReport::StillHeld { horizon, .. } = &report else {
+        panic!("not a look at the horizon: {report}");
+    };
+    assert_eq!(holder_pid(horizon), Some(pinned_by), "{report}");
+
+    exec(&mut holder, "COMMIT");
+    let report = vacuum.run_once(&mut cx).expect("pass");
+    let VacuumReport::Vacuumed { vacuumed, held, .. } = &report else {
+        panic!("no vacuum once the pin ended: {report}");
+    };
+    assert!(!vacuumed.reclaimed_little(), "{report}");
+    assert_eq!(*held, None, "{report}");
+}
+
+/// One runner at a time computes the queue gauges: the first to pass takes
+/// the lead, another runner's pass follows.
+#[test]
+fn one_runner_leads_the_queue_gauges() {
+    let db = TestDb::new();
+    let keep = |config: &mut RunnerConfig| config.metrics = MetricsMode::Keep;
+    let (mut first, mut second) = (context(&db, keep), context(&db, keep));
+    let mut leader = QueueGauges::new(first.config());
+    let mut follower = QueueGauges::new(second.config());
+    enqueue_all(&mut db.conn(), (0..3).map(|seq| BenchNoop { seq }));
+    let report = leader.run_once(&mut first).expect("pass");
+    assert_eq!(
+        report,
+        GaugesReport::Leading {
+            queues: 1,
+            took_the_lead: true
+        }
+    );
+    assert_eq!(
+        follower.run_once(&mut second).expect("pass"),
+        GaugesReport::Following
+    );
+    let again = leader.run_once(&mut first).expect("pass");
+    assert!(
+        matches!(
+            again,
+            GaugesReport::Leading {
+                took_the_lead: false,
+                ..
+            }
+        ),
+        "{again}"
+    );
+}
+
+/// The claim index after a pinned horizon: while the pin holds, index
+/// upkeep leaves it and names the pin; once it ended and a vacuum removed
+/// the dead entries, upkeep rebuilds it to a fraction of its size.
+#[test]
+fn index_upkeep_rebuilds_the_claim_index_a_pin_bloated_once_the_pin_ends() {
+    let db = TestDb::new();
+    let mut conn = db.conn();
+    exec(
+        &mut conn,
+        "ALTER TABLE jobqueue_jobs SET (autovacuum_enabled = false)",
+    );
+    let mut cx = context(&db, |config| config.vacuum_min_dead = 1);
+    let mut upkeep = IndexUpkeep::new(cx.config()).min_bytes(1 << 20);
+    let mut holder = db.conn();
+    let pinned_by = pin(&mut holder);
+    // Jobs come and go, claimed and deleted as they complete; with the
+    // horizon pinned, every one leaves its entry in the claim index.
+    for round in 0..6 {
+        enqueue_all(&mut conn, (0..10_000).map(|seq| BenchNoop { seq }));
+        let claimed =
+            jobqueue_core::engine::claim(&mut conn, &Claim::new("w").limit(10_000)).expect("claim");
+        let leases: Vec<_> = claimed.iter().map(|row| row.lease()).collect();
+        jobqueue_core::engine::complete_and_delete_many(&mut conn, &leases).expect("complete");
+        assert_eq!(claimed.len(), 10_000, "round {round}");
+    }
+    enqueue_all(&mut conn, (0..100).map(|seq| BenchNoop { seq }));
+    // What autovacuum's analyze would count: the live entries.
+    exec(&mut conn, "ANALYZE jobqueue_jobs");
+    let bloated = scalar(
+        &mut conn,
+        "SELECT pg_relation_size('jobqueue_jobs_fetch_idx') AS n",
+    );
+    assert!(bloated > 2 << 20, "the claim index is {bloated} bytes");
+
+    // Pinned since before the claims: left as it is, saying by whom.
+    let mut report = None;
+    wait_for("upkeep to see the pin", Duration::from_secs(30), || {
+        let pass = upkeep.run_once(&mut cx).expect("pass");
+        let pinned = matches!(
+            &pass.index(FETCH_INDEX).expect("the claim index").upkeep,
+            Upkeep::Kept(Kept::Pinned(_))
+        );
+        report = Some(pass);
+        pinned
+    });
+    let report = report.expect("a pass");
+    let fetch = report.index(FETCH_INDEX).expect("the claim index");
+    assert!(
+        fetch
+            .to_string()
+            .contains(&format!("pinned by pid {pinned_by}")),
+        "{report}"
+    );
+    assert!(fetch.before.bloat().expect("estimated") >= 4.0, "{report}");
+
+    exec(&mut holder, "COMMIT");
+    // The vacuum that follows the pin removes the dead entries (and counts
+    // the live ones); upkeep then rebuilds.
+    let vacuumed = Vacuum::new(cx.config()).run_once(&mut cx).expect("vacuum");
+    assert!(
+        matches!(vacuumed, VacuumReport::Vacuumed { .. }),
+        "{vacuumed}"
+    );
+    let report = upkeep.run_once(&mut cx).expect("pass");
+    let fetch = report.index(FETCH_INDEX).expect("the claim index");
+    let Upkeep::Rebuilt { after_bytes, .. } = fetch.upkeep else {
+        panic!("not rebuilt: {report}");
+    };
+    eprintln!("{report}");
+    assert_eq!(fetch.before.bytes, bloated, "{report}");
+    assert!(after_bytes * 4 <= bloated, "{report}");
+    assert_eq!(
+        scalar(
+            &mut conn,
+            "SELECT pg_relation_size('jobqueue_jobs_fetch_idx') AS n"
+        ),
+        after_bytes
+    );
+    // Valid, with no copy left behind, and the claim reads it.
+    assert_eq!(
+        scalar(
+            &mut conn,
+            "SELECT count(*) AS n FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+             WHERE c.relname LIKE 'jobqueue_jobs_fetch_idx%' AND i.indisvalid"
+        ),
+        1
+    );
+    let claimed =
+        jobqueue_core::engine::claim(&mut conn, &Claim::new("w").limit(1_000)).expect("claim");
+    assert_eq!(claimed.len(), 100);
+    // Packed now: the next pass keeps it.
+    let report = upkeep.run_once(&mut cx).expect("pass");
+    assert!(
+        matches!(
+            report.index(FETCH_INDEX).expect("the claim index").upkeep,
+            Upkeep::Kept(Kept::Small { .. } | Kept::Packed { .. })
+        ),
+        "{report}"
+    );
+}
+
+/// What an interrupted rebuild leaves (an invalid `_ccnew` copy) is
+/// dropped by the next pass; an index under the floor is kept, saying so.
+#[test]
+fn index_upkeep_drops_what_an_interrupted_rebuild_left() {
+    let db = TestDb::new();
+    let mut conn = db.conn();
+    enqueue_all(&mut conn, (0..3).map(|seq| BenchNoop { seq }));
+    // A concurrent build that fails (the queue is not unique) leaves its
+    // index behind, invalid.
+    let failed = diesel::sql_query(
+        "CREATE UNIQUE INDEX CONCURRENTLY jobqueue_jobs_fetch_idx_ccnew
+         ON jobqueue_jobs (queue) WHERE status = 'pending'",
+    )
+    .execute(&mut conn);
+    assert!(failed.is_err());
+    let mut cx = context(&db, |_| {});
+    let report = IndexUpkeep::new(cx.config())
+        .run_once(&mut cx)
+        .expect("pass");
+    assert_eq!(
+        report.leftovers_dropped,
+        ["jobqueue_jobs_fetch_idx_ccnew"],
+        "{report}"
+    );
+    assert!(
+        matches!(
+            report.index(FETCH_INDEX).expect("the claim index").upkeep,
+            Upkeep::Kept(Kept::Small { .. })
+        ),
+        "{report}"
+    );
+    assert_eq!(
+        scalar(
+            &mut conn,
+            "SELECT count(*) AS n FROM pg_class WHERE relname = 'jobqueue_jobs_fetch_idx_ccnew'"
+        ),
+        0
+    );
+}
+
+/// A runner's scheduler runs the services on their own intervals: with
+/// recovery and pruning a minute away, the vacuum still runs every 100 ms
+/// once enough dead row versions have piled up.
+#[test]
+fn a_runner_schedules_the_vacuum_on_its_own_interval() {
     let db = TestDb::new();
     let mut conn = db.conn();
     enqueue_all(&mut conn, (0..300).map(|_| BenchNoop { seq: 0 }));
@@ -38,77 +378,6 @@ fn the_vacuum_runs_on_its_own_timer() {
     runner.shutdown();
 }
 
-/// While a transaction pins the xmin horizon, vacuums remove nothing, and
-/// the runner vacuums less and less often instead of every interval; once
-/// the transaction ends, it sees the horizon move and vacuums at once,
-/// without waiting out the back-off.
-#[test]
-fn the_vacuum_backs_off_while_the_horizon_is_pinned() {
-    use diesel::RunQueryDsl as _;
-    let db = TestDb::new();
-    let mut conn = db.conn();
-    let mut pin = db.conn();
-    diesel::sql_query("BEGIN ISOLATION LEVEL REPEATABLE READ")
-        .execute(&mut pin)
-        .expect("begin");
-    scalar(&mut pin, "SELECT count(*) AS n FROM jobqueue_jobs");
-    enqueue_all(&mut conn, (0..300).map(|_| BenchNoop { seq: 0 }));
-    let mut config = RunnerConfig::new(&db.url).keep_completed(jobqueue_tests::KEEP_COMPLETED);
-    config.vacuum_interval = Duration::from_millis(100);
-    config.vacuum_min_dead = 50;
-    let runner = Runner::new(config, registry()).start().expect("start");
-    wait_for("the jobs done", Duration::from_secs(30), || {
-        count_where(&mut conn, "status = 'completed'") == 300
-    });
-    let vacuums = |conn: &mut diesel::PgConnection| {
-        scalar(
-            conn,
-            "SELECT vacuum_count AS n FROM pg_stat_user_tables WHERE relname = 'jobqueue_jobs'",
-        )
-    };
-    // The first vacuum comes once the dead versions reach the statistics.
-    wait_for("a first vacuum", Duration::from_secs(40), || {
-        vacuums(&mut conn) >= 1
-    });
-    let first = vacuums(&mut conn);
-    let pinned = Instant::now();
-    // Backing off from 100 ms, the 4 vacuums after the first wait 0.2, 0.4,
-    // 0.8 and 1.6 s (less 10 % of jitter at most): at least 2.7 s in all,
-    // where one every 100 ms would take 0.4 s.
-    wait_for("4 more vacuums", Duration::from_secs(30), || {
-        vacuums(&mut conn) >= first + 4
-    });
-    let backed_off = pinned.elapsed();
-    assert!(
-        backed_off >= Duration::from_millis(2_500),
-        "4 vacuums in {backed_off:?} while the horizon was pinned: no back-off"
-    );
-    // The next vacuum is due 3.2 s (at least 2.88 s) after the last. Once
-    // the pin ends, the look at the horizon (every 100 ms while backing
-    // off) finds its holder gone and vacuums at once instead.
-    diesel::sql_query("COMMIT")
-        .execute(&mut pin)
-        .expect("commit");
-    let ended = Instant::now();
-    wait_for(
-        "a vacuum to reclaim the dead versions",
-        Duration::from_secs(30),
-        || {
-            scalar(
-                &mut conn,
-                "SELECT n_dead_tup AS n FROM pg_stat_user_tables WHERE relname = 'jobqueue_jobs'",
-            ) < 50
-        },
-    );
-    let reclaimed = ended.elapsed();
-    assert!(
-        reclaimed < Duration::from_millis(2_000),
-        "the dead versions went {reclaimed:?} after the pin ended: the vacuum waited out its \
-         back-off instead of seeing the horizon move"
-    );
-    runner.shutdown();
-}
-
 /// A vacuum shortens the jobs table by its empty end only when asked
 /// (the runners ask at most every five minutes): autovacuum and the
 /// ordinary maintenance vacuum leave the pages for new rows, since taking
@@ -123,7 +392,8 @@ fn a_vacuum_shortens_the_table_only_when_asked_to() {
     enqueue_all(&mut conn, (0..20_000).map(|seq| BenchNoop { seq }));
     let full = size(&mut conn);
     assert!(full > 100, "{full} pages");
-    diesel::RunQueryDsl::execute(diesel::sql_query("DELETE FROM jobqueue_jobs"), &mut conn)
+    diesel::sql_query("DELETE FROM jobqueue_jobs")
+        .execute(&mut conn)
         .expect("delete");
 
     let mut session = jobqueue_core::engine::QueueSession::establish(&db.url).expect("session");
@@ -135,7 +405,8 @@ fn a_vacuum_shortens_the_table_only_when_asked_to() {
         "a vacuum not asked to shortened the table"
     );
     // Autovacuum follows the table's setting: no truncation either.
-    diesel::RunQueryDsl::execute(diesel::sql_query("VACUUM jobqueue_jobs"), &mut conn)
+    diesel::sql_query("VACUUM jobqueue_jobs")
+        .execute(&mut conn)
         .expect("plain vacuum");
     assert_eq!(size(&mut conn), full, "a plain VACUUM shortened the table");
 
@@ -143,41 +414,58 @@ fn a_vacuum_shortens_the_table_only_when_asked_to() {
     assert_eq!(size(&mut conn), 0, "the empty table was not shortened");
 }
 
-/// `QueueSession::xmin_horizon` reads the snapshot of a transaction that
-/// pins the horizon, the same while it stays open, and not once it ends; a
-/// pin in another database (older still) is not this database's horizon.
+/// The horizon reading names the snapshot of a transaction that pins the
+/// horizon (its session's pid, since when), the same while it stays open,
+/// and none once it ends; a pin in another database (older still) is not
+/// this database's horizon.
 #[test]
 fn the_xmin_horizon_names_its_holder_until_it_ends() {
-    use diesel::RunQueryDsl as _;
     /// Opens a `REPEATABLE READ` transaction on `conn` and returns its
-    /// snapshot's xmin.
-    fn pin(conn: &mut diesel::PgConnection) -> i64 {
+    /// snapshot's xmin and its session's pid.
+    fn pin_xmin(conn: &mut diesel::PgConnection) -> (i64, i64) {
         diesel::sql_query("BEGIN ISOLATION LEVEL REPEATABLE READ")
             .execute(conn)
             .expect("begin");
-        scalar(
+        let xmin = scalar(
             conn,
             "SELECT backend_xmin::text::int8 AS n FROM pg_stat_activity WHERE pid = pg_backend_pid()",
-        )
+        );
+        (xmin, scalar(conn, "SELECT pg_backend_pid()::int8 AS n"))
     }
     let (db, other) = (TestDb::new(), TestDb::new());
     let mut session = jobqueue_core::engine::QueueSession::establish(&db.url).expect("session");
     let mut elsewhere = other.conn();
-    pin(&mut elsewhere);
+    pin_xmin(&mut elsewhere);
     // Nothing of this database holds its horizon (this session's own look
     // does not count).
-    assert_eq!(session.xmin_horizon().expect("look"), None);
+    assert_eq!(session.xmin_horizon().expect("look"), Horizon::Free);
     let mut here = db.conn();
-    let here_xmin = pin(&mut here);
-    assert_eq!(session.xmin_horizon().expect("look"), Some(here_xmin));
+    let (here_xmin, here_pid) = pin_xmin(&mut here);
+    let horizon = session.xmin_horizon().expect("look");
+    assert_eq!(horizon.xid(), Some(here_xmin), "{horizon}");
+    assert_eq!(holder_pid(&horizon), Some(here_pid), "{horizon}");
+    let pinned = horizon.pin().expect("pinned");
+    match &pinned.holder {
+        Holder::Session(s) => {
+            assert!(!s.by_transaction, "{horizon}");
+            assert_eq!(s.state, "idle in transaction", "{horizon}");
+        }
+        other => panic!("held by {other}"),
+    }
+    assert!(
+        pinned.since.is_some() && pinned.held_for.is_some(),
+        "{horizon}"
+    );
+    assert!(
+        horizon
+            .to_string()
+            .starts_with(&format!("pinned by pid {here_pid} (")),
+        "{horizon}"
+    );
     // Sessions come and go; the pin stays the oldest.
     enqueue_all(&mut db.conn(), (0..10).map(|_| BenchNoop { seq: 0 }));
-    assert_eq!(session.xmin_horizon().expect("look"), Some(here_xmin));
-    diesel::sql_query("COMMIT")
-        .execute(&mut here)
-        .expect("commit");
-    assert_eq!(session.xmin_horizon().expect("look"), None);
-    diesel::sql_query("COMMIT")
-        .execute(&mut elsewhere)
-        .expect("commit");
+    assert_eq!(session.xmin_horizon().expect("look").xid(), Some(here_xmin));
+    exec(&mut here, "COMMIT");
+    assert_eq!(session.xmin_horizon().expect("look"), Horizon::Free);
+    exec(&mut elsewhere, "COMMIT");
 }

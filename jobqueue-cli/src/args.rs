@@ -221,6 +221,16 @@ pub(crate) struct WorkArgs {
         default_value_t = 5.0
     )]
     pub(crate) rescue_secs: f64,
+    /// How often the indexes of live jobs are checked, and one a long
+    /// transaction left several times its packed size rebuilt
+    /// (`REINDEX INDEX CONCURRENTLY`, one runner at a time), in seconds.
+    #[arg(
+        long,
+        allow_negative_numbers = true,
+        env = "JOBQUEUE_INDEX_UPKEEP_SECS",
+        default_value_t = 600.0
+    )]
+    pub(crate) index_upkeep_secs: f64,
     /// Keep completed jobs this many hours. 0 (the default): the completion
     /// deletes the job's row, the least WAL per job; completions are still
     /// counted per minute (`stats`, the dashboard's chart), but `show` and

@@ -92,6 +92,7 @@ fn work(url: &str, args: WorkArgs, registry: Registry) -> Result<()> {
     config.poll_interval = Duration::from_millis(args.poll_interval_ms);
     config.shutdown_grace = secs("grace-secs", args.grace_secs)?;
     config.rescue_interval = secs("rescue-secs", args.rescue_secs)?;
+    config.index_upkeep_interval = secs("index-upkeep-secs", args.index_upkeep_secs)?;
     config.retry = jobqueue_core::RetryPolicy {
         base: Duration::from_millis(args.retry_base_ms),
         max: secs("retry-max-secs", args.retry_max_secs)?,

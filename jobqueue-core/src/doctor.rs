@@ -96,7 +96,7 @@ impl Check {
 #[derive(Debug, Clone, PartialEq)]
 pub struct DoctorOptions {
     /// Warn when a transaction (or a prepared transaction) has been open
-    /// this long. Default 5 min.
+    /// this long, or has held the xmin horizon this long. Default 5 min.
     pub xact_warn: Duration,
     /// Fail when it has been open this long. Default 1 h.
     pub xact_fail: Duration,
@@ -231,7 +231,7 @@ impl DoctorOptions {
 /// | name | fails when |
 /// | --- | --- |
 /// | `migrations` | a migration this library embeds is not applied (the schema is missing, say) |
-/// | `vacuum horizon` | a transaction of this database has been open too long |
+/// | `vacuum horizon` | something has held the xmin horizon back too long (a transaction of this database, or the holder `engine::xmin_horizon` names) |
 /// | `replication slots` | a slot holds back vacuum for too many transactions |
 /// | `prepared xacts` | a prepared transaction has been left too long |
 /// | `dead tuples` | too much of `jobqueue_jobs` is dead row versions |

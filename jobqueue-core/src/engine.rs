@@ -1,7 +1,8 @@
 //! The building blocks of a runner: claiming due jobs, finishing and
 //! extending the leases it holds, the maintenance passes (promote, rescue,
-//! reclaim, prune, fire schedules), the runner registry and the hot-path
-//! session with its prepared statements.
+//! reclaim, prune, fire schedules, the indexes' upkeep), the reading of the
+//! xmin horizon, the runner registry and the hot-path session with its
+//! prepared statements.
 //!
 //! An application enqueues and administers jobs with the crate's top level
 //! and runs the `jobqueue-runner` crate's runner; it reaches in here only to
@@ -52,6 +53,11 @@ pub use crate::finish::{
     complete_and_delete_many, complete_many, fail, fail_many, park_many, release_many, start_many,
 };
 pub use crate::heartbeat::{Heartbeat, Progress, heartbeat_many, report_progress};
+pub use crate::horizon::{Holder, Horizon, Pin, SessionHold, xmin_horizon};
+pub use crate::index_rebuild::{
+    IndexSize, LIVE_JOB_INDEXES, backend_pid, cancel_backend, drop_rebuild_leftovers, index_sizes,
+    rebuild_index, server_version, try_lock_index_upkeep, unlock_index_upkeep,
+};
 pub use crate::lease::{Fenced, Lease};
 pub use crate::periodic::{FirePass, ORPHANED_AFTER, declare_schedules, fire_due};
 pub use crate::plan::{HotStatement, Plan, TableRead};

@@ -213,21 +213,10 @@ impl QueueSession {
         }))
     }
 
-    /// The transaction id that holds this database's xmin horizon back
-    /// now (`None`: nothing but this session): the oldest snapshot or
-    /// transaction of another session of this database, replication slot
-    /// or prepared transaction. Only equality between two looks means
-    /// anything: the same id, the same holder, and a vacuum can still
-    /// remove nothing that died after it. Needs no privileges.
-    pub fn xmin_horizon(&mut self) -> Result<Option<i64>> {
-        #[derive(diesel::QueryableByName)]
-        struct Horizon {
-            #[diesel(sql_type = diesel::sql_types::Nullable<diesel::sql_types::BigInt>)]
-            horizon: Option<i64>,
-        }
-        Ok(diesel::sql_query(sql::XMIN_HORIZON)
-            .get_result::<Horizon>(&mut self.conn)?
-            .horizon)
+    /// `engine::xmin_horizon`: what holds this database's xmin horizon
+    /// back now, if anything but this session.
+    pub fn xmin_horizon(&mut self) -> Result<crate::horizon::Horizon> {
+        crate::horizon::xmin_horizon(&mut self.conn)
     }
 
     /// Dead row versions of the jobs table, as the statistics count them.

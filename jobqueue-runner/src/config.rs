@@ -64,6 +64,12 @@ pub struct RunnerConfig {
     pub vacuum_interval: Duration,
     /// Dead row versions that make maintenance vacuum. Default 20,000.
     pub vacuum_min_dead: i64,
+    /// How often the indexes of live jobs are compared with the size they
+    /// would have packed, and one several times that size rebuilt
+    /// (`REINDEX INDEX CONCURRENTLY`, by one runner at a time) once nothing
+    /// holds the xmin horizon: what a long transaction made them grow stays
+    /// until then. Default 10 min.
+    pub index_upkeep_interval: Duration,
     /// How long in-flight jobs may run on after shutdown begins. Default 30 s.
     pub shutdown_grace: Duration,
     /// Timeout for job types that set none. Default: none.
@@ -115,6 +121,7 @@ impl std::fmt::Debug for RunnerConfig {
             prune_interval,
             vacuum_interval,
             vacuum_min_dead,
+            index_upkeep_interval,
             shutdown_grace,
             default_timeout,
             completion_batch,
@@ -141,6 +148,7 @@ impl std::fmt::Debug for RunnerConfig {
             .field("prune_interval", prune_interval)
             .field("vacuum_interval", vacuum_interval)
             .field("vacuum_min_dead", vacuum_min_dead)
+            .field("index_upkeep_interval", index_upkeep_interval)
             .field("shutdown_grace", shutdown_grace)
             .field("default_timeout", default_timeout)
             .field("completion_batch", completion_batch)
@@ -201,6 +209,7 @@ impl RunnerConfig {
             prune_interval: Duration::from_secs(60),
             vacuum_interval: Duration::from_secs(10),
             vacuum_min_dead: 20_000,
+            index_upkeep_interval: Duration::from_secs(600),
             shutdown_grace: Duration::from_secs(30),
             default_timeout: None,
             completion_batch: 1000,
@@ -348,6 +357,7 @@ impl RunnerConfig {
             ("rescue_interval", self.rescue_interval),
             ("prune_interval", self.prune_interval),
             ("vacuum_interval", self.vacuum_interval),
+            ("index_upkeep_interval", self.index_upkeep_interval),
             ("metrics_refresh", self.metrics_refresh),
         ] {
             if value < Duration::from_millis(1) {

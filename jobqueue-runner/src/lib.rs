@@ -64,18 +64,15 @@ mod job_error;
 mod job_state;
 mod lease_keeper;
 mod listener;
-mod maintenance;
+pub mod maintenance;
 mod messages;
 mod metrics;
 mod metrics_server;
 mod perform;
-mod periodic;
-mod queue_gauges;
 mod registry;
 mod runner;
 mod shared;
 mod sync;
-mod vacuum_pacing;
 mod worker;
 
 /// This crate's version (`major.minor.patch`), for tools that report what

@@ -8,7 +8,8 @@
 //!                 (claims)   ▲   └──> worker ──┘              (batched writes)
 //!  listener ──> early claims ┘  (dispatch: one line per queue, taking turns)
 //!  lease keeper: renews leases of in-flight jobs, own connection
-//!  maintenance: stale-job recovery, pruning
+//!  maintenance: one scheduler of the services in maintenance/ (promote,
+//!    reclaim, rescue, prune, vacuum, index upkeep, periodic jobs, gauges)
 //!  watchdog: ends hung connections, and the runner's own once its time to
 //!            stop ran out; started first, stopped last
 //! ```
@@ -18,16 +19,12 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use crossbeam_channel::{Receiver, Sender, bounded};
-use diesel::r2d2::Pool;
 
 use crate::claimer::Claimer;
-use crate::counters::Counters;
 use crate::dispatch::JobReceiver;
-use crate::health::Health;
-use crate::job_state::InFlight;
 use crate::messages::{Outcome, OutcomeKind};
 use crate::shared::Shared;
 use crate::sync::lock;
@@ -101,15 +98,6 @@ impl Runner {
             }
             _ => None,
         };
-        let pool = Pool::builder()
-            .max_size(config.effective_handler_pool_size())
-            .min_idle(Some(0))
-            .connection_timeout(Duration::from_secs(10))
-            .test_on_check_out(true)
-            .error_handler(Box::new(PoolErrors))
-            .build_unchecked(crate::connector::HandlerConnections::new(Arc::clone(
-                &connector,
-            )));
         let (claimer, wakeups) = Claimer::new(&config);
         // The runner holds at most this many jobs at once, counting those
         // whose outcome is not written yet; so neither channel ever holds more.
@@ -126,30 +114,13 @@ impl Runner {
         let (shutdown_tx, shutdown_rx) = bounded::<()>(0);
         let (exited_tx, exited_rx) = bounded::<()>(0);
         let (last_tx, last_rx) = bounded::<()>(0);
-        let job_types = self
-            .registry
-            .job_types()
-            .into_iter()
-            .map(str::to_owned)
-            .collect();
-        let shared = Arc::new(Shared {
-            job_types,
-            registry: self.registry,
-            inflight: InFlight::default(),
-            health: Health::default(),
-            counters: Counters::default(),
-            metrics: (config.metrics != crate::MetricsMode::Off).then(crate::metrics::Metrics::new),
-            busy_workers: AtomicUsize::new(0),
-            pool,
-            shutdown: shutdown_rx.clone(),
-            shutdown_at: std::sync::OnceLock::new(),
-            job_micros: std::sync::atomic::AtomicU64::new(0),
-            last_start: std::sync::atomic::AtomicU64::new(0),
-            epoch: Instant::now(),
+        let shared = Shared::new(
+            config,
+            self.registry,
+            shutdown_rx.clone(),
             watchdog,
             connector,
-            config,
-        });
+        );
         let hand_back = crate::claimer::HandBack {
             queued: job_rx.clone(),
             outcomes: outcome_tx.clone(),
@@ -185,19 +156,7 @@ impl Runner {
         background.push(spawn("jobqueue-listener", move || {
             crate::listener::run(s, &c, stop)
         })?);
-        if !shared.registry.schedules().is_empty() {
-            let (s, stop) = (Arc::clone(&shared), last_rx.clone());
-            background.push(spawn("jobqueue-periodic", move || {
-                crate::periodic::run(s, stop)
-            })?);
-        }
         let registry = crate::exposition::registry(&shared).map(Arc::new);
-        if registry.is_some() {
-            let (s, stop) = (Arc::clone(&shared), last_rx.clone());
-            background.push(spawn("jobqueue-queue-gauges", move || {
-                crate::queue_gauges::run(s, stop)
-            })?);
-        }
         if let (Some(server), Some(registry)) = (metrics_server, &registry) {
             log::info!("serving metrics at http://{}/metrics", server.addr());
             let (registry, stop) = (Arc::clone(registry), last_rx.clone());
@@ -208,7 +167,7 @@ impl Runner {
         }
         let (s, c) = (Arc::clone(&shared), Arc::clone(&claimer));
         background.push(spawn("jobqueue-maintenance", move || {
-            crate::maintenance::run(s, &c, last_rx)
+            crate::maintenance::run(s, c, last_rx)
         })?);
         log::info!(
             "runner {} started: {} workers, queues [{}], job types [{}]",
@@ -238,18 +197,6 @@ impl Runner {
                 watchdog: (watchdog_stop, watchdog_thread),
             }),
         })
-    }
-}
-
-/// Connection errors of the handler pool: a handler that gets no
-/// connection fails its attempt with the reason, and outages are logged once
-/// by the runner's own threads, so the pool's own reports are debug lines.
-#[derive(Debug)]
-struct PoolErrors;
-
-impl diesel::r2d2::HandleError<diesel::r2d2::Error> for PoolErrors {
-    fn handle_error(&self, error: diesel::r2d2::Error) {
-        log::debug!("handler pool: {}", crate::health::one_line(&error));
     }
 }
 

@@ -48,6 +48,53 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
+    /// What the threads of a runner configured by `config` (its URL
+    /// completed already) with `registry` share, `shutdown` its shutdown
+    /// broadcast. Nothing connects yet: the handler pool opens connections
+    /// as handlers ask for them.
+    /// What the threads of a runner of `registry`'s job types share, its
+    /// connections made by `connector` and watched by `watchdog`.
+    pub(crate) fn new(
+        config: RunnerConfig,
+        registry: Registry,
+        shutdown: crossbeam_channel::Receiver<()>,
+        watchdog: Arc<crate::hang_guard::Watchdog>,
+        connector: Arc<crate::connector::Connector>,
+    ) -> Arc<Shared> {
+        let pool = Pool::builder()
+            .max_size(config.effective_handler_pool_size())
+            .min_idle(Some(0))
+            .connection_timeout(Duration::from_secs(10))
+            .test_on_check_out(true)
+            .error_handler(Box::new(PoolErrors))
+            .build_unchecked(crate::connector::HandlerConnections::new(Arc::clone(
+                &connector,
+            )));
+        let job_types = registry
+            .job_types()
+            .into_iter()
+            .map(str::to_owned)
+            .collect();
+        Arc::new(Shared {
+            job_types,
+            registry,
+            inflight: InFlight::default(),
+            health: Health::default(),
+            counters: Counters::default(),
+            metrics: (config.metrics != crate::MetricsMode::Off).then(crate::metrics::Metrics::new),
+            busy_workers: AtomicUsize::new(0),
+            pool,
+            shutdown,
+            shutdown_at: std::sync::OnceLock::new(),
+            job_micros: AtomicU64::new(0),
+            last_start: AtomicU64::new(0),
+            epoch: Instant::now(),
+            watchdog,
+            connector,
+            config,
+        })
+    }
+
     pub(crate) fn is_stopping(&self) -> bool {
         crate::backoff::is_stopped(&self.shutdown)
     }
@@ -81,5 +128,17 @@ impl Shared {
             (old * 15 + sample) / 16
         };
         self.job_micros.store(new.max(1), Ordering::Relaxed);
+    }
+}
+
+/// Connection errors of the handler pool: a handler that gets no
+/// connection fails its attempt with the reason, and outages are logged once
+/// by the runner's own threads, so the pool's own reports are debug lines.
+#[derive(Debug)]
+struct PoolErrors;
+
+impl diesel::r2d2::HandleError<diesel::r2d2::Error> for PoolErrors {
+    fn handle_error(&self, error: diesel::r2d2::Error) {
+        log::debug!("handler pool: {}", crate::health::one_line(&error));
     }
 }

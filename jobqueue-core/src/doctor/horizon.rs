@@ -5,9 +5,10 @@
 //! them until they go.
 
 use diesel::prelude::*;
-use diesel::sql_types::{BigInt, Bool, Double, Integer, Nullable, Text};
+use diesel::sql_types::{BigInt, Bool, Double, Nullable, Text};
 
 use super::{Check, CheckStatus, DoctorOptions, format, grade, read};
+use crate::horizon::{Holder, Horizon, SessionHold};
 use crate::{Result, sql};
 
 /// The name of the `vacuum horizon` check.
@@ -20,43 +21,24 @@ pub(super) const SLOTS: &str = "replication slots";
 pub(super) const PREPARED: &str = "prepared xacts";
 
 #[derive(QueryableByName)]
-struct OldestXact {
-    #[diesel(sql_type = Integer)]
-    pid: i32,
-    #[diesel(sql_type = Text)]
-    application_name: String,
-    #[diesel(sql_type = Text)]
-    client: String,
-    #[diesel(sql_type = Text)]
-    state: String,
-    #[diesel(sql_type = Text)]
-    query: String,
-    #[diesel(sql_type = Bool)]
-    holds_horizon: bool,
-    #[diesel(sql_type = Double)]
-    age_secs: f64,
-    #[diesel(sql_type = BigInt)]
-    past_warn: i64,
-}
-
-#[derive(QueryableByName)]
 struct SeesAll {
     #[diesel(sql_type = Bool)]
     sees_all: bool,
 }
 
-/// `vacuum horizon`: the oldest open transaction of another session in
-/// this database (sessions of other databases hold back no vacuum here).
+/// `vacuum horizon`: what holds this database's xmin horizon back
+/// (`engine::xmin_horizon`, the reading runners go by too), graded by how
+/// long it has held it (a session's or prepared transaction's age) or, for
+/// a holder whose time the reading cannot tell (a replication slot, a WAL
+/// sender relaying a standby's feedback), by how many transactions old
+/// the horizon is.
 pub(super) fn transactions(conn: &mut PgConnection, options: &DoctorOptions) -> Result<Check> {
-    let (oldest, sees_all) = read(conn, |conn| {
-        let oldest = diesel::sql_query(sql::DOCTOR_OLDEST_XACT)
-            .bind::<Double, _>(options.xact_warn.as_secs_f64())
-            .get_result::<OldestXact>(conn)
-            .optional()?;
+    let (horizon, sees_all) = read(conn, |conn| {
+        let horizon = crate::horizon::xmin_horizon(conn)?;
         let sees_all = diesel::sql_query(sql::DOCTOR_SEES_ALL_SESSIONS)
             .get_result::<SeesAll>(conn)?
             .sees_all;
-        Ok((oldest, sees_all))
+        Ok((horizon, sees_all))
     })?;
     // Other roles' sessions show no transaction to a role that may not see
     // them: say so, or an ok would claim more than was seen.
@@ -66,60 +48,84 @@ pub(super) fn transactions(conn: &mut PgConnection, options: &DoctorOptions) -> 
         "; only this role's sessions are visible (a superuser, or a member of \
          pg_read_all_stats, sees all)"
     };
-    let Some(x) = oldest else {
+    let Horizon::Pinned(pin) = horizon else {
         return Ok(Check::ok(
             TRANSACTIONS,
-            format!("no other session has a transaction open in this database{unseen}"),
+            format!(
+                "nothing holds the xmin horizon back: no other session of this database has \
+                 a transaction or snapshot open, and no prepared transaction or replication \
+                 slot holds one{unseen}"
+            ),
         ));
     };
-    let age = format::secs(x.age_secs);
-    let status = grade(age, options.xact_warn, options.xact_fail);
-    let mut who = vec![format!("pid {}", x.pid)];
-    who.push(if x.application_name.is_empty() {
-        "no application_name".to_owned()
-    } else {
-        x.application_name.clone()
-    });
-    if !x.client.is_empty() {
-        who.push(x.client.clone());
-    }
-    if !x.state.is_empty() {
-        who.push(x.state.clone());
-    }
-    if x.holds_horizon {
-        who.push("holds the xmin horizon".to_owned());
-    }
-    let mut evidence = format!(
-        "oldest transaction {} ({})",
-        crate::human::human_duration(age),
-        who.join(", ")
-    );
-    if status != CheckStatus::Ok {
-        evidence.push_str(&format!(": {}", format::query(&x.query)));
-        if x.past_warn > 1 {
-            evidence.push_str(&format!(
-                "; {} transactions open longer than {}",
-                x.past_warn,
-                crate::human::human_duration(options.xact_warn)
-            ));
+    let (status, open) = match pin.held_for {
+        Some(held) => (
+            grade(held, options.xact_warn, options.xact_fail),
+            format!("open {}", crate::human::human_duration(held)),
+        ),
+        None => (
+            grade(
+                u64::try_from(pin.xid_age).unwrap_or(0),
+                options.slot_warn_xids,
+                options.slot_fail_xids,
+            ),
+            format!("{} transactions old", pin.xid_age),
+        ),
+    };
+    let (mut evidence, advice) = match &pin.holder {
+        Holder::Session(session) => {
+            let by = if session.by_transaction {
+                "its transaction"
+            } else {
+                "its snapshot"
+            };
+            let mut evidence = format!("{} holds the xmin horizon by {by}, {open}", pin.holder);
+            if status != CheckStatus::Ok && !session.query.is_empty() {
+                evidence.push_str(&format!(": {}", format::query(&session.query)));
+            }
+            (evidence, session_advice(session))
         }
-    }
+        Holder::PreparedXact { gid, .. } => {
+            let gid = format::literal(gid);
+            (
+                format!("{} holds the xmin horizon, {open}", pin.holder),
+                format!(
+                    "finish it (see prepared xacts): COMMIT PREPARED {gid} or ROLLBACK \
+                     PREPARED {gid}"
+                ),
+            )
+        }
+        Holder::ReplicationSlot { .. } => (
+            format!("{} holds the xmin horizon, {open}", pin.holder),
+            "see replication slots: make its standby keep up, or drop the slot if nothing \
+             needs it"
+                .to_owned(),
+        ),
+    };
     evidence.push_str(unseen);
-    let advice = if x.state.starts_with("idle in transaction") {
+    Ok(Check::graded(TRANSACTIONS, status, evidence, advice))
+}
+
+/// What to do about a session that holds the horizon.
+fn session_advice(session: &SessionHold) -> String {
+    if session.backend_type == "walsender" {
+        "a standby's hot_standby_feedback relays the snapshots of its queries: end its long \
+         queries, or bound them there with statement_timeout"
+            .to_owned()
+    } else if session.state.starts_with("idle in transaction") {
         format!(
             "end it: commit or roll back in its client, or SELECT pg_terminate_backend({}); \
              set idle_in_transaction_session_timeout so abandoned ones end by themselves",
-            x.pid
+            session.pid
         )
     } else {
         format!(
             "a statement running this long keeps every row version that died since it began: \
              cancel it (SELECT pg_cancel_backend({})), run such work on a replica, or bound it \
              with statement_timeout",
-            x.pid
+            session.pid
         )
-    };
-    Ok(Check::graded(TRANSACTIONS, status, evidence, advice))
+    }
 }
 
 #[derive(QueryableByName)]

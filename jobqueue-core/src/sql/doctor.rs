@@ -7,41 +7,15 @@
 //! table (`__diesel_schema_migrations`), or the partial indexes of live
 //! jobs (`jobqueue_jobs_fetch_idx`, `_scheduled_idx`, `_unhandled_idx`,
 //! `_lease_idx`), so none costs more with a longer finished history.
-//! [`XMIN_HORIZON`] is `QueueSession::xmin_horizon`'s: a runner's
-//! maintenance asks whether what holds back the vacuum of the jobs table
-//! has moved.
+//! [`XMIN_HORIZON`] is the one reading of the xmin horizon
+//! (`engine::xmin_horizon`): the doctor's `vacuum horizon` check, a
+//! runner's vacuum pacing and index upkeep, and the claimer's resume
+//! points all read it.
 
 /// Limits of each doctor transaction: a check waits for no lock and runs
 /// no statement for long (a health check that hangs tells nothing).
 pub(crate) const DOCTOR_LIMITS: &str =
     "SET LOCAL lock_timeout = '5s'; SET LOCAL statement_timeout = '30s'";
-
-/// The oldest open transaction of another client session in this database
-/// (only those hold back the vacuum of its tables), with how many were
-/// opened more than `$1` seconds ago.
-pub(crate) const DOCTOR_OLDEST_XACT: &str = "
-    WITH open AS (
-        SELECT pid, application_name, client_addr, client_port, state, query, xact_start,
-               backend_xid IS NOT NULL OR backend_xmin IS NOT NULL AS holds_horizon
-        FROM pg_stat_activity
-        WHERE datname = current_database()
-          AND pid <> pg_backend_pid()
-          AND backend_type = 'client backend'
-          AND xact_start IS NOT NULL
-    )
-    SELECT o.pid,
-           coalesce(o.application_name, '') AS application_name,
-           coalesce(host(o.client_addr),
-                    CASE WHEN o.client_port = -1 THEN 'local socket' END, '') AS client,
-           coalesce(o.state, '') AS state,
-           coalesce(o.query, '') AS query,
-           o.holds_horizon,
-           greatest(EXTRACT(EPOCH FROM now() - o.xact_start), 0)::float8 AS age_secs,
-           (SELECT count(*) FROM open
-            WHERE xact_start < now() - make_interval(secs => $1)) AS past_warn
-    FROM open AS o
-    ORDER BY o.xact_start
-    LIMIT 1";
 
 /// Whether this session sees the transactions of every role in
 /// `pg_stat_activity` (a superuser, or a member of `pg_read_all_stats`).
@@ -177,26 +151,54 @@ pub(crate) const DOCTOR_FETCH_INDEX_DEFINITION: &str = "CREATE INDEX CONCURRENTL
     jobqueue_jobs_fetch_idx ON jobqueue_jobs (queue, priority DESC, run_at, id) \
     WHERE status = 'pending'";
 
-/// The oldest transaction id that holds the xmin horizon of this database's
-/// tables back, as a number (`NULL`: nothing but this session holds it): a
-/// snapshot or transaction id of another session of this database (or of
-/// a process of none, such as a WAL sender with hot-standby feedback), a
-/// replication slot's `xmin`, a prepared transaction of this database.
-/// Readable without privileges. Two looks that read the same id saw the
-/// same holder: the horizon has not moved between them.
+/// What holds this database's xmin horizon back now: the oldest of the
+/// transaction ids and snapshots still open anywhere that bind the vacuum
+/// of its tables, with who holds it (no row: nothing but this session).
+///
+/// Holders: a session of this database (or a process of none, such as a
+/// WAL sender relaying a standby's feedback) by its own transaction id
+/// (`backend_xid`) or its snapshot (`backend_xmin`); a prepared transaction
+/// of this database; a replication slot's `xmin`. Autovacuum workers are
+/// left out: since PostgreSQL 14 a vacuum's snapshot holds back no other
+/// vacuum. On a tie (a snapshot taken while the oldest transaction was
+/// open has its id as xmin) the transaction itself is named. `since` is
+/// when the holding transaction began or was prepared (`NULL` for a slot,
+/// or a process with no transaction), by the database's clock.
+///
+/// Readable without privileges; sessions of other roles show no xid or
+/// xmin to a role that is neither a superuser nor a member of
+/// `pg_read_all_stats`, so such a role sees only its own sessions' holds.
 pub(crate) const XMIN_HORIZON: &str = "
-    SELECT (SELECT x::text::int8
-            FROM (SELECT backend_xmin AS x FROM pg_stat_activity
-                  WHERE (datname = current_database() OR datname IS NULL)
-                    AND pid <> pg_backend_pid() AND backend_xmin IS NOT NULL
-                  UNION ALL
-                  SELECT backend_xid FROM pg_stat_activity
-                  WHERE (datname = current_database() OR datname IS NULL)
-                    AND pid <> pg_backend_pid() AND backend_xid IS NOT NULL
-                  UNION ALL
-                  SELECT xmin FROM pg_replication_slots WHERE xmin IS NOT NULL
-                  UNION ALL
-                  SELECT transaction FROM pg_prepared_xacts
-                  WHERE database = current_database()) AS holders
-            ORDER BY age(x) DESC
-            LIMIT 1) AS horizon";
+    WITH holders AS (
+        SELECT 'session'::text AS kind, h.xid, h.by_transaction, a.xact_start AS since,
+               a.pid, a.backend_type::text AS backend_type,
+               coalesce(a.application_name, '') AS application_name,
+               coalesce(host(a.client_addr),
+                        CASE WHEN a.client_port = -1 THEN 'local socket' END, '') AS client,
+               coalesce(a.state, '') AS state,
+               coalesce(a.query, '') AS query,
+               NULL::text AS name, NULL::text AS owner, NULL::bool AS active
+        FROM pg_stat_activity AS a
+        CROSS JOIN LATERAL (VALUES (a.backend_xid, true), (a.backend_xmin, false))
+            AS h (xid, by_transaction)
+        WHERE (a.datname = current_database() OR a.datname IS NULL)
+          AND a.pid <> pg_backend_pid()
+          AND a.backend_type IS DISTINCT FROM 'autovacuum worker'
+          AND h.xid IS NOT NULL
+        UNION ALL
+        SELECT 'prepared', p.transaction, true, p.prepared, NULL, NULL, '', '', '', '',
+               p.gid, p.owner::text, NULL
+        FROM pg_prepared_xacts AS p
+        WHERE p.database = current_database()
+        UNION ALL
+        SELECT 'slot', s.xmin, false, NULL, s.active_pid, NULL, '', '', '', '',
+               s.slot_name::text, NULL, s.active
+        FROM pg_replication_slots AS s
+        WHERE s.xmin IS NOT NULL
+    )
+    SELECT kind, xid::text::int8 AS xid, age(xid)::int8 AS xid_age, by_transaction, since,
+           greatest(EXTRACT(EPOCH FROM now() - since), 0)::float8 AS held_secs,
+           pid, backend_type, application_name, client, state, query, name, owner, active
+    FROM holders
+    ORDER BY age(xid) DESC, by_transaction DESC, since NULLS LAST
+    LIMIT 1";

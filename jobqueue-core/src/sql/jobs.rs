@@ -966,3 +966,70 @@ crate::prepared::statements! {
     JobCancelHeldMany => JOB_CANCEL_HELD_MANY,
     JobHeartbeatMany => JOB_HEARTBEAT_MANY,
 }
+
+/// The indexes named in `$1` (in that order, those that exist): size on
+/// disk, entries by the planner's estimate (`reltuples`, as the last
+/// vacuum, analyze or build left it; -1 when none has), whether valid, the
+/// width of a key (fixed-length columns at their length, others at their
+/// average width by the table's statistics, 32 bytes without), the block
+/// size, and the statement that rebuilds it without blocking writes,
+/// schema-qualified and quoted by the server (`format('%I')`).
+pub(crate) const JOB_INDEX_SIZES: &str = "
+    SELECT c.relname::text AS name,
+           pg_relation_size(c.oid) AS bytes,
+           c.reltuples::float8 AS entries,
+           i.indisvalid AS valid,
+           (SELECT coalesce(sum(CASE WHEN a.attlen > 0 THEN a.attlen
+                                     ELSE coalesce(s.avg_width, 32) END), 0)
+            FROM pg_attribute AS a
+            LEFT JOIN pg_stats AS s
+                   ON s.schemaname = n.nspname AND s.tablename = t.relname
+                  AND s.attname = a.attname
+            WHERE a.attrelid = c.oid AND a.attnum > 0)::int8 AS key_bytes,
+           current_setting('block_size')::int8 AS block_bytes,
+           format('REINDEX INDEX CONCURRENTLY %I.%I', n.nspname, c.relname) AS rebuild
+    FROM unnest($1::text[]) WITH ORDINALITY AS wanted (name, ord)
+    JOIN pg_class AS c ON c.oid = to_regclass(wanted.name)
+    JOIN pg_index AS i ON i.indexrelid = c.oid
+    JOIN pg_class AS t ON t.oid = i.indrelid
+    JOIN pg_namespace AS n ON n.oid = t.relnamespace
+    ORDER BY wanted.ord";
+
+/// What an interrupted `REINDEX INDEX CONCURRENTLY` of the jobs table's
+/// indexes left behind: invalid indexes named `<index>_ccnew` (the copy
+/// being built) or `<index>_ccold` (the original, after the swap), while
+/// no index of the table is being built; with the statement that drops
+/// each, quoted by the server.
+pub(crate) const JOB_INDEX_LEFTOVERS: &str = "
+    SELECT c.relname::text AS name,
+           format('DROP INDEX CONCURRENTLY %I.%I', n.nspname, c.relname) AS statement
+    FROM pg_index AS i
+    JOIN pg_class AS c ON c.oid = i.indexrelid
+    JOIN pg_namespace AS n ON n.oid = c.relnamespace
+    WHERE i.indrelid = 'jobqueue_jobs'::regclass
+      AND NOT i.indisvalid
+      AND c.relname ~ '_cc(new|old)[0-9]*$'
+      AND NOT EXISTS (SELECT 1 FROM pg_stat_progress_create_index AS p
+                      WHERE p.relid = i.indrelid)
+    ORDER BY c.relname";
+
+/// Takes, for this session until [`JOB_INDEX_UPKEEP_UNLOCK`], the advisory
+/// lock that lets one runner at a time rebuild the jobs table's indexes;
+/// false if another session holds it. The key is the ASCII of `jqreindx`,
+/// a number no other jobqueue lock uses.
+pub(crate) const JOB_INDEX_UPKEEP_LOCK: &str =
+    "SELECT pg_try_advisory_lock(7670037420274771064) AS locked";
+
+/// Releases [`JOB_INDEX_UPKEEP_LOCK`].
+pub(crate) const JOB_INDEX_UPKEEP_UNLOCK: &str =
+    "SELECT pg_advisory_unlock(7670037420274771064) AS locked";
+
+/// The limits of a rebuild, set on the session before it (a rebuild runs
+/// outside any transaction, so `SET LOCAL` would not hold): how long it
+/// waits for a lock, or for the transactions it must outlast (each a lock
+/// wait), and how long it may run in all.
+pub(crate) const JOB_INDEX_REBUILD_LIMITS: &str =
+    "SET lock_timeout = '10s'; SET statement_timeout = '30min'";
+
+/// Puts the session's limits back after a rebuild.
+pub(crate) const JOB_INDEX_REBUILD_UNLIMIT: &str = "RESET lock_timeout; RESET statement_timeout";

@@ -15,7 +15,7 @@
 //! - `completions.rs`: `jobqueue_completions`, the per-minute counts of
 //!   completed jobs (`COMPLETIONS_*`).
 //! - `doctor.rs`: the doctor's reads of the statistics views and catalogs
-//!   (`DOCTOR_*`), and the look at the xmin horizon (`XMIN_HORIZON`).
+//!   (`DOCTOR_*`), and the one reading of the xmin horizon (`XMIN_HORIZON`).
 //! - `session.rs`: what opens a queue transaction and sets up a queue
 //!   session: isolation and planner settings (`*_BEGIN`, `SESSION_SETUP`);
 //!   what a worker's new connection sets and probes (`SESSION_*`).

@@ -6,7 +6,8 @@
 //! ([`SESSION_SETUP`], `QueueSession`); and what a worker's new
 //! connection sets and probes (`SESSION_*`, run by `connection.rs`): its
 //! idle-in-transaction limit, whether the server takes writes, its server
-//! process and TCP ends, `LISTEN`. No table. `doctor.rs` has the doctor's
+//! process and TCP ends, `LISTEN`; the server's version, and the cancel
+//! of another session's statement. No table. `doctor.rs` has the doctor's
 //! own limits (`DOCTOR_LIMITS`).
 
 /// Opening of a queue statement's own transaction.
@@ -117,3 +118,11 @@ pub(crate) const SESSION_ALIVE: &str = "SELECT 1";
 /// Subscribes the session to the wake-ups of enqueues
 /// (`NOTIFY_CHANNEL`). Listening again on a channel is a no-op.
 pub(crate) const SESSION_LISTEN: &str = "LISTEN \"jobqueue_jobs\"";
+
+/// The server's version as a number (`150020` for 15.20).
+pub(crate) const SESSION_SERVER_VERSION: &str =
+    "SELECT current_setting('server_version_num')::int4 AS version";
+
+/// Asks the server to cancel the statement session `$1` runs (a session of
+/// the same role, or any for a superuser); true if the signal was sent.
+pub(crate) const SESSION_CANCEL: &str = "SELECT pg_cancel_backend($1) AS sent";

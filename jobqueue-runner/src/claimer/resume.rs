@@ -64,8 +64,9 @@ struct QueueState {
     /// When the head was looked at last, and when to look next.
     looked_at: Option<Instant>,
     look_every: Duration,
-    /// The transaction that held the xmin horizon at the last look, if
-    /// that look read past [`RESUME_ABOVE`] and something held it.
+    /// The transaction id the xmin horizon was held at
+    /// ([`jobqueue_core::engine::Horizon::xid`]) at the last look, if that look
+    /// read past [`RESUME_ABOVE`] and something held it.
     held_by: Option<i64>,
     claimed_at: Instant,
 }
@@ -133,7 +134,7 @@ impl Resumes {
         let head = session.queue_head(queue)?;
         let (mut held_by, mut again) = (None, None);
         if head.entries_read > RESUME_ABOVE {
-            held_by = session.xmin_horizon()?;
+            held_by = session.xmin_horizon()?.xid();
             if self.look_again(queue, held_by) {
                 again = Some(session.queue_head(queue)?);
             }

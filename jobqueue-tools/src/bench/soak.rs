@@ -10,8 +10,10 @@
 //! processes were found waiting on, sampled every 100 ms (`wait_sampler`):
 //! what a window's latency blip usually lines up with.
 //! The rows compare the last minute with the first (pickup p95 over all
-//! the minute's pickups) and say how long the dead versions took to come
-//! back down after the pin.
+//! the minute's pickups), say how long the dead versions took to come
+//! back down after the pin, and give the claim index's size as the pin
+//! began, as it ended, and at the end of the run, once the runner's index
+//! upkeep (every [`INDEX_UPKEEP_EVERY`] here) has rebuilt what the pin grew.
 //!
 //! Only run when named (`--only soak`): it takes `--soak-secs` (600 by
 //! default). The runner keeps completed jobs as a runner does by default
@@ -37,6 +39,10 @@ use crate::ToolError;
 const SAMPLE: Duration = Duration::from_secs(10);
 /// Producer ticks.
 const TICK: Duration = Duration::from_millis(10);
+/// How often the soak's runner looks whether an index of live jobs needs a
+/// rebuild (the default is 10 minutes, longer than a short soak's last
+/// third): a rebuild of the claim index the pin grew shows within the run.
+const INDEX_UPKEEP_EVERY: Duration = Duration::from_secs(15);
 
 /// One window of the curves.
 #[derive(Debug, Clone)]
@@ -168,6 +174,7 @@ pub(crate) fn soak(
     let mut conn = PgConnection::establish(url).map_err(db)?;
     reset(&mut conn)?;
     let mut config = RunnerConfig::new(url).concurrency(32);
+    config.index_upkeep_interval = INDEX_UPKEEP_EVERY;
     if let Some(keep) = keep_completed {
         config = config.keep_completed(keep);
     }
@@ -194,9 +201,11 @@ pub(crate) fn soak(
     let mut pin: Option<PgConnection> = None;
     let mut samples: Vec<(f64, &'static str, Sample)> = Vec::new();
     println!(
-        "soak: {rate} jobs/s for {secs} s, 32 workers, {kept}; horizon pinned from {} s to {} s",
+        "soak: {rate} jobs/s for {secs} s, 32 workers, {kept}; horizon pinned from {} s to {} s; \
+         index upkeep every {} s",
         pin_at.as_secs(),
-        unpin_at.as_secs()
+        unpin_at.as_secs(),
+        INDEX_UPKEEP_EVERY.as_secs()
     );
     println!(
         "{:>6} {:>7} {:>10} {:>11} {:>8} {:>10} {:>9} {:>14} {:>7}  began | waited (processes \
@@ -323,11 +332,13 @@ fn rows(samples: &[(f64, &'static str, Sample)], produced_rate: f64) -> Vec<Row>
         (Some(from), Some(to)) => to - from + SAMPLE.as_secs_f64(),
         _ => f64::NAN,
     };
-    let size_at = |phase| {
+    let last_of = |phase, f: &dyn Fn(&TableSample) -> f64| {
         in_phase(phase)
             .next_back()
-            .map_or(f64::NAN, |(_, _, s)| s.table.table_mb)
+            .map_or(f64::NAN, |(_, _, s)| f(&s.table))
     };
+    let size_at = |phase| last_of(phase, &|t| t.table_mb);
+    let claim_index_at = |phase| last_of(phase, &|t| t.claim_index_mb);
     let (first_rate, last_rate) = (mean(first, &rate), mean(last, &rate));
     let (first_p95, last_p95) = (minute_p95(first), minute_p95(last));
     // The worst 10-s window of the pin, each way.
@@ -393,5 +404,21 @@ fn rows(samples: &[(f64, &'static str, Sample)], produced_rate: f64) -> Vec<Row>
             vec![size_at("after")],
         )
         .note("completed jobs kept as the soak's first line says"),
+        Row::new(
+            "soak: claim index as the pin began",
+            "MB",
+            vec![claim_index_at("before")],
+        ),
+        Row::new(
+            "soak: claim index as the pin ended",
+            "MB",
+            vec![claim_index_at("pinned")],
+        ),
+        Row::new(
+            "soak: claim index at the end",
+            "MB",
+            vec![claim_index_at("after")],
+        )
+        .note("after the runner's index upkeep rebuilt it"),
     ]
 }

@@ -1,5 +1,6 @@
-//! How often maintenance vacuums the jobs table: every `vacuum_interval`
-//! while vacuums reclaim, less and less often while they cannot.
+//! How often the vacuum service (`vacuum.rs`) vacuums the jobs table: every
+//! `vacuum_interval` while vacuums reclaim, less and less often while they
+//! cannot.
 //!
 //! A vacuum removes only the row versions that died before the oldest
 //! snapshot still open anywhere (the xmin horizon). A long report, a stuck
@@ -9,11 +10,12 @@
 //! remove nothing. So after a vacuum that removed less than half of the
 //! dead versions, the next waits twice as long as the last, up to
 //! [`MOST`]; the first such vacuum is logged as a warning, and the first
-//! that reclaims again as an info line. While it waits, maintenance looks
-//! at the horizon every `vacuum_interval` (one cheap read of
-//! `pg_stat_activity` and friends): once the holder seen after the last
-//! vacuum is gone, it vacuums at once instead of waiting out the back-off,
-//! so the dead versions go within an interval of the horizon moving on.
+//! that reclaims again as an info line. While it waits, the service looks
+//! at the horizon every `vacuum_interval` (`jobqueue_core::engine::xmin_horizon`,
+//! one cheap read of `pg_stat_activity` and friends): once the holder seen
+//! after the last vacuum is gone, it vacuums at once instead of waiting out
+//! the back-off, so the dead versions go within an interval of the horizon
+//! moving on.
 //! While vacuums reclaim, nothing is looked at.
 //!
 //! A vacuum shortens the table by the empty pages at its end only now and
@@ -51,9 +53,9 @@ pub(crate) struct VacuumPacing {
     /// Until when every vacuum shortens the table: a minute after the
     /// first that reclaimed again after backing off.
     truncating_until: Option<Instant>,
-    /// The xmin horizon's holder seen just after the last vacuum, if it
-    /// reclaimed little (`QueueSession::xmin_horizon`; `None`: none, or not
-    /// seen).
+    /// The transaction id the xmin horizon was held at just after the last
+    /// vacuum, if it reclaimed little (`jobqueue_core::engine::Horizon::xid`;
+    /// `None`: free, or not seen).
     held_by: Option<i64>,
 }
 
