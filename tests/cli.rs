@@ -100,7 +100,7 @@ fn migrate_applies_the_schema_once() {
     )
     .execute(&mut conn)
     .expect("drop");
-    fails(&db, &["work"], "run `jobqueue migrate` first");
+    fails(&db, &["work"], "run `jobqueue migrate`");
     assert!(ok(&db, &["migrate"]).contains(&format!(
         "applied {} migration(s)",
         jobqueue_tests::migration_count()

@@ -604,8 +604,10 @@ fn a_named_host_is_answered_and_a_proxy_origin_may_act() {
 fn the_configuration_shows_no_secret_in_debug() {
     let mut config = DashboardConfig::new("postgres://app:db-secret-db-secret@127.0.0.1/app");
     config.access_token = Some("a-long-enough-secret".into());
+    config.csrf_secret = Some("replicas-share-this-csrf-secret-0123".into());
     let shown = format!("{config:?} {:#?}", config);
     assert!(!shown.contains("a-long-enough-secret"), "{shown}");
+    assert!(!shown.contains("replicas-share"), "{shown}");
     assert!(!shown.contains("db-secret"), "{shown}");
     assert!(shown.contains("<redacted>"), "{shown}");
     let mut request = jobqueue_dashboard::Request::new(
@@ -712,4 +714,59 @@ fn queue_paused(conn: &mut diesel::PgConnection, name: &str) -> bool {
         .optional()
         .expect("read the queue")
         .is_some_and(|q| q.paused)
+}
+
+#[test]
+fn replicas_sharing_a_csrf_secret_accept_each_others_forms() {
+    use jobqueue_dashboard::{Method, Request};
+    let db = TestDb::new();
+    let mut conn = db.conn();
+    put(&mut conn, 1, "mail.send", JobOptions::new().queue("mail"));
+    let secret = "replicas-share-this-csrf-secret-0123";
+    let replica = || {
+        let mut config = DashboardConfig::new(&db.url);
+        config.csrf_secret = Some(secret.into());
+        Dashboard::new(config).expect("dashboard")
+    };
+    let (one, two) = (replica(), replica());
+    let host = Some("127.0.0.1".to_owned());
+    let page = one.handle(&Request {
+        host: host.clone(),
+        ..Request::new(Method::Get, "/")
+    });
+    let page = String::from_utf8_lossy(&page.body).into_owned();
+    assert!(!page.contains(secret), "pages show a hash, not the secret");
+    let csrf = page
+        .split("name=\"csrf\" value=\"")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .expect("a form")
+        .to_owned();
+    let form = format!("csrf={csrf}&name=mail");
+    let acted = two.handle(&Request {
+        host: host.clone(),
+        body: form.clone().into_bytes(),
+        ..Request::new(Method::Post, "/queues/pause")
+    });
+    assert_eq!(
+        acted.status,
+        303,
+        "{}",
+        String::from_utf8_lossy(&acted.body)
+    );
+    assert!(queue_paused(&mut conn, "mail"));
+    // A dashboard of its own secret refuses the other's form.
+    let other = Dashboard::new(DashboardConfig::new(&db.url)).expect("dashboard");
+    let refused = other.handle(&Request {
+        host,
+        body: form.into_bytes(),
+        ..Request::new(Method::Post, "/queues/resume")
+    });
+    assert_eq!(refused.status, 403);
+    let mut weak = DashboardConfig::new(&db.url);
+    weak.csrf_secret = Some("short-secret-0123456789".into());
+    assert!(matches!(
+        Dashboard::new(weak),
+        Err(DashboardError::WeakCsrfSecret(_))
+    ));
 }

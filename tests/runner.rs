@@ -301,3 +301,33 @@ fn dropping_the_handle_shuts_the_runner_down() {
         || other_sessions(&mut conn) == 0,
     );
 }
+
+#[test]
+fn a_runner_refuses_to_start_on_a_database_without_the_schema() {
+    let db = TestDb::unmigrated();
+    let started = Runner::new(RunnerConfig::new(&db.url), jobs::registry()).start();
+    match started {
+        Err(e @ jobqueue_runner::RunnerError::Schema(_)) => {
+            let said = e.to_string();
+            assert!(said.contains("run `jobqueue migrate`"), "{said}");
+            assert!(
+                said.contains(&format!(
+                    "{} migration(s) pending",
+                    jobqueue_tests::migration_count()
+                )),
+                "{said}"
+            );
+        }
+        Err(other) => panic!("refused for another reason: {other}"),
+        Ok(handle) => {
+            handle.shutdown();
+            panic!("started on a database without the schema");
+        }
+    }
+    // Migrated, it starts.
+    jobqueue_core::run_migrations(&mut db.conn()).expect("migrate");
+    let handle = Runner::new(RunnerConfig::new(&db.url), jobs::registry())
+        .start()
+        .expect("start once migrated");
+    handle.shutdown();
+}

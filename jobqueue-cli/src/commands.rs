@@ -45,11 +45,7 @@ pub(crate) fn run(url: &str, command: Command, registry: Registry) -> Result<()>
 /// [`DEFAULT_CONNECT_TIMEOUT`] unless the URL sets its own
 /// `connect_timeout`.
 pub(crate) fn connect(url: &str) -> Result<PgConnection> {
-    connect_within(url, DEFAULT_CONNECT_TIMEOUT)
-}
-
-fn connect_within(url: &str, timeout: Duration) -> Result<PgConnection> {
-    let url = connectable_url(url, timeout)?;
+    let url = connectable_url(url, DEFAULT_CONNECT_TIMEOUT)?;
     Ok(PgConnection::establish(&url).map_err(jobqueue_core::Error::from)?)
 }
 
@@ -126,7 +122,6 @@ fn work(url: &str, args: WorkArgs, registry: Registry) -> Result<()> {
                 .into(),
         ));
     }
-    check_schema(url, config.db_timeout)?;
     let (types, queues, workers) = (
         registry.job_types().join(", "),
         if config.queues.is_empty() {
@@ -207,32 +202,6 @@ fn parse_queues(
         queues.push(name);
     }
     Ok((queues, concurrency))
-}
-
-/// Refuses to start against a database without the schema; lets the runner
-/// start (and wait) when the database is not reachable yet. The connect
-/// gives up after the runner's database timeout.
-fn check_schema(url: &str, timeout: Duration) -> Result<()> {
-    use diesel::RunQueryDsl;
-    #[derive(diesel::QueryableByName)]
-    struct Exists {
-        #[diesel(sql_type = diesel::sql_types::Bool)]
-        exists: bool,
-    }
-    let Ok(mut conn) = connect_within(url, timeout) else {
-        log::warn!("the database is not reachable yet; the runner will keep trying");
-        return Ok(());
-    };
-    let found = diesel::sql_query("SELECT to_regclass('jobqueue_jobs') IS NOT NULL AS exists")
-        .get_result::<Exists>(&mut conn)
-        .map_err(jobqueue_core::Error::from)?;
-    if found.exists {
-        Ok(())
-    } else {
-        Err(CliError::Refused(
-            "the database has no jobqueue schema: run `jobqueue migrate` first".into(),
-        ))
-    }
 }
 
 fn enqueue(url: &str, args: EnqueueArgs, registry: &Registry) -> Result<()> {

@@ -23,6 +23,11 @@ pub(crate) struct DashboardArgs {
     /// once), at least 16 characters. Required off loopback.
     #[arg(long, env = "JOBQUEUE_DASHBOARD_TOKEN", hide_env_values = true)]
     token: Option<String>,
+    /// A secret the forms' CSRF token is derived from, the same for every
+    /// replica behind one address (at least 32 characters); each dashboard
+    /// draws its own when absent.
+    #[arg(long, env = "JOBQUEUE_DASHBOARD_CSRF_SECRET", hide_env_values = true)]
+    csrf_secret: Option<String>,
     /// Show, never act: no action buttons, and every action refused.
     #[arg(long)]
     read_only: bool,
@@ -45,6 +50,7 @@ pub(crate) fn run(url: &str, args: DashboardArgs) -> Result<()> {
     let mut config = DashboardConfig::new(url);
     config.read_only = args.read_only;
     config.access_token = args.token;
+    config.csrf_secret = args.csrf_secret;
     config.allowed_hosts = args.allowed_hosts;
     let token = config.access_token.is_some();
     let dashboard = Dashboard::new(config).map_err(usage)?;
@@ -81,6 +87,7 @@ fn usage(error: DashboardError) -> CliError {
     match error {
         DashboardError::NeedsToken(_)
         | DashboardError::WeakToken(_)
+        | DashboardError::WeakCsrfSecret(_)
         | DashboardError::AllowedHost(_) => CliError::Usage(error.to_string()),
         DashboardError::Queue(e) => CliError::Queue(e),
         other => CliError::Refused(other.to_string()),

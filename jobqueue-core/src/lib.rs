@@ -134,7 +134,7 @@ pub use job::{EnqueueBuilder, Job};
 /// `#[job(type = "...", crate = "my_app::jobqueue")]`.
 #[cfg(feature = "derive")]
 pub use jobqueue_derive::Job;
-pub use migrate::{MIGRATIONS, run_migrations};
+pub use migrate::{MIGRATIONS, pending_migrations, run_migrations};
 pub use new_job::NewJob;
 pub use options::{JobOptions, Schedule};
 pub use periodic::{

@@ -1,10 +1,12 @@
 //! The schema, embedded from the crate's `migrations/` and applied by [`run_migrations`].
 
+use diesel::migration::MigrationSource;
+use diesel::pg::Pg;
 use diesel::prelude::*;
-use diesel::sql_types::BigInt;
+use diesel::sql_types::{Array, BigInt, Bool, Text};
 use diesel_migrations::{EmbeddedMigrations, MigrationHarness, embed_migrations};
 
-use crate::{Error, Result};
+use crate::{Error, Result, sql};
 
 /// The project's migrations, compiled into the binary.
 pub const MIGRATIONS: EmbeddedMigrations = embed_migrations!("migrations");
@@ -30,4 +32,71 @@ pub fn run_migrations(conn: &mut PgConnection) -> Result<Vec<String>> {
     let applied = applied?;
     unlocked?;
     Ok(applied)
+}
+
+/// What the database holds of the schema, read without writing anything
+/// (diesel's own reading of applied migrations creates its table).
+pub(crate) struct SchemaReading {
+    /// The embedded migrations: (version, name).
+    pub(crate) embedded: Vec<(String, String)>,
+    /// The versions the database records as applied.
+    pub(crate) applied: Vec<String>,
+    /// The queue's tables the database lacks.
+    pub(crate) missing_tables: Vec<String>,
+}
+
+impl SchemaReading {
+    /// The names of the embedded migrations not applied.
+    pub(crate) fn pending(&self) -> Vec<String> {
+        self.embedded
+            .iter()
+            .filter(|(version, _)| !self.applied.contains(version))
+            .map(|(_, name)| name.clone())
+            .collect()
+    }
+}
+
+#[derive(QueryableByName)]
+struct Present {
+    #[diesel(sql_type = Bool)]
+    has_migrations_table: bool,
+    #[diesel(sql_type = Array<Text>)]
+    missing_tables: Vec<String>,
+}
+
+#[derive(QueryableByName)]
+struct Applied {
+    #[diesel(sql_type = Text)]
+    version: String,
+}
+
+pub(crate) fn read_schema(conn: &mut PgConnection) -> Result<SchemaReading> {
+    let embedded = MigrationSource::<Pg>::migrations(&MIGRATIONS)
+        .map_err(Error::Migration)?
+        .iter()
+        .map(|m| (m.name().version().to_string(), m.name().to_string()))
+        .collect();
+    let present = diesel::sql_query(sql::DOCTOR_SCHEMA).get_result::<Present>(conn)?;
+    let applied = if present.has_migrations_table {
+        diesel::sql_query(sql::DOCTOR_APPLIED_MIGRATIONS)
+            .load::<Applied>(conn)?
+            .into_iter()
+            .map(|a| a.version)
+            .collect()
+    } else {
+        Vec::new()
+    };
+    Ok(SchemaReading {
+        embedded,
+        applied,
+        missing_tables: present.missing_tables,
+    })
+}
+
+/// The names of this library's migrations that the database has not
+/// applied (all of them when it has no schema), read without writing
+/// anything: what [`run_migrations`] would apply. A runner refuses to start
+/// while any is pending.
+pub fn pending_migrations(conn: &mut PgConnection) -> Result<Vec<String>> {
+    Ok(read_schema(conn)?.pending())
 }

@@ -41,6 +41,12 @@ pub struct DashboardConfig {
     /// The limits of [`serve`](crate::serve)'s HTTP server (an application
     /// that mounts the dashboard sets its own server's).
     pub http: HttpLimits,
+    /// A secret the CSRF token of the forms is derived from, the same in
+    /// every replica of an application that mounts the dashboard behind a
+    /// load balancer (a form served by one replica is then accepted by
+    /// another). At least 32 characters, as an access token's. `None` (the
+    /// default): each dashboard draws its own at start.
+    pub csrf_secret: Option<String>,
 }
 
 impl DashboardConfig {
@@ -56,6 +62,7 @@ impl DashboardConfig {
             statement_timeout: Duration::from_secs(5),
             allowed_hosts: Vec::new(),
             http: HttpLimits::default(),
+            csrf_secret: None,
         }
     }
 }
@@ -76,6 +83,7 @@ impl std::fmt::Debug for DashboardConfig {
             .field("statement_timeout", &self.statement_timeout)
             .field("allowed_hosts", &self.allowed_hosts)
             .field("http", &self.http)
+            .field("csrf_secret", &self.csrf_secret.as_ref().map(|_| REDACTED))
             .finish()
     }
 }

@@ -23,6 +23,13 @@ pub enum DashboardError {
          example `openssl rand -hex 16`)"
     )]
     WeakToken(String),
+    /// The shared CSRF secret (`csrf_secret`) is too easy to guess.
+    #[error(
+        "the CSRF secret {0}: use at least 32 characters of at least 8 different ones, \
+         printable ASCII without spaces, quotes, commas, semicolons or backslashes (for \
+         example `openssl rand -hex 32`), the same in every replica"
+    )]
+    WeakCsrfSecret(String),
     /// An entry of `allowed_hosts` is not a host name or IP literal with an
     /// optional port.
     #[error(

@@ -174,6 +174,10 @@ impl Dashboard {
         if let Some(token) = &config.access_token {
             security::check_token(token).map_err(DashboardError::WeakToken)?;
         }
+        let csrf = match &config.csrf_secret {
+            Some(secret) => security::csrf_from(secret).map_err(DashboardError::WeakCsrfSecret)?,
+            None => security::random_secret(),
+        };
         let hosts = hosts::Hosts::new(&config.allowed_hosts)
             .map_err(|hosts::BadHost(host)| DashboardError::AllowedHost(host))?;
         config.base_path = config.base_path.trim_end_matches('/').to_owned();
@@ -199,7 +203,7 @@ impl Dashboard {
         Ok(Dashboard {
             config,
             pool,
-            csrf: security::random_secret(),
+            csrf,
             hosts,
         })
     }

@@ -14,6 +14,27 @@ pub(crate) fn random_secret() -> String {
     )
 }
 
+/// Least length of a shared CSRF secret.
+const CSRF_SECRET_MIN_CHARS: usize = 32;
+
+/// The forms' CSRF token derived from a secret shared by replicas: a hash
+/// of it, so that pages never show the secret itself.
+pub(crate) fn csrf_from(secret: &str) -> Result<String, String> {
+    use sha2::Digest;
+    check_token(secret)?;
+    if secret.len() < CSRF_SECRET_MIN_CHARS {
+        return Err(format!(
+            "has {} characters, fewer than {CSRF_SECRET_MIN_CHARS}",
+            secret.len()
+        ));
+    }
+    let digest = sha2::Sha256::new()
+        .chain_update(b"jobqueue dashboard csrf\0")
+        .chain_update(secret.as_bytes())
+        .finalize();
+    Ok(digest.iter().map(|b| format!("{b:02x}")).collect())
+}
+
 /// Compares two secrets in time that does not depend on where they differ.
 pub(crate) fn same_secret(given: &str, expected: &str) -> bool {
     let (a, b) = (given.as_bytes(), expected.as_bytes());

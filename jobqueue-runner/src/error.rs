@@ -10,6 +10,15 @@ pub enum RunnerError {
     /// The configuration is invalid: the message names the field.
     #[error("invalid configuration: {0}")]
     Config(String),
+    /// The database's jobqueue schema is missing or behind this library:
+    /// the migrations it has not applied, by name.
+    #[error(
+        "the database's jobqueue schema is missing or behind this library ({} migration(s) \
+         pending: {}): run `jobqueue migrate` (or jobqueue_core::run_migrations) first",
+        .0.len(),
+        .0.join(", ")
+    )]
+    Schema(Vec<String>),
     /// The metrics address could not be bound (taken, or not this
     /// machine's).
     #[error(

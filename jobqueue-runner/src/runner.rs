@@ -91,6 +91,7 @@ impl Runner {
             Arc::clone(&watchdog),
         )?);
         connector.check_own_sessions()?;
+        connector.check_schema()?;
         // Bound before anything starts: a taken address refuses the start.
         let metrics_server = match config.metrics {
             crate::MetricsMode::Serve(addr) => {

@@ -4,13 +4,10 @@
 //! the migrations table in a database that has none; the doctor only
 //! compares the versions recorded there with the embedded ones.
 
-use diesel::migration::MigrationSource;
-use diesel::pg::Pg;
 use diesel::prelude::*;
-use diesel::sql_types::{Array, Bool, Text};
 
 use super::{Check, CheckStatus, format, read};
-use crate::{Error, MIGRATIONS, Result, sql};
+use crate::Result;
 
 /// The name of the `migrations` check.
 pub(super) const MIGRATIONS_CHECK: &str = "migrations";
@@ -21,45 +18,12 @@ pub(super) struct Schema {
     pub(super) ready: bool,
 }
 
-#[derive(QueryableByName)]
-struct Present {
-    #[diesel(sql_type = Bool)]
-    has_migrations_table: bool,
-    #[diesel(sql_type = Array<Text>)]
-    missing_tables: Vec<String>,
-}
-
-#[derive(QueryableByName)]
-struct Applied {
-    #[diesel(sql_type = Text)]
-    version: String,
-}
-
 /// Compares the embedded migrations with those applied.
 pub(super) fn migrations(conn: &mut PgConnection) -> Result<Schema> {
-    let embedded: Vec<(String, String)> = MigrationSource::<Pg>::migrations(&MIGRATIONS)
-        .map_err(Error::Migration)?
-        .iter()
-        .map(|m| (m.name().version().to_string(), m.name().to_string()))
-        .collect();
-    let (present, applied) = read(conn, |conn| {
-        let present = diesel::sql_query(sql::DOCTOR_SCHEMA).get_result::<Present>(conn)?;
-        let applied = if present.has_migrations_table {
-            diesel::sql_query(sql::DOCTOR_APPLIED_MIGRATIONS)
-                .load::<Applied>(conn)?
-                .into_iter()
-                .map(|a| a.version)
-                .collect()
-        } else {
-            Vec::new()
-        };
-        Ok((present, applied))
-    })?;
-    let pending: Vec<String> = embedded
-        .iter()
-        .filter(|(version, _)| !applied.contains(version))
-        .map(|(_, name)| name.clone())
-        .collect();
+    let reading = read(conn, crate::migrate::read_schema)?;
+    let pending = reading.pending();
+    let (embedded, applied) = (&reading.embedded, &reading.applied);
+    let present = &reading;
     let unknown: Vec<String> = applied
         .iter()
         .filter(|version| !embedded.iter().any(|(v, _)| v == *version))

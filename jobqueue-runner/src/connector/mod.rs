@@ -192,6 +192,22 @@ impl Connector {
         Ok(())
     }
 
+    /// Refuses to start against a database whose jobqueue schema is
+    /// missing or behind this library (its first statement would fail, or
+    /// worse, half work). When the database does not answer, nothing is
+    /// checked: the runner starts and waits for it.
+    pub(crate) fn check_schema(&self) -> Result<(), RunnerError> {
+        let Ok(mut conn) = self.connect("schema check", Owner::Runner, Ok) else {
+            return Ok(());
+        };
+        let pending = conn.call(Some(self.db_timeout), jobqueue_core::pending_migrations)?;
+        if pending.is_empty() {
+            Ok(())
+        } else {
+            Err(RunnerError::Schema(pending))
+        }
+    }
+
     /// Connects through the hosts in turn (see [`HostOrder`]) until one
     /// connects and `set_up` succeeds on it (as a call limited to the
     /// database timeout), and hands the result over watched as `role`'s.
