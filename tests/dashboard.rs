@@ -624,8 +624,7 @@ fn the_configuration_shows_no_secret_in_debug() {
 fn names_travel_in_forms_and_paths_are_decoded_once() {
     use diesel::RunQueryDsl;
     use jobqueue_tests::raw_http::exchange;
-    let db = TestDb::new();
-    let mut conn = db.conn();
+    let (db, mut conn) = TestDb::connected();
     put(&mut conn, 1, "mail.send", JobOptions::new().queue("mail"));
     // Names the table takes (it checks only lengths) and the library's own
     // `..`: the pages' buttons carry them in the form, never in the path.
@@ -719,8 +718,7 @@ fn queue_paused(conn: &mut diesel::PgConnection, name: &str) -> bool {
 #[test]
 fn replicas_sharing_a_csrf_secret_accept_each_others_forms() {
     use jobqueue_dashboard::{Method, Request};
-    let db = TestDb::new();
-    let mut conn = db.conn();
+    let (db, mut conn) = TestDb::connected();
     put(&mut conn, 1, "mail.send", JobOptions::new().queue("mail"));
     let secret = "replicas-share-this-csrf-secret-0123";
     let replica = || {

@@ -965,8 +965,7 @@ fn forged_and_read_only_posts_are_refused_and_change_nothing() {
 
 #[test]
 fn every_button_of_a_hostile_name_acts_on_that_name_alone() {
-    let db = TestDb::new();
-    let mut conn = db.conn();
+    let (db, mut conn) = TestDb::connected();
     // `.` and `..` are names the library takes; the other only SQL can
     // write (the table checks lengths alone). Once raw in a form's path,
     // a browser resolved `..` and `?` in them: the third's Pause button

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use diesel::prelude::*;
 use jobqueue_core::{CancelOutcome, Job, JobOptions, JobStatus, NewJob, RetryPolicy, enqueue_many};
-use jobqueue_runner::RunnerConfig;
+use jobqueue_runner::{Runner, RunnerConfig};
 use jobqueue_tests::jobs::{self, Cancellable, Effect, Noop, Panic, Sleep};
 use jobqueue_tests::{
     TestDb, assert_contains, count_where, effects_where, enqueue_all, other_sessions, read_job,
@@ -326,8 +326,5 @@ fn a_runner_refuses_to_start_on_a_database_without_the_schema() {
     }
     // Migrated, it starts.
     jobqueue_core::run_migrations(&mut db.conn()).expect("migrate");
-    let handle = Runner::new(RunnerConfig::new(&db.url), jobs::registry())
-        .start()
-        .expect("start once migrated");
-    handle.shutdown();
+    start_runner(RunnerConfig::new(&db.url), jobs::registry()).shutdown();
 }
