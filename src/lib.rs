@@ -436,6 +436,17 @@ pub fn assert_contains(text: &str, parts: &[&str]) {
     }
 }
 
+/// The CSRF token a dashboard page carries in its forms (the first form's:
+/// they all carry the same); panics if the page has no form.
+pub fn csrf_token(page: &str) -> String {
+    const FIELD: &str = "name=\"csrf\" value=\"";
+    page.split(FIELD)
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .unwrap_or_else(|| panic!("no form with a CSRF token in:\n{page}"))
+        .to_owned()
+}
+
 /// The database's `now()`.
 pub fn db_now(conn: &mut PgConnection) -> chrono::DateTime<chrono::Utc> {
     #[derive(QueryableByName)]

@@ -69,12 +69,7 @@ impl Site {
 
     /// The CSRF token the page at `path` carries in its forms.
     fn csrf(&self, path: &str) -> String {
-        let page = self.get(path).body;
-        let at = page
-            .find("name=\"csrf\" value=\"")
-            .unwrap_or_else(|| panic!("no form on {path}:\n{page}"));
-        let rest = &page[at + "name=\"csrf\" value=\"".len()..];
-        rest[..rest.find('"').expect("end of value")].to_owned()
+        jobqueue_tests::csrf_token(&self.get(path).body)
     }
 }
 
@@ -734,12 +729,7 @@ fn replicas_sharing_a_csrf_secret_accept_each_others_forms() {
     });
     let page = String::from_utf8_lossy(&page.body).into_owned();
     assert!(!page.contains(secret), "pages show a hash, not the secret");
-    let csrf = page
-        .split("name=\"csrf\" value=\"")
-        .nth(1)
-        .and_then(|rest| rest.split('"').next())
-        .expect("a form")
-        .to_owned();
+    let csrf = jobqueue_tests::csrf_token(&page);
     let form = format!("csrf={csrf}&name=mail");
     let acted = two.handle(&Request {
         host: host.clone(),
