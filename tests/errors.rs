@@ -245,3 +245,35 @@ fn scalar_f64(conn: &mut PgConnection, query: &str) -> f64 {
         .expect("query")
         .v
 }
+
+#[test]
+fn errors_say_whether_to_retry_later_or_fix_the_input() {
+    let db = TestDb::new();
+    let mut conn = db.conn();
+    // Input: the same call fails the same way.
+    let bad = jobqueue_core::NewJob::new("bad type", "{}", jobqueue_core::JobOptions::new())
+        .expect_err("a job type with a space");
+    assert!(bad.is_input() && !bad.is_transient(), "{bad}");
+    let unknown = jobqueue_core::set_schedule_paused(&mut conn, "no-such-schedule", true)
+        .expect_err("no such schedule");
+    assert!(unknown.is_input() && !unknown.is_transient(), "{unknown}");
+    // State: neither.
+    let missing =
+        jobqueue_core::cancel(&mut conn, jobqueue_core::JobId::new()).expect_err("no such job");
+    assert!(!missing.is_input() && !missing.is_transient(), "{missing}");
+    // The database out of reach: later may work.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
+    let port = listener.local_addr().expect("address").port();
+    drop(listener);
+    let url = format!("postgres://postgres@127.0.0.1:{port}/x?connect_timeout=2");
+    let Err(down) = PgConnection::establish(&url).map_err(jobqueue_core::Error::from) else {
+        panic!("nothing listens on port {port}");
+    };
+    assert!(down.is_transient() && !down.is_input(), "{down}");
+    // A write refused by a read-only server (a failover's fenced primary).
+    diesel::sql_query("SET default_transaction_read_only = on")
+        .execute(&mut conn)
+        .expect("read-only session");
+    let refused = jobqueue_core::pause_queue(&mut conn, "mail").expect_err("read-only");
+    assert!(refused.is_transient(), "{refused}");
+}

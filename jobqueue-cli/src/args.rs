@@ -289,6 +289,57 @@ pub(crate) struct WorkArgs {
         default_value_t = 15.0
     )]
     pub(crate) db_timeout_secs: f64,
+    /// Jobs claimed beyond what the workers can start at once (default: a
+    /// quarter of the workers, at least 1).
+    #[arg(long, env = "JOBQUEUE_PREFETCH")]
+    pub(crate) prefetch: Option<usize>,
+    /// How often leases of running jobs are renewed, in seconds (default: a
+    /// third of the lease).
+    #[arg(long, allow_negative_numbers = true, env = "JOBQUEUE_HEARTBEAT_SECS")]
+    pub(crate) heartbeat_secs: Option<f64>,
+    /// How often finished jobs past their retention are deleted, in seconds.
+    #[arg(
+        long,
+        allow_negative_numbers = true,
+        env = "JOBQUEUE_PRUNE_SECS",
+        default_value_t = 60.0
+    )]
+    pub(crate) prune_secs: f64,
+    /// How often the jobs table's dead row versions are checked, in seconds.
+    #[arg(
+        long,
+        allow_negative_numbers = true,
+        env = "JOBQUEUE_VACUUM_SECS",
+        default_value_t = 10.0
+    )]
+    pub(crate) vacuum_secs: f64,
+    /// Dead row versions that make maintenance vacuum the jobs table.
+    #[arg(
+        long,
+        allow_negative_numbers = true,
+        env = "JOBQUEUE_VACUUM_MIN_DEAD",
+        default_value_t = 20_000
+    )]
+    pub(crate) vacuum_min_dead: i64,
+    /// Timeout for job types that set none, in seconds (default: none).
+    #[arg(
+        long,
+        allow_negative_numbers = true,
+        env = "JOBQUEUE_DEFAULT_TIMEOUT_SECS"
+    )]
+    pub(crate) default_timeout_secs: Option<f64>,
+    /// Most outcomes written by one statement.
+    #[arg(
+        long,
+        allow_negative_numbers = true,
+        env = "JOBQUEUE_COMPLETION_BATCH",
+        default_value_t = 1000
+    )]
+    pub(crate) completion_batch: usize,
+    /// Database connections handlers may use at once (default: the
+    /// concurrency, at most 256).
+    #[arg(long, env = "JOBQUEUE_HANDLER_POOL_SIZE")]
+    pub(crate) handler_pool_size: Option<u32>,
 }
 
 /// `jobqueue enqueue`.

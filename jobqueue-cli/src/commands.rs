@@ -58,6 +58,11 @@ fn secs(name: &str, value: f64) -> Result<Duration> {
     })
 }
 
+/// [`secs`] of a flag that may be absent.
+fn optional_secs(name: &str, value: Option<f64>) -> Result<Option<Duration>> {
+    value.map(|value| secs(name, value)).transpose()
+}
+
 fn hours(name: &str, value: f64) -> Result<Duration> {
     secs(name, value * 3600.0)
 }
@@ -114,6 +119,14 @@ fn work(url: &str, args: WorkArgs, registry: Registry) -> Result<()> {
     }
     config.metrics_refresh = secs("metrics-refresh-secs", args.metrics_refresh_secs)?;
     config.db_timeout = secs("db-timeout-secs", args.db_timeout_secs)?;
+    config.prefetch = args.prefetch;
+    config.heartbeat_interval = optional_secs("heartbeat-secs", args.heartbeat_secs)?;
+    config.prune_interval = secs("prune-secs", args.prune_secs)?;
+    config.vacuum_interval = secs("vacuum-secs", args.vacuum_secs)?;
+    config.vacuum_min_dead = args.vacuum_min_dead;
+    config.default_timeout = optional_secs("default-timeout-secs", args.default_timeout_secs)?;
+    config.completion_batch = args.completion_batch;
+    config.handler_pool_size = args.handler_pool_size;
     if registry.job_types().is_empty() {
         return Err(CliError::Usage(
             "this binary registers no job types, so `work` would never run anything: \

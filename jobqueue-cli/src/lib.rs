@@ -170,7 +170,7 @@ impl Cli {
         let result = match command {
             Parsed::Extra(extra) => extra.run(global.database_url),
             Parsed::Ops(command) => match global.database_url {
-                Some(url) => commands::run(&url, command, self.registry),
+                Some(url) => commands::run(&url, *command, self.registry),
                 // A worker missing its configuration must not look healthy
                 // while working some other database.
                 None => Err(CliError::Usage(
@@ -195,7 +195,8 @@ struct Global {
 }
 
 enum Parsed<E> {
-    Ops(args::Command),
+    // Boxed: `work`'s arguments make it far larger than most commands.
+    Ops(Box<args::Command>),
     Extra(E),
 }
 
@@ -206,7 +207,7 @@ fn parse<E: Extra>(matches: &ArgMatches) -> Result<(Global, Parsed<E>), clap::Er
     };
     let command = match matches.subcommand_name() {
         Some(name) if E::has_subcommand(name) => Parsed::Extra(E::from_arg_matches(matches)?),
-        _ => Parsed::Ops(Args::from_arg_matches(matches)?.command),
+        _ => Parsed::Ops(Box::new(Args::from_arg_matches(matches)?.command)),
     };
     Ok((global, command))
 }

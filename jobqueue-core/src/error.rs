@@ -220,6 +220,44 @@ impl Error {
         }
     }
 
+    /// Whether trying again later may succeed with nothing changed: the
+    /// database could not be reached or dropped the connection, refused a
+    /// write during a failover ([`is_read_only`](Self::is_read_only)), or
+    /// rolled the transaction back on a serialization conflict. A web
+    /// handler answers such an error with 503 and a `Retry-After`, not 500.
+    pub fn is_transient(&self) -> bool {
+        use diesel::result::DatabaseErrorKind as Kind;
+        if self.is_read_only() {
+            return true;
+        }
+        match self {
+            Error::Connection(_) => true,
+            Error::Database(diesel::result::Error::DatabaseError(kind, _)) => matches!(
+                kind,
+                Kind::ClosedConnection | Kind::SerializationFailure | Kind::ReadOnlyTransaction
+            ),
+            Error::Database(diesel::result::Error::BrokenTransactionManager) => true,
+            _ => false,
+        }
+    }
+
+    /// Whether the error is about what the caller passed (an option out of
+    /// range, a name the queue does not take, a payload that does not
+    /// serialize, decode or fit, an unknown queue or schedule): the same
+    /// call fails again the same way. A web handler answers it with 400 and
+    /// the message, which names what is wrong.
+    pub fn is_input(&self) -> bool {
+        matches!(
+            self,
+            Error::InvalidOption { .. }
+                | Error::Serialize { .. }
+                | Error::Deserialize { .. }
+                | Error::PayloadTooLarge { .. }
+                | Error::UnknownQueue { .. }
+                | Error::UnknownSchedule { .. }
+        )
+    }
+
     pub(crate) fn invalid(field: &'static str, reason: impl Into<String>) -> Self {
         Error::InvalidOption {
             field,

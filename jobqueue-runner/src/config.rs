@@ -7,6 +7,23 @@ use jobqueue_core::{Retention, RetryPolicy};
 
 use crate::RunnerError;
 
+/// One chaining setter per field, documented as setting it: `field: Type;`
+/// takes the value as it is, `field: Type => expression;` stores the
+/// expression (an `Option` field's `Some`, a conversion).
+macro_rules! setters {
+    ($($field:ident: $ty:ty $(=> $value:expr)?;)*) => {
+        $(
+            #[doc = concat!("Sets `", stringify!($field), "` (the same as setting the field; see its documentation).")]
+            pub fn $field(mut self, $field: $ty) -> Self {
+                self.$field = setters!(@value $field $(, $value)?);
+                self
+            }
+        )*
+    };
+    (@value $field:ident) => { $field };
+    (@value $field:ident, $value:expr) => { $value };
+}
+
 /// How a runner works. Build with [`RunnerConfig::new`] and set fields
 /// (directly, or with the chaining setters, which do the same). Values that
 /// default to a share of another field (`prefetch`, `heartbeat_interval`,
@@ -226,12 +243,6 @@ impl RunnerConfig {
         self
     }
 
-    /// Sets `concurrency` (the same as setting the field).
-    pub fn concurrency(mut self, concurrency: usize) -> Self {
-        self.concurrency = concurrency;
-        self
-    }
-
     /// Sets `queues` (the same as setting the field): the queues to work,
     /// all of them if none.
     pub fn queues<I, S>(mut self, queues: I) -> Self
@@ -243,10 +254,30 @@ impl RunnerConfig {
         self
     }
 
-    /// Sets `lease` (the same as setting the field).
-    pub fn lease(mut self, lease: Duration) -> Self {
-        self.lease = lease;
-        self
+    setters! {
+        worker_id: impl Into<String> => worker_id.into();
+        concurrency: usize;
+        queue_concurrency: std::collections::BTreeMap<String, usize>;
+        max_snoozes: i32;
+        batch_size: usize;
+        prefetch: usize => Some(prefetch);
+        poll_interval: Duration;
+        lease: Duration;
+        heartbeat_interval: Duration => Some(heartbeat_interval);
+        retry: RetryPolicy;
+        retention: Retention;
+        rescue_interval: Duration;
+        prune_interval: Duration;
+        vacuum_interval: Duration;
+        vacuum_min_dead: i64;
+        index_upkeep_interval: Duration;
+        shutdown_grace: Duration;
+        default_timeout: Duration => Some(default_timeout);
+        completion_batch: usize;
+        handler_pool_size: u32 => Some(handler_pool_size);
+        metrics: MetricsMode;
+        metrics_refresh: Duration;
+        db_timeout: Duration;
     }
 
     /// Keeps completed jobs' rows for `keep` (a prune deletes them after);
