@@ -69,6 +69,24 @@ pub fn record(ctx: &mut JobContext<'_>, kind: &str) -> Result<(), JobError> {
     record_on(ctx.conn()?, id, attempt, kind)
 }
 
+/// A job type with declarations of its own (queue, priority, attempts), as
+/// an application's would: the command line's `enqueue` applies them. Does
+/// nothing.
+#[derive(Debug, Serialize, Deserialize, Job)]
+#[job(type = "email.send", priority = 150, queue = "mail", max_attempts = 5)]
+pub struct SendEmail {
+    /// The address.
+    pub to: String,
+    /// The subject line.
+    pub subject: String,
+}
+
+impl Perform for SendEmail {
+    fn perform(&self, _ctx: &mut JobContext<'_>) -> Result<(), JobError> {
+        Ok(())
+    }
+}
+
 /// Records one `run` and succeeds.
 #[derive(Debug, Serialize, Deserialize, Job)]
 #[job(type = "test.noop")]
@@ -324,7 +342,8 @@ impl Perform for Blob {
     }
 }
 
-/// Registers every test job type.
+/// Registers every test job type but [`SendEmail`], which the worker
+/// binary adds the way an application registers its own.
 pub fn registry() -> jobqueue_runner::Registry {
     jobqueue_runner::Registry::new()
         .register::<Noop>()

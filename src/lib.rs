@@ -61,9 +61,15 @@ impl TestDb {
 
     /// A fresh database with the test jobs' side tables, and a connection.
     pub fn with_side_tables() -> (Self, PgConnection) {
-        let db = Self::new();
-        let mut conn = db.conn();
+        let (db, mut conn) = Self::connected();
         jobs::create_side_tables(&mut conn);
+        (db, conn)
+    }
+
+    /// A fresh migrated database, and a connection to it.
+    pub fn connected() -> (Self, PgConnection) {
+        let db = Self::new();
+        let conn = db.conn();
         (db, conn)
     }
 
@@ -171,11 +177,48 @@ pub fn enqueue_all<J: jobqueue_core::Job>(
     J::enqueue_batch(conn, &jobs).expect("enqueue").inserted
 }
 
+/// Enqueues `jobs`, each with `options` over their type's defaults, in one
+/// statement; returns the ids of those inserted, in order.
+pub fn enqueue_all_with<J: jobqueue_core::Job>(
+    conn: &mut PgConnection,
+    jobs: impl IntoIterator<Item = J>,
+    options: &jobqueue_core::JobOptions,
+) -> Vec<jobqueue_core::JobId> {
+    let jobs: Vec<jobqueue_core::NewJob> = jobs
+        .into_iter()
+        .map(|job| jobqueue_core::NewJob::from_job(&job, options.clone()).expect("a valid job"))
+        .collect();
+    jobqueue_core::enqueue_many(conn, &jobs)
+        .expect("enqueue")
+        .inserted
+}
+
+/// Starts a runner of `registry` with `config`; panics if it does not start.
+pub fn start_runner(
+    config: jobqueue_runner::RunnerConfig,
+    registry: jobqueue_runner::Registry,
+) -> jobqueue_runner::RunnerHandle {
+    jobqueue_runner::Runner::new(config, registry)
+        .start()
+        .unwrap_or_else(|e| panic!("start the runner: {e}"))
+}
+
 /// Job `id`'s row; panics if there is none.
 pub fn read_job(conn: &mut PgConnection, id: jobqueue_core::JobId) -> jobqueue_core::JobRow {
     jobqueue_core::get_job(conn, id)
         .expect("read the job")
         .unwrap_or_else(|| panic!("job {id} has no row"))
+}
+
+/// A row's job type, priority, queue and most attempts: what a job type
+/// declares and an enqueue's options override.
+pub fn settings(row: &jobqueue_core::JobRow) -> (&str, i32, &str, i32) {
+    (
+        row.job_type.as_str(),
+        row.priority,
+        row.queue.as_str(),
+        row.max_attempts,
+    )
 }
 
 /// Claims one due job as worker `worker_id`; returns its lease. Panics if
@@ -313,6 +356,46 @@ pub fn poll_until(timeout: std::time::Duration, mut condition: impl FnMut() -> b
     }
 }
 
+/// How long [`wait_count`] and [`wait_status`] wait before they fail:
+/// generous, because the machine may be loaded; they end as soon as their
+/// condition holds.
+pub const WAIT_LIMIT: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Waits until [`count_where`] `condition` is `n`; panics after
+/// [`WAIT_LIMIT`], with the last count seen.
+pub fn wait_count(conn: &mut PgConnection, condition: &str, n: i64) {
+    let mut last = None;
+    let reached = poll_until(WAIT_LIMIT, || {
+        let count = count_where(conn, condition);
+        last = Some(count);
+        count == n
+    });
+    assert!(
+        reached,
+        "timed out after {WAIT_LIMIT:?} waiting for {n} jobs where {condition}; the last count was {last:?}"
+    );
+}
+
+/// Waits until job `id` is in `status`; panics after [`WAIT_LIMIT`], with
+/// the status it was last seen in.
+pub fn wait_status(
+    conn: &mut PgConnection,
+    id: jobqueue_core::JobId,
+    status: jobqueue_core::JobStatus,
+) {
+    let mut last = None;
+    let reached = poll_until(WAIT_LIMIT, || {
+        last = jobqueue_core::get_job(conn, id)
+            .expect("read the job")
+            .map(|job| job.status);
+        last == Some(status)
+    });
+    assert!(
+        reached,
+        "timed out after {WAIT_LIMIT:?} waiting for job {id} to be {status:?}; it was last {last:?}"
+    );
+}
+
 /// Waits until no job is left to run (none scheduled, pending or held);
 /// panics after `timeout`.
 pub fn wait_no_live_jobs(conn: &mut PgConnection, timeout: std::time::Duration) {
@@ -343,6 +426,25 @@ pub fn assert_success(what: &str, output: &std::process::Output) {
         output.status,
         String::from_utf8_lossy(&output.stderr)
     );
+}
+
+/// Asserts that `text` contains each of `parts`, showing `text` if not.
+#[track_caller]
+pub fn assert_contains(text: &str, parts: &[&str]) {
+    for part in parts {
+        assert!(text.contains(part), "`{part}` is not in:\n{text}");
+    }
+}
+
+/// The CSRF token a dashboard page carries in its forms (the first form's:
+/// they all carry the same); panics if the page has no form.
+pub fn csrf_token(page: &str) -> String {
+    const FIELD: &str = "name=\"csrf\" value=\"";
+    page.split(FIELD)
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .unwrap_or_else(|| panic!("no form with a CSRF token in:\n{page}"))
+        .to_owned()
 }
 
 /// The database's `now()`.
@@ -517,6 +619,14 @@ pub mod fault {
             self.status.expect("reaped")
         }
 
+        /// Sends SIGTERM and waits up to `within` for it to exit; panics,
+        /// showing its stderr, unless it exits with code 0.
+        pub fn terminate(&mut self, within: Duration) {
+            self.signal("TERM");
+            let status = self.wait_exit(within);
+            assert_exit_0(self, status);
+        }
+
         /// What it wrote to stderr so far.
         pub fn stderr(&self) -> String {
             std::fs::read(&self.stderr_path)
@@ -609,18 +719,11 @@ pub mod fault {
     /// binaries on a free port (never the shared server), holding one
     /// migrated database with the test side tables. Stopped (immediate mode)
     /// and deleted when dropped.
+    #[derive(Debug)]
     pub struct OwnCluster {
         own: ThrowawayCluster,
         /// URL of its migrated database.
         pub url: String,
-    }
-
-    impl std::fmt::Debug for OwnCluster {
-        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-            f.debug_struct("OwnCluster")
-                .field("port", &self.cluster().port())
-                .finish()
-        }
     }
 
     impl OwnCluster {
@@ -736,16 +839,9 @@ pub mod fault {
 
     /// A streaming standby of an [`OwnCluster`], on a port of its own:
     /// stopped and deleted when dropped.
+    #[derive(Debug)]
     pub struct Standby {
         own: ThrowawayCluster,
-    }
-
-    impl std::fmt::Debug for Standby {
-        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-            f.debug_struct("Standby")
-                .field("port", &self.cluster().port())
-                .finish()
-        }
     }
 
     impl OwnCluster {

@@ -78,22 +78,12 @@ impl Held {
     /// if it has not closed it within `within`.
     pub fn read_to_close(mut self, within: Duration) -> String {
         let deadline = Instant::now() + within;
+        let waiting_for = format!("the server did not close the connection within {within:?}");
         let mut got = Vec::new();
-        let mut buffer = [0u8; 8192];
         loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            assert!(
-                !left.is_zero(),
-                "the server did not close the connection within {within:?}; it sent:\n{}",
-                String::from_utf8_lossy(&got)
-            );
-            self.stream
-                .set_read_timeout(Some(left))
-                .expect("a read timeout");
-            match self.stream.read(&mut buffer) {
-                Ok(0) => break,
-                Ok(n) => got.extend_from_slice(&buffer[..n]),
-                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
+            match self.read_more(&mut got, deadline, &waiting_for) {
+                Ok(true) => {}
+                Ok(false) => break,
                 // A reset is a close too (the server did not read all we sent).
                 Err(e) if e.kind() == ErrorKind::ConnectionReset => break,
                 Err(e) => panic!("reading from the server: {e}"),
@@ -106,40 +96,50 @@ impl Held {
     /// at most `within`.
     pub fn response(&mut self, within: Duration) -> RawResponse {
         let deadline = Instant::now() + within;
+        let waiting_for = format!("no answer within {within:?}");
         let mut got = Vec::new();
-        let mut buffer = [0u8; 8192];
         loop {
             if let Some(response) = parse(&got) {
                 return response;
             }
+            let ended = match self.read_more(&mut got, deadline, &waiting_for) {
+                Ok(true) => continue,
+                Ok(false) => "the server closed the connection without an answer".to_owned(),
+                Err(e) => format!("reading from the server: {e}"),
+            };
+            return parse_to_end(&got)
+                .unwrap_or_else(|| panic!("{ended}; got:\n{}", String::from_utf8_lossy(&got)));
+        }
+    }
+
+    /// Reads what the server sends next onto `got`: `Ok(true)` if it sent
+    /// bytes, `Ok(false)` if it closed the connection. Panics, saying
+    /// `waiting_for` and showing `got`, if nothing came before `deadline`.
+    fn read_more(
+        &mut self,
+        got: &mut Vec<u8>,
+        deadline: Instant,
+        waiting_for: &str,
+    ) -> std::io::Result<bool> {
+        let mut buffer = [0u8; 8192];
+        loop {
             let left = deadline.saturating_duration_since(Instant::now());
             assert!(
                 !left.is_zero(),
-                "no answer within {within:?}; got:\n{}",
-                String::from_utf8_lossy(&got)
+                "{waiting_for}; got:\n{}",
+                String::from_utf8_lossy(got)
             );
             self.stream
                 .set_read_timeout(Some(left))
                 .expect("a read timeout");
             match self.stream.read(&mut buffer) {
-                Ok(0) => {
-                    return parse_to_end(&got).unwrap_or_else(|| {
-                        panic!(
-                            "the server closed the connection without an answer; got:\n{}",
-                            String::from_utf8_lossy(&got)
-                        )
-                    });
+                Ok(0) => return Ok(false),
+                Ok(n) => {
+                    got.extend_from_slice(&buffer[..n]);
+                    return Ok(true);
                 }
-                Ok(n) => got.extend_from_slice(&buffer[..n]),
                 Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
-                Err(e) => {
-                    return parse_to_end(&got).unwrap_or_else(|| {
-                        panic!(
-                            "reading from the server: {e}; got:\n{}",
-                            String::from_utf8_lossy(&got)
-                        )
-                    });
-                }
+                Err(e) => return Err(e),
             }
         }
     }

@@ -4,7 +4,8 @@ use std::time::Duration;
 
 use diesel::prelude::*;
 use jobqueue_core::engine::{
-    Claim, Progress, cancel_held_many, claim, complete, heartbeat_many, prune, report_progress,
+    Claim, Lease, Progress, cancel_held_many, claim, complete, heartbeat_many, prune,
+    report_progress,
 };
 use jobqueue_core::{
     CancelOutcome, Counting, Error, JobId, JobOptions, JobStatus, NewJob, Retention, cancel,
@@ -21,10 +22,15 @@ fn put(conn: &mut PgConnection, queue: &str) -> JobId {
     .id()
 }
 
+/// Enqueues a job in queue `default` and claims it as worker `w`.
+fn claimed_job(conn: &mut PgConnection) -> (JobId, Lease) {
+    let id = put(conn, "default");
+    (id, claim_one(conn, "w"))
+}
+
 #[test]
 fn cancel_pending_at_once_and_running_by_flag() {
-    let db = TestDb::new();
-    let mut conn = db.conn();
+    let (_db, mut conn) = TestDb::connected();
     let pending = put(&mut conn, "default");
     assert_eq!(
         cancel(&mut conn, pending).expect("cancel"),
@@ -40,8 +46,7 @@ fn cancel_pending_at_once_and_running_by_flag() {
         Err(Error::NotFound(_))
     ));
 
-    let running = put(&mut conn, "default");
-    let lease = claim_one(&mut conn, "w");
+    let (running, lease) = claimed_job(&mut conn);
     let step = Progress {
         percent: Some(10),
         stage: Some("download".into()),
@@ -71,10 +76,8 @@ fn cancel_pending_at_once_and_running_by_flag() {
 
 #[test]
 fn progress_is_recorded() {
-    let db = TestDb::new();
-    let mut conn = db.conn();
-    let id = put(&mut conn, "default");
-    let lease = claim_one(&mut conn, "w");
+    let (_db, mut conn) = TestDb::connected();
+    let (id, lease) = claimed_job(&mut conn);
     let report = Progress {
         percent: Some(40),
         stage: Some("rendering".into()),
@@ -103,8 +106,7 @@ fn progress_is_recorded() {
 
 #[test]
 fn prune_deletes_only_finished_rows_past_their_retention() {
-    let db = TestDb::new();
-    let mut conn = db.conn();
+    let (_db, mut conn) = TestDb::connected();
     let jobs: Vec<NewJob> = bare_jobs(30);
     enqueue_many(&mut conn, &jobs).expect("enqueue");
     let leases: Vec<_> = claim(&mut conn, &Claim::new("w").limit(20))
@@ -149,8 +151,7 @@ fn prune_deletes_only_finished_rows_past_their_retention() {
 
 #[test]
 fn stats_count_by_queue_and_status() {
-    let db = TestDb::new();
-    let mut conn = db.conn();
+    let (_db, mut conn) = TestDb::connected();
     for _ in 0..3 {
         put(&mut conn, "mail");
     }

@@ -13,8 +13,7 @@ use jobqueue_tools::bench::{BenchNoop, registry};
 #[test]
 fn held_jobs_stay_within_the_bound_while_completions_are_slow() {
     const JOBS: usize = 1500;
-    let db = TestDb::new();
-    let mut conn = db.conn();
+    let (db, mut conn) = TestDb::connected();
     diesel::sql_query(
         "CREATE FUNCTION slow_completion() RETURNS trigger LANGUAGE plpgsql AS
          $$ BEGIN PERFORM pg_sleep(0.002); RETURN NEW; END $$",

@@ -106,8 +106,7 @@ impl Job for Blob {
 
 #[test]
 fn oversized_payload_is_refused_naming_the_limit() {
-    let db = TestDb::new();
-    let mut conn = db.conn();
+    let (_db, mut conn) = TestDb::connected();
     let err = Blob {
         data: "x".repeat(2000),
     }
@@ -138,8 +137,7 @@ fn oversized_payload_is_refused_naming_the_limit() {
 
 #[test]
 fn invalid_worker_side_arguments_are_refused() {
-    let db = TestDb::new();
-    let mut conn = db.conn();
+    let (_db, mut conn) = TestDb::connected();
     let named = |r: jobqueue_core::Result<_>| match r {
         Err(Error::InvalidOption { field, .. }) => field,
         Err(other) => panic!("expected an invalid option, got {other:?}"),

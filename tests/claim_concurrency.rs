@@ -89,8 +89,7 @@ fn eight_claimers_take_every_job_exactly_once() {
 
 #[test]
 fn claims_work_when_the_database_defaults_to_serializable() {
-    let db = TestDb::new();
-    let mut conn = db.conn();
+    let (db, mut conn) = TestDb::connected();
     let name: String = db.url.rsplit('/').next().expect("db name").to_owned();
     diesel::sql_query(format!(
         "ALTER DATABASE {name} SET default_transaction_isolation = 'serializable'"

@@ -10,8 +10,7 @@ use jobqueue_tests::{TestDb, put, read_job, wait_for};
 
 #[test]
 fn priority_first_then_run_at() {
-    let db = TestDb::new();
-    let mut conn = db.conn();
+    let (_db, mut conn) = TestDb::connected();
     let now = Utc::now();
     // (priority, minutes overdue) of each job.
     let [low_old, high_new, high_old, mid] =
@@ -32,8 +31,7 @@ fn priority_first_then_run_at() {
     assert_eq!(got, vec![high_old, high_new, mid, low_old]);
 
     // One at a time gives the same order.
-    let db = TestDb::new();
-    let mut conn = db.conn();
+    let (_db, mut conn) = TestDb::connected();
     let a = put(&mut conn, "t", JobOptions::new().priority(1));
     let b = put(&mut conn, "t", JobOptions::new().priority(2));
     let first = claim(&mut conn, &Claim::new("w").limit(1)).expect("claim");
@@ -44,15 +42,12 @@ fn priority_first_then_run_at() {
 
 #[test]
 fn future_job_is_not_claimed_before_it_is_due() {
-    let db = TestDb::new();
-    let mut conn = db.conn();
-    let later = put(
-        &mut conn,
-        "t",
-        JobOptions::new()
-            .priority(1000)
-            .delay(Duration::from_millis(1500)),
-    );
+    let (_db, mut conn) = TestDb::connected();
+    // The highest priority, but not due for 1.5 s.
+    let not_due = JobOptions::new()
+        .priority(1000)
+        .delay(Duration::from_millis(1500));
+    let later = put(&mut conn, "t", not_due);
     let now_job = put(&mut conn, "t", JobOptions::new().priority(0));
     let got = claim(&mut conn, &Claim::new("w").limit(10)).expect("claim");
     assert_eq!(got.iter().map(|r| r.id).collect::<Vec<_>>(), vec![now_job]);
@@ -79,8 +74,7 @@ fn future_job_is_not_claimed_before_it_is_due() {
 
 #[test]
 fn claim_filters_by_queue_whatever_the_type_and_sets_the_lease() {
-    let db = TestDb::new();
-    let mut conn = db.conn();
+    let (_db, mut conn) = TestDb::connected();
     let mail = put(
         &mut conn,
         "email.send",

@@ -5,7 +5,7 @@ use std::process::{Command, Output};
 use diesel::prelude::*;
 use jobqueue_core::engine::{Claim, Failure, claim, fail};
 use jobqueue_core::{JobStatus, get_job};
-use jobqueue_tests::{TestDb, count_where};
+use jobqueue_tests::{TestDb, count_where, settings};
 
 /// An application's worker binary: the operational commands.
 const CLI: &str = env!("CARGO_BIN_EXE_jobqueue-test-worker");
@@ -80,10 +80,17 @@ fn fails_with(db: &TestDb, args: &[&str], code: i32, expect: &str) {
     );
 }
 
+/// Enqueues a job of a type the binary does not register (`--force`);
+/// returns its id.
+fn enqueue_unregistered(db: &TestDb) -> String {
+    ok(db, &["enqueue", "x.y", "{}", "--force"])
+        .trim()
+        .to_owned()
+}
+
 #[test]
 fn migrate_applies_the_schema_once() {
-    let db = TestDb::new();
-    let mut conn = db.conn();
+    let (db, mut conn) = TestDb::connected();
     diesel::sql_query("DELETE FROM __diesel_schema_migrations")
         .execute(&mut conn)
         .expect("reset");
@@ -103,8 +110,7 @@ fn migrate_applies_the_schema_once() {
 
 #[test]
 fn enqueue_list_show_stats() {
-    let db = TestDb::new();
-    let mut conn = db.conn();
+    let (db, mut conn) = TestDb::connected();
     let row_of = |conn: &mut PgConnection, id: &str| {
         get_job(conn, id.trim().parse().expect("an id"))
             .expect("read")
@@ -120,10 +126,7 @@ fn enqueue_list_show_stats() {
         ],
     );
     let row = row_of(&mut conn, &declared);
-    assert_eq!(
-        (row.priority, row.queue.as_str(), row.max_attempts),
-        (150, "mail", 5)
-    );
+    assert_eq!(settings(&row), ("email.send", 150, "mail", 5));
     // Flags override it.
     let id = ok(
         &db,
@@ -141,10 +144,7 @@ fn enqueue_list_show_stats() {
     );
     let id = id.trim();
     let row = row_of(&mut conn, id);
-    assert_eq!(
-        (row.priority, row.queue.as_str(), row.max_attempts),
-        (300, "urgent-mail", 4)
-    );
+    assert_eq!(settings(&row), ("email.send", 300, "urgent-mail", 4));
     assert_eq!(row.payload["to"], "b@example.com");
     // A type this binary does not register, forced: queue-wide defaults.
     let forced = ok(
@@ -182,15 +182,8 @@ fn enqueue_list_show_stats() {
     );
     assert_eq!(count_where(&mut conn, "unique_key = 'r1'"), 1);
     let row = row_of(&mut conn, &forced);
-    assert_eq!(
-        (
-            row.priority,
-            row.queue.as_str(),
-            row.max_attempts,
-            row.status
-        ),
-        (100, "default", 3, JobStatus::Scheduled)
-    );
+    assert_eq!(settings(&row), ("report.build", 100, "default", 3));
+    assert_eq!(row.status, JobStatus::Scheduled);
     ok(
         &db,
         &[
@@ -253,8 +246,7 @@ fn enqueue_list_show_stats() {
 
 #[test]
 fn enqueue_reads_large_payloads_from_a_file_or_stdin() {
-    let db = TestDb::new();
-    let mut conn = db.conn();
+    let (db, mut conn) = TestDb::connected();
     // Over the OS's limit for one argument (128 KiB on Linux).
     let subject = "x".repeat(300_000);
     let payload = format!(r#"{{"to":"a@example.com","subject":"{subject}"}}"#);
@@ -327,96 +319,92 @@ fn enqueue_reads_large_payloads_from_a_file_or_stdin() {
 fn bad_input_is_one_clear_line_and_the_right_exit_code() {
     let db = TestDb::new();
     // The command line is wrong: exit 2, nothing written.
-    refused(
-        &db,
-        &["enqueue", "email.send", "{not json"],
-        "invalid payload: not valid JSON",
-    );
-    refused(
-        &db,
-        &["enqueue", "email.send", r#"{"to":"a@example.com"}"#],
-        "cannot deserialize the payload of job type `email.send`: missing field `subject`",
-    );
-    refused(
-        &db,
-        &["enqueue", "emial.send", "{}"],
-        "`emial.send` is not a job type this binary registers (it registers email.send, test.",
-    );
-    refused(
-        &db,
-        &["enqueue", "emial.send", "{not json", "--force"],
-        "invalid payload: not valid JSON",
-    );
     let mail = r#"{"to":"a@example.com","subject":"Hi"}"#;
-    refused(
-        &db,
-        &["enqueue", "email.send", mail, "--queue", "bad queue;"],
-        "invalid queue",
-    );
-    refused(
-        &db,
-        &["enqueue", "email.send", mail, "--priority", "5000"],
-        "invalid priority",
-    );
-    refused(
-        &db,
-        &["enqueue", "email.send", mail, "--max-attempts", "-1"],
-        "invalid max_attempts: -1 is out of range",
-    );
-    refused(
-        &db,
-        &["enqueue", "email.send", mail, "--delay-secs", "-5"],
-        "--delay-secs must be a non-negative number of seconds",
-    );
-    refused(
-        &db,
-        &["enqueue", "bad type", "{}", "--force"],
-        "invalid job type",
-    );
-    refused(
-        &db,
-        &["enqueue", "email.send", mail, "--run-at", "tomorrow"],
-        "--run-at `tomorrow` is not an RFC 3339 time",
-    );
-    refused(
-        &db,
-        &[
-            "enqueue",
-            "email.send",
-            mail,
-            "--run-at",
-            "2026-11-23T10:00:00",
-        ],
-        "--run-at `2026-11-23T10:00:00` has no time zone: add one, e.g. 2026-11-23T10:00:00Z",
-    );
-    refused(&db, &["show", "not-an-id"], "is not a UUID");
-    refused(&db, &["list", "--status", "done"], "is not a status");
-    refused(&db, &["list", "--queue", "x y"], "invalid queue");
-    refused(
-        &db,
-        &["work", "--concurrency", "0"],
-        "concurrency 0 is out of range",
-    );
-    refused(&db, &["work", "--queues", "ok,no'pe"], "invalid queue");
+    let wrong: [(&[&str], &str); 16] = [
+        (
+            &["enqueue", "email.send", "{not json"],
+            "invalid payload: not valid JSON",
+        ),
+        (
+            &["enqueue", "email.send", r#"{"to":"a@example.com"}"#],
+            "cannot deserialize the payload of job type `email.send`: missing field `subject`",
+        ),
+        (
+            &["enqueue", "emial.send", "{}"],
+            "`emial.send` is not a job type this binary registers (it registers email.send, test.",
+        ),
+        (
+            &["enqueue", "emial.send", "{not json", "--force"],
+            "invalid payload: not valid JSON",
+        ),
+        (
+            &["enqueue", "email.send", mail, "--queue", "bad queue;"],
+            "invalid queue",
+        ),
+        (
+            &["enqueue", "email.send", mail, "--priority", "5000"],
+            "invalid priority",
+        ),
+        (
+            &["enqueue", "email.send", mail, "--max-attempts", "-1"],
+            "invalid max_attempts: -1 is out of range",
+        ),
+        (
+            &["enqueue", "email.send", mail, "--delay-secs", "-5"],
+            "--delay-secs must be a non-negative number of seconds",
+        ),
+        (
+            &["enqueue", "bad type", "{}", "--force"],
+            "invalid job type",
+        ),
+        (
+            &["enqueue", "email.send", mail, "--run-at", "tomorrow"],
+            "--run-at `tomorrow` is not an RFC 3339 time",
+        ),
+        (
+            &[
+                "enqueue",
+                "email.send",
+                mail,
+                "--run-at",
+                "2026-11-23T10:00:00",
+            ],
+            "--run-at `2026-11-23T10:00:00` has no time zone: add one, e.g. 2026-11-23T10:00:00Z",
+        ),
+        (&["show", "not-an-id"], "is not a UUID"),
+        (&["list", "--status", "done"], "is not a status"),
+        (&["list", "--queue", "x y"], "invalid queue"),
+        (
+            &["work", "--concurrency", "0"],
+            "concurrency 0 is out of range",
+        ),
+        (&["work", "--queues", "ok,no'pe"], "invalid queue"),
+    ];
+    for (args, expect) in wrong {
+        refused(&db, args, expect);
+    }
     let mut conn = db.conn();
     assert_eq!(count_where(&mut conn, "true"), 0, "nothing was enqueued");
 
-    // The command is fine, the database's state is not: exit 1.
-    fails(
-        &db,
-        &["show", "0195f1a4-0000-7000-8000-000000000000"],
-        "no job with id",
-    );
-    fails(
-        &db,
-        &["cancel", "0195f1a4-0000-7000-8000-000000000000"],
-        "no job with id",
-    );
-    fails(
-        &db,
-        &["retry", "0195f1a4-0000-7000-8000-000000000000"],
-        "no job with id",
-    );
+    // Exit 1: the command line parses, but the database's state is not
+    // what it needs (no such job), or the bench cannot do what it asks.
+    let no_job = "0195f1a4-0000-7000-8000-000000000000";
+    let failing: [(&[&str], &str); 5] = [
+        (&["show", no_job], "no job with id"),
+        (&["cancel", no_job], "no job with id"),
+        (&["retry", no_job], "no job with id"),
+        (
+            &["bench", "--only", "nonsense"],
+            "unknown measurement `nonsense`",
+        ),
+        (
+            &["bench", "--own-cluster", "--quick"],
+            "give it without --database-url",
+        ),
+    ];
+    for (args, expect) in failing {
+        fails(&db, args, expect);
+    }
     // clap's own usage errors: exit 2 with a usage message.
     let run = cli(&db, &["enqueue"]);
     assert_eq!(run.code, Some(2));
@@ -426,11 +414,8 @@ fn bad_input_is_one_clear_line_and_the_right_exit_code() {
 
 #[test]
 fn cancel_retry_prune() {
-    let db = TestDb::new();
-    let mut conn = db.conn();
-    let pending = ok(&db, &["enqueue", "x.y", "{}", "--force"])
-        .trim()
-        .to_owned();
+    let (db, mut conn) = TestDb::connected();
+    let pending = enqueue_unregistered(&db);
     assert!(ok(&db, &["cancel", &pending]).contains("cancelled"));
     // Cancelling again is not an error, and changes nothing.
     assert!(ok(&db, &["cancel", &pending]).contains("was already cancelled"));
@@ -486,9 +471,7 @@ fn cancel_retry_prune() {
     // Delete: a finished job goes; a live one is refused and stays.
     assert!(ok(&db, &["delete", &pending]).contains("deleted"));
     assert_eq!(count_where(&mut conn, &format!("id = '{pending}'")), 0);
-    let live = ok(&db, &["enqueue", "x.y", "{}", "--force"])
-        .trim()
-        .to_owned();
+    let live = enqueue_unregistered(&db);
     fails(&db, &["delete", &live], "only finished jobs can be deleted");
     assert_eq!(count_where(&mut conn, &format!("id = '{live}'")), 1);
 }
@@ -528,40 +511,35 @@ fn an_application_worker_binary_has_no_demo_or_bench() {
     );
 }
 
+/// Runs `demo` with `jobs` jobs and `concurrency` workers in database
+/// `name`, on the server of `db`; returns what it printed.
+fn demo(db: &TestDb, name: &str, jobs: &str, concurrency: &str) -> String {
+    ok(
+        db,
+        &[
+            "demo",
+            "--jobs",
+            jobs,
+            "--concurrency",
+            concurrency,
+            "--database",
+            name,
+        ],
+    )
+}
+
 #[test]
 fn demo_runs_a_small_mix() {
     let db = TestDb::new();
     let name = format!("jq_demo_{}", fastrand::u32(..));
-    let out = ok(
-        &db,
-        &[
-            "demo",
-            "--jobs",
-            "300",
-            "--concurrency",
-            "8",
-            "--database",
-            &name,
-        ],
-    );
+    let out = demo(&db, &name, "300", "8");
     assert!(
         out.contains("finished 300 jobs") && out.contains("pickup latency"),
         "{out}"
     );
     assert!(out.contains("long report job: completed at 100%"), "{out}");
     // A second run recreates the demo's own database.
-    ok(
-        &db,
-        &[
-            "demo",
-            "--jobs",
-            "20",
-            "--concurrency",
-            "2",
-            "--database",
-            &name,
-        ],
-    );
+    demo(&db, &name, "20", "2");
     let mut admin = db.conn();
     diesel::sql_query(format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
         .execute(&mut admin)
@@ -594,7 +572,7 @@ fn demo_and_bench_never_drop_a_database_they_did_not_create() {
     // also holding one.
     for jobs in [0, 1] {
         if jobs == 1 {
-            ok(&db, &["enqueue", "x.y", "{}", "--force"]);
+            enqueue_unregistered(&db);
         }
         for args in [
             ["demo", "--jobs", "10", "--database", own.as_str()],
@@ -614,12 +592,6 @@ fn demo_and_bench_never_drop_a_database_they_did_not_create() {
 #[test]
 fn bench_runs_every_measurement() {
     let db = TestDb::new();
-    fails(
-        &db,
-        &["bench", "--only", "nonsense"],
-        "unknown measurement `nonsense`",
-    );
-
     let name = format!("jq_bench_{}", fastrand::u32(..));
     let out = ok(
         &db,
@@ -655,29 +627,15 @@ fn bench_runs_every_measurement() {
     ] {
         assert!(out.contains(row), "no `{row}` row in:\n{out}");
     }
-    let mut admin = db.conn();
-    #[derive(QueryableByName)]
-    struct N {
-        #[diesel(sql_type = diesel::sql_types::BigInt)]
-        n: i64,
-    }
-    let left = diesel::sql_query(format!(
-        "SELECT count(*) AS n FROM pg_database WHERE datname = '{name}'"
-    ))
-    .get_result::<N>(&mut admin)
-    .expect("query")
-    .n;
+    let left = jobqueue_tests::scalar(
+        &mut db.conn(),
+        &format!("SELECT count(*) AS n FROM pg_database WHERE datname = '{name}'"),
+    );
     assert_eq!(left, 0, "the bench drops its database");
 }
 
 #[test]
 fn bench_runs_on_a_throwaway_cluster_of_its_own() {
-    let db = TestDb::new();
-    fails(
-        &db,
-        &["bench", "--own-cluster", "--quick"],
-        "give it without --database-url",
-    );
     let Output {
         status,
         stdout,
@@ -719,11 +677,8 @@ fn bench_runs_on_a_throwaway_cluster_of_its_own() {
 
 #[test]
 fn show_says_a_completed_jobs_error_was_an_earlier_attempts() {
-    let db = TestDb::new();
-    let mut conn = db.conn();
-    let id = ok(&db, &["enqueue", "x.y", "{}", "--force"])
-        .trim()
-        .to_owned();
+    let (db, mut conn) = TestDb::connected();
+    let id = enqueue_unregistered(&db);
     let lease = claim(&mut conn, &Claim::new("w")).expect("claim")[0].lease();
     fail(
         &mut conn,
@@ -824,9 +779,7 @@ fn work_says_what_it_works_and_refuses_to_work_nothing() {
             "jobqueue: working queues mail, reports with 2 workers; job types: email.send, test.",
         )
     });
-    runner.signal("TERM");
-    let status = runner.wait_exit(std::time::Duration::from_secs(20));
-    assert!(status.success(), "{}", runner.stderr());
+    runner.terminate(std::time::Duration::from_secs(20));
 
     // A binary that registers nothing: refused at once, before any runner.
     let code = jobqueue_cli::Cli::new().main_from(["jobqueue", "--database-url", &db.url, "work"]);

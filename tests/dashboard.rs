@@ -69,12 +69,7 @@ impl Site {
 
     /// The CSRF token the page at `path` carries in its forms.
     fn csrf(&self, path: &str) -> String {
-        let page = self.get(path).body;
-        let at = page
-            .find("name=\"csrf\" value=\"")
-            .unwrap_or_else(|| panic!("no form on {path}:\n{page}"));
-        let rest = &page[at + "name=\"csrf\" value=\"".len()..];
-        rest[..rest.find('"').expect("end of value")].to_owned()
+        jobqueue_tests::csrf_token(&self.get(path).body)
     }
 }
 
@@ -102,8 +97,7 @@ fn fail_for_good(conn: &mut diesel::PgConnection, condition: &str) {
 
 #[test]
 fn every_page_answers_and_the_job_list_filters_and_pages() {
-    let db = TestDb::new();
-    let mut conn = db.conn();
+    let (db, mut conn) = TestDb::connected();
     let site = Site::start(DashboardConfig::new(&db.url));
     put(&mut conn, 120, "mail.send", JobOptions::new().queue("mail"));
     put(
@@ -176,8 +170,7 @@ fn every_page_answers_and_the_job_list_filters_and_pages() {
 
 #[test]
 fn completed_jobs_that_are_not_kept_are_counted_and_their_absence_explained() {
-    let db = TestDb::new();
-    let mut conn = db.conn();
+    let (db, mut conn) = TestDb::connected();
     let ids = put(&mut conn, 3, "mail.send", JobOptions::new().queue("mail"));
     let claimed =
         jobqueue_core::engine::claim(&mut conn, &jobqueue_core::engine::Claim::new("w").limit(3))
@@ -207,8 +200,7 @@ fn completed_jobs_that_are_not_kept_are_counted_and_their_absence_explained() {
 
 #[test]
 fn actions_change_the_database_and_say_what_they_did() {
-    let db = TestDb::new();
-    let mut conn = db.conn();
+    let (db, mut conn) = TestDb::connected();
     let site = Site::start(DashboardConfig::new(&db.url));
     let ids = put(&mut conn, 4, "mail.send", JobOptions::new().queue("mail"));
     fail_for_good(&mut conn, "true");
@@ -265,8 +257,7 @@ fn actions_change_the_database_and_say_what_they_did() {
 
 #[test]
 fn forged_read_only_and_tokenless_requests_are_refused() {
-    let db = TestDb::new();
-    let mut conn = db.conn();
+    let (db, mut conn) = TestDb::connected();
     let ids = put(&mut conn, 1, "mail.send", JobOptions::new().queue("mail"));
     fail_for_good(&mut conn, "true");
 
@@ -316,20 +307,19 @@ fn forged_read_only_and_tokenless_requests_are_refused() {
             .expect("login"),
     );
     assert_eq!(login.status, 303);
-    let with_cookie = guarded
-        .agent
-        .get(guarded.url("/"))
-        .header("Cookie", "jobqueue_token=a-long-enough-secret")
-        .call()
-        .expect("GET");
-    assert_eq!(with_cookie.status().as_u16(), 200);
-    let with_bearer = guarded
-        .agent
-        .get(guarded.url("/"))
-        .header("Authorization", "Bearer a-long-enough-secret")
-        .call()
-        .expect("GET");
-    assert_eq!(with_bearer.status().as_u16(), 200);
+    // The cookie it set, or the token as a bearer: let in.
+    for (header, value) in [
+        ("Cookie", "jobqueue_token=a-long-enough-secret"),
+        ("Authorization", "Bearer a-long-enough-secret"),
+    ] {
+        let response = guarded
+            .agent
+            .get(guarded.url("/"))
+            .header(header, value)
+            .call()
+            .expect("GET");
+        assert_eq!(response.status().as_u16(), 200, "{header}");
+    }
 
     // Off loopback without a token: refused before binding; a short token too.
     let open = Dashboard::new(DashboardConfig::new(&db.url)).expect("dashboard");
@@ -361,8 +351,7 @@ fn forged_read_only_and_tokenless_requests_are_refused() {
 
 #[test]
 fn text_from_the_database_is_escaped_everywhere() {
-    let db = TestDb::new();
-    let mut conn = db.conn();
+    let (db, mut conn) = TestDb::connected();
     let site = Site::start(DashboardConfig::new(&db.url));
     let hostile = "<script>alert(1)</script>";
     let payload = serde_json::json!({ "note": hostile }).to_string();
@@ -419,8 +408,7 @@ fn text_from_the_database_is_escaped_everywhere() {
 fn a_search_no_index_serves_reads_one_window_at_a_time_and_says_so() {
     use diesel::RunQueryDsl;
     use jobqueue_core::browse::{JobQuery, SEARCH_WINDOW, browse_jobs, count_jobs};
-    let db = TestDb::new();
-    let mut conn = db.conn();
+    let (db, mut conn) = TestDb::connected();
     // Five cancelled jobs of queue `rare`, then a window's worth of newer
     // completed jobs of another queue on top of them.
     diesel::sql_query(
@@ -499,8 +487,7 @@ fn post_as(host: &str, path: &str, extra: &str, form: &str) -> String {
 #[test]
 fn a_rebound_name_gets_no_page_no_token_and_no_action() {
     use jobqueue_tests::raw_http::exchange;
-    let db = TestDb::new();
-    let mut conn = db.conn();
+    let (db, mut conn) = TestDb::connected();
     put(&mut conn, 1, "mail.send", JobOptions::new().queue("mail"));
     let site = Site::start(DashboardConfig::new(&db.url));
     let addr = site.server.addr();
@@ -570,8 +557,7 @@ fn a_rebound_name_gets_no_page_no_token_and_no_action() {
 #[test]
 fn a_named_host_is_answered_and_a_proxy_origin_may_act() {
     use jobqueue_tests::raw_http::exchange;
-    let db = TestDb::new();
-    let mut conn = db.conn();
+    let (db, mut conn) = TestDb::connected();
     put(&mut conn, 1, "mail.send", JobOptions::new().queue("mail"));
     let mut config = DashboardConfig::new(&db.url);
     config.allowed_hosts = vec!["jobs.test".to_owned(), "admin.test:443".to_owned()];
@@ -633,8 +619,7 @@ fn the_configuration_shows_no_secret_in_debug() {
 fn names_travel_in_forms_and_paths_are_decoded_once() {
     use diesel::RunQueryDsl;
     use jobqueue_tests::raw_http::exchange;
-    let db = TestDb::new();
-    let mut conn = db.conn();
+    let (db, mut conn) = TestDb::connected();
     put(&mut conn, 1, "mail.send", JobOptions::new().queue("mail"));
     // Names the table takes (it checks only lengths) and the library's own
     // `..`: the pages' buttons carry them in the form, never in the path.
@@ -728,8 +713,7 @@ fn queue_paused(conn: &mut diesel::PgConnection, name: &str) -> bool {
 #[test]
 fn replicas_sharing_a_csrf_secret_accept_each_others_forms() {
     use jobqueue_dashboard::{Method, Request};
-    let db = TestDb::new();
-    let mut conn = db.conn();
+    let (db, mut conn) = TestDb::connected();
     put(&mut conn, 1, "mail.send", JobOptions::new().queue("mail"));
     let secret = "replicas-share-this-csrf-secret-0123";
     let replica = || {
@@ -745,12 +729,7 @@ fn replicas_sharing_a_csrf_secret_accept_each_others_forms() {
     });
     let page = String::from_utf8_lossy(&page.body).into_owned();
     assert!(!page.contains(secret), "pages show a hash, not the secret");
-    let csrf = page
-        .split("name=\"csrf\" value=\"")
-        .nth(1)
-        .and_then(|rest| rest.split('"').next())
-        .expect("a form")
-        .to_owned();
+    let csrf = jobqueue_tests::csrf_token(&page);
     let form = format!("csrf={csrf}&name=mail");
     let acted = two.handle(&Request {
         host: host.clone(),

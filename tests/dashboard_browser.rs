@@ -109,21 +109,23 @@ fn declare_schedule(conn: &mut PgConnection) {
 }
 
 fn queue_paused(conn: &mut PgConnection, queue: &str) -> bool {
-    jobqueue_core::list_queues(conn)
-        .expect("list queues")
-        .into_iter()
-        .find(|q| q.queue == queue)
-        .unwrap_or_else(|| panic!("no queue {queue}"))
-        .paused
+    let queues = jobqueue_core::list_queues(conn).expect("list queues");
+    is_paused(queues.iter().map(|q| (q.queue.as_str(), q.paused)), queue)
 }
 
 fn schedule_paused(conn: &mut PgConnection, name: &str) -> bool {
-    jobqueue_core::list_schedules(conn)
-        .expect("list schedules")
+    let schedules = jobqueue_core::list_schedules(conn).expect("list schedules");
+    is_paused(schedules.iter().map(|s| (s.name.as_str(), s.paused)), name)
+}
+
+/// Whether `name` is paused, of the `(name, paused)` pairs listed; panics
+/// if it is not listed.
+fn is_paused<'a>(listed: impl IntoIterator<Item = (&'a str, bool)>, name: &str) -> bool {
+    listed
         .into_iter()
-        .find(|s| s.name == name)
-        .unwrap_or_else(|| panic!("no schedule {name}"))
-        .paused
+        .find(|(listed, _)| *listed == name)
+        .unwrap_or_else(|| panic!("no {name} listed"))
+        .1
 }
 
 /// An instant as the pages show it.
@@ -166,6 +168,26 @@ fn cells(tab: &Tab, rows: &str) -> Vec<Vec<String>> {
         serde_json::to_string(rows).expect("json")
     )))
     .expect("rows of cells")
+}
+
+/// Asserts that the post just sent was refused (the Refused page, status
+/// 403) with a notice that says `why`.
+fn assert_refused(tab: &Tab, why: &str) {
+    tab.wait_for_text("main h1", "Refused");
+    assert_eq!(http_status(tab), 403, "{}", tab.url());
+    let notice = tab.text("p.notice.error");
+    assert!(notice.contains(why), "{notice}");
+}
+
+/// The texts of the cells at `columns` of the one table row `rows`
+/// selects; panics unless it selects exactly one.
+fn only_row(tab: &Tab, rows: &str, columns: &[usize]) -> Vec<String> {
+    let found = cells(tab, rows);
+    assert_eq!(found.len(), 1, "one row of {rows}: {found:?}");
+    columns
+        .iter()
+        .map(|&column| found[0][column].clone())
+        .collect()
 }
 
 /// The labels of the action buttons (POST forms) on the page.
@@ -296,8 +318,7 @@ fn assert_overview_matches(tab: &Tab, conn: &mut PgConnection) {
 
 #[test]
 fn every_page_shows_the_database_and_the_job_list_filters_pages_and_opens_jobs() {
-    let db = TestDb::new();
-    let mut conn = db.conn();
+    let (db, mut conn) = TestDb::connected();
     let mail = put(&mut conn, 120, "mail.send", "mail");
     put(&mut conn, 3, "media.encode", "media");
     fail(&mut conn, &mail[..5]);
@@ -449,8 +470,7 @@ fn every_page_shows_the_database_and_the_job_list_filters_pages_and_opens_jobs()
 
 #[test]
 fn every_action_pressed_in_the_browser_changes_the_database() {
-    let db = TestDb::new();
-    let mut conn = db.conn();
+    let (db, mut conn) = TestDb::connected();
     let mail = put(&mut conn, 6, "mail.send", "mail");
     let media = put(&mut conn, 2, "media.encode", "media");
     fail(&mut conn, &mail[..4]);
@@ -539,34 +559,25 @@ fn every_action_pressed_in_the_browser_changes_the_database() {
     );
     tab.screenshot("after-retry-all");
 
-    // Pause queue mail from the overview, then resume it.
+    // Pause queue mail from the overview, then resume it: the one button
+    // of its row does either.
     open(&tab, &site.url("/"), "Overview");
     stop_refresh(&tab);
-    tab.follow("#queues tr[data-queue=\"mail\"] form.inline button");
-    stop_refresh(&tab);
-    assert_eq!(notice(&tab), "queue mail paused");
-    assert!(queue_paused(&mut conn, "mail"));
-    assert!(!queue_paused(&mut conn, "media"));
-    assert_eq!(
-        tab.text("#queues tr[data-queue=\"mail\"] td.state"),
-        "paused"
-    );
-    assert_overview_matches(&tab, &mut conn);
-    tab.screenshot("after-pause-queue");
-    assert_eq!(
-        tab.text("#queues tr[data-queue=\"mail\"] form.inline button"),
-        "Resume"
-    );
-    tab.follow("#queues tr[data-queue=\"mail\"] form.inline button");
-    stop_refresh(&tab);
-    assert_eq!(notice(&tab), "queue mail resumed");
-    assert!(!queue_paused(&mut conn, "mail"));
-    assert_eq!(
-        tab.text("#queues tr[data-queue=\"mail\"] td.state"),
-        "active"
-    );
-    assert_overview_matches(&tab, &mut conn);
-    tab.screenshot("after-resume-queue");
+    let button = "#queues tr[data-queue=\"mail\"] form.inline button";
+    for (label, done, state) in [
+        ("Pause", "paused", "paused"),
+        ("Resume", "resumed", "active"),
+    ] {
+        assert_eq!(tab.text(button), label);
+        tab.follow(button);
+        stop_refresh(&tab);
+        assert_eq!(notice(&tab), format!("queue mail {done}"));
+        assert_eq!(queue_paused(&mut conn, "mail"), state == "paused");
+        assert!(!queue_paused(&mut conn, "media"));
+        assert_eq!(tab.text("#queues tr[data-queue=\"mail\"] td.state"), state);
+        assert_overview_matches(&tab, &mut conn);
+        tab.screenshot(&format!("after-{}-queue", label.to_lowercase()));
+    }
 
     // Cancel a pending job from its page.
     open(
@@ -603,16 +614,13 @@ fn every_action_pressed_in_the_browser_changes_the_database() {
     let row = format!("#schedules tr[data-schedule=\"{SCHEDULE}\"]");
     open(&tab, &site.url("/schedules"), "Schedules");
     assert_eq!(tab.text(&format!("{row} td.state")), "active");
-    tab.follow(&format!("{row} form[action$=\"/pause\"] button"));
-    assert_eq!(notice(&tab), format!("schedule {SCHEDULE} paused"));
-    assert_eq!(tab.text(&format!("{row} td.state")), "paused");
-    assert!(schedule_paused(&mut conn, SCHEDULE));
-    tab.screenshot("after-pause-schedule");
-    tab.follow(&format!("{row} form[action$=\"/resume\"] button"));
-    assert_eq!(notice(&tab), format!("schedule {SCHEDULE} resumed"));
-    assert_eq!(tab.text(&format!("{row} td.state")), "active");
-    assert!(!schedule_paused(&mut conn, SCHEDULE));
-    tab.screenshot("after-resume-schedule");
+    for (action, state) in [("pause", "paused"), ("resume", "active")] {
+        tab.follow(&format!("{row} form[action$=\"/{action}\"] button"));
+        assert_eq!(notice(&tab), format!("schedule {SCHEDULE} {action}d"));
+        assert_eq!(tab.text(&format!("{row} td.state")), state);
+        assert_eq!(schedule_paused(&mut conn, SCHEDULE), state == "paused");
+        tab.screenshot(&format!("after-{action}-schedule"));
+    }
     assert_eq!(count_where(&mut conn, "job_type = 'test.noop'"), 0);
     tab.follow(&format!("{row} form[action$=\"/run\"] button"));
     let said = notice(&tab);
@@ -675,8 +683,7 @@ fn assert_inert(tab: &Tab, page: &str) {
 
 #[test]
 fn hostile_text_from_the_database_reads_back_verbatim_and_runs_nothing() {
-    let db = TestDb::new();
-    let mut conn = db.conn();
+    let (db, mut conn) = TestDb::connected();
     // Names are checked by the library, not by the table: a row another
     // client wrote may hold anything within the lengths.
     let job_type = format!("{SCRIPT}{IMG}");
@@ -758,26 +765,20 @@ fn hostile_text_from_the_database_reads_back_verbatim_and_runs_nothing() {
     // The job list: type, queue, the first line of the error.
     open(&tab, &site.url("/jobs"), "Jobs");
     assert_inert(&tab, "jobs");
-    let row = cells(&tab, "#jobs tbody tr");
-    assert_eq!(row.len(), 1);
     assert_eq!(
-        (row[0][1].as_str(), row[0][2].as_str(), row[0][7].as_str()),
-        (job_type.as_str(), queue, IMG)
+        only_row(&tab, "#jobs tbody tr", &[1, 2, 7]),
+        [job_type.as_str(), queue, IMG]
     );
-    assert_eq!(
-        tab.count("#jobs tbody td *"),
-        3,
-        "the link, its code and the status label only"
-    );
+    // No markup in its cells but the link, its code and the status label.
+    assert_eq!(tab.count("#jobs tbody td *"), 3);
     tab.screenshot("hostile-jobs");
 
     // The dead letter: the whole error.
     open(&tab, &site.url("/failed"), "Failed jobs");
     assert_inert(&tab, "failed");
-    let row = cells(&tab, "#jobs tbody tr");
     assert_eq!(
-        (row[0][1].as_str(), row[0][2].as_str(), row[0][5].as_str()),
-        (job_type.as_str(), queue, last_error.as_str())
+        only_row(&tab, "#jobs tbody tr", &[1, 2, 5]),
+        [job_type.as_str(), queue, last_error.as_str()]
     );
     tab.screenshot("hostile-failed");
 
@@ -802,16 +803,12 @@ fn hostile_text_from_the_database_reads_back_verbatim_and_runs_nothing() {
             .as_deref(),
         Some(schedule_name.as_str())
     );
-    let row = cells(&tab, "#schedules tbody tr");
     assert_eq!(
-        (row[0][0].as_str(), row[0][3].as_str(), row[0][4].as_str()),
-        (schedule_name.as_str(), SCRIPT, IMG)
+        only_row(&tab, "#schedules tbody tr", &[0, 3, 4]),
+        [schedule_name.as_str(), SCRIPT, IMG]
     );
-    assert_eq!(
-        tab.count("#schedules tbody td:nth-child(-n+5) *"),
-        1,
-        "the cron's code only"
-    );
+    // No markup in its first five cells but the cron's code.
+    assert_eq!(tab.count("#schedules tbody td:nth-child(-n+5) *"), 1);
     tab.screenshot("hostile-schedules");
 
     // Hostile text in the address: the notice, a filter's field.
@@ -869,8 +866,7 @@ fn retry_state(
 
 #[test]
 fn forged_and_read_only_posts_are_refused_and_change_nothing() {
-    let db = TestDb::new();
-    let mut conn = db.conn();
+    let (db, mut conn) = TestDb::connected();
     let ids = put(&mut conn, 2, "mail.send", "mail");
     fail(&mut conn, &ids);
     let site = Site::start(DashboardConfig::new(&db.url));
@@ -878,34 +874,34 @@ fn forged_and_read_only_posts_are_refused_and_change_nothing() {
     let tab = browser.new_tab();
     let before = retry_state(&read_job(&mut conn, ids[0]));
 
+    // Sends the Retry form `form` once `tamper` (script applied to its
+    // CSRF input) has changed it: refused, and the job is as it was.
+    let mut refused_retry = |form: &str, tamper: &str, screenshot: &str| {
+        tab.eval(&format!(
+            "document.querySelector('{form} input[name=csrf]'){tamper}"
+        ));
+        tab.follow(&format!("{form} button"));
+        assert_refused(&tab, "CSRF");
+        assert_eq!(retry_state(&read_job(&mut conn, ids[0])), before);
+        tab.screenshot(screenshot);
+    };
+
     // The Retry form of the job's page, its CSRF input removed.
     let job_page = site.url(&format!("/jobs/{}", ids[0]));
     let retry = ".actions form[action$=\"/retry\"]";
     open(&tab, &job_page, &format!("Job {}", ids[0]));
     let token = tab.value(&format!("{retry} input[name=csrf]"));
     assert!(token.len() >= 16, "{token}");
-    tab.eval(&format!(
-        "document.querySelector('{retry} input[name=csrf]').remove()"
-    ));
-    tab.follow(&format!("{retry} button"));
-    tab.wait_for_text("main h1", "Refused");
-    assert_eq!(http_status(&tab), 403);
-    assert!(tab.text("p.notice.error").contains("CSRF"));
-    assert_eq!(retry_state(&read_job(&mut conn, ids[0])), before);
-    tab.screenshot("refused-no-csrf");
+    refused_retry(retry, ".remove()", "refused-no-csrf");
 
     // The Retry form of a failed-list row, its token altered.
     open(&tab, &site.url("/failed"), "Failed jobs");
     let row = format!("#jobs tr[data-id=\"{}\"]", ids[0]);
-    tab.eval(&format!(
-        "document.querySelector('{row} input[name=csrf]').value = 'forged-' + Date.now()"
-    ));
-    tab.follow(&format!("{row} button"));
-    tab.wait_for_text("main h1", "Refused");
-    assert_eq!(http_status(&tab), 403);
-    assert!(tab.text("p.notice.error").contains("CSRF"));
-    assert_eq!(retry_state(&read_job(&mut conn, ids[0])), before);
-    tab.screenshot("refused-altered-csrf");
+    refused_retry(
+        &row,
+        ".value = 'forged-' + Date.now()",
+        "refused-altered-csrf",
+    );
 
     // Read-only: no action anywhere, and a form made in the page, with a
     // real token of this database's other dashboard, is refused.
@@ -950,9 +946,7 @@ fn forged_and_read_only_posts_are_refused_and_change_nothing() {
             serde_json::to_string(&token).expect("json"),
         ));
         tab.submit("form#forged");
-        tab.wait_for_text("main h1", "Refused");
-        assert_eq!(http_status(&tab), 403, "{action}");
-        assert!(tab.text("p.notice.error").contains("read-only"), "{action}");
+        assert_refused(&tab, "read-only");
     }
     tab.screenshot("refused-read-only");
     assert_eq!(retry_state(&read_job(&mut conn, ids[0])), before);
@@ -971,8 +965,7 @@ fn forged_and_read_only_posts_are_refused_and_change_nothing() {
 
 #[test]
 fn every_button_of_a_hostile_name_acts_on_that_name_alone() {
-    let db = TestDb::new();
-    let mut conn = db.conn();
+    let (db, mut conn) = TestDb::connected();
     // `.` and `..` are names the library takes; the other only SQL can
     // write (the table checks lengths alone). Once raw in a form's path,
     // a browser resolved `..` and `?` in them: the third's Pause button

@@ -8,10 +8,11 @@
 use std::time::Duration;
 
 use jobqueue_core::{JobOptions, Retention};
-use jobqueue_runner::{Runner, RunnerConfig};
+use jobqueue_runner::RunnerConfig;
 use jobqueue_tests::jobs::{Chaos, Noop};
 use jobqueue_tests::{
-    TestDb, claim_one, count_where, effects_where, enqueue_all, put, scalar, wait_for,
+    TestDb, claim_one, count_where, effects_where, enqueue_all, put, scalar, start_runner,
+    wait_count,
 };
 
 /// Completions counted for `queue` and `job_type`, in all.
@@ -33,12 +34,8 @@ fn by_default_a_runner_deletes_completed_jobs_as_it_completes_them_and_counts_th
     // No retention set: the default keeps no completed rows.
     let config = RunnerConfig::new(&db.url).concurrency(4);
     assert!(config.retention.deletes_completed());
-    let runner = Runner::new(config, jobqueue_tests::jobs::registry())
-        .start()
-        .expect("start");
-    wait_for("every job done and gone", Duration::from_secs(60), || {
-        count_where(&mut conn, "true") == 0
-    });
+    let runner = start_runner(config, jobqueue_tests::jobs::registry());
+    wait_count(&mut conn, "true", 0);
     let summary = runner.shutdown();
     assert_eq!(summary.stats.completed, 300);
     // Counted by their own statements, the batch completions and the
@@ -60,8 +57,7 @@ fn by_default_a_runner_deletes_completed_jobs_as_it_completes_them_and_counts_th
 
 #[test]
 fn deleting_completions_are_fenced() {
-    let db = TestDb::new();
-    let mut conn = db.conn();
+    let (_db, mut conn) = TestDb::connected();
     put(&mut conn, "test.anything", jobqueue_core::JobOptions::new());
     let stale = claim_one(&mut conn, "a");
     // The lease lapses and another worker claims the job again.
@@ -93,12 +89,8 @@ fn a_runner_that_keeps_completed_jobs_keeps_their_rows_and_counts_them_too() {
     let config = RunnerConfig::new(&db.url)
         .concurrency(2)
         .keep_completed(Duration::from_secs(3600));
-    let runner = Runner::new(config, jobqueue_tests::jobs::registry())
-        .start()
-        .expect("start");
-    wait_for("every job completed", Duration::from_secs(60), || {
-        count_where(&mut conn, "status = 'completed'") == 50
-    });
+    let runner = start_runner(config, jobqueue_tests::jobs::registry());
+    wait_count(&mut conn, "status = 'completed'", 50);
     runner.shutdown();
     assert_eq!(counted(&mut conn, "default", "test.noop"), 50);
     // The dashboard's chart: this minute's completions, from the counts.

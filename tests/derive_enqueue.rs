@@ -2,7 +2,7 @@
 //! trait's defaults for the rest.
 
 use jobqueue_core::{Error, Job, JobRow};
-use jobqueue_tests::{TestDb, read_job};
+use jobqueue_tests::{TestDb, read_job, settings};
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, PartialEq, Serialize, Deserialize, Job)]
@@ -48,15 +48,6 @@ fn enqueued<J: Job>(conn: &mut diesel::PgConnection, job: &J) -> JobRow {
     read_job(conn, id)
 }
 
-fn settings(row: &JobRow) -> (&str, i32, &str, i32) {
-    (
-        row.job_type.as_str(),
-        row.priority,
-        row.queue.as_str(),
-        row.max_attempts,
-    )
-}
-
 #[test]
 fn attribute_values_land_on_the_row() {
     let db = TestDb::new();
@@ -78,8 +69,7 @@ fn keys_left_out_take_the_defaults() {
 
 #[test]
 fn unit_struct_and_enum_jobs() {
-    let db = TestDb::new();
-    let mut conn = db.conn();
+    let (_db, mut conn) = TestDb::connected();
     let flush = enqueued(&mut conn, &FlushCache);
     assert_eq!(settings(&flush), ("cache.flush", 900, "default", 1));
     assert_eq!(
@@ -107,8 +97,7 @@ fn unit_struct_and_enum_jobs() {
 
 #[test]
 fn generic_job() {
-    let db = TestDb::new();
-    let mut conn = db.conn();
+    let (_db, mut conn) = TestDb::connected();
     let job = Deliver {
         url: "https://example.com/hook".into(),
         body: vec![1, 2, 3],
@@ -136,8 +125,7 @@ fn generic_job() {
 
 #[test]
 fn options_override_the_derived_defaults() {
-    let db = TestDb::new();
-    let mut conn = db.conn();
+    let (_db, mut conn) = TestDb::connected();
     let id = SendEmail {
         to: "b@example.com".into(),
     }
@@ -153,8 +141,7 @@ fn options_override_the_derived_defaults() {
 
 #[test]
 fn payload_limit_from_the_attribute() {
-    let db = TestDb::new();
-    let mut conn = db.conn();
+    let (_db, mut conn) = TestDb::connected();
     Tiny { text: "ok".into() }
         .enqueue(&mut conn)
         .expect("a small payload fits")

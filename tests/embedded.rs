@@ -66,8 +66,7 @@ fn run_worker(database_url: &str) -> Result<RunSummary, Box<dyn std::error::Erro
 
 #[test]
 fn an_embedded_runner_works_and_stops_on_the_applications_signal() {
-    let db = TestDb::new();
-    let mut conn = db.conn();
+    let (db, mut conn) = TestDb::connected();
     for n in 0..20 {
         MakeThumbnail {
             image: format!("{n}.png"),

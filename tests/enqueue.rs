@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use diesel::prelude::*;
 use jobqueue_core::{Job, JobOptions, JobStatus, NewJob, enqueue_many};
-use jobqueue_tests::{TestDb, count_where, read_job};
+use jobqueue_tests::{TestDb, count_where, read_job, settings};
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, PartialEq, Serialize, Deserialize)]
@@ -25,8 +25,7 @@ fn email(to: &str) -> SendEmail {
 
 #[test]
 fn rolled_back_transaction_leaves_no_job() {
-    let db = TestDb::new();
-    let mut conn = db.conn();
+    let (db, mut conn) = TestDb::connected();
     let result: Result<(), diesel::result::Error> = conn.transaction(|conn| {
         email("a@example.com").enqueue(conn).expect("enqueue");
         assert_eq!(
@@ -42,8 +41,7 @@ fn rolled_back_transaction_leaves_no_job() {
 
 #[test]
 fn committed_transaction_leaves_exactly_one_job() {
-    let db = TestDb::new();
-    let mut conn = db.conn();
+    let (db, mut conn) = TestDb::connected();
     let id = conn
         .transaction(|conn| email("a@example.com").enqueue(conn))
         .expect("enqueue")
@@ -51,10 +49,7 @@ fn committed_transaction_leaves_exactly_one_job() {
     let mut other = db.conn();
     assert_eq!(count_where(&mut other, "true"), 1);
     let row = read_job(&mut other, id);
-    assert_eq!(row.job_type, "email.send");
-    assert_eq!(row.queue, "mail");
-    assert_eq!(row.priority, 150);
-    assert_eq!(row.max_attempts, 5);
+    assert_eq!(settings(&row), ("email.send", 150, "mail", 5));
     assert_eq!(row.status, JobStatus::Pending);
     assert_eq!(row.attempts, 0);
     assert_eq!(
@@ -65,8 +60,7 @@ fn committed_transaction_leaves_exactly_one_job() {
 
 #[test]
 fn options_override_the_type_defaults() {
-    let db = TestDb::new();
-    let mut conn = db.conn();
+    let (_db, mut conn) = TestDb::connected();
     let id = email("b@example.com")
         .options()
         .priority(900)
@@ -78,10 +72,7 @@ fn options_override_the_type_defaults() {
         .expect("enqueue")
         .id();
     let row = read_job(&mut conn, id);
-    assert_eq!(
-        (row.priority, row.queue.as_str(), row.max_attempts),
-        (900, "urgent", 1)
-    );
+    assert_eq!(settings(&row), ("email.send", 900, "urgent", 1));
     assert_eq!(row.unique_key.as_deref(), Some("welcome:b"));
     let ahead = (row.run_at - row.created_at).num_seconds();
     assert!(
@@ -92,8 +83,7 @@ fn options_override_the_type_defaults() {
 
 #[test]
 fn batch_enqueue_inserts_all_in_one_statement_and_keeps_order() {
-    let db = TestDb::new();
-    let mut conn = db.conn();
+    let (_db, mut conn) = TestDb::connected();
     let jobs: Vec<NewJob> = (0..5000)
         .map(|i| {
             NewJob::from_job(
@@ -127,25 +117,20 @@ fn batch_enqueue_inserts_all_in_one_statement_and_keeps_order() {
 
 #[test]
 fn raw_json_jobs_enqueue_with_queue_defaults() {
-    let db = TestDb::new();
-    let mut conn = db.conn();
+    let (_db, mut conn) = TestDb::connected();
     let job =
         NewJob::new("report.build", r#"{"month": "2026-11"}"#, JobOptions::new()).expect("valid");
     let id = jobqueue_core::enqueue(&mut conn, &job)
         .expect("enqueue")
         .id();
     let row = read_job(&mut conn, id);
-    assert_eq!(
-        (row.priority, row.queue.as_str(), row.max_attempts),
-        (100, "default", 3)
-    );
+    assert_eq!(settings(&row), ("report.build", 100, "default", 3));
     assert_eq!(row.payload["month"], "2026-11");
 }
 
 #[test]
 fn large_batches_stream_through_copy_with_payloads_intact() {
-    let db = TestDb::new();
-    let mut conn = db.conn();
+    let (_db, mut conn) = TestDb::connected();
     let tricky = [
         r#"{"s": "tab\there, back\\slash, newline\nend, quote \" and ünïcode ✓"}"#,
         "{\n\t\"pretty\": [1,\r\n 2]\n}",

@@ -33,8 +33,7 @@ fn note(conn: &mut PgConnection, key: &str, priority: i32) -> jobqueue_core::Res
 
 #[test]
 fn queue_errors_and_diesel_errors_convert_both_ways() {
-    let db = TestDb::new();
-    let mut conn = db.conn();
+    let (_db, mut conn) = TestDb::connected();
 
     // A duplicate unique key is an outcome: the transaction goes on and
     // commits the first job.
@@ -196,8 +195,7 @@ impl Perform for FastRetry {
 
 #[test]
 fn a_types_own_backoff_overrides_the_runners() {
-    let db = TestDb::new();
-    let mut conn = db.conn();
+    let (db, mut conn) = TestDb::connected();
     let slow = SlowRetry {}.enqueue(&mut conn).expect("enqueue").id();
     let fast = FastRetry {}.enqueue(&mut conn).expect("enqueue").id();
     let mut config = RunnerConfig::new(&db.url).concurrency(2);

@@ -11,7 +11,7 @@ use diesel::connection::SimpleConnection;
 use diesel::prelude::*;
 use diesel::sql_types::{Nullable, Text};
 use jobqueue_core::{Error, Job, JobOptions, NewJob, enqueue};
-use jobqueue_tests::fault::{Proc, Summary, assert_exit_0, runner_flags};
+use jobqueue_tests::fault::{Proc, Summary, runner_flags};
 use jobqueue_tests::jobs::{Blob, Noop, Panic};
 use jobqueue_tests::{
     TestDb, assert_success, count_where, effects_where, enqueue_all, put, scalar, wait_for,
@@ -220,9 +220,7 @@ fn poison_payloads_panics_and_unknown_types_fail_clearly_and_the_runner_goes_on(
         listed,
         "stats lists the unknown type as unhandled:\n{stats}"
     );
-    runner.signal("TERM");
-    let status = runner.wait_exit(Duration::from_secs(30));
-    assert_exit_0(&runner, status);
+    runner.terminate(Duration::from_secs(30));
     let stderr = runner.stderr();
     assert!(
         stderr.contains("deliberate panic in attempt 1"),
@@ -400,9 +398,7 @@ fn hostile_names_are_refused_or_kept_verbatim_and_never_run_as_sql() {
     let stats = cli(&db, &["stats"]);
     assert_success("stats", &stats);
     assert!(runner.is_running(), "the runner still runs");
-    runner.signal("TERM");
-    let status = runner.wait_exit(Duration::from_secs(30));
-    assert_exit_0(&runner, status);
+    runner.terminate(Duration::from_secs(30));
 
     let keys = texts(
         &mut conn,

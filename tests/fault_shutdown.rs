@@ -11,7 +11,7 @@ use jobqueue_core::{Job, JobId, JobStatus};
 use jobqueue_tests::fault::{Proc, Summary, assert_exit_0, runner_flags};
 use jobqueue_tests::jobs::{Hang, HangTimeout, Noop, Sleep};
 use jobqueue_tests::{
-    TestDb, count_where, effects_where, enqueue_all, read_job, wait_completed, wait_for,
+    TestDb, count_where, effects_where, enqueue_all, read_job, wait_completed, wait_count, wait_for,
 };
 
 const WORKER: &str = env!("CARGO_BIN_EXE_jobqueue-test-worker");
@@ -60,14 +60,10 @@ fn sigterm_under_load_finishes_in_flight_jobs_and_hands_back_the_rest() {
     wait_for("32 handlers running", Duration::from_secs(30), || {
         effects_where(&mut conn, "kind = 'start'") == 32
     });
-    wait_for("8 more jobs claimed", Duration::from_secs(10), || {
-        count_where(&mut conn, "status IN ('claimed', 'running')") == 40
-    });
+    wait_count(&mut conn, "status IN ('claimed', 'running')", 40);
     let in_flight = started_jobs(&mut conn);
     assert_eq!(in_flight.len(), 32);
-    first.signal("TERM");
-    let status = first.wait_exit(Duration::from_secs(30));
-    assert_exit_0(&first, status);
+    first.terminate(Duration::from_secs(30));
 
     // Whatever had started finished; nothing else was touched.
     let started = started_jobs(&mut conn);
@@ -103,12 +99,8 @@ fn sigterm_under_load_finishes_in_flight_jobs_and_hands_back_the_rest() {
         "term-2",
         &["--concurrency", "34", "--lease-secs", "10"],
     );
-    wait_for("every job completed", Duration::from_secs(60), || {
-        count_where(&mut conn, "status = 'completed'") == JOBS as i64
-    });
-    second.signal("TERM");
-    let status = second.wait_exit(Duration::from_secs(30));
-    assert_exit_0(&second, status);
+    wait_count(&mut conn, "status = 'completed'", JOBS as i64);
+    second.terminate(Duration::from_secs(30));
     lost += count_where(&mut conn, "status <> 'completed' OR attempts <> 1");
     let duplicated = diesel::sql_query(
         "SELECT job_id FROM test_effects GROUP BY job_id, kind HAVING count(*) > 1",
@@ -160,9 +152,7 @@ fn a_handler_that_never_returns_is_recovered_after_its_runner_stops() {
     });
     // Its runner keeps working on its other worker.
     enqueue_noops(&mut conn, 20);
-    wait_for("other jobs done beside it", Duration::from_secs(30), || {
-        count_where(&mut conn, "status = 'completed'") == 20
-    });
+    wait_count(&mut conn, "status = 'completed'", 20);
     let mut b = Proc::runner(WORKER, &db.url, "hang-b", args);
 
     a.signal("TERM");
@@ -187,9 +177,7 @@ fn a_handler_that_never_returns_is_recovered_after_its_runner_stops() {
         "{:?}",
         row.errors
     );
-    b.signal("TERM");
-    let status = b.wait_exit(Duration::from_secs(30));
-    assert_exit_0(&b, status);
+    b.terminate(Duration::from_secs(30));
 
     let done = effects_where(&mut conn, "kind = 'done'");
     let lost = count_where(&mut conn, "status <> 'completed'") + i64::from(done == 0);
@@ -254,9 +242,11 @@ fn a_handler_past_its_timeout_loses_its_lease_while_its_runner_lives_on() {
 
     // Both runners, stuck threads and all, keep working...
     enqueue_noops(&mut conn, 40);
-    wait_for("new jobs done", Duration::from_secs(30), || {
-        count_where(&mut conn, "job_type = 'test.noop' AND status = 'completed'") == 40
-    });
+    wait_count(
+        &mut conn,
+        "job_type = 'test.noop' AND status = 'completed'",
+        40,
+    );
     for runner in &mut runners {
         assert!(runner.is_running(), "{} still runs", runner.name());
     }

@@ -9,7 +9,7 @@ use chrono::{DateTime, Utc};
 use diesel::prelude::*;
 use diesel::sql_types::{Integer, Nullable, Text, Timestamptz, Uuid};
 use jobqueue_core::JobId;
-use jobqueue_tests::fault::{Proc, Summary, Tally, assert_exit_0, runner_flags};
+use jobqueue_tests::fault::{Proc, Summary, Tally, runner_flags};
 use jobqueue_tests::jobs::Stale;
 use jobqueue_tests::{TestDb, count_where, effects_where, enqueue_all, wait_for};
 
@@ -96,17 +96,13 @@ fn a_frozen_runner_thawed_after_recovery_changes_nothing() {
         },
     );
     // A graceful stop writes every outcome still pending before exit 0.
-    frozen.signal("TERM");
-    let status = frozen.wait_exit(Duration::from_secs(30));
-    assert_exit_0(&frozen, status);
+    frozen.terminate(Duration::from_secs(30));
     let after = rows(&mut conn);
 
     let refused = effects_where(&mut conn, "kind = 'late-refused'");
     let changed = before.iter().zip(&after).filter(|(b, a)| b != a).count() as i64;
     let tally = Tally::of(&mut conn, "test.stale", "done");
-    rescuer.signal("TERM");
-    let status = rescuer.wait_exit(Duration::from_secs(30));
-    assert_exit_0(&rescuer, status);
+    rescuer.terminate(Duration::from_secs(30));
     let stderr = frozen.stderr();
     Summary {
         scenario: "7 stale worker",

@@ -12,8 +12,7 @@ use jobqueue_tests::{TestDb, claim_one, expire_leases, put, read_job};
 
 #[test]
 fn late_writes_of_a_recovered_worker_change_nothing() {
-    let db = TestDb::new();
-    let mut conn = db.conn();
+    let (_db, mut conn) = TestDb::connected();
     let id = put(&mut conn, "t", JobOptions::new());
 
     let a = claim_one(&mut conn, "A");
@@ -94,8 +93,7 @@ fn late_writes_of_a_recovered_worker_change_nothing() {
 
 #[test]
 fn a_released_job_gets_a_new_token_but_keeps_its_attempts() {
-    let db = TestDb::new();
-    let mut conn = db.conn();
+    let (_db, mut conn) = TestDb::connected();
     let id = put(&mut conn, "t", JobOptions::new());
     let first = claim_one(&mut conn, "A");
     assert_eq!(

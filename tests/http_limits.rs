@@ -235,8 +235,7 @@ fn scrape(addr: SocketAddr) -> String {
 
 #[test]
 fn a_stalled_scrape_does_not_hold_the_metrics_endpoint() {
-    let db = TestDb::new();
-    let mut conn = db.conn();
+    let (db, mut conn) = TestDb::connected();
     let job = NewJob::new("test.noop", "{}", JobOptions::new()).expect("job");
     enqueue_many(&mut conn, &[job]).expect("enqueue");
     let (runner, addr) = metrics_runner(&db, LONG);

@@ -128,32 +128,30 @@ fn a_runner_serves_what_it_did_by_queue_and_type_and_the_queue_gauges() {
         },
     );
     let page = runner.scrape();
-    assert_eq!(page.get("jobqueue_jobs_claimed_total", &mail), 20.0);
-    assert_eq!(
-        page.get("jobqueue_job_outcomes_total", &outcome(mail, "completed")),
-        20.0
-    );
-    assert_eq!(
-        page.get("jobqueue_job_outcomes_total", &outcome(mail, "failed")),
-        0.0,
-        "every outcome series exists from the first job on"
-    );
-    // Two attempts each: one retried, then failed for good.
-    assert_eq!(page.get("jobqueue_jobs_claimed_total", &media), 6.0);
-    assert_eq!(
-        page.get("jobqueue_job_outcomes_total", &outcome(media, "retried")),
-        3.0
-    );
-    assert_eq!(
-        page.get("jobqueue_job_outcomes_total", &outcome(media, "failed")),
-        3.0
-    );
+    // Claims and outcomes by queue and type: every outcome series exists
+    // from the first job on; media's jobs ran twice each, retried, then
+    // failed for good.
+    for (labels, claimed, completed, retried, failed) in
+        [(mail, 20.0, 20.0, 0.0, 0.0), (media, 6.0, 0.0, 3.0, 3.0)]
+    {
+        assert_eq!(page.get("jobqueue_jobs_claimed_total", &labels), claimed);
+        for (name, count) in [
+            ("completed", completed),
+            ("retried", retried),
+            ("failed", failed),
+        ] {
+            let series = outcome(labels, name);
+            assert_eq!(
+                page.get("jobqueue_job_outcomes_total", &series),
+                count,
+                "{series:?}"
+            );
+        }
+    }
     assert_eq!(page.get("jobqueue_handler_panics_total", &media), 6.0);
     assert_eq!(page.get("jobqueue_job_duration_seconds_count", &mail), 20.0);
-    assert_eq!(
-        page.get("jobqueue_job_queue_time_seconds_count", &mail),
-        20.0
-    );
+    let queue_time = page.get("jobqueue_job_queue_time_seconds_count", &mail);
+    assert_eq!(queue_time, 20.0);
     assert!(page.get("jobqueue_claim_duration_seconds_count", &[]) >= 2.0);
     assert!(page.get("jobqueue_claim_batch_size_sum", &[]) >= 26.0);
     assert_eq!(page.get("jobqueue_workers", &[("state", "idle")]), 4.0);
@@ -198,8 +196,7 @@ fn a_runner_serves_what_it_did_by_queue_and_type_and_the_queue_gauges() {
 
 #[test]
 fn one_runner_computes_the_queue_gauges_and_another_takes_over_when_it_dies() {
-    let db = TestDb::new();
-    let mut conn = db.conn();
+    let (db, mut conn) = TestDb::connected();
     let first = MetricsRunner::start(&db, "gauges-first");
     let second = MetricsRunner::start(&db, "gauges-second");
     let later = JobOptions::new()

@@ -15,7 +15,9 @@ use diesel::prelude::*;
 use jobqueue_core::{Job, JobOptions, NewJob};
 use jobqueue_runner::{Runner, RunnerConfig, RunnerError};
 use jobqueue_tests::jobs::Noop;
-use jobqueue_tests::{TestDb, count_where, run_cli, server_url, wait_for};
+use jobqueue_tests::{
+    TestDb, count_where, run_cli, server_url, start_runner, wait_count, wait_for,
+};
 
 const WORKER: &str = env!("CARGO_BIN_EXE_jobqueue-test-worker");
 
@@ -137,6 +139,13 @@ fn app_connection(url: &str) -> PgConnection {
     conn
 }
 
+/// A runner's configuration on `url`: four workers, completed jobs kept.
+fn config(url: &str) -> RunnerConfig {
+    RunnerConfig::new(url)
+        .keep_completed(jobqueue_tests::KEEP_COMPLETED)
+        .concurrency(4)
+}
+
 fn noops(n: usize) -> Vec<NewJob> {
     (0..n)
         .map(|i| NewJob::from_job(&Noop { n: i as u64 }, JobOptions::new()).expect("a job"))
@@ -189,17 +198,8 @@ fn applications_enqueue_through_transaction_pooling() {
     assert_eq!(count_where(&mut direct, "true"), expected);
 
     // The enqueues' notifications reach a runner connected directly.
-    let runner = Runner::new(
-        RunnerConfig::new(&db.url)
-            .keep_completed(jobqueue_tests::KEEP_COMPLETED)
-            .concurrency(4),
-        jobqueue_tests::jobs::registry(),
-    )
-    .start()
-    .expect("a runner on the server itself");
-    wait_for("every job done", Duration::from_secs(60), || {
-        count_where(&mut direct, "status = 'completed'") == expected
-    });
+    let runner = start_runner(config(&db.url), jobqueue_tests::jobs::registry());
+    wait_count(&mut direct, "status = 'completed'", expected);
     runner.shutdown();
 }
 
@@ -208,11 +208,9 @@ fn a_runner_refuses_a_transaction_pool_and_says_why() {
     let db = TestDb::new();
     let bouncer = Bouncer::start("transaction");
     let url = bouncer.url(&database_name(&db));
-    let Err(RunnerError::Config(message)) = Runner::new(
-        RunnerConfig::new(&url).keep_completed(jobqueue_tests::KEEP_COMPLETED),
-        jobqueue_tests::jobs::registry(),
-    )
-    .start() else {
+    let Err(RunnerError::Config(message)) =
+        Runner::new(config(&url), jobqueue_tests::jobs::registry()).start()
+    else {
         panic!("a runner started behind a transaction pool");
     };
     for words in ["transaction", "session", "LISTEN", "directly"] {
@@ -234,21 +232,10 @@ fn a_runner_works_through_a_session_pool() {
     let bouncer = Bouncer::start("session");
     let url = bouncer.url(&database_name(&db));
     jobqueue_core::enqueue_many(&mut direct, &noops(200)).expect("enqueue");
-    let runner = Runner::new(
-        RunnerConfig::new(&url)
-            .keep_completed(jobqueue_tests::KEEP_COMPLETED)
-            .concurrency(4),
-        jobqueue_tests::jobs::registry(),
-    )
-    .start()
-    .expect("a runner behind a session pool");
-    wait_for("every job done", Duration::from_secs(60), || {
-        count_where(&mut direct, "status = 'completed'") == 200
-    });
+    let runner = start_runner(config(&url), jobqueue_tests::jobs::registry());
+    wait_count(&mut direct, "status = 'completed'", 200);
     // And a job enqueued now is picked up by notification through the pool.
     Noop { n: 7 }.enqueue(&mut direct).expect("enqueue");
-    wait_for("the new job done", Duration::from_secs(10), || {
-        count_where(&mut direct, "status = 'completed'") == 201
-    });
+    wait_count(&mut direct, "status = 'completed'", 201);
     runner.shutdown();
 }

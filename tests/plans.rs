@@ -26,8 +26,7 @@ fn exec(conn: &mut PgConnection, sql: &str) {
 /// A database whose jobs table autovacuum leaves alone, so its statistics
 /// stay what each test makes them.
 fn frozen_stats_db() -> (TestDb, PgConnection) {
-    let db = TestDb::new();
-    let mut conn = db.conn();
+    let (db, mut conn) = TestDb::connected();
     exec(
         &mut conn,
         "ALTER TABLE jobqueue_jobs SET (autovacuum_enabled = false)",

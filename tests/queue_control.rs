@@ -8,11 +8,13 @@ use std::time::{Duration, Instant};
 
 use diesel::connection::SimpleConnection;
 use diesel::prelude::*;
-use jobqueue_core::{Job, JobOptions, JobStatus, NewJob, enqueue_many};
+use jobqueue_core::{Job, JobOptions, JobStatus};
 use jobqueue_runner::{JobContext, JobError, Perform, Registry, Runner, RunnerConfig};
 use jobqueue_tests::fault::{Proc, runner_flags};
 use jobqueue_tests::jobs::Sleep;
-use jobqueue_tests::{TestDb, count_where, scalar, wait_for};
+use jobqueue_tests::{
+    TestDb, count_where, enqueue_all_with, read_job, scalar, start_runner, wait_count, wait_for,
+};
 use serde::{Deserialize, Serialize};
 
 const WORKER: &str = env!("CARGO_BIN_EXE_jobqueue-test-worker");
@@ -28,11 +30,23 @@ fn ok(db: &TestDb, args: &[&str]) -> String {
 }
 
 fn sleeps(conn: &mut PgConnection, queue: &str, n: usize, ms: u64) {
-    let jobs: Vec<NewJob> = (0..n)
-        .map(|_| NewJob::from_job(&Sleep { ms }, JobOptions::new().queue(queue)))
-        .collect::<Result<_, _>>()
-        .expect("build");
-    enqueue_many(conn, &jobs).expect("enqueue");
+    enqueue_all_with(
+        conn,
+        (0..n).map(|_| Sleep { ms }),
+        &JobOptions::new().queue(queue),
+    );
+}
+
+/// The fields of `queue`'s line in `queue list`.
+fn listed_queue(db: &TestDb, queue: &str) -> Vec<String> {
+    let listed = ok(db, &["queue", "list"]);
+    listed
+        .lines()
+        .find(|line| line.split_whitespace().next() == Some(queue))
+        .unwrap_or_else(|| panic!("no queue {queue} in:\n{listed}"))
+        .split_whitespace()
+        .map(str::to_owned)
+        .collect()
 }
 
 fn held(conn: &mut PgConnection, queue: &str) -> i64 {
@@ -84,37 +98,22 @@ fn a_pause_holds_across_runner_processes_and_restarts() {
 
     // Restart every runner: the pause is in the database, not in them.
     for runner in &mut runners {
-        runner.signal("TERM");
-        let status = runner.wait_exit(Duration::from_secs(20));
-        jobqueue_tests::fault::assert_exit_0(runner, status);
+        runner.terminate(Duration::from_secs(20));
     }
     let runners: Vec<Proc> = (0..2)
         .map(|i| Proc::runner(WORKER, &db.url, &format!("pause-again-{i}"), &flags))
         .collect();
     sleeps(&mut conn, "mail", 5, 1);
-    wait_for("the new runners work mail", Duration::from_secs(20), || {
-        count_where(&mut conn, "queue = 'mail' AND status = 'completed'") == 25
-    });
+    wait_count(&mut conn, "queue = 'mail' AND status = 'completed'", 25);
     assert_eq!(
         count_where(&mut conn, "queue = 'media' AND status = 'pending'"),
         20
     );
-    let listed = ok(&db, &["queue", "list"]);
-    let media = listed
-        .lines()
-        .find(|line| line.starts_with("media"))
-        .unwrap_or_else(|| panic!("{listed}"));
-    assert_eq!(
-        media.split_whitespace().take(3).collect::<Vec<_>>(),
-        ["media", "paused", "20"],
-        "{listed}"
-    );
+    assert_eq!(listed_queue(&db, "media")[..3], ["media", "paused", "20"]);
 
     // Resumed: the runners are woken and work it.
     assert!(ok(&db, &["queue", "resume", "media"]).contains("resumed queue media"));
-    wait_for("media worked", Duration::from_secs(20), || {
-        count_where(&mut conn, "queue = 'media' AND status = 'completed'") == 21
-    });
+    wait_count(&mut conn, "queue = 'media' AND status = 'completed'", 21);
     assert!(ok(&db, &["queue", "resume", "media"]).contains("was not paused"));
     drop(runners);
 }
@@ -193,9 +192,7 @@ fn a_runner_holds_at_most_its_own_limit_of_a_queue() {
     config.poll_interval = Duration::from_millis(100);
     config.queues = vec!["mail".into(), "bulk".into()];
     config.queue_concurrency.insert("mail".into(), 2);
-    let runner = Runner::new(config, jobqueue_tests::jobs::registry())
-        .start()
-        .expect("start");
+    let runner = start_runner(config, jobqueue_tests::jobs::registry());
     let (mut most_mail, mut most_bulk) = (0, 0);
     while count_where(&mut conn, "status = 'completed'") < 80 {
         let mail = held(&mut conn, "mail");
@@ -214,25 +211,18 @@ fn a_runner_holds_at_most_its_own_limit_of_a_queue() {
     );
 
     // A limit on a queue the runner does not work, or of zero, is refused.
-    let mut config = RunnerConfig::new(&db.url).keep_completed(jobqueue_tests::KEEP_COMPLETED);
-    config.queues = vec!["bulk".into()];
-    config.queue_concurrency.insert("mail".into(), 2);
-    let err = Runner::new(config, jobqueue_tests::jobs::registry())
-        .start()
-        .expect_err("mail is not worked");
-    assert!(
-        err.to_string().contains("not among the queues worked"),
-        "{err}"
-    );
-    let mut config = RunnerConfig::new(&db.url).keep_completed(jobqueue_tests::KEEP_COMPLETED);
-    config.queue_concurrency.insert("mail".into(), 0);
-    let err = Runner::new(config, jobqueue_tests::jobs::registry())
-        .start()
-        .expect_err("zero");
-    assert!(
-        err.to_string().contains("concurrency 0 for queue `mail`"),
-        "{err}"
-    );
+    for (queues, mail_limit, refusal) in [
+        (vec!["bulk".to_owned()], 2, "not among the queues worked"),
+        (vec![], 0, "concurrency 0 for queue `mail`"),
+    ] {
+        let mut config = RunnerConfig::new(&db.url).keep_completed(jobqueue_tests::KEEP_COMPLETED);
+        config.queues = queues;
+        config.queue_concurrency.insert("mail".into(), mail_limit);
+        let err = Runner::new(config, jobqueue_tests::jobs::registry())
+            .start()
+            .expect_err(refusal);
+        assert!(err.to_string().contains(refusal), "{err}");
+    }
 }
 
 /// Snoozes `times` times, then completes.
@@ -253,8 +243,7 @@ impl Perform for Snoozer {
 
 #[test]
 fn snoozes_use_no_attempt_are_recorded_and_are_bounded() {
-    let db = TestDb::new();
-    let mut conn = db.conn();
+    let (db, mut conn) = TestDb::connected();
     let patient = Snoozer { times: 5 }
         .enqueue(&mut conn)
         .expect("enqueue")
@@ -268,16 +257,10 @@ fn snoozes_use_no_attempt_are_recorded_and_are_bounded() {
         .concurrency(2);
     config.poll_interval = Duration::from_millis(20);
     config.max_snoozes = 8;
-    let runner = Runner::new(config, Registry::new().register::<Snoozer>())
-        .start()
-        .expect("start");
-    wait_for("both jobs finished", Duration::from_secs(30), || {
-        count_where(&mut conn, "status IN ('completed', 'failed')") == 2
-    });
+    let runner = start_runner(config, Registry::new().register::<Snoozer>());
+    wait_count(&mut conn, "status IN ('completed', 'failed')", 2);
     let summary = runner.shutdown();
-    let patient = jobqueue_core::get_job(&mut conn, patient)
-        .expect("read")
-        .expect("row");
+    let patient = read_job(&mut conn, patient);
     assert_eq!(
         (patient.status, patient.attempts, patient.snoozes),
         (JobStatus::Completed, 1, 5),
@@ -293,9 +276,7 @@ fn snoozes_use_no_attempt_are_recorded_and_are_bounded() {
     );
     assert_eq!(patient.last_error, None, "a snooze is not an error");
 
-    let endless = jobqueue_core::get_job(&mut conn, endless)
-        .expect("read")
-        .expect("row");
+    let endless = read_job(&mut conn, endless);
     assert_eq!((endless.status, endless.attempts), (JobStatus::Failed, 1));
     assert_eq!(endless.snoozes, 9);
     assert_eq!(
@@ -330,21 +311,12 @@ impl Perform for Fair {
 
 #[test]
 fn a_quiet_queues_job_does_not_wait_behind_another_queues_prefetched_jobs() {
-    let db = TestDb::new();
-    let mut conn = db.conn();
-    let backlog: Vec<NewJob> = (0..1500)
-        .map(|_| {
-            NewJob::from_job(
-                &Fair {
-                    ms: 5,
-                    quiet: false,
-                },
-                JobOptions::new().queue("bulk"),
-            )
-        })
-        .collect::<Result<_, _>>()
-        .expect("build");
-    enqueue_many(&mut conn, &backlog).expect("enqueue");
+    let (db, mut conn) = TestDb::connected();
+    let bulk = (0..1500).map(|_| Fair {
+        ms: 5,
+        quiet: false,
+    });
+    enqueue_all_with(&mut conn, bulk, &JobOptions::new().queue("bulk"));
     // Two workers and 200 claimed jobs waiting for them: the runner is full
     // of the bulk queue's jobs when the quiet queue's job comes.
     const PREFETCH: u32 = 200;
@@ -353,9 +325,7 @@ fn a_quiet_queues_job_does_not_wait_behind_another_queues_prefetched_jobs() {
         .concurrency(2);
     config.prefetch = Some(PREFETCH as usize);
     config.poll_interval = Duration::from_millis(200);
-    let runner = Runner::new(config, Registry::new().register::<Fair>())
-        .start()
-        .expect("start");
+    let runner = start_runner(config, Registry::new().register::<Fair>());
     wait_for(
         "the runner full of bulk jobs",
         Duration::from_secs(20),
@@ -424,13 +394,8 @@ fn queue_commands_answer_bad_input_clearly() {
     assert!(ok(&db, &["queue", "pause", "later"]).contains("no job names it yet"));
     assert!(ok(&db, &["queue", "limit", "someday", "2"]).contains("(no job names it yet)"));
     assert!(!ok(&db, &["queue", "limit", "later", "3"]).contains("(no job names it yet)"));
-    let listed = ok(&db, &["queue", "list"]);
-    let later = listed
-        .lines()
-        .find(|line| line.starts_with("later"))
-        .unwrap_or_else(|| panic!("{listed}"));
     assert_eq!(
-        later.split_whitespace().collect::<Vec<_>>(),
+        listed_queue(&db, "later"),
         ["later", "paused", "0", "0", "0", "0", "0", "-", "3"]
     );
     assert!(ok(&db, &["queue", "limit", "later", "--none"]).contains("no limit"));
@@ -456,9 +421,7 @@ fn a_quiet_queues_early_claim_is_not_held_up_by_the_busy_queue() {
         .concurrency(2)
         .queues(["bulk", "quiet"]);
     config.poll_interval = Duration::from_millis(200);
-    let runner = Runner::new(config, Registry::new().register::<Sleep>())
-        .start()
-        .expect("start");
+    let runner = start_runner(config, Registry::new().register::<Sleep>());
     wait_for(
         "the runner busy with bulk jobs",
         Duration::from_secs(20),

@@ -127,8 +127,7 @@ fn sign_up_checked(conn: &mut PgConnection, email: &str) -> Result<(i64, JobId),
 // ---- the tests ----
 
 fn setup() -> (TestDb, PgConnection) {
-    let db = TestDb::new();
-    let mut conn = db.conn();
+    let (db, mut conn) = TestDb::connected();
     diesel::sql_query("CREATE TABLE users (id bigserial PRIMARY KEY, email text UNIQUE NOT NULL)")
         .execute(&mut conn)
         .expect("create users");

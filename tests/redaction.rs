@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use jobqueue_core::Job;
 use jobqueue_runner::RunnerConfig;
-use jobqueue_tests::fault::{Proc, assert_exit_0, runner_flags};
+use jobqueue_tests::fault::{Proc, runner_flags};
 use jobqueue_tests::jobs::Noop;
 use jobqueue_tests::{TestDb, wait_completed};
 
@@ -78,9 +78,7 @@ fn a_runner_logs_no_password_at_trace_level() {
     command.env("RUST_LOG", "trace");
     let mut runner = Proc::spawn("redaction", command);
     wait_completed(&mut conn, id, Duration::from_secs(30));
-    runner.signal("TERM");
-    let status = runner.wait_exit(Duration::from_secs(60));
-    assert_exit_0(&runner, status);
+    runner.terminate(Duration::from_secs(60));
     let stderr = runner.stderr();
     assert!(stderr.lines().count() > 10, "trace logging is on: {stderr}");
     assert!(

@@ -6,12 +6,13 @@ use std::time::Duration;
 use diesel::PgConnection;
 use jobqueue_core::engine::{Claim, claim, heartbeat_many, rescue_stale, start_many};
 use jobqueue_core::{JobOptions, JobStatus, NewJob, get_job};
-use jobqueue_tests::{TestDb, bare_jobs, count_where, expire_leases, put, read_job, wait_for};
+use jobqueue_tests::{
+    TestDb, assert_contains, bare_jobs, count_where, expire_leases, put, read_job, wait_for,
+};
 
 #[test]
 fn expired_lease_goes_back_to_pending_and_last_attempt_fails() {
-    let db = TestDb::new();
-    let mut conn = db.conn();
+    let (_db, mut conn) = TestDb::connected();
     let id = put(&mut conn, "t", JobOptions::new().max_attempts(2));
 
     // Attempt 1: the worker starts it, then vanishes.
@@ -49,12 +50,7 @@ fn expired_lease_goes_back_to_pending_and_last_attempt_fails() {
     assert_eq!(row.status, JobStatus::Failed);
     assert!(row.finished_at.is_some());
     let error = row.last_error.expect("error");
-    assert!(
-        error.contains("worker lost")
-            && error.contains("dead-worker-2")
-            && error.contains("attempt 2 of 2"),
-        "{error}"
-    );
+    assert_contains(&error, &["worker lost", "dead-worker-2", "attempt 2 of 2"]);
     assert_eq!(
         count_where(&mut conn, "status IN ('claimed', 'running')"),
         0
@@ -63,8 +59,7 @@ fn expired_lease_goes_back_to_pending_and_last_attempt_fails() {
 
 #[test]
 fn heartbeats_keep_a_lease_alive() {
-    let db = TestDb::new();
-    let mut conn = db.conn();
+    let (_db, mut conn) = TestDb::connected();
     put(&mut conn, "t", JobOptions::new());
     let rows = claim(&mut conn, &Claim::new("w").lease(Duration::from_secs(30))).expect("claim");
     let lease = rows[0].lease();
@@ -109,8 +104,7 @@ fn heartbeats_keep_a_lease_alive() {
 
 #[test]
 fn recovery_takes_batches() {
-    let db = TestDb::new();
-    let mut conn = db.conn();
+    let (_db, mut conn) = TestDb::connected();
     let jobs: Vec<NewJob> = bare_jobs(25);
     jobqueue_core::enqueue_many(&mut conn, &jobs).expect("enqueue");
     claim(&mut conn, &Claim::new("w").limit(25)).expect("claim");

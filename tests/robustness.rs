@@ -133,12 +133,7 @@ fn the_dashboard_answers_every_generated_request_with_a_page_and_no_500() {
         ..Request::new(Method::Get, "/")
     });
     let page = String::from_utf8_lossy(&front.body).into_owned();
-    let csrf = page
-        .split("name=\"csrf\" value=\"")
-        .nth(1)
-        .and_then(|rest| rest.split('"').next())
-        .expect("the page's CSRF token")
-        .to_owned();
+    let csrf = jobqueue_tests::csrf_token(&page);
 
     let answer_of = |method: Method, target: String, form: String, origin: Option<String>| {
         let request = Request {

@@ -4,13 +4,12 @@
 use std::time::Duration;
 
 use diesel::prelude::*;
-use jobqueue_core::{
-    CancelOutcome, Job, JobOptions, JobStatus, NewJob, RetryPolicy, enqueue_many, get_job,
-};
+use jobqueue_core::{CancelOutcome, Job, JobOptions, JobStatus, NewJob, RetryPolicy, enqueue_many};
 use jobqueue_runner::{Runner, RunnerConfig};
-use jobqueue_tests::jobs::{self, Cancellable, Effect, Noop, Panic};
+use jobqueue_tests::jobs::{self, Cancellable, Effect, Noop, Panic, Sleep};
 use jobqueue_tests::{
-    TestDb, count_where, effects_where, other_sessions, time_to_complete, wait_completed, wait_for,
+    TestDb, assert_contains, count_where, effects_where, enqueue_all, other_sessions, read_job,
+    scalar, start_runner, time_to_complete, wait_completed, wait_count, wait_for, wait_status,
 };
 use jobqueue_tools::bench::BenchNoop;
 
@@ -42,12 +41,8 @@ fn sixteen_workers_complete_every_job_exactly_once() {
         .collect::<Result<_, _>>()
         .expect("build");
     enqueue_many(&mut conn, &batch).expect("enqueue");
-    let runner = Runner::new(config(&db, 16), jobs::registry())
-        .start()
-        .expect("start");
-    wait_for("all jobs completed", Duration::from_secs(60), || {
-        count_where(&mut conn, "status = 'completed'") == N as i64
-    });
+    let runner = start_runner(config(&db, 16), jobs::registry());
+    wait_count(&mut conn, "status = 'completed'", N as i64);
     let summary = runner.shutdown();
     assert_eq!(summary.stats.completed, N as u64);
     assert_eq!(summary.abandoned, 0);
@@ -56,20 +51,12 @@ fn sixteen_workers_complete_every_job_exactly_once() {
         N as i64,
         "one execution per job"
     );
-    let distinct: i64 = diesel::sql_query("SELECT count(DISTINCT job_id) AS n FROM test_effects")
-        .get_result::<jobqueue_tests_count::Count>(&mut conn)
-        .expect("distinct")
-        .n;
+    let distinct = scalar(
+        &mut conn,
+        "SELECT count(DISTINCT job_id) AS n FROM test_effects",
+    );
     assert_eq!(distinct, N as i64);
     assert_eq!(count_where(&mut conn, "attempts <> 1"), 0);
-}
-
-mod jobqueue_tests_count {
-    #[derive(diesel::QueryableByName)]
-    pub struct Count {
-        #[diesel(sql_type = diesel::sql_types::BigInt)]
-        pub n: i64,
-    }
 }
 
 #[test]
@@ -77,9 +64,7 @@ fn an_idle_runner_with_a_60s_poll_is_woken_by_notify() {
     let (db, mut conn) = setup();
     let mut config = config(&db, 2);
     config.poll_interval = Duration::from_secs(60);
-    let runner = Runner::new(config, jobs::registry())
-        .start()
-        .expect("start");
+    let runner = start_runner(config, jobs::registry());
     // The runner's first claim finds nothing; it then sleeps on its poll.
     wait_for("the first, empty claim", Duration::from_secs(30), || {
         runner.stats().empty_claims >= 1
@@ -99,25 +84,17 @@ fn a_panicking_handler_is_retried_then_failed_with_the_message() {
     let (db, mut conn) = setup();
     let panic_id = Panic {}.enqueue(&mut conn).expect("enqueue").id();
     let ok_id = Noop { n: 7 }.enqueue(&mut conn).expect("enqueue").id();
-    let runner = Runner::new(config(&db, 2), jobs::registry())
-        .start()
-        .expect("start");
-    wait_for("the panicking job to fail", Duration::from_secs(20), || {
-        get_job(&mut conn, panic_id)
-            .expect("read")
-            .is_some_and(|j| j.status == JobStatus::Failed)
-    });
+    let runner = start_runner(config(&db, 2), jobs::registry());
+    wait_status(&mut conn, panic_id, JobStatus::Failed);
     wait_completed(&mut conn, ok_id, Duration::from_secs(20));
     let summary = runner.shutdown();
     assert_eq!(summary.stats.panicked, 2);
-    let job = get_job(&mut conn, panic_id).expect("read").expect("row");
+    let job = read_job(&mut conn, panic_id);
     assert_eq!(job.attempts, 2);
     let error = job.last_error.expect("error kept");
-    assert!(
-        error.contains("test.panic")
-            && error.contains("panicked")
-            && error.contains("deliberate panic in attempt 2"),
-        "{error}"
+    assert_contains(
+        &error,
+        &["test.panic", "panicked", "deliberate panic in attempt 2"],
     );
     assert_eq!(job.errors.as_array().map(Vec::len), Some(2));
     assert_eq!(
@@ -136,17 +113,9 @@ fn a_malformed_payload_fails_at_once_and_the_runner_goes_on() {
     )
     .execute(&mut conn)
     .expect("insert malformed jobs");
-    let good: Vec<NewJob> = (0..50)
-        .map(|n| NewJob::from_job(&Noop { n }, JobOptions::new()))
-        .collect::<Result<_, _>>()
-        .expect("build");
-    enqueue_many(&mut conn, &good).expect("enqueue");
-    let runner = Runner::new(config(&db, 4), jobs::registry())
-        .start()
-        .expect("start");
-    wait_for("every job finished", Duration::from_secs(20), || {
-        count_where(&mut conn, "status IN ('completed', 'failed')") == 52
-    });
+    enqueue_all(&mut conn, (0..50).map(|n| Noop { n }));
+    let runner = start_runner(config(&db, 4), jobs::registry());
+    wait_count(&mut conn, "status IN ('completed', 'failed')", 52);
     runner.shutdown();
     assert_eq!(count_where(&mut conn, "status = 'completed'"), 50);
     assert_eq!(
@@ -185,9 +154,7 @@ fn cancelling_a_running_job_is_seen_by_its_handler() {
     let id = Cancellable {}.enqueue(&mut conn).expect("enqueue").id();
     let mut config = config(&db, 1);
     config = config.lease(Duration::from_millis(900));
-    let runner = Runner::new(config, jobs::registry())
-        .start()
-        .expect("start");
+    let runner = start_runner(config, jobs::registry());
     wait_for("the handler to start", Duration::from_secs(10), || {
         effects_where(&mut conn, "kind = 'start'") == 1
     });
@@ -195,11 +162,7 @@ fn cancelling_a_running_job_is_seen_by_its_handler() {
         jobqueue_core::cancel(&mut conn, id).expect("cancel"),
         CancelOutcome::Requested
     );
-    wait_for("the job to be cancelled", Duration::from_secs(10), || {
-        get_job(&mut conn, id)
-            .expect("read")
-            .is_some_and(|j| j.status == JobStatus::Cancelled)
-    });
+    wait_status(&mut conn, id, JobStatus::Cancelled);
     runner.shutdown();
     assert_eq!(
         effects_where(&mut conn, "kind = 'saw-cancel'"),
@@ -230,23 +193,20 @@ fn an_unknown_job_type_is_set_aside_until_a_runner_handles_it() {
     let (db, mut conn) = setup();
     let stranger = Stranger {}.enqueue(&mut conn).expect("enqueue").id();
     let known = Noop { n: 1 }.enqueue(&mut conn).expect("enqueue").id();
-    let runner = Runner::new(config(&db, 2), jobs::registry())
-        .start()
-        .expect("start");
-    wait_for("both jobs dealt with", Duration::from_secs(10), || {
-        let mut status = |id| get_job(&mut conn, id).expect("read").map(|j| j.status);
-        status(known) == Some(JobStatus::Completed)
-            && status(stranger) == Some(JobStatus::Unhandled)
-    });
+    let runner = start_runner(config(&db, 2), jobs::registry());
+    wait_status(&mut conn, known, JobStatus::Completed);
+    wait_status(&mut conn, stranger, JobStatus::Unhandled);
     let stats = runner.shutdown().stats;
     assert_eq!(stats.unhandled, 1);
-    let row = get_job(&mut conn, stranger).expect("read").expect("row");
+    let row = read_job(&mut conn, stranger);
     assert_eq!(row.attempts, 0, "setting a job aside uses up no attempt");
     let error = row.last_error.expect("the reason is on the row");
-    assert!(
-        error.contains("no handler for job type nobody.handles.this")
-            && error.contains("queue default"),
-        "{error}"
+    assert_contains(
+        &error,
+        &[
+            "no handler for job type nobody.handles.this",
+            "queue default",
+        ],
     );
     let types = jobqueue_core::type_stats(&mut conn).expect("stats");
     assert_eq!(types.len(), 1);
@@ -254,13 +214,11 @@ fn an_unknown_job_type_is_set_aside_until_a_runner_handles_it() {
     assert_eq!(types[0].counts.get(&JobStatus::Unhandled), Some(&1));
 
     // A runner that handles the type takes it back when it starts.
-    let runner = Runner::new(config(&db, 2), jobs::registry().register::<Stranger>())
-        .start()
-        .expect("start");
+    let runner = start_runner(config(&db, 2), jobs::registry().register::<Stranger>());
     wait_completed(&mut conn, stranger, Duration::from_secs(10));
     runner.shutdown();
     assert_eq!(effects_where(&mut conn, "kind = 'stranger'"), 1);
-    let row = get_job(&mut conn, stranger).expect("read").expect("row");
+    let row = read_job(&mut conn, stranger);
     assert_eq!(row.attempts, 1);
 }
 
@@ -275,12 +233,8 @@ fn a_handler_transaction_writes_its_effect_and_completion_together() {
                 .id()
         })
         .collect();
-    let runner = Runner::new(config(&db, 4), jobs::registry())
-        .start()
-        .expect("start");
-    wait_for("all effects", Duration::from_secs(20), || {
-        count_where(&mut conn, "status = 'completed'") == 20
-    });
+    let runner = start_runner(config(&db, 4), jobs::registry());
+    wait_count(&mut conn, "status = 'completed'", 20);
     let summary = runner.shutdown();
     assert_eq!(summary.stats.completed, 20);
     assert_eq!(effects_where(&mut conn, "kind = 'effect'"), 20);
@@ -294,35 +248,22 @@ fn a_busy_runner_hands_back_prefetched_jobs_another_runner_can_start() {
     let (db, mut conn) = setup();
     // Runner A, one worker, learns that jobs are short (no-ops): its
     // prefetch grows to a whole batch.
-    let warmup: Vec<NewJob> = (0..3000)
-        .map(|_| NewJob::from_job(&BenchNoop { seq: 0 }, JobOptions::new()))
-        .collect::<Result<_, _>>()
-        .expect("build");
-    enqueue_many(&mut conn, &warmup).expect("enqueue");
+    enqueue_all(&mut conn, (0..3000).map(|_| BenchNoop { seq: 0 }));
     let mut config_a = config(&db, 1);
     config_a.worker_id = "runner-a".into();
     let registry = jobs::registry().register::<BenchNoop>();
-    let a = Runner::new(config_a, registry).start().expect("start A");
-    wait_for("the warm-up jobs", Duration::from_secs(30), || {
-        count_where(&mut conn, "status = 'completed'") == 3000
-    });
+    let a = start_runner(config_a, registry);
+    wait_count(&mut conn, "status = 'completed'", 3000);
     // Then long jobs arrive: A claims many at once, but can start one at a time.
-    let long: Vec<NewJob> = (0..12)
-        .map(|_| NewJob::from_job(&jobqueue_tests::jobs::Sleep { ms: 700 }, JobOptions::new()))
-        .collect::<Result<_, _>>()
-        .expect("build");
-    enqueue_many(&mut conn, &long).expect("enqueue");
+    enqueue_all(&mut conn, (0..12).map(|_| Sleep { ms: 700 }));
     let mut config_b = config(&db, 6);
     config_b.worker_id = "runner-b".into();
-    let b = Runner::new(config_b, jobs::registry())
-        .start()
-        .expect("start B");
-    wait_for("the long jobs", Duration::from_secs(30), || {
-        count_where(
-            &mut conn,
-            "job_type = 'test.sleep' AND status = 'completed'",
-        ) == 12
-    });
+    let b = start_runner(config_b, jobs::registry());
+    wait_count(
+        &mut conn,
+        "job_type = 'test.sleep' AND status = 'completed'",
+        12,
+    );
     a.shutdown();
     b.shutdown();
     let by_b = count_where(
@@ -349,9 +290,7 @@ fn a_busy_runner_hands_back_prefetched_jobs_another_runner_can_start() {
 fn dropping_the_handle_shuts_the_runner_down() {
     let (db, mut conn) = setup();
     let id = Noop { n: 1 }.enqueue(&mut conn).expect("enqueue").id();
-    let runner = Runner::new(config(&db, 4), jobs::registry())
-        .start()
-        .expect("start");
+    let runner = start_runner(config(&db, 4), jobs::registry());
     wait_completed(&mut conn, id, Duration::from_secs(30));
     assert!(other_sessions(&mut conn) > 0, "the runner is connected");
     drop(runner);
@@ -387,8 +326,5 @@ fn a_runner_refuses_to_start_on_a_database_without_the_schema() {
     }
     // Migrated, it starts.
     jobqueue_core::run_migrations(&mut db.conn()).expect("migrate");
-    let handle = Runner::new(RunnerConfig::new(&db.url), jobs::registry())
-        .start()
-        .expect("start once migrated");
-    handle.shutdown();
+    start_runner(RunnerConfig::new(&db.url), jobs::registry()).shutdown();
 }

@@ -84,9 +84,7 @@ fn runners_register_stay_seen_show_as_gone_when_killed_and_leave_when_stopped() 
     assert!(of("nobody.handles.this").ends_with("(no live runner handles this type)"));
     assert!(!of("test.noop").contains("no live runner"), "{stats}");
 
-    stopped.signal("TERM");
-    let status = stopped.wait_exit(Duration::from_secs(20));
-    jobqueue_tests::fault::assert_exit_0(&stopped, status);
+    stopped.terminate(Duration::from_secs(20));
     assert!(
         line(&db, "registry-stopped").is_none(),
         "a stopped runner leaves"

@@ -23,8 +23,7 @@ fn holder(outcome: Result<EnqueueOutcome, Error>) -> JobId {
 
 #[test]
 fn second_live_job_is_a_duplicate_naming_the_holder() {
-    let db = TestDb::new();
-    let mut conn = db.conn();
+    let (_db, mut conn) = TestDb::connected();
     let first = enqueue(&mut conn, &keyed("report:42"))
         .expect("first")
         .inserted()
@@ -60,8 +59,7 @@ fn second_live_job_is_a_duplicate_naming_the_holder() {
 
 #[test]
 fn a_duplicate_does_not_abort_the_callers_transaction() {
-    let db = TestDb::new();
-    let mut conn = db.conn();
+    let (_db, mut conn) = TestDb::connected();
     let first = enqueue(&mut conn, &keyed("k")).expect("first").id();
     conn.transaction::<_, Error, _>(|conn| {
         diesel::sql_query("CREATE TABLE users (email text)").execute(conn)?;
@@ -82,8 +80,7 @@ fn a_duplicate_does_not_abort_the_callers_transaction() {
 
 #[test]
 fn batch_reports_held_and_repeated_keys_as_duplicates() {
-    let db = TestDb::new();
-    let mut conn = db.conn();
+    let (_db, mut conn) = TestDb::connected();
     let a = enqueue(&mut conn, &keyed("a")).expect("first").id();
     let batch = vec![keyed("a"), keyed("b"), keyed("b"), keyed("c"), keyed("b")];
     let done = enqueue_many(&mut conn, &batch).expect("batch");
@@ -114,8 +111,7 @@ fn batch_reports_held_and_repeated_keys_as_duplicates() {
 
 #[test]
 fn a_scheduled_or_set_aside_job_holds_its_key() {
-    let db = TestDb::new();
-    let mut conn = db.conn();
+    let (_db, mut conn) = TestDb::connected();
     let delayed = JobOptions::new()
         .unique_key("nightly")
         .delay(std::time::Duration::from_secs(3600));

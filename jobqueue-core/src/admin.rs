@@ -3,6 +3,7 @@
 use diesel::prelude::*;
 use diesel::sql_types::{Nullable, Text, Uuid};
 
+use crate::id_rows::IdRow;
 use crate::isolation::read_committed;
 use crate::schema::jobqueue_jobs::dsl;
 use crate::{Error, JobId, JobRow, JobStatus, Result, limits, sql};
@@ -56,12 +57,6 @@ pub fn list_jobs(conn: &mut PgConnection, filter: &JobFilter) -> Result<Vec<JobR
         query = query.filter(dsl::job_type.eq(job_type));
     }
     Ok(query.load(conn)?)
-}
-
-#[derive(QueryableByName)]
-struct IdRow {
-    #[diesel(sql_type = Uuid)]
-    id: JobId,
 }
 
 fn requeue(conn: &mut PgConnection, id: Option<JobId>) -> Result<Vec<JobId>> {

@@ -15,6 +15,7 @@ use diesel::prelude::*;
 use diesel::sql_types::{BigInt, Nullable, Text, Timestamptz, Uuid};
 
 pub use crate::human::human_duration;
+use crate::id_rows::IdRow;
 use crate::isolation::{read_committed, report};
 use crate::{Error, JobId, JobRow, JobStatus, Result, limits, sql};
 
@@ -273,11 +274,6 @@ pub fn retry_failed_matching(
     }
     if let Some(job_type) = job_type {
         limits::check_job_type(job_type)?;
-    }
-    #[derive(QueryableByName)]
-    struct IdRow {
-        #[diesel(sql_type = Uuid)]
-        id: JobId,
     }
     let rows = read_committed(conn, |conn| {
         Ok(diesel::sql_query(sql::JOB_RETRY_MATCHING)

@@ -93,17 +93,17 @@ mod tests {
             .with_timezone(&Utc)
     }
 
+    /// The slots of a daily 02:30 in Paris between two instants.
+    fn paris_at_0230_between(from: &str, to: &str) -> Vec<DateTime<Utc>> {
+        let daily = CronSchedule::parse("30 2 * * *", Some("Europe/Paris")).expect("parse");
+        daily.slots_between(utc(from), utc(to), 100)
+    }
+
     #[test]
     fn a_slot_in_a_spring_forward_gap_fires_once_after_it() {
         // Paris, 2026-03-29: 02:00 CET jumps to 03:00 CEST.
-        let daily = CronSchedule::parse("30 2 * * *", Some("Europe/Paris")).expect("parse");
-        let slots = daily.slots_between(
-            utc("2026-03-27T12:00:00Z"),
-            utc("2026-03-31T12:00:00Z"),
-            100,
-        );
         assert_eq!(
-            slots,
+            paris_at_0230_between("2026-03-27T12:00:00Z", "2026-03-31T12:00:00Z"),
             [
                 utc("2026-03-28T01:30:00Z"), // 02:30 CET
                 utc("2026-03-29T01:00:00Z"), // 03:00 CEST, right after the gap
@@ -116,14 +116,8 @@ mod tests {
     #[test]
     fn a_slot_in_a_fall_back_repeat_fires_once() {
         // Paris, 2026-10-25: 03:00 CEST goes back to 02:00 CET.
-        let daily = CronSchedule::parse("30 2 * * *", Some("Europe/Paris")).expect("parse");
-        let slots = daily.slots_between(
-            utc("2026-10-24T12:00:00Z"),
-            utc("2026-10-26T12:00:00Z"),
-            100,
-        );
         assert_eq!(
-            slots,
+            paris_at_0230_between("2026-10-24T12:00:00Z", "2026-10-26T12:00:00Z"),
             [utc("2026-10-25T00:30:00Z"), utc("2026-10-26T01:30:00Z")]
         );
     }

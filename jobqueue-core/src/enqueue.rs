@@ -31,6 +31,7 @@ use chrono::{DateTime, Utc};
 use diesel::prelude::*;
 use diesel::sql_types::{Array, Bool, Double, Integer, Nullable, Text, Timestamptz, Uuid};
 
+use crate::id_rows::IdRow;
 use crate::prepared::{Prepared, Statement, prepared};
 use crate::{Error, JobId, NewJob, Result, sql};
 
@@ -107,12 +108,6 @@ fn notified(conn: &PgConnection, database: String, queue: &str) {
 /// How often an enqueue retries when the job holding its unique key finished
 /// between the insert and the look-up of that job.
 const UNIQUE_RETRIES: usize = 3;
-
-#[derive(QueryableByName)]
-struct IdRow {
-    #[diesel(sql_type = Uuid)]
-    id: JobId,
-}
 
 /// A row of [`sql::JOB_LIVE_HOLDERS`].
 #[derive(QueryableByName)]

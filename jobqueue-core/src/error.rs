@@ -140,9 +140,8 @@ pub enum Error {
 
     /// No queue of this name has settings or jobs (most likely a typo).
     #[error(
-        "no queue named `{queue}`: no job names it and nothing is set on it{}",
-        if .known.is_empty() { "; there are no queues yet".to_owned() }
-        else { format!("; the queues are: {}", .known.join(", ")) }
+        "no queue named `{queue}`: no job names it and nothing is set on it; {}",
+        known_names(.known, "there are no queues yet", "the queues are")
     )]
     UnknownQueue {
         /// The name given.
@@ -153,9 +152,8 @@ pub enum Error {
 
     /// No schedule of this name (most likely a typo).
     #[error(
-        "no schedule named `{schedule}`{}",
-        if .known.is_empty() { "; there are no schedules".to_owned() }
-        else { format!("; the schedules are: {}", .known.join(", ")) }
+        "no schedule named `{schedule}`; {}",
+        known_names(.known, "there are no schedules", "the schedules are")
     )]
     UnknownSchedule {
         /// The name given.
@@ -182,6 +180,16 @@ pub enum Error {
          target_session_attrs=read-write so libpq picks the one that takes writes"
     )]
     ReadOnly,
+}
+
+/// The end of an unknown-name error: `none` when nothing of the kind
+/// exists, else `listed` followed by the names there are.
+fn known_names(known: &[String], none: &str, listed: &str) -> String {
+    if known.is_empty() {
+        none.to_owned()
+    } else {
+        format!("{listed}: {}", known.join(", "))
+    }
 }
 
 /// Shorthand for results of this crate.

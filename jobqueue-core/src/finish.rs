@@ -8,17 +8,12 @@ use chrono::{DateTime, Utc};
 use diesel::prelude::*;
 use diesel::sql_types::{Array, Double, Integer, Nullable, Text, Timestamptz, Uuid};
 
+use crate::id_rows::IdRow;
 use crate::isolation::{Scope, scoped};
 use crate::lease::columns;
 use crate::lease::{Fenced, Lease};
 use crate::prepared::{Prepared, Statement, prepared};
 use crate::{Error, JobId, JobStatus, Result, RetryPolicy, limits, sql};
-
-#[derive(QueryableByName)]
-struct IdRow {
-    #[diesel(sql_type = Uuid)]
-    id: JobId,
-}
 
 /// One of the `(ids, tokens) -> RETURNING id` statements, bound to
 /// `leases` (sorted by id).

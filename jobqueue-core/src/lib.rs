@@ -58,6 +58,7 @@ mod heartbeat;
 mod horizon;
 mod human;
 mod id;
+mod id_rows;
 mod index_rebuild;
 mod isolation;
 mod job;

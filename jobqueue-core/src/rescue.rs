@@ -1,8 +1,9 @@
 //! Stale-job recovery: jobs whose holder stopped renewing its lease.
 
 use diesel::prelude::*;
-use diesel::sql_types::{BigInt, Text, Uuid};
+use diesel::sql_types::BigInt;
 
+use crate::id_rows::IdStatusRow;
 use crate::isolation::{Scope, scoped};
 use crate::{JobId, JobStatus, Result, sql};
 
@@ -25,14 +26,6 @@ impl Rescued {
     pub fn total(&self) -> usize {
         self.requeued.len() + self.failed.len() + self.cancelled.len()
     }
-}
-
-#[derive(QueryableByName)]
-struct RescueRow {
-    #[diesel(sql_type = Uuid)]
-    id: JobId,
-    #[diesel(sql_type = Text)]
-    status: JobStatus,
 }
 
 /// Recovers up to `limit` held jobs whose lease expired (by the database's
@@ -59,7 +52,7 @@ pub(crate) fn rescue_stale_in(
 ) -> Result<Rescued> {
     crate::limits::check_batch(limit)?;
     let rows = scoped(conn, scope, sql::READ_COMMITTED_BEGIN, |conn| {
-        Ok(rescue_query(sql::JOB_RESCUE_STALE, limit).load::<RescueRow>(conn)?)
+        Ok(rescue_query(sql::JOB_RESCUE_STALE, limit).load::<IdStatusRow>(conn)?)
     })?;
     let mut rescued = Rescued::default();
     for row in rows {

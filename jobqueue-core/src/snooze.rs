@@ -5,8 +5,9 @@
 use std::time::Duration;
 
 use diesel::prelude::*;
-use diesel::sql_types::{Array, Double, Integer, Text, Uuid};
+use diesel::sql_types::{Array, Double, Integer, Uuid};
 
+use crate::id_rows::IdStatusRow;
 use crate::isolation::{Scope, scoped};
 use crate::lease::Lease;
 use crate::prepared::prepared;
@@ -32,14 +33,6 @@ pub struct Snoozed {
     pub outcomes: Vec<(JobId, JobStatus)>,
     /// Jobs no longer held under the lease given: nothing changed.
     pub lost: Vec<JobId>,
-}
-
-#[derive(QueryableByName)]
-struct Row {
-    #[diesel(sql_type = Uuid)]
-    id: JobId,
-    #[diesel(sql_type = Text)]
-    status: JobStatus,
 }
 
 /// Sends held jobs back to wait `delay` each, in ONE statement, without
@@ -81,7 +74,7 @@ pub(crate) fn snooze_many_in(
         .bind::<Array<Double>, _>(delays)
         .bind::<Integer, _>(max_snoozes);
     let rows = scoped(conn, scope, sql::HOT_PATH_BEGIN, |conn| {
-        Ok(query.load::<Row>(conn)?)
+        Ok(query.load::<IdStatusRow>(conn)?)
     })?;
     let changed: std::collections::HashSet<JobId> = rows.iter().map(|row| row.id).collect();
     Ok(Snoozed {

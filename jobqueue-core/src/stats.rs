@@ -68,22 +68,43 @@ pub fn queue_stats(conn: &mut PgConnection, counting: Counting) -> Result<Vec<Qu
     let rows = report(conn, |conn| {
         Ok(diesel::sql_query(statement).load::<StatsRow>(conn)?)
     })?;
-    let mut out: Vec<QueueStats> = Vec::new();
-    for row in rows {
-        if out.last().is_none_or(|last| last.queue != row.queue) {
-            out.push(QueueStats {
-                queue: row.queue.clone(),
-                ..QueueStats::default()
-            });
-        }
-        if let Some(entry) = out.last_mut() {
+    Ok(one_per_key(
+        rows,
+        |entry: &QueueStats, row: &StatsRow| entry.queue == row.queue,
+        |row| QueueStats {
+            queue: row.queue.clone(),
+            ..QueueStats::default()
+        },
+        |entry, row| {
             entry.counts.insert(row.status, row.jobs);
             if let Some(secs) = row.oldest_due_secs {
                 entry.oldest_due_age = Some(Duration::from_secs_f64(secs.max(0.0)));
             }
+        },
+    ))
+}
+
+/// Folds `rows`, sorted by a key, into one entry per key: `new` starts the
+/// entry of a row that is not `of` the last one, and `add` adds each row
+/// to its entry.
+fn one_per_key<R, E>(
+    rows: Vec<R>,
+    of: impl Fn(&E, &R) -> bool,
+    new: impl Fn(&R) -> E,
+    add: impl Fn(&mut E, R),
+) -> Vec<E> {
+    let mut out: Vec<E> = Vec::new();
+    for row in rows {
+        match out.last_mut() {
+            Some(entry) if of(entry, &row) => add(entry, row),
+            _ => {
+                let mut entry = new(&row);
+                add(&mut entry, row);
+                out.push(entry);
+            }
         }
     }
-    Ok(out)
+    out
 }
 
 /// Live jobs of one type.
@@ -110,19 +131,17 @@ pub fn type_stats(conn: &mut PgConnection) -> Result<Vec<TypeStats>> {
     let rows = report(conn, |conn| {
         Ok(diesel::sql_query(sql::JOB_STATS_BY_TYPE).load::<TypeRow>(conn)?)
     })?;
-    let mut out: Vec<TypeStats> = Vec::new();
-    for row in rows {
-        if out.last().is_none_or(|last| last.job_type != row.job_type) {
-            out.push(TypeStats {
-                job_type: row.job_type.clone(),
-                counts: BTreeMap::new(),
-            });
-        }
-        if let Some(entry) = out.last_mut() {
+    Ok(one_per_key(
+        rows,
+        |entry: &TypeStats, row: &TypeRow| entry.job_type == row.job_type,
+        |row| TypeStats {
+            job_type: row.job_type.clone(),
+            counts: BTreeMap::new(),
+        },
+        |entry, row| {
             entry.counts.insert(row.status, row.jobs);
-        }
-    }
-    Ok(out)
+        },
+    ))
 }
 
 #[derive(QueryableByName)]

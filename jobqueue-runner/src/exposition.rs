@@ -5,7 +5,8 @@
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
 
-use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
+use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
+use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::registry::Registry;
@@ -49,17 +50,15 @@ impl prometheus_client::collector::Collector for RunnerNow {
         };
         let busy = shared.busy_workers.load(Ordering::Relaxed) as i64;
         let workers = shared.config.concurrency as i64;
-        let gauge = ConstGauge::new(0i64);
-        let mut family = encoder.encode_descriptor(
+        encode_gauges(
+            &mut encoder,
             "workers",
             "This runner's worker threads, busy in a handler or idle",
-            None,
-            gauge.metric_type(),
+            &[
+                ([("state", "busy")], busy),
+                ([("state", "idle")], (workers - busy).max(0)),
+            ],
         )?;
-        for (state, n) in [("busy", busy), ("idle", (workers - busy).max(0))] {
-            let labels = [("state", state)];
-            ConstGauge::new(n).encode(family.encode_family(&labels)?)?;
-        }
         let held = ConstGauge::new(shared.inflight.len() as i64);
         held.encode(encoder.encode_descriptor(
             "jobs_held",
@@ -74,18 +73,30 @@ impl prometheus_client::collector::Collector for RunnerNow {
             None,
             reconnects.metric_type(),
         )?)?;
-        let info = ConstGauge::new(1i64);
-        let mut family = encoder.encode_descriptor(
-            "runner",
-            "This runner: its worker id and version (always 1)",
-            None,
-            info.metric_type(),
-        )?;
         let labels = [
             ("worker_id", shared.config.worker_id.as_str()),
             ("version", crate::VERSION),
         ];
-        info.encode(family.encode_family(&labels)?)?;
-        Ok(())
+        encode_gauges(
+            &mut encoder,
+            "runner",
+            "This runner: its worker id and version (always 1)",
+            &[(labels, 1)],
+        )
     }
+}
+
+/// Encodes the gauge family `name`, described by `help`: one series of
+/// each `(labels, value)`.
+fn encode_gauges<L: EncodeLabelSet>(
+    encoder: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    series: &[(L, i64)],
+) -> Result<(), std::fmt::Error> {
+    let mut family = encoder.encode_descriptor(name, help, None, MetricType::Gauge)?;
+    for (labels, value) in series {
+        ConstGauge::new(*value).encode(family.encode_family(labels)?)?;
+    }
+    Ok(())
 }

@@ -8,24 +8,8 @@
 
 use std::process::ExitCode;
 
-use jobqueue_core::{Job, Missed, Periodic};
-use jobqueue_runner::{JobContext, JobError, Perform};
-use jobqueue_tests::jobs::Noop;
-use serde::{Deserialize, Serialize};
-
-/// A job type with declarations of its own.
-#[derive(Serialize, Deserialize, Job)]
-#[job(type = "email.send", priority = 150, queue = "mail", max_attempts = 5)]
-struct SendEmail {
-    to: String,
-    subject: String,
-}
-
-impl Perform for SendEmail {
-    fn perform(&self, _ctx: &mut JobContext<'_>) -> Result<(), JobError> {
-        Ok(())
-    }
-}
+use jobqueue_core::{Missed, Periodic};
+use jobqueue_tests::jobs::{Noop, SendEmail};
 
 /// The schedules of `JOBQUEUE_TEST_SCHEDULES`.
 fn schedules() -> Vec<Periodic> {
