@@ -11,6 +11,12 @@ use crate::isolation::{Scope, in_transaction, scoped};
 use crate::prepared::{Prepared, Statement, prepared};
 use crate::{Error, JobId, JobRow, Result, limits, sql};
 
+/// The most queues a claim of every queue takes jobs from (see
+/// [`Claim::start_after`]). A claim that took jobs from this many queues
+/// may have left others with due jobs even when it took fewer than its
+/// limit: claim again at once rather than wait for new jobs.
+pub const MAX_CLAIM_QUEUES: i64 = 100;
+
 /// Default lease: how long a claim holds a job without a heartbeat.
 pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
 
@@ -41,6 +47,22 @@ pub struct Claim {
     /// Where to resume in some of the named queues (at most one point per
     /// queue; ignored by a claim of every queue). See [`Resume`].
     pub resume: Vec<Resume>,
+    /// A claim of every queue starts its search for queues with due jobs
+    /// after this queue name (empty: at the first), goes on in name order,
+    /// wraps around, and stops once it found `limit` queues it may claim
+    /// from, or [`MAX_CLAIM_QUEUES`] (then each gives a larger share): its cost
+    /// grows with `limit`, not with the number of queues.
+    /// Claims that each start after the last queue the one before took
+    /// from ([`Claim::rotate`]) go round every queue in turn. Ignored by a
+    /// claim of named queues.
+    pub start_after: String,
+    /// The job types the claimer has handlers for; empty (the default):
+    /// every type is claimed. Due jobs of other types that the claim
+    /// meets are set aside as [`JobStatus::Unhandled`](crate::JobStatus)
+    /// by the claim itself (cancelled instead if a cancellation was asked
+    /// for) and returned with that status, not claimed: the caller must
+    /// not run them. See `set_aside_due` for a queue's whole backlog.
+    pub handled_types: Vec<String>,
 }
 
 /// A resume point: the position, in one queue's claim order (priority,
@@ -120,6 +142,8 @@ impl Claim {
             queue_limits: Vec::new(),
             global_limits: GlobalLimits::Honour,
             resume: Vec::new(),
+            start_after: String::new(),
+            handled_types: Vec::new(),
         }
     }
 
@@ -146,6 +170,25 @@ impl Claim {
         }
     }
 
+    /// Moves [`start_after`](Self::start_after) past the queues `rows`
+    /// (what this claim took) came from, in the order the claim went
+    /// round them: the next claim starts with the queues after them. A
+    /// claim that took nothing starts the next from the first queue.
+    pub fn rotate(&mut self, rows: &[JobRow]) {
+        let start = std::mem::take(&mut self.start_after);
+        // Queues after the start come first in the claim's order, then the
+        // queues it wrapped around to (those up to the start).
+        let wrapped = rows
+            .iter()
+            .map(|row| &row.queue)
+            .filter(|q| **q <= start)
+            .max();
+        let last = wrapped.or_else(|| rows.iter().map(|row| &row.queue).max());
+        if let Some(last) = last {
+            self.start_after.clone_from(last);
+        }
+    }
+
     /// See [`GlobalLimits`].
     pub fn global_limits(mut self, global_limits: GlobalLimits) -> Self {
         self.global_limits = global_limits;
@@ -158,6 +201,13 @@ impl Claim {
         queues.sort_unstable();
         queues.dedup();
         self.queues = queues;
+        self
+    }
+
+    /// Claims only jobs of these types, and sets aside the others it meets
+    /// (see [`handled_types`](Self::handled_types)).
+    pub fn handled_types<S: Into<String>>(mut self, types: impl IntoIterator<Item = S>) -> Self {
+        self.handled_types = types.into_iter().map(Into::into).collect();
         self
     }
 
@@ -193,6 +243,11 @@ impl Claim {
                 ));
             }
         }
+        for job_type in &self.handled_types {
+            limits::check_job_type(job_type)?;
+        }
+        // `start_after` is not checked as a queue name: it comes from the
+        // rows a claim took, whatever names producers stored.
         for (i, point) in self.resume.iter().enumerate() {
             limits::check_queue(&point.queue)?;
             if self.resume[..i].iter().any(|p| p.queue == point.queue) {
@@ -249,6 +304,9 @@ pub(crate) fn query<'a, S: Statement>(claim: &'a Claim, locked: &'a [String]) ->
         .bind::<Array<diesel::sql_types::Uuid>, _>(
             resume.iter().map(|p| p.id.as_uuid()).collect::<Vec<_>>(),
         )
+        .bind::<Text, _>(&claim.start_after)
+        .bind::<Array<Text>, _>(&claim.handled_types)
+        .bind::<BigInt, _>(MAX_CLAIM_QUEUES)
 }
 
 pub(crate) fn claim_in(

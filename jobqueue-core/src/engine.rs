@@ -43,7 +43,7 @@ pub mod connection {
     pub use crate::connection::*;
 }
 
-pub use crate::claim::{Claim, DEFAULT_LEASE, GlobalLimits, Resume, claim};
+pub use crate::claim::{Claim, DEFAULT_LEASE, GlobalLimits, MAX_CLAIM_QUEUES, Resume, claim};
 pub use crate::database_url::{
     DEFAULT_CONNECT_TIMEOUT, connectable_url, join_options, split_options, with_default_options,
 };
@@ -62,12 +62,13 @@ pub use crate::lease::{Fenced, Lease};
 pub use crate::periodic::{FirePass, ORPHANED_AFTER, declare_schedules, fire_due};
 pub use crate::plan::{HotStatement, Plan, TableRead};
 pub use crate::prune::{COUNTS_KEPT, Pruned, prune};
-pub use crate::queue_head::{QueueHead, queue_head};
+pub use crate::queue_head::{MAX_QUEUE_HEADS, QueueHead, queue_head, queue_heads};
 pub use crate::ready::{DEFAULT_PROMOTE_BATCH, promote_due, reclaim_unhandled};
 pub use crate::rescue::{DEFAULT_RESCUE_BATCH, Rescued, rescue_stale};
 pub use crate::runners::{
     RunnerInfo, deregister_runner, register_runner, runner_seen, try_lead_queue_gauges,
 };
 pub use crate::session::{QueueSession, Vacuumed};
+pub use crate::set_aside::{SetAside, set_aside_due};
 pub use crate::snooze::{DEFAULT_MAX_SNOOZES, Snooze, Snoozed, snooze_many};
 pub use crate::stats::completed_within;

@@ -81,6 +81,7 @@ mod row;
 mod runners;
 pub mod schema;
 mod session;
+mod set_aside;
 mod snooze;
 mod sql;
 mod stats;

@@ -3,7 +3,7 @@
 
 use chrono::{DateTime, Utc};
 use diesel::prelude::*;
-use diesel::sql_types::{BigInt, Integer, Nullable, Text, Timestamptz};
+use diesel::sql_types::{Array, BigInt, Integer, Nullable, Text, Timestamptz};
 
 use crate::claim::Resume;
 use crate::{JobId, Result, limits, sql};
@@ -24,6 +24,8 @@ pub struct QueueHead {
 
 #[derive(QueryableByName)]
 struct HeadRow {
+    #[diesel(sql_type = Text)]
+    queue: String,
     #[diesel(sql_type = BigInt)]
     entries_read: i64,
     #[diesel(sql_type = Nullable<Integer>)]
@@ -39,21 +41,54 @@ struct HeadRow {
 /// statement; the count is this session's own, so other sessions' reads do
 /// not enter it.
 pub fn queue_head(conn: &mut PgConnection, queue: &str) -> Result<QueueHead> {
-    limits::check_queue(queue)?;
-    let row = diesel::sql_query(sql::JOB_QUEUE_HEAD)
-        .bind::<Text, _>(queue)
-        .get_result::<HeadRow>(conn)?;
-    let first = match (row.priority, row.run_at, row.id) {
-        (Some(priority), Some(run_at), Some(id)) => Some(Resume {
-            queue: queue.to_owned(),
-            priority,
-            run_at,
-            id,
-        }),
-        _ => None,
-    };
-    Ok(QueueHead {
-        entries_read: row.entries_read,
-        first,
-    })
+    let mut heads = queue_heads(conn, &[queue.to_owned()])?;
+    Ok(heads.pop().map_or(
+        QueueHead {
+            entries_read: 0,
+            first: None,
+        },
+        |(_, head)| head,
+    ))
 }
+
+/// [`queue_head`] of each of `queues` (distinct names, at most
+/// [`MAX_QUEUE_HEADS`]) in one statement, in their order.
+pub fn queue_heads(conn: &mut PgConnection, queues: &[String]) -> Result<Vec<(String, QueueHead)>> {
+    if queues.len() > MAX_QUEUE_HEADS {
+        return Err(crate::Error::invalid(
+            "queues",
+            format!(
+                "{} queue heads in one look; at most {MAX_QUEUE_HEADS}",
+                queues.len()
+            ),
+        ));
+    }
+    for queue in queues {
+        limits::check_queue(queue)?;
+    }
+    let rows = diesel::sql_query(sql::JOB_QUEUE_HEADS)
+        .bind::<Array<Text>, _>(queues)
+        .load::<HeadRow>(conn)?;
+    Ok(rows
+        .into_iter()
+        .map(|row| {
+            let first = match (row.priority, row.run_at, row.id) {
+                (Some(priority), Some(run_at), Some(id)) => Some(Resume {
+                    queue: row.queue.clone(),
+                    priority,
+                    run_at,
+                    id,
+                }),
+                _ => None,
+            };
+            let head = QueueHead {
+                entries_read: row.entries_read,
+                first,
+            };
+            (row.queue, head)
+        })
+        .collect())
+}
+
+/// The most queues [`queue_heads`] looks at in one statement.
+pub const MAX_QUEUE_HEADS: usize = 1000;

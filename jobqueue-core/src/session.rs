@@ -88,6 +88,14 @@ impl QueueSession {
         crate::claim::claim_in(&mut self.conn, Scope::Session, claim)
     }
 
+    /// [`crate::queue_head::queue_heads`], in one round trip.
+    pub fn queue_heads(
+        &mut self,
+        queues: &[String],
+    ) -> Result<Vec<(String, crate::queue_head::QueueHead)>> {
+        crate::queue_head::queue_heads(&mut self.conn, queues)
+    }
+
     /// [`crate::queue_head::queue_head`], in one round trip.
     pub fn queue_head(&mut self, queue: &str) -> Result<crate::queue_head::QueueHead> {
         crate::queue_head::queue_head(&mut self.conn, queue)
@@ -136,6 +144,24 @@ impl QueueSession {
         limit: i64,
     ) -> Result<i64> {
         crate::ready::reclaim_unhandled_in(&mut self.conn, Scope::Session, job_types, queues, limit)
+    }
+
+    /// [`crate::set_aside::set_aside_due`], in one round trip.
+    pub fn set_aside_due(
+        &mut self,
+        (queue, job_type): (&str, &str),
+        after: Option<&crate::claim::Resume>,
+        limit: i64,
+        runner: &str,
+    ) -> Result<crate::set_aside::SetAside> {
+        crate::set_aside::set_aside_due_in(
+            &mut self.conn,
+            Scope::Session,
+            (queue, job_type),
+            after,
+            limit,
+            runner,
+        )
     }
 
     /// Runs `statement` under `EXPLAIN ANALYZE` with this session's

@@ -173,6 +173,22 @@ pub(crate) const JOB_LIVE_HOLDERS: &str = concat!(
 /// Wakes the queues in `$2` (distinct names) on channel `$1`: after a `COPY`.
 pub(crate) const JOB_NOTIFY_QUEUES: &str = "SELECT pg_notify($1, q) FROM unnest($2::text[]) AS q";
 
+/// The columns of row `j` set aside as `unhandled` by runner `$runner`
+/// (an SQL expression): no runner it reached has a handler for its type.
+/// A job whose cancellation was asked for is cancelled instead.
+macro_rules! set_aside {
+    ($runner:literal) => {
+        concat!(
+            "status = CASE WHEN j.cancel_requested THEN 'cancelled' ELSE 'unhandled' END,
+            finished_at = CASE WHEN j.cancel_requested THEN now() ELSE NULL END,
+            last_error = format('no handler for job type %s in runner %s, which works queue %s; \
+                                 set aside until a runner that handles it starts', j.job_type, ",
+            $runner,
+            ", j.queue)"
+        )
+    };
+}
+
 /// The end of both claim statements, after `found` (the queues with due
 /// jobs): takes up to `$2` jobs, split evenly among the queues of `found`
 /// that may be claimed from, best first within each queue, and claims them
@@ -197,9 +213,15 @@ pub(crate) const JOB_NOTIFY_QUEUES: &str = "SELECT pg_notify($1, q) FROM unnest(
 /// priorities from the start. Together they are the queue's order without
 /// what sorts before the point at its priority, where the versions of the
 /// jobs claimed so far lie (see `Claim::resume`).
+///
+/// Jobs whose type is not one of `$13` (when not empty: the types the
+/// claimer has handlers for) are not claimed but set aside as `unhandled`
+/// in the same statement (`set_aside!`), and returned with that status:
+/// one write each instead of a claim and a second statement to park them.
 macro_rules! claim_from_ready {
     () => {
-        "ready AS (
+        concat!(
+            "ready AS (
             SELECT f.queue, f.after_priority, f.after_run_at, f.after_id,
                    coalesce(r.room, $2::int8) AS room
             FROM found AS f
@@ -218,11 +240,12 @@ macro_rules! claim_from_ready {
             FROM ready CROSS JOIN share
         ),
         picked AS (
-            SELECT c.id
+            SELECT c.id,
+                   cardinality($13::text[]) = 0 OR c.job_type = ANY($13::text[]) AS handled
             FROM quota
             CROSS JOIN LATERAL (
-                SELECT from_start.id FROM (
-                    SELECT p.id
+                SELECT from_start.id, from_start.job_type FROM (
+                    SELECT p.id, p.job_type
                     FROM jobqueue_jobs AS p
                     WHERE quota.after_priority IS NULL
                       AND p.status = 'pending' AND p.queue = quota.queue
@@ -231,8 +254,8 @@ macro_rules! claim_from_ready {
                     FOR UPDATE SKIP LOCKED
                 ) AS from_start
                 UNION ALL
-                SELECT higher.id FROM (
-                    SELECT p.id
+                SELECT higher.id, higher.job_type FROM (
+                    SELECT p.id, p.job_type
                     FROM jobqueue_jobs AS p
                     WHERE p.status = 'pending' AND p.queue = quota.queue
                       AND p.priority > quota.after_priority
@@ -241,8 +264,8 @@ macro_rules! claim_from_ready {
                     FOR UPDATE SKIP LOCKED
                 ) AS higher
                 UNION ALL
-                SELECT after_point.id FROM (
-                    SELECT p.id
+                SELECT after_point.id, after_point.job_type FROM (
+                    SELECT p.id, p.job_type
                     FROM jobqueue_jobs AS p
                     WHERE p.status = 'pending' AND p.queue = quota.queue
                       AND p.priority = quota.after_priority
@@ -252,8 +275,8 @@ macro_rules! claim_from_ready {
                     FOR UPDATE SKIP LOCKED
                 ) AS after_point
                 UNION ALL
-                SELECT lower.id FROM (
-                    SELECT p.id
+                SELECT lower.id, lower.job_type FROM (
+                    SELECT p.id, p.job_type
                     FROM jobqueue_jobs AS p
                     WHERE p.status = 'pending' AND p.queue = quota.queue
                       AND p.priority < quota.after_priority
@@ -264,20 +287,32 @@ macro_rules! claim_from_ready {
                 LIMIT quota.n
             ) AS c
             LIMIT $2
+        ),
+        claimed AS (
+            UPDATE jobqueue_jobs AS j
+            SET status = 'claimed',
+                worker_id = $3,
+                attempts = j.attempts + 1,
+                claim_count = j.claim_count + 1,
+                claimed_at = now(),
+                heartbeat_at = now(),
+                lease_expires_at = now() + make_interval(secs => $4),
+                started_at = NULL,
+                progress = 0,
+                current_stage = NULL
+            WHERE j.id = ANY(ARRAY(SELECT id FROM picked WHERE handled))
+            RETURNING j.*
+        ),
+        set_aside AS (
+            UPDATE jobqueue_jobs AS j
+            SET ",
+            set_aside!("$3"),
+            "
+            WHERE j.id = ANY(ARRAY(SELECT id FROM picked WHERE NOT handled))
+            RETURNING j.*
         )
-        UPDATE jobqueue_jobs AS j
-        SET status = 'claimed',
-            worker_id = $3,
-            attempts = j.attempts + 1,
-            claim_count = j.claim_count + 1,
-            claimed_at = now(),
-            heartbeat_at = now(),
-            lease_expires_at = now() + make_interval(secs => $4),
-            started_at = NULL,
-            progress = 0,
-            current_stage = NULL
-        WHERE j.id = ANY(ARRAY(SELECT id FROM picked))
-        RETURNING j.*"
+        SELECT * FROM claimed UNION ALL SELECT * FROM set_aside"
+        )
     };
 }
 
@@ -316,56 +351,155 @@ pub(crate) const JOB_CLAIM_QUEUES: &str = concat!(
     claim_from_ready!()
 );
 
-/// Claims up to `$2` due jobs from every queue that has some, for worker
-/// `$3`, lease `$4` seconds: see `claim_from_ready!`. The queues are found
-/// by skipping through `jobqueue_jobs_fetch_idx` one queue name at a time
-/// (one index descent per queue, whatever each queue's backlog). There is
-/// no `$1`, and no resume points (`$8` to `$11` go unused), so both claims
-/// bind the same parameters.
-pub(crate) const JOB_CLAIM_ANY: &str = concat!(
-    "WITH RECURSIVE queues AS (
-        (SELECT p.queue FROM jobqueue_jobs AS p
-         WHERE p.status = 'pending'
-         ORDER BY p.queue LIMIT 1)
+/// Whether queue `$q` (an SQL expression) may be claimed from, as `ready`
+/// in `claim_from_ready!` decides: not paused, not globally limited unless
+/// locked by this claim (`$5`), not capped at zero (`$6`/`$7`).
+macro_rules! claimable {
+    ($q:literal) => {
+        concat!(
+            "(NOT EXISTS (SELECT 1 FROM jobqueue_queues AS c
+                         WHERE c.name = ",
+            $q,
+            "
+                           AND (c.paused OR (c.global_limit IS NOT NULL
+                                             AND NOT ",
+            $q,
+            " = ANY($5::text[]))))
+              AND coalesce((SELECT r.room FROM unnest($6::text[], $7::int8[]) AS r(queue, room)
+                            WHERE r.queue = ",
+            $q,
+            " LIMIT 1), 1) > 0)"
+        )
+    };
+}
+
+/// The most queues a claim of every queue takes jobs from: its limit `$2`,
+/// up to `$14` (`MAX_CLAIM_QUEUES`). Past that, the queues' shares grow
+/// instead (a queue's part is one ordered range, cheaper per job than a
+/// queue more), and the claims after it take the next queues in turn.
+macro_rules! walk_limit {
+    () => {
+        "least($2::int8, $14::int8)"
+    };
+}
+
+/// One leg of the walk of [`JOB_CLAIM_ANY`]: the queues with due jobs
+/// after `$from` (exclusive) whose name `p.queue` meets `$bound` (SQL),
+/// in name order, one index descent each, with `n`: the claimable queues
+/// found so far, counting from `$counted` (an SQL expression); the walk
+/// stops once `n` reaches `walk_limit!`.
+macro_rules! walk_queues {
+    ($name:literal, $from:literal, $bound:literal, $counted:literal) => {
+        concat!(
+            $name,
+            " AS (
+        SELECT first.queue,
+               ",
+            $counted,
+            " + CASE WHEN first.queue IS NOT NULL AND ",
+            claimable!("first.queue"),
+            " THEN 1 ELSE 0 END AS n
+        FROM (SELECT (SELECT p.queue FROM jobqueue_jobs AS p
+                      WHERE p.status = 'pending' AND p.queue > ",
+            $from,
+            "
+                        AND ",
+            $bound,
+            "
+                      ORDER BY p.queue LIMIT 1) AS queue
+              WHERE ",
+            $counted,
+            " < ",
+            walk_limit!(),
+            "
+              OFFSET 0) AS first
         UNION ALL
-        SELECT (SELECT p.queue FROM jobqueue_jobs AS p
-                WHERE p.status = 'pending' AND p.queue > queues.queue
-                ORDER BY p.queue LIMIT 1)
-        FROM queues
-        WHERE queues.queue IS NOT NULL
+        SELECT next.queue,
+               w.n + CASE WHEN next.queue IS NOT NULL AND ",
+            claimable!("next.queue"),
+            " THEN 1 ELSE 0 END
+        FROM ",
+            $name,
+            " AS w
+        CROSS JOIN LATERAL (
+            SELECT (SELECT p.queue FROM jobqueue_jobs AS p
+                    WHERE p.status = 'pending' AND p.queue > w.queue
+                      AND ",
+            $bound,
+            "
+                    ORDER BY p.queue LIMIT 1) AS queue
+            OFFSET 0
+        ) AS next
+        WHERE w.queue IS NOT NULL AND w.n < ",
+            walk_limit!(),
+            "
+    )"
+        )
+    };
+}
+
+/// Claims up to `$2` due jobs from the queues that have some, for worker
+/// `$3`, lease `$4` seconds: see `claim_from_ready!`. The queues are found
+/// by a walk through `jobqueue_jobs_fetch_idx`, one queue name at a time
+/// (one index descent per queue, whatever each queue's backlog), that
+/// starts after queue `$12` (`''`: at the first queue), wraps around to
+/// the first queue, and stops once it found `walk_limit!` queues that
+/// may be claimed from: a claim's cost grows with its limit, not with the
+/// number of queues that have due jobs, and claims that each start after
+/// the last queue the one before took from go round every queue in turn.
+/// There is no `$1`, and no resume points (`$8` to `$11` go unused), so
+/// both claims bind the same parameters.
+pub(crate) const JOB_CLAIM_ANY: &str = concat!(
+    "WITH RECURSIVE ",
+    walk_queues!("after_start", "$12::text", "true", "0"),
+    ",
+    ",
+    walk_queues!(
+        "wrapped",
+        "''",
+        "p.queue <= $12::text",
+        "(SELECT coalesce(max(a.n), 0) FROM after_start AS a)"
     ),
+    ",
     found AS (
         SELECT queue, NULL::int4 AS after_priority, NULL::timestamptz AS after_run_at,
                NULL::uuid AS after_id
-        FROM queues WHERE queue IS NOT NULL
+        FROM (SELECT queue FROM after_start UNION ALL SELECT queue FROM wrapped) AS walked
+        WHERE queue IS NOT NULL
     ),
     ",
     claim_from_ready!()
 );
 
-/// Looks for the first due job of queue `$1` from the start of its range of
-/// `jobqueue_jobs_fetch_idx`, as a claim without a resume point does, and
-/// counts the index entries it read to get there (this session's count of
-/// entries the index returned, before and after): one when nothing is in
-/// the way, more for every job claimed since the oldest open snapshot
-/// began. Returns that count and the job's place in the claim order (null
-/// when the queue has no due job).
-pub(crate) const JOB_QUEUE_HEAD: &str = "
-    SELECT (after.n - before.n)::int8 AS entries_read,
+/// Looks for the first due job of each queue in `$1` (distinct names)
+/// from the start of its range of `jobqueue_jobs_fetch_idx`, as a claim
+/// without a resume point does, and counts the index entries each look
+/// read to get there (this session's count of entries the index returned,
+/// before and after it: each lateral step depends on the one before, so
+/// they run in that order, queue by queue): one when nothing is in the
+/// way, more for every job claimed since the oldest open snapshot began.
+/// Returns per queue that count and the job's place in the claim order
+/// (null when the queue has no due job).
+pub(crate) const JOB_QUEUE_HEADS: &str = "
+    SELECT q.queue, (after.n - before.n)::int8 AS entries_read,
            head.priority, head.run_at, head.id
-    FROM (SELECT pg_stat_get_xact_tuples_returned('jobqueue_jobs_fetch_idx'::regclass) AS n)
-         AS before
+    FROM unnest($1::text[]) WITH ORDINALITY AS q(queue, i)
+    CROSS JOIN LATERAL (
+        SELECT pg_stat_get_xact_tuples_returned('jobqueue_jobs_fetch_idx'::regclass)
+               + 0 * q.i AS n
+    ) AS before
     LEFT JOIN LATERAL (
         SELECT p.priority, p.run_at, p.id
         FROM jobqueue_jobs AS p
-        WHERE p.status = 'pending' AND p.queue = $1 AND before.n IS NOT NULL
+        WHERE p.status = 'pending' AND p.queue = q.queue AND before.n IS NOT NULL
         ORDER BY p.priority DESC, p.run_at, p.id
         LIMIT 1
     ) AS head ON true
     CROSS JOIN LATERAL (
         SELECT pg_stat_get_xact_tuples_returned('jobqueue_jobs_fetch_idx'::regclass)
                + 0 * coalesce(head.priority, 0) AS n
-    ) AS after";
+    ) AS after
+    ORDER BY q.i";
 
 /// Marks held jobs as started (`claimed` -> `running`). Arrays `$1` ids, `$2` tokens.
 pub(crate) const JOB_START_MANY: &str = "
@@ -614,20 +748,65 @@ pub(crate) const JOB_SNOOZE_MANY: &str = concat!(
 /// Sets held jobs aside as `unhandled` without using up an attempt: the
 /// claiming runner has no handler for their type. Arrays `$1` ids, `$2`
 /// tokens; `$3` names the runner (for the error text). Returns the ids.
-pub(crate) const JOB_PARK_MANY: &str = "
+pub(crate) const JOB_PARK_MANY: &str = concat!(
+    "
     UPDATE jobqueue_jobs AS j
-    SET status = CASE WHEN j.cancel_requested THEN 'cancelled' ELSE 'unhandled' END,
-        finished_at = CASE WHEN j.cancel_requested THEN now() ELSE NULL END,
+    SET ",
+    set_aside!("$3"),
+    ",
         attempts = j.attempts - 1,
         worker_id = NULL,
         lease_expires_at = NULL,
-        started_at = NULL,
-        last_error = format('no handler for job type %s in runner %s, which works queue %s; \
-                             set aside until a runner that handles it starts', j.job_type, $3, j.queue)
+        started_at = NULL
     WHERE j.id = ANY($1::uuid[])
       AND j.claim_count = ($2::int4[])[width_bucket(j.id, $1::uuid[])]
       AND j.status IN ('claimed', 'running')
-    RETURNING j.id";
+    RETURNING j.id"
+);
+
+/// One range of [`JOB_SET_ASIDE_DUE`]: the due jobs of queue `$1` and type
+/// `$2` that also meet `$cond` (SQL), in claim order, locked.
+macro_rules! due_of_type {
+    ($cond:literal) => {
+        concat!(
+            "SELECT r.id FROM (
+          SELECT p.id FROM jobqueue_jobs AS p
+          WHERE p.status = 'pending' AND p.queue = $1 AND p.job_type = $2 AND ",
+            $cond,
+            "
+          ORDER BY p.priority DESC, p.run_at, p.id
+          LIMIT $6
+          FOR UPDATE SKIP LOCKED) AS r"
+        )
+    };
+}
+
+/// Sets aside as `unhandled` (by runner `$7`) up to `$6` due jobs of queue
+/// `$1` and type `$2`, in claim order after the point `$3`, `$4`, `$5`
+/// (priority, run_at, id; a null priority: from the queue's start), read
+/// in the ranges a resumed claim reads (see `claim_from_ready!`) so that a
+/// pass does not step over the entries the passes before it left. Returns
+/// the place in the claim order of each job it set aside.
+pub(crate) const JOB_SET_ASIDE_DUE: &str = concat!(
+    "WITH picked AS (
+        SELECT id FROM (",
+    due_of_type!("$3::int4 IS NULL"),
+    "
+            UNION ALL ",
+    due_of_type!("p.priority = $3::int4 AND (p.run_at, p.id) > ($4::timestamptz, $5::uuid)"),
+    "
+            UNION ALL ",
+    due_of_type!("p.priority < $3::int4"),
+    ") AS ranges
+        LIMIT $6
+    )
+    UPDATE jobqueue_jobs AS j
+    SET ",
+    set_aside!("$7"),
+    "
+    WHERE j.id = ANY(ARRAY(SELECT id FROM picked))
+    RETURNING j.priority, j.run_at, j.id"
+);
 
 /// The end of the statements that move waiting jobs to `pending`: the rows
 /// picked (and locked) by the CTE `picked` become `pending`, their queues

@@ -6,12 +6,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crossbeam_channel::Sender;
-use jobqueue_core::JobRow;
+use jobqueue_core::{JobRow, JobStatus};
 
 use super::Claimer;
 use crate::dispatch::{Disconnected, JobSender};
 use crate::job_state::JobState;
 use crate::messages::{Claimed, Outcome, OutcomeKind};
+use crate::metrics::Outcome as Ended;
 use crate::shared::Shared;
 
 /// One claim thread's way to the workers and the completer, and the job
@@ -34,24 +35,33 @@ impl Delivery {
         }
     }
 
-    /// Hands claimed `rows` to the workers, and sets aside (through the
-    /// completer) those of types this runner has no handler for, logging
-    /// each such type once. `took`: the claim's round trip.
+    /// Hands claimed `rows` to the workers. Rows the claim set aside
+    /// itself (types without a handler here: see `Claim::handled_types`)
+    /// are counted, logged once per type, and noted for the set-aside
+    /// service, which sets aside the rest of their queue's backlog of that
+    /// type. `took`: the claim's round trip.
     pub(super) fn deliver(
         &mut self,
         shared: &Shared,
         claimer: &Claimer,
-        rows: Vec<JobRow>,
+        mut rows: Vec<JobRow>,
         took: Duration,
     ) -> Result<(), Disconnected> {
+        if let Some(metrics) = &shared.metrics {
+            metrics.claimed(took, rows.len());
+        }
+        rows.retain(|row| {
+            let set_aside = row.status != JobStatus::Claimed;
+            if set_aside {
+                self.set_aside(shared, claimer, row);
+            }
+            !set_aside
+        });
         let got = rows.len();
         claimer.room.took(got, self.early);
         crate::counters::Counters::add(&shared.counters.claimed, got);
         if got == 0 {
             crate::counters::Counters::add(&shared.counters.empty_claims, 1);
-        }
-        if let Some(metrics) = &shared.metrics {
-            metrics.claimed(took, got);
         }
         for row in rows {
             let queue_slot = claimer.room.take_queue_slot(&row.queue);
@@ -69,20 +79,35 @@ impl Delivery {
             let state = Arc::new(state);
             shared.inflight.insert(Arc::clone(&state));
             if shared.registry.get(&row.job_type).is_none() {
-                if self.unhandled_types.insert(row.job_type.clone()) {
-                    log::warn!(
-                        "no handler for job type `{}` (queue `{}`): its jobs are set aside \
-                         as unhandled until a runner that handles it starts; register \
-                         it here, or give it a queue of its own",
-                        row.job_type,
-                        row.queue
-                    );
-                }
+                // A claim without the handled types (not this runner's).
                 let _ = self.outcomes.send(Outcome::new(&state, OutcomeKind::Park));
                 continue;
             }
             self.jobs.send(Claimed { row, state })?;
         }
         Ok(())
+    }
+
+    /// A job the claim set aside (or cancelled: its cancellation was asked
+    /// for) because no handler here takes its type.
+    fn set_aside(&mut self, shared: &Shared, claimer: &Claimer, row: &JobRow) {
+        let (counter, outcome) = match row.status {
+            JobStatus::Cancelled => (&shared.counters.cancelled, Ended::Cancelled),
+            _ => (&shared.counters.unhandled, Ended::Unhandled),
+        };
+        crate::counters::Counters::add(counter, 1);
+        if let Some(metrics) = &shared.metrics {
+            metrics.job(&row.queue, &row.job_type).ended(outcome);
+        }
+        claimer.met_unhandled(&row.queue, &row.job_type);
+        if self.unhandled_types.insert(row.job_type.clone()) {
+            log::warn!(
+                "no handler for job type `{}` (queue `{}`): its jobs are set aside \
+                 as unhandled until a runner that handles it starts; register \
+                 it here, or give it a queue of its own",
+                row.job_type,
+                row.queue
+            );
+        }
     }
 }

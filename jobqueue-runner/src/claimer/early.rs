@@ -79,7 +79,9 @@ pub(super) fn run(
 ) {
     let config = &shared.config;
     let mut db = Db::new(shared, "early claims");
-    let mut claim = Claim::new(config.worker_id.clone()).lease(config.lease);
+    let mut claim = Claim::new(config.worker_id.clone())
+        .lease(config.lease)
+        .handled_types(shared.job_types.iter().cloned());
     let mut delivery = Delivery::new(jobs.clone(), outcomes, true);
     loop {
         select! {

@@ -6,7 +6,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender, select};
-use jobqueue_core::engine::Claim;
+use jobqueue_core::engine::{Claim, MAX_CLAIM_QUEUES};
 
 use super::Claimer;
 use super::deliver::Delivery;
@@ -154,10 +154,13 @@ fn aim(
     found_queues_at: &mut Instant,
 ) {
     let now = Instant::now();
-    for queue in resumes.due_looks(now) {
-        if let Err(e) = db.run(&shared.health, |session| resumes.look(&queue, session, now)) {
-            log::debug!("looking at the head of queue `{queue}` failed: {e}");
-        }
+    let due = resumes.due_looks(now);
+    if !due.is_empty()
+        && let Err(e) = db.run(&shared.health, |session| {
+            resumes.look_at(&due, session, now)
+        })
+    {
+        log::debug!("looking at the heads of {} queues failed: {e}", due.len());
     }
     claim.resume = resumes.points();
     {
@@ -228,7 +231,8 @@ pub(super) fn run(
     let mut last_claim = 0u64;
     let mut claim = Claim::new(config.worker_id.clone())
         .queues(config.queues.iter().cloned())
-        .lease(config.lease);
+        .lease(config.lease)
+        .handled_types(shared.job_types.iter().cloned());
     let mut delivery = Delivery::new(jobs.clone(), hand_back.outcomes.clone(), false);
     // Whether some of this runner's queues have a global limit, and when
     // that was last read: checked while the fetcher goes idle (not between
@@ -296,6 +300,7 @@ pub(super) fn run(
                     }
                 }
                 last_claim = shared.micros_now();
+                claim.rotate(&rows);
                 resumes.note_claimed(&rows, Instant::now());
                 if !claim.resume.is_empty() {
                     crate::counters::Counters::add(&shared.counters.resumed_claims, 1);
@@ -310,7 +315,11 @@ pub(super) fn run(
                 }
                 let since_found = found_at.map_or(Duration::MAX, |at| at.elapsed());
                 repoll = next_repoll(config, got, repoll, since_found);
-                if got < room {
+                // A claim of every queue that stopped at its most queues
+                // may have left others with due jobs.
+                let more_queues =
+                    claim.queues.is_empty() && found_in.len() as i64 >= MAX_CLAIM_QUEUES;
+                if got < room && !more_queues {
                     // The queue ran dry: finishing jobs cannot bring more.
                     claimer.room.ran_dry();
                     limits.refresh_if_older(shared, &claimer.limits, &mut db, config.poll_interval);

@@ -25,7 +25,7 @@ mod queue_limits;
 mod resume;
 mod room;
 
-use std::collections::HashSet;
+use std::collections::{BTreeSet, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -62,6 +62,10 @@ pub(crate) struct Claimer {
     limits: limits::LimitsSeen,
     /// Whether the runner works every queue.
     every_queue: bool,
+    /// The queues and job types whose jobs claims set aside (no handler
+    /// here) since the set-aside service last took them: that service
+    /// sets aside the rest of each queue's backlog of the type.
+    unhandled_met: Mutex<BTreeSet<(String, String)>>,
     /// Wakes the fetcher (capacity 1: wake-ups coalesce, none is lost).
     wake_fetcher: Sender<()>,
     /// Wakes the early claims (capacity 1).
@@ -93,6 +97,7 @@ impl Claimer {
             backlog: AtomicBool::new(false),
             limits: limits::LimitsSeen::default(),
             every_queue: config.queues.is_empty(),
+            unhandled_met: Mutex::default(),
             wake_fetcher,
             wake_early,
         };
@@ -162,6 +167,20 @@ impl Claimer {
         if state.free_slot() && self.room.freed(state) {
             self.wake();
         }
+    }
+
+    /// A claim set aside a job of `job_type` in `queue`: no handler here.
+    fn met_unhandled(&self, queue: &str, job_type: &str) {
+        let mut met = lock(&self.unhandled_met);
+        // A claim sets aside up to a batch of one kind: one entry.
+        if !met.iter().any(|(q, t)| q == queue && t == job_type) {
+            met.insert((queue.to_owned(), job_type.to_owned()));
+        }
+    }
+
+    /// The queues and types claims set aside jobs of since the last call.
+    pub(crate) fn take_unhandled_met(&self) -> BTreeSet<(String, String)> {
+        std::mem::take(&mut *lock(&self.unhandled_met))
     }
 
     /// Notes whether the fetcher's last claim found a backlog.

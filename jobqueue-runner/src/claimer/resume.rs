@@ -34,12 +34,16 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use jobqueue_core::engine::{QueueHead, QueueSession, Resume};
+use jobqueue_core::engine::{MAX_QUEUE_HEADS, QueueHead, QueueSession, Resume};
 use jobqueue_core::{JobId, JobRow};
 
 /// Entries read before a queue's first due job above which its claims
 /// resume (a claim from the start reads them twice).
 const RESUME_ABOVE: i64 = 1_000;
+
+/// How long something must have held the xmin horizon before the queues'
+/// heads are looked at (see [`Resumes::look_at`]).
+const PINNED_FOR: Duration = Duration::from_secs(1);
 
 /// How often each queue's head is looked at, at the most.
 const LOOK_EVERY: Duration = Duration::from_secs(1);
@@ -121,25 +125,76 @@ impl Resumes {
             .collect()
     }
 
-    /// Looks at `queue`'s head on `session`, and again at once when the
-    /// look read past the threshold and the transaction holding the xmin
-    /// horizon is not the one of the queue's last such look (see the
-    /// module's documentation); takes in what the looks found.
-    pub(crate) fn look(
+    /// Looks at the heads of `queues` (those due for a look), on
+    /// `session`: none while no queue resumes and nothing has held the xmin
+    /// horizon for [`PINNED_FOR`], only a reading of the horizon. A claim
+    /// from the start of a queue then reads at most the entries of the
+    /// jobs claimed since the oldest snapshot began, less than that long
+    /// ago, and those that no snapshot needs it steps over: a look would
+    /// find the way clear. Otherwise in statements of at most
+    /// [`MAX_QUEUE_HEADS`] queues each.
+    pub(crate) fn look_at(
         &mut self,
-        queue: &str,
+        queues: &[String],
         session: &mut QueueSession,
         now: Instant,
     ) -> jobqueue_core::Result<()> {
-        let head = session.queue_head(queue)?;
-        let (mut held_by, mut again) = (None, None);
-        if head.entries_read > RESUME_ABOVE {
-            held_by = session.xmin_horizon()?.xid();
-            if self.look_again(queue, held_by) {
-                again = Some(session.queue_head(queue)?);
+        let resuming = self.queues.values().any(|state| state.resuming);
+        if !resuming && !session.xmin_horizon()?.pinned_for(PINNED_FOR) {
+            for queue in queues {
+                if let Some(state) = self.queues.get_mut(queue) {
+                    state.looked_at = Some(now);
+                }
             }
+            return Ok(());
         }
-        self.looked(queue, &head, held_by, again.as_ref(), now);
+        for chunk in queues.chunks(MAX_QUEUE_HEADS) {
+            self.look(chunk, session, now)?;
+        }
+        Ok(())
+    }
+
+    /// Looks at the heads of `queues` on `session` (one statement), and
+    /// again at once at those whose look read past the threshold when the
+    /// transaction holding the xmin horizon is not the one of the queue's
+    /// last such look (see the module's documentation); takes in what the
+    /// looks found.
+    fn look(
+        &mut self,
+        queues: &[String],
+        session: &mut QueueSession,
+        now: Instant,
+    ) -> jobqueue_core::Result<()> {
+        let heads = session.queue_heads(queues)?;
+        let far = heads
+            .iter()
+            .any(|(_, head)| head.entries_read > RESUME_ABOVE);
+        let held_by = if far {
+            session.xmin_horizon()?.xid()
+        } else {
+            None
+        };
+        let again: Vec<String> = heads
+            .iter()
+            .filter(|(queue, head)| {
+                head.entries_read > RESUME_ABOVE && self.look_again(queue, held_by)
+            })
+            .map(|(queue, _)| queue.clone())
+            .collect();
+        let mut second: HashMap<String, QueueHead> = if again.is_empty() {
+            HashMap::new()
+        } else {
+            session.queue_heads(&again)?.into_iter().collect()
+        };
+        for (queue, head) in heads {
+            let held_by = if head.entries_read > RESUME_ABOVE {
+                held_by
+            } else {
+                None
+            };
+            let again = second.remove(&queue);
+            self.looked(&queue, &head, held_by, again.as_ref(), now);
+        }
         Ok(())
     }
 

@@ -8,6 +8,7 @@
 //! | [`Rescue`] | `rescue.rs` | recovers jobs whose lease expired | `rescue_interval` |
 //! | [`Prune`] | `prune.rs` | deletes finished jobs past their retention | `prune_interval` |
 //! | [`Vacuum`] | `vacuum.rs` | vacuums the jobs table, or looks whether the horizon moved | `vacuum_interval`, backing off while the horizon is held (`vacuum_pacing.rs`) |
+//! | [`SetAsideBacklogs`] | `set_aside.rs` | sets aside a batch of a queue's backlog of a type its claims met without a handler | back to back while one lasts, else `poll_interval` |
 //! | [`IndexUpkeep`] | `index_upkeep.rs` | rebuilds an index of live jobs a held horizon bloated | `index_upkeep_interval` |
 //! | [`PeriodicJobs`] | `periodic.rs` | declares the schedules, fires their due slots | until the next slot, at most a minute |
 //! | [`QueueGauges`] | `queue_gauges.rs` | computes the table-wide queue gauges, if this runner leads | `metrics_refresh` |
@@ -35,6 +36,7 @@ mod reclaim;
 mod rescue;
 mod scheduler;
 mod service;
+mod set_aside;
 mod vacuum;
 mod vacuum_pacing;
 
@@ -48,4 +50,5 @@ pub use reclaim::{Reclaim, Reclaimed};
 pub use rescue::{Rescue, RescueReport};
 pub(crate) use scheduler::run;
 pub use service::{PassReport, Service};
+pub use set_aside::{SetAsideBacklogs, SetAsideReport};
 pub use vacuum::{Vacuum, VacuumReport};

@@ -23,6 +23,7 @@ use super::queue_gauges::QueueGauges;
 use super::reclaim::Reclaim;
 use super::rescue::Rescue;
 use super::service::{PassReport, Service};
+use super::set_aside::SetAsideBacklogs;
 use super::vacuum::Vacuum;
 use crate::backoff::stopped_within;
 use crate::claimer::Claimer;
@@ -39,6 +40,7 @@ pub(crate) fn run(shared: Arc<Shared>, claimer: Arc<Claimer>, stop: Receiver<()>
     scheduler.add(Reclaim::new(config));
     scheduler.add(Rescue::new(config));
     scheduler.add(Prune::new(config));
+    scheduler.add(SetAsideBacklogs::new(config));
     scheduler.add(Vacuum::new(config));
     scheduler.add(IndexUpkeep::new(config));
     if !cx.shared.registry.schedules().is_empty() {

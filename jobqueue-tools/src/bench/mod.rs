@@ -16,11 +16,13 @@ mod footprint;
 mod history;
 mod isolation;
 mod latency;
+mod many_queues;
 mod noop;
 mod pickup_floor;
 mod queues;
 mod scale;
 mod soak;
+mod unhandled_backlog;
 mod wait_sampler;
 
 use std::time::Duration;
@@ -32,7 +34,7 @@ use crate::ToolError;
 pub use noop::{BenchNoop, registry};
 
 /// The measurements, by the names `--only` takes.
-pub const MEASUREMENTS: [&str; 17] = [
+pub const MEASUREMENTS: [&str; 19] = [
     "bulk",
     "txn",
     "burn",
@@ -48,6 +50,8 @@ pub const MEASUREMENTS: [&str; 17] = [
     "limit",
     "fair",
     "scale",
+    "spread",
+    "backlog",
     "soak",
     "failover",
 ];
@@ -66,7 +70,8 @@ pub struct BenchOptions {
     pub quick: bool,
     /// Only these measurements (empty: all but the soak and the failover).
     /// Names: bulk, txn, burn, metrics, floor, drain, pickup, history,
-    /// isolation, steady, fleet, footprint, limit, fair, scale, soak
+    /// isolation, steady, fleet, footprint, limit, fair, scale, spread,
+    /// backlog, soak
     /// (minutes long), failover (clusters of its own, from the PostgreSQL
     /// binaries): the last two run only when named.
     pub only: Vec<String>,
@@ -108,6 +113,9 @@ pub(crate) struct Sizes {
     pub(crate) fair_backlog: usize,
     pub(crate) scale_finished: usize,
     pub(crate) scale_pending: usize,
+    pub(crate) spread_jobs: usize,
+    pub(crate) backlog_jobs: usize,
+    pub(crate) backlog_unknown: usize,
 }
 
 impl Sizes {
@@ -132,6 +140,9 @@ impl Sizes {
                 fair_backlog: 3_000,
                 scale_finished: 200_000,
                 scale_pending: 10_000,
+                spread_jobs: 5_000,
+                backlog_jobs: 5_000,
+                backlog_unknown: 50_000,
             }
         } else {
             Sizes {
@@ -153,6 +164,9 @@ impl Sizes {
                 fair_backlog: 100_000,
                 scale_finished: 10_000_000,
                 scale_pending: 100_000,
+                spread_jobs: 20_000,
+                backlog_jobs: 20_000,
+                backlog_unknown: 500_000,
             }
         }
     }
@@ -376,7 +390,7 @@ pub fn run(server_url: &str, options: &BenchOptions) -> Result<(), ToolError> {
     };
     // The measurements whose rows are printed as they are.
     type Measure<'a> = Box<dyn Fn() -> Result<Vec<Row>, ToolError> + 'a>;
-    let measurements: [(&str, Measure<'_>); 11] = [
+    let measurements: [(&str, Measure<'_>); 13] = [
         (
             "metrics",
             Box::new(|| burn::metrics_cost(&url, &sizes, runs)),
@@ -414,6 +428,14 @@ pub fn run(server_url: &str, options: &BenchOptions) -> Result<(), ToolError> {
         ("limit", Box::new(|| queues::limit_cost(&url, &sizes, runs))),
         ("fair", Box::new(|| queues::fair_share(&url, &sizes, runs))),
         ("scale", Box::new(|| scale::at_scale(&url, &sizes, runs))),
+        (
+            "spread",
+            Box::new(|| many_queues::many_queues(&url, &sizes, runs)),
+        ),
+        (
+            "backlog",
+            Box::new(|| unhandled_backlog::measure(&url, &sizes, runs)),
+        ),
     ];
     for (name, measure) in measurements {
         if wanted(name) {

@@ -43,7 +43,7 @@ fn backlog(n: usize, queue: &str) -> Result<Vec<NewJob>, ToolError> {
 
 /// Waits until `runner` has completed `n` jobs; returns how long it took
 /// from `started`.
-fn until_completed(
+pub(crate) fn until_completed(
     runner: &RunnerHandle,
     n: usize,
     started: Instant,
