@@ -207,6 +207,7 @@ pub fn start_runner(
 pub fn read_job(conn: &mut PgConnection, id: jobqueue_core::JobId) -> jobqueue_core::JobRow {
     jobqueue_core::get_job(conn, id)
         .expect("read the job")
+        .found()
         .unwrap_or_else(|| panic!("job {id} has no row"))
 }
 
@@ -235,6 +236,7 @@ pub fn claim_one(conn: &mut PgConnection, worker_id: &str) -> jobqueue_core::eng
 pub fn is_completed(conn: &mut PgConnection, id: jobqueue_core::JobId) -> bool {
     jobqueue_core::get_job(conn, id)
         .expect("read the job")
+        .found()
         .is_some_and(|job| job.status == jobqueue_core::JobStatus::Completed)
 }
 
@@ -387,6 +389,7 @@ pub fn wait_status(
     let reached = poll_until(WAIT_LIMIT, || {
         last = jobqueue_core::get_job(conn, id)
             .expect("read the job")
+            .found()
             .map(|job| job.status);
         last == Some(status)
     });

@@ -1,15 +1,15 @@
-//! Cancel, progress, prune and stats on a real database.
+//! Cancel, progress, a job read by id, prune and stats on a real database.
 
 use std::time::Duration;
 
 use diesel::prelude::*;
 use jobqueue_core::engine::{
-    Claim, Lease, Progress, cancel_held_many, claim, complete, heartbeat_many, prune,
-    report_progress,
+    Beat, Claim, Lease, Progress, cancel_held_many, claim, complete, heartbeat_many,
+    heartbeat_with_progress, prune, report_progress,
 };
 use jobqueue_core::{
-    CancelOutcome, Counting, Error, JobId, JobOptions, JobStatus, NewJob, Retention, cancel,
-    enqueue, enqueue_many, queue_stats,
+    CancelOutcome, Counting, Error, JobId, JobLookup, JobOptions, JobStatus, Missing, NewJob,
+    Retention, cancel, enqueue, enqueue_many, get_job, queue_stats,
 };
 use jobqueue_tests::{TestDb, bare_jobs, claim_one, read_job, status_counts};
 
@@ -102,6 +102,182 @@ fn progress_is_recorded() {
     assert!(row.started_at.is_some());
     complete(&mut conn, &lease).expect("complete");
     assert_eq!(read_job(&mut conn, id).progress, 100);
+}
+
+#[test]
+fn a_heartbeat_writes_the_progress_that_comes_with_it() {
+    let (_db, mut conn) = TestDb::connected();
+    let (quiet, quiet_lease) = claimed_job(&mut conn);
+    let (busy, busy_lease) = claimed_job(&mut conn);
+    let (_, gone_lease) = claimed_job(&mut conn);
+    complete(&mut conn, &gone_lease).expect("complete");
+    let beat = |conn: &mut PgConnection, progress: Progress| {
+        heartbeat_with_progress(
+            conn,
+            &[
+                Beat {
+                    lease: quiet_lease,
+                    progress: None,
+                },
+                Beat {
+                    lease: busy_lease,
+                    progress: Some(progress.clone()),
+                },
+                Beat {
+                    lease: gone_lease,
+                    progress: Some(progress),
+                },
+            ],
+            Duration::from_secs(30),
+        )
+        .expect("beat")
+    };
+    let first = beat(
+        &mut conn,
+        Progress {
+            percent: Some(30),
+            stage: Some("download".into()),
+            events: 4,
+        },
+    );
+    assert_eq!(
+        first.lost,
+        vec![gone_lease.job_id],
+        "a finished job gets none"
+    );
+    let row = read_job(&mut conn, busy);
+    assert_eq!(
+        (
+            row.status,
+            row.progress,
+            row.current_stage.as_deref(),
+            row.events_count
+        ),
+        (JobStatus::Running, 30, Some("download"), 4)
+    );
+    assert!(row.started_at.is_some());
+    // A job that reported nothing is renewed and otherwise left alone.
+    let row = read_job(&mut conn, quiet);
+    assert_eq!(
+        (
+            row.status,
+            row.progress,
+            row.current_stage,
+            row.events_count
+        ),
+        (JobStatus::Claimed, 0, None, 0)
+    );
+    // What a report leaves out stays; events add up, and stop at the
+    // column's largest value instead of failing the batch.
+    diesel::sql_query(format!(
+        "UPDATE jobqueue_jobs SET events_count = 2147483640 WHERE id = '{busy}'"
+    ))
+    .execute(&mut conn)
+    .expect("near the top");
+    beat(
+        &mut conn,
+        Progress {
+            percent: Some(60),
+            stage: None,
+            events: 100,
+        },
+    );
+    let row = read_job(&mut conn, busy);
+    assert_eq!(
+        (row.progress, row.current_stage.as_deref(), row.events_count),
+        (60, Some("download"), i32::MAX)
+    );
+    // A report out of range is refused before anything is sent.
+    let refused = heartbeat_with_progress(
+        &mut conn,
+        &[Beat {
+            lease: busy_lease,
+            progress: Some(Progress {
+                stage: Some("a\0b".into()),
+                ..Progress::default()
+            }),
+        }],
+        Duration::from_secs(30),
+    );
+    assert!(
+        matches!(refused, Err(Error::InvalidOption { field: "stage", .. })),
+        "{refused:?}"
+    );
+}
+
+#[test]
+fn get_job_says_why_a_job_is_missing() {
+    let (_db, mut conn) = TestDb::connected();
+    let (id, lease) = claimed_job(&mut conn);
+    match get_job(&mut conn, id).expect("read") {
+        JobLookup::Found(job) => assert_eq!(job.status, JobStatus::Claimed),
+        JobLookup::NotFound(missing) => panic!("a held job is missing: {missing}"),
+    }
+    // Completed and deleted (the default): the id could be one jobqueue
+    // issued, a moment ago.
+    jobqueue_core::engine::complete_and_delete(&mut conn, &lease).expect("complete");
+    let missing = match get_job(&mut conn, id).expect("read") {
+        JobLookup::NotFound(missing) => missing,
+        JobLookup::Found(job) => panic!("a deleted job found: {job:?}"),
+    };
+    assert_eq!(missing.id, id);
+    assert!(
+        matches!(missing.reason, Missing::Gone { age, .. } if age < Duration::from_secs(3600)),
+        "{missing:?}"
+    );
+    assert!(!missing.never_issued());
+    let text = missing.to_string();
+    assert!(
+        text.starts_with(&format!("no job with id {id}: it was made "))
+            && text.contains("completed jobs are deleted as they complete")
+            && text.contains("failed jobs are pruned after 30 days"),
+        "{text}"
+    );
+
+    // What the id itself shows.
+    let mut never = |id: &str| {
+        let id: JobId = id.parse().expect("a UUID");
+        get_job(&mut conn, id)
+            .expect("read")
+            .into_result()
+            .expect_err("no such job")
+    };
+    let nil = never("00000000-0000-0000-0000-000000000000");
+    assert_eq!(nil.reason, Missing::NotUuidV7 { version: 0 });
+    assert!(
+        nil.never_issued() && nil.to_string().contains("the nil UUID"),
+        "{nil}"
+    );
+    let v4 = never("6ba7b810-9dad-41d1-80b4-00c04fd430c8");
+    assert_eq!(v4.reason, Missing::NotUuidV7 { version: 4 });
+    assert!(v4.to_string().contains("jobqueue never issued it"), "{v4}");
+    // A UUIDv7 of 2020 could have been issued; one of a day from now
+    // (by the database's clock) not yet.
+    let old = never("016f5e66-e800-7000-8000-000000000000");
+    assert!(
+        matches!(old.reason, Missing::Gone { age, .. } if age > Duration::from_secs(365 * 86_400)),
+        "{old:?}"
+    );
+    let tomorrow_ms =
+        u64::try_from((chrono::Utc::now() + chrono::TimeDelta::days(1)).timestamp_millis())
+            .expect("after 1970");
+    let ahead: JobId = uuid::Builder::from_unix_timestamp_millis(tomorrow_ms, &[7; 10])
+        .into_uuid()
+        .into();
+    let ahead = get_job(&mut conn, ahead)
+        .expect("read")
+        .into_result()
+        .expect_err("no such job");
+    assert!(
+        matches!(ahead.reason, Missing::AheadOfClock { ahead, .. }
+            if ahead > Duration::from_secs(20 * 3600)),
+        "{ahead:?}"
+    );
+    assert!(ahead.never_issued());
+    assert!(
+        ahead.to_string().contains("ahead of the database's clock"),
+        "{ahead}"
+    );
 }
 
 #[test]

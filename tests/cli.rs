@@ -114,6 +114,7 @@ fn enqueue_list_show_stats() {
     let row_of = |conn: &mut PgConnection, id: &str| {
         get_job(conn, id.trim().parse().expect("an id"))
             .expect("read")
+            .found()
             .expect("row")
     };
     // What the type declares applies: queue mail, priority 150, 5 attempts.
@@ -292,6 +293,7 @@ fn enqueue_reads_large_payloads_from_a_file_or_stdin() {
     for id in [from_file, from_stdin] {
         let row = get_job(&mut conn, id.trim().parse().expect("an id"))
             .expect("read")
+            .found()
             .expect("row");
         assert_eq!(row.payload["subject"].as_str().map(str::len), Some(300_000));
         assert_eq!(row.queue, "mail");
@@ -320,7 +322,7 @@ fn bad_input_is_one_clear_line_and_the_right_exit_code() {
     let db = TestDb::new();
     // The command line is wrong: exit 2, nothing written.
     let mail = r#"{"to":"a@example.com","subject":"Hi"}"#;
-    let wrong: [(&[&str], &str); 16] = [
+    let wrong: [(&[&str], &str); 17] = [
         (
             &["enqueue", "email.send", "{not json"],
             "invalid payload: not valid JSON",
@@ -372,6 +374,11 @@ fn bad_input_is_one_clear_line_and_the_right_exit_code() {
             "--run-at `2026-11-23T10:00:00` has no time zone: add one, e.g. 2026-11-23T10:00:00Z",
         ),
         (&["show", "not-an-id"], "is not a UUID"),
+        // An id jobqueue never issued: not a UUIDv7.
+        (
+            &["show", "00000000-0000-0000-0000-000000000000"],
+            "jobqueue never issued it: job ids are UUIDv7",
+        ),
         (&["list", "--status", "done"], "is not a status"),
         (&["list", "--queue", "x y"], "invalid queue"),
         (
@@ -432,6 +439,7 @@ fn cancel_retry_prune() {
     assert!(ok(&db, &["retry", &failing]).contains("requeued"));
     let row = get_job(&mut conn, failing.parse().expect("id"))
         .expect("read")
+        .found()
         .expect("row");
     assert_eq!((row.status, row.attempts), (JobStatus::Pending, 0));
     assert_eq!(row.last_error.as_deref(), Some("boom"), "history kept");

@@ -196,6 +196,14 @@ fn completed_jobs_that_are_not_kept_are_counted_and_their_absence_explained() {
     let job = site.get(&format!("/jobs/{}", ids[0]));
     assert_eq!(job.status, 404);
     assert!(job.body.contains("row is gone"), "{}", job.body);
+    // An id jobqueue never issued says so.
+    let never = site.get("/jobs/6ba7b810-9dad-41d1-80b4-00c04fd430c8");
+    assert_eq!(never.status, 404);
+    assert!(
+        never.body.contains("jobqueue never issued it"),
+        "{}",
+        never.body
+    );
 }
 
 #[test]

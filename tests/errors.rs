@@ -277,3 +277,52 @@ fn errors_say_whether_to_retry_later_or_fix_the_input() {
     let refused = jobqueue_core::pause_queue(&mut conn, "mail").expect_err("read-only");
     assert!(refused.is_transient(), "{refused}");
 }
+
+#[test]
+fn an_unknown_job_type_is_an_error_of_its_own() {
+    let registry = Registry::new()
+        .register::<FastRetry>()
+        .register::<SlowRetry>();
+    let typo = registry
+        .new_job(
+            "test.errors.fast_rety",
+            "{}",
+            jobqueue_core::JobOptions::new(),
+        )
+        .expect_err("not registered");
+    match &typo {
+        jobqueue_core::Error::UnknownJobType { job_type, known } => {
+            assert_eq!(job_type, "test.errors.fast_rety");
+            assert_eq!(known, &["test.errors.fast_retry", "test.errors.slow_retry"]);
+        }
+        other => panic!("expected an unknown job type, got {other:?}"),
+    }
+    assert_eq!(
+        typo.to_string(),
+        "job type `test.errors.fast_rety` is not registered here; the registered types are: \
+         test.errors.fast_retry, test.errors.slow_retry"
+    );
+    // Input: the same call fails the same way; later is no better.
+    assert!(typo.is_input() && !typo.is_transient(), "{typo}");
+    let none = Registry::new()
+        .new_job(
+            "test.errors.fast_retry",
+            "{}",
+            jobqueue_core::JobOptions::new(),
+        )
+        .expect_err("nothing registered");
+    assert!(
+        none.to_string().ends_with("no job type is registered"),
+        "{none}"
+    );
+    // A name no job type can have stays an invalid option.
+    let malformed = jobqueue_core::NewJob::new("bad type", "{}", jobqueue_core::JobOptions::new())
+        .expect_err("a space");
+    assert!(matches!(
+        malformed,
+        jobqueue_core::Error::InvalidOption {
+            field: "job type",
+            ..
+        }
+    ));
+}

@@ -233,6 +233,7 @@ fn poison_payloads_panics_and_unknown_types_fail_clearly_and_the_runner_goes_on(
     ) + i64::from(
         jobqueue_core::get_job(&mut conn, fits)
             .expect("read")
+            .found()
             .is_some_and(|j| j.status == jobqueue_core::JobStatus::Completed),
     );
     let lost = (201 - good_done)

@@ -301,6 +301,7 @@ fn the_handler_reaches_the_applications_state_and_retries_on_its_errors() {
     runner.shutdown();
     let row = jobqueue_core::get_job(&mut conn, bad)
         .expect("read")
+        .found()
         .expect("row");
     // An io::Error through `?` is a retry (a permanent error would have
     // failed the job at its first attempt).

@@ -66,6 +66,7 @@ fn heartbeats_keep_a_lease_alive() {
     let expiry = |conn: &mut PgConnection| {
         get_job(conn, lease.job_id)
             .expect("read")
+            .found()
             .and_then(|job| job.lease_expires_at)
             .expect("held, with a lease")
     };

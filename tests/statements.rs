@@ -1,13 +1,15 @@
-//! Structural facts behind the speed: a claim and a batch completion are one
-//! statement each on a queue session, however many jobs they carry.
+//! Structural facts behind the speed: a claim, a batch completion and a
+//! heartbeat with its jobs' progress are one statement each on a queue
+//! session, however many jobs they carry.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
 
 use diesel::connection::{Connection, InstrumentationEvent};
-use jobqueue_core::engine::{Claim, Failure, GlobalLimits, QueueSession};
+use jobqueue_core::engine::{Beat, Claim, Failure, GlobalLimits, Progress, QueueSession};
 use jobqueue_core::enqueue_many;
-use jobqueue_tests::{TestDb, bare_jobs, status_counts};
+use jobqueue_tests::{TestDb, bare_jobs, count_where, status_counts};
 
 /// Counts the statements `session` sends from now on.
 fn count_statements(session: &mut QueueSession) -> Arc<AtomicUsize> {
@@ -73,6 +75,56 @@ fn a_batch_of_1000_is_one_statement_to_claim_and_one_to_complete() {
     assert_eq!(
         status_counts(&mut conn),
         [("claimed", 500), ("completed", 900), ("failed", 100)]
+    );
+}
+
+#[test]
+fn a_heartbeat_of_1000_jobs_carries_their_progress_in_one_statement() {
+    let db = TestDb::new();
+    enqueue_many(&mut db.conn(), &bare_jobs(1000)).expect("enqueue");
+    let mut session = QueueSession::establish(&db.url).expect("session");
+    let rows = session
+        .claim(
+            &Claim::new("w")
+                .limit(1000)
+                .global_limits(GlobalLimits::Skip),
+        )
+        .expect("claim");
+    // Half the jobs reported progress since the last beat.
+    let beats: Vec<Beat> = rows
+        .iter()
+        .enumerate()
+        .map(|(i, row)| Beat {
+            lease: row.lease(),
+            progress: (i % 2 == 0).then(|| Progress {
+                percent: Some(50),
+                stage: Some(format!("stage {i}")),
+                events: 3,
+            }),
+        })
+        .collect();
+    let statements = count_statements(&mut session);
+    let beat = session
+        .heartbeat_with_progress(&beats, Duration::from_secs(30))
+        .expect("beat");
+    assert_eq!(beat.renewed.len(), 1000);
+    assert_eq!(
+        statements.swap(0, Ordering::Relaxed),
+        1,
+        "one statement renews 1000 leases and writes 500 reports"
+    );
+    let mut conn = db.conn();
+    assert_eq!(
+        status_counts(&mut conn),
+        [("claimed", 500), ("running", 500)]
+    );
+    assert_eq!(
+        count_where(
+            &mut conn,
+            "status = 'running' AND progress = 50 AND events_count = 3 \
+             AND current_stage LIKE 'stage %'"
+        ),
+        500
     );
 }
 

@@ -5,7 +5,8 @@ use std::time::Duration;
 use diesel::{Connection, PgConnection};
 use jobqueue_core::engine::{DEFAULT_CONNECT_TIMEOUT, connectable_url};
 use jobqueue_core::{
-    CancelOutcome, EnqueueOutcome, JobFilter, JobId, JobOptions, JobStatus, NewJob, Retention,
+    CancelOutcome, EnqueueOutcome, JobFilter, JobId, JobLookup, JobOptions, JobStatus, NewJob,
+    Retention,
 };
 
 use jobqueue_runner::{Registry, Runner, RunnerConfig};
@@ -372,8 +373,15 @@ fn list(url: &str, args: ListArgs) -> Result<()> {
 
 fn show(url: &str, id: &str) -> Result<()> {
     let id = parse_id(id)?;
-    let job = jobqueue_core::get_job(&mut connect(url)?, id)?
-        .ok_or(jobqueue_core::Error::NotFound(id))?;
+    let job = match jobqueue_core::get_job(&mut connect(url)?, id)? {
+        JobLookup::Found(job) => job,
+        // An id jobqueue never issued is a wrong argument; a job that is
+        // gone is the database's state.
+        JobLookup::NotFound(missing) if missing.never_issued() => {
+            return Err(CliError::Usage(missing.to_string()));
+        }
+        JobLookup::NotFound(missing) => return Err(CliError::Refused(missing.to_string())),
+    };
     let time = |t: Option<chrono::DateTime<chrono::Utc>>| {
         t.map(|t| t.to_rfc3339()).unwrap_or_else(|| "-".into())
     };

@@ -45,13 +45,16 @@ impl CliError {
                 Queue::InvalidOption { .. }
                 | Queue::UnknownQueue { .. }
                 | Queue::UnknownSchedule { .. }
+                | Queue::UnknownJobType { .. }
                 | Queue::Deserialize { .. }
                 | Queue::Serialize { .. }
                 | Queue::PayloadTooLarge { .. },
             )
             | CliError::Runner(
                 jobqueue_runner::RunnerError::Config(_)
-                | jobqueue_runner::RunnerError::Queue(Queue::InvalidOption { .. }),
+                | jobqueue_runner::RunnerError::Queue(
+                    Queue::InvalidOption { .. } | Queue::UnknownJobType { .. },
+                ),
             ) => 2,
             _ => 1,
         }

@@ -79,7 +79,7 @@ pub fn retry_job(conn: &mut PgConnection, id: JobId) -> Result<()> {
     if !requeue(conn, Some(id))?.is_empty() {
         return Ok(());
     }
-    let Some(job) = crate::get_job(conn, id)? else {
+    let Some(job) = crate::row::read_job(conn, id)? else {
         return Err(Error::NotFound(id));
     };
     match (job.status, job.unique_key) {

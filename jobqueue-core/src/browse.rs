@@ -298,7 +298,7 @@ pub fn delete_finished_job(conn: &mut PgConnection, id: JobId) -> Result<()> {
     if deleted == 1 {
         return Ok(());
     }
-    match crate::get_job(conn, id)? {
+    match crate::row::read_job(conn, id)? {
         None => Err(Error::NotFound(id)),
         Some(job) => Err(Error::WrongStatus {
             job_id: id,

@@ -52,7 +52,9 @@ pub use crate::finish::{
     FailOutcome, FailedMany, Failure, cancel_held_many, complete, complete_and_delete,
     complete_and_delete_many, complete_many, fail, fail_many, park_many, release_many, start_many,
 };
-pub use crate::heartbeat::{Heartbeat, Progress, heartbeat_many, report_progress};
+pub use crate::heartbeat::{
+    Beat, Heartbeat, Progress, heartbeat_many, heartbeat_with_progress, report_progress,
+};
 pub use crate::horizon::{Holder, Horizon, Pin, SessionHold, xmin_horizon};
 pub use crate::index_rebuild::{
     IndexSize, LIVE_JOB_INDEXES, backend_pid, cancel_backend, drop_rebuild_leftovers, index_sizes,

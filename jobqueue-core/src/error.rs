@@ -162,6 +162,23 @@ pub enum Error {
         known: Vec<String>,
     },
 
+    /// A job type the program has no handler registered for, where the
+    /// operation needs one: building a job by type name through a runner's
+    /// registry (as a command line or an HTTP endpoint enqueues) that does
+    /// not register it. Nothing was written. Distinct from
+    /// [`Error::InvalidOption`]: the name may be valid, only not known
+    /// here (most likely a typo, or a type another worker binary handles).
+    #[error(
+        "job type `{job_type}` is not registered here; {}",
+        known_names(.known, "no job type is registered", "the registered types are")
+    )]
+    UnknownJobType {
+        /// The job type given.
+        job_type: String,
+        /// The job types registered, sorted.
+        known: Vec<String>,
+    },
+
     /// No job has this id: none was enqueued with it, or it finished and
     /// its row is gone.
     #[error(
@@ -243,8 +260,8 @@ impl Error {
 
     /// Whether the error is about what the caller passed (an option out of
     /// range, a name the queue does not take, a payload that does not
-    /// serialize, decode or fit, an unknown queue or schedule): the same
-    /// call fails again the same way. A web handler answers it with 400 and
+    /// serialize, decode or fit, an unknown queue, schedule or job type):
+    /// the same call fails again the same way. A web handler answers it with 400 and
     /// the message, which names what is wrong.
     pub fn is_input(&self) -> bool {
         matches!(
@@ -255,6 +272,7 @@ impl Error {
                 | Error::PayloadTooLarge { .. }
                 | Error::UnknownQueue { .. }
                 | Error::UnknownSchedule { .. }
+                | Error::UnknownJobType { .. }
         )
     }
 

@@ -7,7 +7,6 @@ use diesel::sql_types::{Array, Bool, Double, Integer, Nullable, SmallInt, Text, 
 
 use crate::isolation::{Scope, read_committed, scoped};
 use crate::lease::Lease;
-use crate::lease::columns;
 use crate::prepared::{Prepared, prepared};
 use crate::{Error, JobId, Result, sql};
 
@@ -38,31 +37,90 @@ pub fn heartbeat_many(
     leases: &[Lease],
     lease: Duration,
 ) -> Result<Heartbeat> {
-    heartbeat_many_in(conn, Scope::Own, leases, lease)
+    heartbeat_many_in(conn, Scope::Own, &Beat::without_progress(leases), lease)
 }
 
-/// The lease renewal statement bound to `leases` (sorted by id).
+/// Renews the leases of many held jobs in ONE statement, as
+/// [`heartbeat_many`], and writes in the same statement the progress that
+/// comes with some of them: the percent and stage (when given) replace the
+/// row's, the events add to its count (which stops at `i32::MAX`), and the
+/// job shows as `running`. A job no longer held under its token gets
+/// neither. [`Error::InvalidOption`] (nothing sent) if a report is out of
+/// range: see [`Progress`].
+pub fn heartbeat_with_progress(
+    conn: &mut PgConnection,
+    beats: &[Beat],
+    lease: Duration,
+) -> Result<Heartbeat> {
+    heartbeat_many_in(conn, Scope::Own, beats, lease)
+}
+
+/// One held job in a heartbeat: its lease, and the progress its handler
+/// reported since the last heartbeat, if any.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Beat {
+    /// The lease to renew.
+    pub lease: Lease,
+    /// Progress to write with the renewal.
+    pub progress: Option<Progress>,
+}
+
+impl Beat {
+    /// Beats that renew `leases` and write no progress.
+    pub(crate) fn without_progress(leases: &[Lease]) -> Vec<Beat> {
+        leases
+            .iter()
+            .map(|&lease| Beat {
+                lease,
+                progress: None,
+            })
+            .collect()
+    }
+}
+
+/// The lease renewal statement bound to `beats`, sorted by id, with the
+/// progress arrays parallel to the ids (empty when no beat has progress).
 pub(crate) fn heartbeat_query(
-    leases: &[Lease],
+    beats: &[Beat],
     lease: Duration,
 ) -> Prepared<'static, sql::JobHeartbeatMany> {
-    let (ids, tokens) = columns(leases);
+    let mut sorted: Vec<&Beat> = beats.iter().collect();
+    sorted.sort_unstable_by_key(|beat| beat.lease.job_id);
+    let ids: Vec<JobId> = sorted.iter().map(|beat| beat.lease.job_id).collect();
+    let tokens: Vec<i32> = sorted.iter().map(|beat| beat.lease.token).collect();
+    let reported: Vec<Option<&Progress>> = if beats.iter().any(|beat| beat.progress.is_some()) {
+        sorted.iter().map(|beat| beat.progress.as_ref()).collect()
+    } else {
+        Vec::new()
+    };
+    let percent: Vec<Option<i16>> = reported.iter().map(|p| p.and_then(|p| p.percent)).collect();
+    let stage: Vec<Option<String>> = reported
+        .iter()
+        .map(|p| p.and_then(|p| p.stage.clone()))
+        .collect();
+    let events: Vec<Option<i32>> = reported.iter().map(|p| p.map(|p| p.events)).collect();
     prepared::<sql::JobHeartbeatMany>()
         .bind::<Array<Uuid>, _>(ids)
         .bind::<Array<Integer>, _>(tokens)
         .bind::<Double, _>(lease.as_secs_f64())
+        .bind::<Array<Nullable<SmallInt>>, _>(percent)
+        .bind::<Array<Nullable<Text>>, _>(stage)
+        .bind::<Array<Nullable<Integer>>, _>(events)
 }
 
 pub(crate) fn heartbeat_many_in(
     conn: &mut PgConnection,
     scope: Scope,
-    leases: &[Lease],
+    beats: &[Beat],
     lease: Duration,
 ) -> Result<Heartbeat> {
-    if leases.is_empty() {
+    if beats.is_empty() {
         return Ok(Heartbeat::default());
     }
-    let query = heartbeat_query(leases, lease);
+    for progress in beats.iter().filter_map(|beat| beat.progress.as_ref()) {
+        progress.validate()?;
+    }
+    let query = heartbeat_query(beats, lease);
     let rows = scoped(conn, scope, sql::HOT_PATH_BEGIN, |conn| {
         Ok(query.load::<BeatRow>(conn)?)
     })?;
@@ -72,7 +130,8 @@ pub(crate) fn heartbeat_many_in(
         .map(|row| row.id)
         .collect();
     let renewed: Vec<JobId> = rows.into_iter().map(|row| row.id).collect();
-    let fenced = crate::lease::Fenced::sort(leases, renewed);
+    let leases: Vec<Lease> = beats.iter().map(|beat| beat.lease).collect();
+    let fenced = crate::lease::Fenced::sort(&leases, renewed);
     Ok(Heartbeat {
         renewed: fenced.applied,
         cancel_requested,
@@ -81,6 +140,9 @@ pub(crate) fn heartbeat_many_in(
 }
 
 /// A progress report from a running handler.
+///
+/// The percent must be within `0..=100`, the events not negative, and the
+/// stage free of NUL characters (PostgreSQL's text cannot hold them).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Progress {
     /// Percent done, `0..=100`; `None` leaves it unchanged.
@@ -91,28 +153,45 @@ pub struct Progress {
     pub events: i32,
 }
 
-/// Records progress of one held job (and marks it `running`). Returns whether
-/// a cancel was requested; [`Error::LeaseLost`] if the job is no longer held
+impl Progress {
+    /// [`Error::InvalidOption`] if the report is out of range.
+    fn validate(&self) -> Result<()> {
+        if let Some(percent) = self.percent
+            && !(0..=100).contains(&percent)
+        {
+            return Err(Error::invalid(
+                "progress",
+                format!("{percent}% is outside 0 to 100"),
+            ));
+        }
+        if self.events < 0 {
+            return Err(Error::invalid(
+                "events",
+                format!("{} is negative", self.events),
+            ));
+        }
+        if self
+            .stage
+            .as_deref()
+            .is_some_and(|stage| stage.contains('\0'))
+        {
+            return Err(Error::invalid("stage", "it contains a NUL character"));
+        }
+        Ok(())
+    }
+}
+
+/// Records progress of one held job in a statement of its own (and marks
+/// it `running`); a runner writes its handlers' reports with their
+/// heartbeats instead ([`heartbeat_with_progress`]). Returns whether a
+/// cancel was requested; [`Error::LeaseLost`] if the job is no longer held
 /// under `lease`'s token.
 pub fn report_progress(
     conn: &mut PgConnection,
     lease: &Lease,
     progress: &Progress,
 ) -> Result<bool> {
-    if let Some(percent) = progress.percent
-        && !(0..=100).contains(&percent)
-    {
-        return Err(Error::invalid(
-            "progress",
-            format!("{percent}% is outside 0 to 100"),
-        ));
-    }
-    if progress.events < 0 {
-        return Err(Error::invalid(
-            "events",
-            format!("{} is negative", progress.events),
-        ));
-    }
+    progress.validate()?;
     #[derive(QueryableByName)]
     struct CancelRow {
         #[diesel(sql_type = Bool)]

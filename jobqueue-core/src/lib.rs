@@ -33,8 +33,12 @@
 //!     // ... the application's own writes ...
 //!     Resize { image: "cat.png".into() }.enqueue(conn).map(|outcome| outcome.id())
 //! })?;
-//! let job = jobqueue_core::get_job(&mut conn, id)?.expect("just enqueued");
-//! assert_eq!(job.status, JobStatus::Pending);
+//! match jobqueue_core::get_job(&mut conn, id)? {
+//!     jobqueue_core::JobLookup::Found(job) => assert_eq!(job.status, JobStatus::Pending),
+//!     // Why there is none: the job finished and its row is gone, or the
+//!     // id is not one jobqueue issued.
+//!     jobqueue_core::JobLookup::NotFound(missing) => println!("{missing}"),
+//! }
 //! # Ok(())
 //! # }
 //! ```
@@ -64,6 +68,7 @@ mod isolation;
 mod job;
 mod lease;
 pub mod limits;
+mod lookup;
 mod migrate;
 mod new_job;
 mod options;
@@ -135,6 +140,7 @@ pub use job::{EnqueueBuilder, Job};
 /// `#[job(type = "...", crate = "my_app::jobqueue")]`.
 #[cfg(feature = "derive")]
 pub use jobqueue_derive::Job;
+pub use lookup::{ID_CLOCK_TOLERANCE, JobLookup, Missing, MissingJob, get_job};
 pub use migrate::{MIGRATIONS, pending_migrations, run_migrations};
 pub use new_job::NewJob;
 pub use options::{JobOptions, Schedule};
@@ -145,7 +151,7 @@ pub use prune::Retention;
 pub use queues::{QueueChange, QueueInfo, list_queues, pause_queue, resume_queue, set_queue_limit};
 pub use redact::redact_url;
 pub use retry_policy::RetryPolicy;
-pub use row::{JobRow, get_job};
+pub use row::JobRow;
 pub use runners::{RunnerRow, list_runners};
 pub use stats::{Counting, QueueStats, TypeStats, queue_stats, type_stats};
 pub use status::JobStatus;

@@ -10,7 +10,7 @@ use diesel::sql_types::Text;
 
 use crate::claim::Claim;
 use crate::finish::{Failure, fail_query, fenced_query, park_query};
-use crate::heartbeat::heartbeat_query;
+use crate::heartbeat::{Beat, heartbeat_query};
 use crate::lease::Lease;
 use crate::prepared::{EXPLAIN_ANALYZE, ExplainAnalyze, Prepared, Statement};
 use crate::prune::prune_query;
@@ -117,7 +117,10 @@ pub(crate) fn explain(conn: &mut PgConnection, statement: HotStatement<'_>) -> R
             run(conn, &fenced_query::<sql::JobCompleteDeleteMany>(leases))?
         }
         HotStatement::Fail(failures) => run(conn, &fail_query(failures).0)?,
-        HotStatement::Heartbeat(leases, lease) => run(conn, &heartbeat_query(leases, lease))?,
+        HotStatement::Heartbeat(leases, lease) => run(
+            conn,
+            &heartbeat_query(&Beat::without_progress(leases), lease),
+        )?,
         HotStatement::Release(leases) => run(conn, &fenced_query::<sql::JobReleaseMany>(leases))?,
         HotStatement::CancelHeld(leases) => {
             run(conn, &fenced_query::<sql::JobCancelHeldMany>(leases))?

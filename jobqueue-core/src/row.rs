@@ -82,8 +82,9 @@ impl JobRow {
     }
 }
 
-/// Reads one job by id.
-pub fn get_job(conn: &mut PgConnection, id: JobId) -> crate::Result<Option<JobRow>> {
+/// Reads one job's row by id, if there is one (see `lookup::get_job` for
+/// what callers outside the crate get).
+pub(crate) fn read_job(conn: &mut PgConnection, id: JobId) -> crate::Result<Option<JobRow>> {
     let row = diesel::sql_query(crate::sql::JOB_GET)
         .bind::<diesel::sql_types::Uuid, _>(id)
         .get_result::<JobRow>(conn)

@@ -8,7 +8,7 @@ use diesel::{Connection, PgConnection, RunQueryDsl};
 use crate::claim::Claim;
 use crate::finish::fenced_update;
 use crate::finish::{FailedMany, Failure};
-use crate::heartbeat::Heartbeat;
+use crate::heartbeat::{Beat, Heartbeat};
 use crate::isolation::Scope;
 use crate::lease::{Fenced, Lease};
 use crate::plan::{HotStatement, Plan};
@@ -200,7 +200,17 @@ impl QueueSession {
 
     /// [`crate::heartbeat::heartbeat_many`], in one round trip.
     pub fn heartbeat_many(&mut self, leases: &[Lease], lease: Duration) -> Result<Heartbeat> {
-        crate::heartbeat::heartbeat_many_in(&mut self.conn, Scope::Session, leases, lease)
+        let beats = Beat::without_progress(leases);
+        crate::heartbeat::heartbeat_many_in(&mut self.conn, Scope::Session, &beats, lease)
+    }
+
+    /// [`crate::heartbeat::heartbeat_with_progress`], in one round trip.
+    pub fn heartbeat_with_progress(
+        &mut self,
+        beats: &[Beat],
+        lease: Duration,
+    ) -> Result<Heartbeat> {
+        crate::heartbeat::heartbeat_many_in(&mut self.conn, Scope::Session, beats, lease)
     }
 
     /// [`crate::rescue::rescue_stale`], in one round trip.

@@ -113,7 +113,7 @@ impl From<Error> for Refusal {
     fn from(error: Error) -> Self {
         let status = match &error {
             Error::NotFound(_) | Error::UnknownQueue { .. } | Error::UnknownSchedule { .. } => 404,
-            Error::InvalidOption { .. } => 400,
+            Error::InvalidOption { .. } | Error::UnknownJobType { .. } => 400,
             Error::WrongStatus { .. } | Error::UniqueConflict { .. } => 409,
             _ => 500,
         };

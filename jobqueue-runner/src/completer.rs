@@ -9,12 +9,13 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, select};
 use jobqueue_core::JobId;
-use jobqueue_core::engine::{FailOutcome, Failure};
+use jobqueue_core::engine::{Beat, FailOutcome, Failure};
 
 use crate::backoff::Backoff;
 use crate::claimer::Claimer;
 use crate::counters::Counters;
 use crate::db::Db;
+use crate::job_state::put_back_progress;
 use crate::messages::{Outcome, OutcomeKind};
 use crate::metrics::Outcome as Ended;
 use crate::shared::Shared;
@@ -126,6 +127,7 @@ fn flush(shared: &Shared, claimer: &Claimer, db: &mut Db, pending: &mut Vec<Outc
             OutcomeKind::Lost => Counters::add(&shared.counters.lost, 1),
         }
     }
+    write_progress(shared, db, pending);
     let counters = &shared.counters;
     let written = |pending: &mut Vec<Outcome>, done: fn(&OutcomeKind) -> bool| {
         pending.retain(|outcome| {
@@ -232,6 +234,46 @@ fn flush(shared: &Shared, claimer: &Claimer, db: &mut Db, pending: &mut Vec<Outc
         let is_park = |k: &OutcomeKind| matches!(k, OutcomeKind::Park);
         count_ended(shared, pending, is_park, &done.lost, |_| Ended::Unhandled);
         written(pending, is_park);
+    }
+}
+
+/// Writes, in one heartbeat statement before the outcomes, the progress
+/// that handlers noted and no heartbeat wrote yet, of the jobs whose rows
+/// the outcomes keep (a completion that deletes its row leaves nothing to
+/// show it on). If the statement fails the notes stay for the next flush.
+fn write_progress(shared: &Shared, db: &mut Db, pending: &[Outcome]) {
+    let deletes = shared.config.retention.deletes_completed();
+    let beats: Vec<(&Outcome, Beat)> = pending
+        .iter()
+        .filter(|outcome| match outcome.kind {
+            OutcomeKind::Complete => !deletes,
+            OutcomeKind::Fail { .. } | OutcomeKind::Snooze(_) | OutcomeKind::Cancelled => true,
+            // Never started, parked, completed by the handler (with its
+            // progress), or not ours.
+            OutcomeKind::Release | OutcomeKind::Park | OutcomeKind::Handled | OutcomeKind::Lost => {
+                false
+            }
+        })
+        .filter_map(|outcome| {
+            let progress = outcome.state.progress.take()?;
+            Some((
+                outcome,
+                Beat {
+                    lease: outcome.lease(),
+                    progress: Some(progress),
+                },
+            ))
+        })
+        .collect();
+    if beats.is_empty() {
+        return;
+    }
+    let (outcomes, beats): (Vec<&Outcome>, Vec<Beat>) = beats.into_iter().unzip();
+    let written = db.run(&shared.health, |session| {
+        session.heartbeat_with_progress(&beats, shared.config.lease)
+    });
+    if written.is_err() {
+        put_back_progress(outcomes.into_iter().map(|outcome| &*outcome.state), beats);
     }
 }
 

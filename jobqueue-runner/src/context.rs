@@ -5,7 +5,6 @@ use std::sync::atomic::Ordering;
 use chrono::{DateTime, Utc};
 use diesel::PgConnection;
 use diesel::r2d2::PooledConnection;
-use jobqueue_core::engine::Progress;
 use jobqueue_core::{JobId, JobRow};
 
 use crate::JobError;
@@ -157,40 +156,39 @@ impl<'a> JobContext<'a> {
         })
     }
 
-    /// Records progress: `percent` done (capped at 100) and the current stage.
+    /// Records progress: `percent` done (capped at 100) and the current
+    /// stage.
+    ///
+    /// A note in memory, not a statement: the runner writes the latest
+    /// report with the job's next heartbeat (so it shows in `jobqueue
+    /// show` and the dashboard at most one heartbeat interval later, 10 s
+    /// with the default 30 s lease), or with the job's outcome if that
+    /// comes first. Call it as often as is useful: a thousand reports cost
+    /// what one does, and a database outage does not reach the handler.
+    ///
+    /// Returns `Err(JobError::LeaseLost)` only when the runner already knows
+    /// the job is lost (a heartbeat found it recovered by another runner):
+    /// nothing the handler does will count, and `?` stops it. It keeps a
+    /// `Result` for that, and so that handlers written as
+    /// `ctx.progress(..)?` stay as they are.
     pub fn progress(&mut self, percent: u8, stage: &str) -> Result<(), JobError> {
-        self.report(Progress {
-            percent: Some(i16::from(percent.min(100))),
-            stage: Some(stage.to_owned()),
-            events: 0,
-        })
+        self.state.progress.note(Some(percent), Some(stage), 0);
+        self.still_held()
     }
 
-    /// Adds `count` to the job's event counter.
+    /// Adds `count` to the job's event counter: noted in memory and written
+    /// like [`progress`](Self::progress), whose return it shares.
     pub fn events(&mut self, count: u32) -> Result<(), JobError> {
-        self.report(Progress {
-            percent: None,
-            stage: None,
-            events: i32::try_from(count).unwrap_or(i32::MAX),
-        })
+        self.state.progress.note(None, None, count);
+        self.still_held()
     }
 
-    fn report(&mut self, progress: Progress) -> Result<(), JobError> {
-        let lease = self.state.lease;
-        let conn = self.conn()?;
-        match jobqueue_core::engine::report_progress(conn, &lease, &progress) {
-            Ok(cancel) => {
-                self.state.marked_running.store(true, Ordering::Relaxed);
-                if cancel {
-                    self.state.cancel.store(true, Ordering::Relaxed);
-                }
-                Ok(())
-            }
-            Err(jobqueue_core::Error::LeaseLost { .. }) => {
-                self.state.lost.store(true, Ordering::Relaxed);
-                Err(JobError::LeaseLost)
-            }
-            Err(e) => Err(JobError::retry(e)),
+    /// `Err(JobError::LeaseLost)` if a heartbeat found the job lost.
+    fn still_held(&self) -> Result<(), JobError> {
+        if self.is_lease_lost() {
+            Err(JobError::LeaseLost)
+        } else {
+            Ok(())
         }
     }
 
@@ -235,13 +233,18 @@ impl<'a> JobContext<'a> {
     /// If the runner no longer holds the job (its lease expired and it was
     /// recovered), the transaction rolls back and this returns
     /// [`JobError::LeaseLost`]. On success the handler should return `Ok(())`.
+    /// Progress that no heartbeat wrote yet is written in the same
+    /// transaction, when the completion keeps the row.
     pub fn complete_in_transaction<T>(
         &mut self,
         work: impl FnOnce(&mut PgConnection) -> Result<T, JobError>,
     ) -> Result<T, JobError> {
-        let lease = self.state.lease;
+        let state = self.state;
+        let lease = state.lease;
         let deletes = self.shared.config.retention.deletes_completed();
         let conn = self.conn()?;
+        // Unwritten progress goes with a completion that keeps the row.
+        let note = if deletes { None } else { state.progress.take() };
         // The transaction's own failures (BEGIN, COMMIT) become retries
         // through `JobError`'s conversion.
         let result = conn
@@ -249,24 +252,34 @@ impl<'a> JobContext<'a> {
             .read_committed()
             .run::<T, JobError, _>(|conn| {
                 let value = work(conn)?;
-                let completed = if deletes {
-                    jobqueue_core::engine::complete_and_delete(conn, &lease)
-                } else {
-                    jobqueue_core::engine::complete(conn, &lease)
-                };
+                let noted = note.as_ref().map_or(Ok(false), |progress| {
+                    jobqueue_core::engine::report_progress(conn, &lease, progress)
+                });
+                let completed = noted.and_then(|_| {
+                    if deletes {
+                        jobqueue_core::engine::complete_and_delete(conn, &lease)
+                    } else {
+                        jobqueue_core::engine::complete(conn, &lease)
+                    }
+                });
                 match completed {
                     Ok(()) => Ok(value),
                     Err(jobqueue_core::Error::LeaseLost { .. }) => Err(JobError::LeaseLost),
                     Err(e) => Err(JobError::retry(e)),
                 }
             });
+        if result.is_err()
+            && let Some(progress) = note
+        {
+            state.progress.put_back(progress);
+        }
         match result {
             Ok(value) => {
-                self.state.handled.store(true, Ordering::Relaxed);
+                state.handled.store(true, Ordering::Relaxed);
                 Ok(value)
             }
             Err(JobError::LeaseLost) => {
-                self.state.lost.store(true, Ordering::Relaxed);
+                state.lost.store(true, Ordering::Relaxed);
                 Err(JobError::LeaseLost)
             }
             Err(e) => Err(e),

@@ -7,8 +7,9 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use jobqueue_core::JobId;
-use jobqueue_core::engine::Lease;
+use jobqueue_core::engine::{Beat, Lease};
 
+use crate::progress_note::ProgressNote;
 use crate::sync::lock;
 
 /// One claimed job while this runner holds it.
@@ -27,7 +28,7 @@ pub(crate) struct JobState {
     /// the one plus the time since the other when its handler starts.
     pub(crate) waited_at_claim: Duration,
     pub(crate) claim_returned: Instant,
-    /// A cancel was requested (seen at a heartbeat or progress report).
+    /// A cancel was requested (seen at a heartbeat).
     pub(crate) cancel: AtomicBool,
     /// The lease was lost: the job was recovered by someone else.
     pub(crate) lost: AtomicBool,
@@ -40,6 +41,8 @@ pub(crate) struct JobState {
     pub(crate) handled: AtomicBool,
     /// The row was marked `running`.
     pub(crate) marked_running: AtomicBool,
+    /// Progress the handler reported that is not written yet.
+    pub(crate) progress: ProgressNote,
     /// The job no longer counts against the runner's capacity (its outcome
     /// was written, or its handler was abandoned).
     slot_freed: AtomicBool,
@@ -68,6 +71,7 @@ impl JobState {
             abandoned: AtomicBool::new(false),
             handled: AtomicBool::new(false),
             marked_running: AtomicBool::new(false),
+            progress: ProgressNote::default(),
             slot_freed: AtomicBool::new(false),
             started: OnceLock::new(),
             timeout: OnceLock::new(),
@@ -100,6 +104,19 @@ impl JobState {
         let started = self.started()?;
         let timeout = (*self.timeout.get()?)?;
         Some(started + timeout)
+    }
+}
+
+/// Gives each of `jobs` back the progress of its beat (in the same order)
+/// that a failed heartbeat did not write.
+pub(crate) fn put_back_progress<'a>(
+    jobs: impl IntoIterator<Item = &'a JobState>,
+    beats: Vec<Beat>,
+) {
+    for (job, beat) in jobs.into_iter().zip(beats) {
+        if let Some(progress) = beat.progress {
+            job.progress.put_back(progress);
+        }
     }
 }
 

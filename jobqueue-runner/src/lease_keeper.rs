@@ -1,19 +1,21 @@
 //! The lease keeper: renews the leases of in-flight jobs in one statement per
 //! beat, on a connection of its own (so a pool drained by slow handlers never
-//! lets a live lease expire); passes cancel requests and lost leases to the
-//! handlers; flags timeouts and abandons handlers that overrun them.
+//! lets a live lease expire), writing in the same statement the progress
+//! their handlers noted since the last beat; passes cancel requests and lost
+//! leases to the handlers; flags timeouts and abandons handlers that overrun
+//! them.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use crossbeam_channel::Receiver;
-use jobqueue_core::engine::Lease;
+use jobqueue_core::engine::{Beat, Lease};
 
 use crate::backoff::stopped_within;
 use crate::claimer::Claimer;
 use crate::db::Db;
-use crate::job_state::JobState;
+use crate::job_state::{JobState, put_back_progress};
 use crate::shared::Shared;
 
 pub(crate) fn run(
@@ -42,18 +44,31 @@ pub(crate) fn run(
             .into_iter()
             .filter(|job| !job.abandoned.load(Ordering::Acquire))
             .collect();
-        let leases: Vec<Lease> = live.iter().map(|job| job.lease).collect();
-        let Ok(beat) = db.run(&shared.health, |session| {
-            session.heartbeat_many(&leases, config.lease)
-        }) else {
+        // Each beat carries the progress its handler reported since the
+        // last one; a failed beat gives it back for the next.
+        let beats: Vec<Beat> = live
+            .iter()
+            .map(|job| Beat {
+                lease: job.lease,
+                progress: job.progress.take(),
+            })
+            .collect();
+        let beat = db.run(&shared.health, |session| {
+            session.heartbeat_with_progress(&beats, config.lease)
+        });
+        let Ok(beat) = beat else {
+            put_back_progress(live.iter().map(|job| &**job), beats);
             continue;
         };
-        for job in &live {
+        for (job, sent) in live.iter().zip(&beats) {
             if beat.cancel_requested.contains(&job.lease.job_id) {
                 job.cancel.store(true, Ordering::Relaxed);
             }
             if beat.lost.contains(&job.lease.job_id) {
                 job.lost.store(true, Ordering::Relaxed);
+            } else if sent.progress.is_some() {
+                // The beat marked it `running` with its progress.
+                job.marked_running.store(true, Ordering::Relaxed);
             }
         }
         // Jobs whose handlers have been running since the last beat show as

@@ -69,6 +69,7 @@ mod messages;
 mod metrics;
 mod metrics_server;
 mod perform;
+mod progress_note;
 mod registry;
 mod runner;
 mod shared;

@@ -183,7 +183,7 @@ impl Registry {
     /// limit) for anything `options` leaves unset: how a command line or an
     /// HTTP endpoint enqueues by type name. The payload must decode as the
     /// type ([`jobqueue_core::Error::Deserialize`] otherwise); a type not
-    /// registered here is an [`jobqueue_core::Error::InvalidOption`] that
+    /// registered here is [`jobqueue_core::Error::UnknownJobType`], which
     /// lists the registered ones.
     pub fn new_job(
         &self,
@@ -193,15 +193,9 @@ impl Registry {
     ) -> jobqueue_core::Result<NewJob> {
         match self.handlers.get(job_type) {
             Some(handler) => (handler.new_job)(payload_json, options),
-            None => Err(jobqueue_core::Error::InvalidOption {
-                field: "job type",
-                reason: format!(
-                    "`{job_type}` is not registered here; the registered types are: {}",
-                    match self.job_types() {
-                        types if types.is_empty() => "none".to_owned(),
-                        types => types.join(", "),
-                    }
-                ),
+            None => Err(jobqueue_core::Error::UnknownJobType {
+                job_type: job_type.to_owned(),
+                known: self.job_types().into_iter().map(str::to_owned).collect(),
             }),
         }
     }

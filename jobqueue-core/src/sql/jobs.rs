@@ -624,13 +624,27 @@ pub(crate) const JOB_FAIL_MANY: &str = concat!(
     RETURNING j.id, j.status, j.run_at"
 );
 
-/// Renews the leases of held jobs. Arrays `$1` ids, `$2` tokens, `$3` lease
-/// in seconds. Returns each renewed job with its cancel flag; jobs no longer
-/// held under their token are absent.
+/// Renews the leases of held jobs, and writes the progress their handlers
+/// reported since the last renewal. Arrays `$1` ids, `$2` tokens, `$3`
+/// lease in seconds; arrays parallel to the ids (or empty, when no job of
+/// the batch reported any): `$4` percent (null: unchanged), `$5` stage
+/// (null: unchanged), `$6` events to add (null: the job reported nothing,
+/// else it marks it `running`). The event count stops at the column's
+/// largest value rather than fail the batch. Returns each renewed job with
+/// its cancel flag; jobs no longer held under their token are absent.
 pub(crate) const JOB_HEARTBEAT_MANY: &str = "
     UPDATE jobqueue_jobs AS j
     SET heartbeat_at = now(),
-        lease_expires_at = now() + make_interval(secs => $3)
+        lease_expires_at = now() + make_interval(secs => $3),
+        progress = COALESCE(($4::int2[])[width_bucket(j.id, $1::uuid[])], j.progress),
+        current_stage = COALESCE(($5::text[])[width_bucket(j.id, $1::uuid[])], j.current_stage),
+        events_count = LEAST(j.events_count::int8
+                             + COALESCE(($6::int4[])[width_bucket(j.id, $1::uuid[])], 0),
+                             2147483647)::int4,
+        status = CASE WHEN ($6::int4[])[width_bucket(j.id, $1::uuid[])] IS NULL
+                      THEN j.status ELSE 'running' END,
+        started_at = CASE WHEN ($6::int4[])[width_bucket(j.id, $1::uuid[])] IS NULL
+                          THEN j.started_at ELSE COALESCE(j.started_at, now()) END
     WHERE j.id = ANY($1::uuid[])
       AND j.claim_count = ($2::int4[])[width_bucket(j.id, $1::uuid[])]
       AND j.status IN ('claimed', 'running')

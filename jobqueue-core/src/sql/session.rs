@@ -6,7 +6,7 @@
 //! ([`SESSION_SETUP`], `QueueSession`); and what a worker's new
 //! connection sets and probes (`SESSION_*`, run by `connection.rs`): its
 //! idle-in-transaction limit, whether the server takes writes, its server
-//! process and TCP ends, `LISTEN`; the server's version, and the cancel
+//! process and TCP ends, `LISTEN`; the server's version and clock, and the cancel
 //! of another session's statement. No table. `doctor.rs` has the doctor's
 //! own limits (`DOCTOR_LIMITS`).
 
@@ -118,6 +118,10 @@ pub(crate) const SESSION_ALIVE: &str = "SELECT 1";
 /// Subscribes the session to the wake-ups of enqueues
 /// (`NOTIFY_CHANNEL`). Listening again on a channel is a no-op.
 pub(crate) const SESSION_LISTEN: &str = "LISTEN \"jobqueue_jobs\"";
+
+/// The database's clock at this moment (not the transaction's start, which
+/// `now()` gives): a row of `now`.
+pub(crate) const SESSION_CLOCK: &str = "SELECT clock_timestamp() AS now";
 
 /// The server's version as a number (`150020` for 15.20).
 pub(crate) const SESSION_SERVER_VERSION: &str =

@@ -3,7 +3,7 @@
 
 use chrono::{DateTime, Utc};
 use diesel::PgConnection;
-use jobqueue_core::{JobId, JobRow, JobStatus};
+use jobqueue_core::{JobId, JobLookup, JobRow, JobStatus};
 use maud::html;
 
 use super::layout::{Section, page};
@@ -72,15 +72,9 @@ pub(crate) fn render(
     id: JobId,
     params: &Params,
 ) -> Result<String, Refusal> {
-    let Some(job) = jobqueue_core::get_job(conn, id)? else {
-        return Err(Refusal::new(
-            404,
-            format!(
-                "there is no job {id}: none was enqueued with it, or it finished and its \
-                 row is gone (completed jobs are deleted as they complete unless runners \
-                 keep them; failed and cancelled ones after their retention)"
-            ),
-        ));
+    let job = match jobqueue_core::get_job(conn, id)? {
+        JobLookup::Found(job) => job,
+        JobLookup::NotFound(missing) => return Err(Refusal::new(404, missing.to_string())),
     };
     let payload =
         serde_json::to_string_pretty(&job.payload).unwrap_or_else(|_| job.payload.to_string());
