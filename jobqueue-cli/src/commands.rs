@@ -3,9 +3,10 @@
 use std::time::Duration;
 
 use diesel::{Connection, PgConnection};
+use jobqueue_core::browse::{JobQuery, browse_jobs};
 use jobqueue_core::engine::{DEFAULT_CONNECT_TIMEOUT, connectable_url};
 use jobqueue_core::{
-    CancelOutcome, EnqueueOutcome, JobFilter, JobId, JobOptions, JobStatus, NewJob, Retention,
+    CancelOutcome, EnqueueOutcome, JobId, JobOptions, JobRow, JobStatus, NewJob, Retention,
 };
 
 use jobqueue_runner::{Registry, Runner, RunnerConfig};
@@ -162,7 +163,7 @@ fn work(url: &str, args: WorkArgs, registry: Registry) -> Result<()> {
                     log::info!(
                         "signal {signal}: shutting down gracefully (send again to exit at once)"
                     );
-                    trigger.shutdown();
+                    trigger.request_shutdown();
                 } else {
                     eprintln!(
                         "jobqueue: second signal: exiting now; leases of running jobs will expire"
@@ -331,8 +332,36 @@ fn parse_id(id: &str) -> Result<JobId> {
     Ok(id.parse::<JobId>()?)
 }
 
+/// Most jobs `list` prints.
+const LIST_MOST: i64 = 10_000;
+
+/// Most jobs one page of `list` reads.
+const LIST_PAGE: i64 = 500;
+
+/// Up to `limit` jobs matching `query`, newest first, page after page:
+/// past the end of a search window too, so the whole history is searched
+/// until `limit` are found (the cost an operator asks for with `list`).
+fn newest_jobs(conn: &mut PgConnection, mut query: JobQuery, limit: i64) -> Result<Vec<JobRow>> {
+    let mut jobs = Vec::new();
+    loop {
+        let left = limit - jobs.len() as i64;
+        let page = browse_jobs(conn, &query, left.min(LIST_PAGE))?;
+        jobs.extend(page.jobs);
+        match page.next.or(page.searched_to) {
+            Some(cursor) if (jobs.len() as i64) < limit => query.cursor = Some(cursor),
+            _ => return Ok(jobs),
+        }
+    }
+}
+
 fn list(url: &str, args: ListArgs) -> Result<()> {
-    let filter = JobFilter {
+    if !(1..=LIST_MOST).contains(&args.limit) {
+        return Err(CliError::Usage(format!(
+            "invalid --limit: {} is out of range (1 to {LIST_MOST})",
+            args.limit
+        )));
+    }
+    let query = JobQuery {
         status: args
             .status
             .as_deref()
@@ -340,9 +369,9 @@ fn list(url: &str, args: ListArgs) -> Result<()> {
             .transpose()?,
         queue: args.queue,
         job_type: args.job_type,
-        limit: args.limit,
+        ..JobQuery::default()
     };
-    let jobs = jobqueue_core::list_jobs(&mut connect(url)?, &filter)?;
+    let jobs = newest_jobs(&mut connect(url)?, query, args.limit)?;
     println!(
         "{:<36}  {:<20} {:<12} {:<9} {:>4} {:>7}  {:<20}  last error",
         "id", "type", "queue", "status", "prio", "tries", "run at"
@@ -444,7 +473,7 @@ fn stats(url: &str, history: bool) -> Result<()> {
     } else {
         jobqueue_core::Counting::Live
     };
-    let queues = jobqueue_core::queue_stats(&mut conn, counting)?;
+    let queues = jobqueue_core::list_queues(&mut conn, counting)?;
     let header = JobStatus::ALL.map(JobStatus::as_str);
     println!(
         "{:<16} {}{:>12}",
@@ -452,8 +481,10 @@ fn stats(url: &str, history: bool) -> Result<()> {
         header.map(|h| format!("{h:>10}")).concat(),
         "oldest due"
     );
-    for q in &queues {
-        let age = q.oldest_due_age.map(human).unwrap_or_else(|| "-".into());
+    // Queues without jobs (named only by a setting, a schedule or a
+    // runner) are `queue list`'s.
+    for q in queues.iter().filter(|q| !q.counts.is_empty()) {
+        let age = q.oldest_due_age().map(human).unwrap_or_else(|| "-".into());
         let counts = JobStatus::ALL.map(|s| {
             if history || !matches!(s, JobStatus::Completed | JobStatus::Cancelled) {
                 format!("{:>10}", q.count(s))
@@ -511,7 +542,7 @@ fn stats(url: &str, history: bool) -> Result<()> {
 fn retry(url: &str, args: RetryArgs) -> Result<()> {
     let mut conn = connect(url)?;
     if args.failed {
-        let ids = jobqueue_core::retry_failed(&mut conn)?;
+        let ids = jobqueue_core::retry_failed(&mut conn, None, None)?;
         println!("requeued {} failed job(s)", ids.len());
     } else if let Some(id) = args.id {
         let id = parse_id(&id)?;
@@ -628,7 +659,7 @@ fn queue(url: &str, command: QueueCommand) -> Result<()> {
 }
 
 fn queue_list(conn: &mut PgConnection) -> Result<()> {
-    let queues = jobqueue_core::list_queues(conn)?;
+    let queues = jobqueue_core::list_queues(conn, jobqueue_core::Counting::Live)?;
     if queues.is_empty() {
         println!("no queues: no live or failed jobs, nothing paused or limited");
         return Ok(());
@@ -642,11 +673,11 @@ fn queue_list(conn: &mut PgConnection) -> Result<()> {
             "{:<20} {:<8} {:>10} {:>10} {:>10} {:>8} {:>10} {:>12} {:>8}",
             shown(&q.queue),
             if q.paused { "paused" } else { "active" },
-            q.due,
-            q.scheduled,
-            q.unhandled,
-            q.held,
-            q.failed,
+            q.count(JobStatus::Pending),
+            q.count(JobStatus::Scheduled),
+            q.count(JobStatus::Unhandled),
+            q.held(),
+            q.count(JobStatus::Failed),
             q.oldest_due_age().map(human).unwrap_or_else(|| "-".into()),
             q.global_limit
                 .map(|n| n.to_string())
