@@ -131,12 +131,11 @@ fn prune_deletes_only_finished_rows_past_their_retention() {
     )
     .execute(&mut conn)
     .expect("age rows");
-    let retention = Retention {
-        completed: Some(Duration::from_secs(3600)),
-        failed: None,
-        cancelled: Some(Duration::from_secs(3600)),
-        batch: 3,
-    };
+    let retention = Retention::default()
+        .completed(Some(Duration::from_secs(3600)))
+        .failed(None)
+        .cancelled(Some(Duration::from_secs(3600)))
+        .batch(3);
     let pruned = prune(&mut conn, &retention).expect("prune");
     assert_eq!(
         (pruned.completed, pruned.failed, pruned.cancelled),

@@ -100,18 +100,15 @@ fn work(url: &str, args: WorkArgs, registry: Registry) -> Result<()> {
         max: secs("retry-max-secs", args.retry_max_secs)?,
         ..jobqueue_core::RetryPolicy::default()
     };
-    config.retention = Retention {
-        completed: Some(hours(
-            "retain-completed-hours",
-            args.retain_completed_hours,
-        )?),
-        failed: Some(hours("retain-failed-hours", args.retain_failed_hours)?),
-        cancelled: Some(hours(
-            "retain-cancelled-hours",
-            args.retain_cancelled_hours,
-        )?),
-        ..Retention::default()
-    };
+    config.retention.completed = Some(hours(
+        "retain-completed-hours",
+        args.retain_completed_hours,
+    )?);
+    config.retention.failed = Some(hours("retain-failed-hours", args.retain_failed_hours)?);
+    config.retention.cancelled = Some(hours(
+        "retain-cancelled-hours",
+        args.retain_cancelled_hours,
+    )?);
     if let Some(worker_id) = args.worker_id {
         config.worker_id = worker_id;
     }
@@ -264,7 +261,6 @@ fn enqueue(url: &str, args: EnqueueArgs, registry: &Registry) -> Result<()> {
         )));
     };
     match jobqueue_core::enqueue(&mut connect(url)?, &job)? {
-        EnqueueOutcome::Inserted(id) => println!("{id}"),
         EnqueueOutcome::Duplicate(duplicate) => {
             eprintln!(
                 "not enqueued: live job {} already holds unique key `{}`",
@@ -272,6 +268,7 @@ fn enqueue(url: &str, args: EnqueueArgs, registry: &Registry) -> Result<()> {
             );
             println!("{}", duplicate.existing);
         }
+        inserted => println!("{}", inserted.id()),
     }
     Ok(())
 }
@@ -567,6 +564,7 @@ fn cancel(url: &str, id: &str) -> Result<()> {
                 "job {id} already finished: {status}; only waiting or running jobs can be cancelled"
             )));
         }
+        other => println!("{id}: {other:?}"),
     }
     Ok(())
 }
@@ -586,12 +584,10 @@ fn delete(url: &str, id: &str) -> Result<()> {
 }
 
 fn prune(url: &str, args: PruneArgs) -> Result<()> {
-    let retention = Retention {
-        completed: Some(hours("completed-hours", args.completed_hours)?),
-        failed: Some(hours("failed-hours", args.failed_hours)?),
-        cancelled: Some(hours("cancelled-hours", args.cancelled_hours)?),
-        ..Retention::default()
-    };
+    let retention = Retention::default()
+        .completed(Some(hours("completed-hours", args.completed_hours)?))
+        .failed(Some(hours("failed-hours", args.failed_hours)?))
+        .cancelled(Some(hours("cancelled-hours", args.cancelled_hours)?));
     let pruned = jobqueue_core::engine::prune(&mut connect(url)?, &retention)?;
     println!(
         "pruned {} completed, {} failed, {} cancelled job(s)",

@@ -18,8 +18,11 @@ pub use crate::human::human_duration;
 use crate::isolation::{read_committed, report};
 use crate::{Error, JobId, JobRow, JobStatus, Result, limits, sql};
 
+mod text;
+
 /// The order of a job list.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub enum JobOrder {
     /// Newest first (by id: ids are time-ordered).
     #[default]
@@ -36,6 +39,7 @@ pub enum JobOrder {
 
 /// Where a page starts: after the last row of the page before.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum JobCursor {
     /// After this id (newest first).
     Before(JobId),
@@ -65,6 +69,7 @@ pub struct JobQuery {
 
 /// One page of jobs, and where the next one starts.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct JobPage {
     /// The jobs, in the query's order.
     pub jobs: Vec<JobRow>,
@@ -217,6 +222,7 @@ pub fn browse_jobs(conn: &mut PgConnection, query: &JobQuery, limit: i64) -> Res
 
 /// A count that stops at a bound.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct BoundedCount {
     /// The jobs counted, at most the bound.
     pub n: i64,
@@ -289,6 +295,7 @@ pub const THROUGHPUT_MOST: i64 = 200_000;
 
 /// Jobs finished in one minute.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, QueryableByName)]
+#[non_exhaustive]
 pub struct MinuteCount {
     /// The minute's start.
     #[diesel(sql_type = Timestamptz)]

@@ -39,6 +39,7 @@ pub(crate) fn one_per_key<R, E>(
 
 /// Live jobs of one type.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct TypeStats {
     /// The job type.
     pub job_type: String,

@@ -279,6 +279,7 @@ fn post(
                         jobqueue_core::CancelOutcome::AlreadyFinished(status) => {
                             format!("job {id} had already finished ({status})")
                         }
+                        other => format!("job {id}: {other:?}"),
                     };
                     (format!("/jobs/{id}"), notice)
                 }

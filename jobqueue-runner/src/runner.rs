@@ -40,6 +40,7 @@ pub struct Runner {
 
 /// What a runner did, returned when it has stopped.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct RunSummary {
     /// Its counters at the end.
     pub stats: RunnerStats,

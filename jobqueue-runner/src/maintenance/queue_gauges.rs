@@ -67,6 +67,7 @@ impl QueueGauges {
 
 /// What a pass of [`QueueGauges`] did.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum GaugesReport {
     /// Nothing: the runner keeps no metrics.
     MetricsOff,
