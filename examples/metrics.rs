@@ -59,8 +59,8 @@ fn main() -> Result<(), Box<dyn Error>> {
 
     let mail: Vec<Mail> = (0..20).map(|n| Mail { n }).collect();
     let media: Vec<Transcode> = (0..3).map(|n| Transcode { n }).collect();
-    Mail::enqueue_batch(&mut conn, &mail)?;
-    Transcode::enqueue_batch(&mut conn, &media)?;
+    Mail::enqueue_many(&mut conn, &mail)?;
+    Transcode::enqueue_many(&mut conn, &media)?;
     let deadline = Instant::now() + Duration::from_secs(30);
     while runner.stats().completed + runner.stats().failed < 23 && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(20));

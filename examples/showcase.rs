@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use diesel::prelude::*;
 use jobqueue_core::engine::{Claim, Failure, claim, complete_many, fail_many, rescue_stale};
 use jobqueue_core::{
-    Counting, Job, JobOptions, JobStatus, NewJob, RetryPolicy, enqueue_many, queue_stats,
+    Counting, Job, JobOptions, JobStatus, NewJob, RetryPolicy, enqueue_many, list_queues,
 };
 use serde::{Deserialize, Serialize};
 
@@ -178,7 +178,7 @@ fn main() -> Result<(), Box<dyn Error>> {
         "\n{:<10} {:>9} {:>9} {:>9} {:>9}",
         "queue", "pending", "running", "completed", "failed"
     );
-    for queue in queue_stats(&mut conn, Counting::WithHistory)? {
+    for queue in list_queues(&mut conn, Counting::WithHistory)? {
         println!(
             "{:<10} {:>9} {:>9} {:>9} {:>9}",
             queue.queue,

@@ -174,7 +174,7 @@ pub fn enqueue_all<J: jobqueue_core::Job>(
     jobs: impl IntoIterator<Item = J>,
 ) -> Vec<jobqueue_core::JobId> {
     let jobs: Vec<J> = jobs.into_iter().collect();
-    J::enqueue_batch(conn, &jobs).expect("enqueue").inserted
+    J::enqueue_many(conn, &jobs).expect("enqueue").inserted
 }
 
 /// Enqueues `jobs`, each with `options` over their type's defaults, in one

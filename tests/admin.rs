@@ -9,7 +9,7 @@ use jobqueue_core::engine::{
 };
 use jobqueue_core::{
     CancelOutcome, Counting, Error, JobId, JobLookup, JobOptions, JobStatus, Missing, NewJob,
-    Retention, cancel, enqueue, enqueue_many, get_job, queue_stats,
+    Retention, cancel, enqueue, enqueue_many, get_job, list_queues,
 };
 use jobqueue_tests::{TestDb, bare_jobs, claim_one, read_job, status_counts};
 
@@ -307,12 +307,11 @@ fn prune_deletes_only_finished_rows_past_their_retention() {
     )
     .execute(&mut conn)
     .expect("age rows");
-    let retention = Retention {
-        completed: Some(Duration::from_secs(3600)),
-        failed: None,
-        cancelled: Some(Duration::from_secs(3600)),
-        batch: 3,
-    };
+    let retention = Retention::default()
+        .completed(Some(Duration::from_secs(3600)))
+        .failed(None)
+        .cancelled(Some(Duration::from_secs(3600)))
+        .batch(3);
     let pruned = prune(&mut conn, &retention).expect("prune");
     assert_eq!(
         (pruned.completed, pruned.failed, pruned.cancelled),
@@ -338,7 +337,7 @@ fn stats_count_by_queue_and_status() {
     let lease =
         claim(&mut conn, &Claim::new("w").queues(["mail"]).limit(1)).expect("claim")[0].lease();
     complete(&mut conn, &lease).expect("complete");
-    let stats = queue_stats(&mut conn, Counting::WithHistory).expect("stats");
+    let stats = list_queues(&mut conn, Counting::WithHistory).expect("stats");
     assert_eq!(
         stats.iter().map(|s| s.queue.as_str()).collect::<Vec<_>>(),
         ["mail", "reports"]
@@ -352,15 +351,15 @@ fn stats_count_by_queue_and_status() {
         (2, 1)
     );
     assert_eq!(mail.count(JobStatus::Failed), 0);
-    let age = mail.oldest_due_age.expect("oldest due").as_secs();
+    let age = mail.oldest_due_age().expect("oldest due").as_secs();
     assert!((89..=100).contains(&age), "oldest due job waited {age}s");
     assert_eq!(stats[1].count(JobStatus::Pending), 1);
     // The everyday counts leave the completed history out, and agree on
     // everything else.
-    let live = queue_stats(&mut conn, Counting::Live).expect("live stats");
+    let live = list_queues(&mut conn, Counting::Live).expect("live stats");
     assert_eq!(live[0].count(JobStatus::Completed), 0);
     assert_eq!(live[0].count(JobStatus::Pending), 2);
-    let live_age = live[0].oldest_due_age.expect("oldest due").as_secs();
+    let live_age = live[0].oldest_due_age().expect("oldest due").as_secs();
     assert!(
         (89..=100).contains(&live_age),
         "oldest due job waited {live_age}s"

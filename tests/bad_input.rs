@@ -160,10 +160,7 @@ fn invalid_worker_side_arguments_are_refused() {
         "lease"
     );
     assert_eq!(named(rescue_stale(&mut conn, 0).map(|_| ())), "limit");
-    let retention = Retention {
-        batch: 0,
-        ..Retention::default()
-    };
+    let retention = Retention::default().batch(0);
     assert_eq!(named(prune(&mut conn, &retention).map(|_| ())), "batch");
 
     put(&mut conn, "t", JobOptions::new());

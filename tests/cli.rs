@@ -245,6 +245,31 @@ fn enqueue_list_show_stats() {
     );
 }
 
+/// `list` reads page after page (a page holds 500 jobs) until it has as
+/// many as asked, newest first, and refuses a limit past 10,000.
+#[test]
+fn list_pages_through_to_its_limit_newest_first() {
+    let (db, mut conn) = TestDb::connected();
+    let done =
+        jobqueue_core::enqueue_many(&mut conn, &jobqueue_tests::bare_jobs(1200)).expect("enqueue");
+    // Ids sort as the database sorts uuids: byte by byte.
+    let mut newest_first: Vec<String> = done.inserted.iter().map(ToString::to_string).collect();
+    newest_first.sort_unstable_by(|a, b| b.cmp(a));
+    let listed = ok(&db, &["list", "--limit", "1100"]);
+    let shown: Vec<&str> = listed
+        .lines()
+        .skip(1)
+        .filter_map(|line| line.split_whitespace().next())
+        .collect();
+    assert_eq!(shown, newest_first[..1100]);
+    refused(
+        &db,
+        &["list", "--limit", "10001"],
+        "out of range (1 to 10000)",
+    );
+    refused(&db, &["list", "--limit", "0"], "out of range");
+}
+
 #[test]
 fn enqueue_reads_large_payloads_from_a_file_or_stdin() {
     let (db, mut conn) = TestDb::connected();

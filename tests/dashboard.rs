@@ -731,19 +731,17 @@ fn replicas_sharing_a_csrf_secret_accept_each_others_forms() {
     };
     let (one, two) = (replica(), replica());
     let host = Some("127.0.0.1".to_owned());
-    let page = one.handle(&Request {
-        host: host.clone(),
-        ..Request::new(Method::Get, "/")
-    });
+    let mut front = Request::new(Method::Get, "/");
+    front.host = host.clone();
+    let page = one.handle(&front);
     let page = String::from_utf8_lossy(&page.body).into_owned();
     assert!(!page.contains(secret), "pages show a hash, not the secret");
     let csrf = jobqueue_tests::csrf_token(&page);
     let form = format!("csrf={csrf}&name=mail");
-    let acted = two.handle(&Request {
-        host: host.clone(),
-        body: form.clone().into_bytes(),
-        ..Request::new(Method::Post, "/queues/pause")
-    });
+    let mut pause = Request::new(Method::Post, "/queues/pause");
+    pause.host = host.clone();
+    pause.body = form.clone().into_bytes();
+    let acted = two.handle(&pause);
     assert_eq!(
         acted.status,
         303,
@@ -753,11 +751,10 @@ fn replicas_sharing_a_csrf_secret_accept_each_others_forms() {
     assert!(queue_paused(&mut conn, "mail"));
     // A dashboard of its own secret refuses the other's form.
     let other = Dashboard::new(DashboardConfig::new(&db.url)).expect("dashboard");
-    let refused = other.handle(&Request {
-        host,
-        body: form.into_bytes(),
-        ..Request::new(Method::Post, "/queues/resume")
-    });
+    let mut resume = Request::new(Method::Post, "/queues/resume");
+    resume.host = host;
+    resume.body = form.into_bytes();
+    let refused = other.handle(&resume);
     assert_eq!(refused.status, 403);
     let mut weak = DashboardConfig::new(&db.url);
     weak.csrf_secret = Some("short-secret-0123456789".into());

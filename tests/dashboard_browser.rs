@@ -109,7 +109,8 @@ fn declare_schedule(conn: &mut PgConnection) {
 }
 
 fn queue_paused(conn: &mut PgConnection, queue: &str) -> bool {
-    let queues = jobqueue_core::list_queues(conn).expect("list queues");
+    let queues =
+        jobqueue_core::list_queues(conn, jobqueue_core::Counting::Live).expect("list queues");
     is_paused(queues.iter().map(|q| (q.queue.as_str(), q.paused)), queue)
 }
 
@@ -285,7 +286,8 @@ fn assert_shows_job(tab: &Tab, job: &JobRow) {
 /// The overview's queue rows (name, state, due, scheduled, failed) against
 /// `list_queues`.
 fn assert_overview_matches(tab: &Tab, conn: &mut PgConnection) {
-    let queues = jobqueue_core::list_queues(conn).expect("list queues");
+    let queues =
+        jobqueue_core::list_queues(conn, jobqueue_core::Counting::Live).expect("list queues");
     let shown = cells(tab, "#queues tbody tr");
     let names: Vec<String> = serde_json::from_value(tab.eval(
         "Array.from(document.querySelectorAll('#queues tr[data-queue]'), tr => tr.dataset.queue)",
@@ -302,11 +304,11 @@ fn assert_overview_matches(tab: &Tab, conn: &mut PgConnection) {
             [
                 q.queue.clone(),
                 state.to_owned(),
-                q.due.to_string(),
-                q.scheduled.to_string(),
-                q.unhandled.to_string(),
-                q.held.to_string(),
-                q.failed.to_string()
+                q.count(JobStatus::Pending).to_string(),
+                q.count(JobStatus::Scheduled).to_string(),
+                q.count(JobStatus::Unhandled).to_string(),
+                q.held().to_string(),
+                q.count(JobStatus::Failed).to_string()
             ],
             "queue {}",
             q.queue

@@ -106,7 +106,7 @@ fn generic_job() {
     assert_eq!(settings(&row), ("webhook.deliver", 10, "hooks", 3));
     assert_eq!(row.payload_as::<Deliver<Vec<i32>>>().expect("payload"), job);
 
-    let batch = Deliver::enqueue_batch(
+    let batch = Deliver::enqueue_many(
         &mut conn,
         &[
             Deliver {

@@ -146,10 +146,8 @@ fn an_open_transaction_warns_then_fails_past_its_thresholds_until_it_ends() {
     let pid = scalar(&mut idle, "SELECT pg_backend_pid()::int8 AS n");
     exec(&mut idle, "BEGIN; SELECT txid_current();");
 
-    let options = DoctorOptions {
-        xact_warn: Duration::from_millis(200),
-        ..DoctorOptions::default()
-    };
+    let mut options = DoctorOptions::default();
+    options.xact_warn = Duration::from_millis(200);
     let found = wait_status(&mut conn, &options, "vacuum horizon", CheckStatus::Warn);
     assert_has(
         &found,
@@ -210,11 +208,9 @@ fn a_replication_slot_holding_a_horizon_warns_while_inactive_and_fails_past_its_
     for _ in 0..5 {
         exec(&mut conn, "SELECT txid_current()");
     }
-    let strict = DoctorOptions {
-        slot_warn_xids: 1,
-        slot_fail_xids: 5,
-        ..DoctorOptions::default()
-    };
+    let mut strict = DoctorOptions::default();
+    strict.slot_warn_xids = 1;
+    strict.slot_fail_xids = 5;
     check_is(&mut conn, &strict, "replication slots", CheckStatus::Fail);
     let flags = ["doctor", "--slot-warn-xids", "1", "--slot-fail-xids", "5"];
     let (out, _) = doctor_cli(&server.url, &flags, 1);
@@ -231,11 +227,9 @@ fn a_replication_slot_holding_a_horizon_warns_while_inactive_and_fails_past_its_
 fn a_prepared_transaction_left_behind_fails_until_it_is_finished() {
     let server = OwnCluster::start_with(&[("max_prepared_transactions", "2")]);
     let mut conn = server.conn();
-    let options = DoctorOptions {
-        xact_warn: Duration::from_millis(100),
-        xact_fail: Duration::from_millis(300),
-        ..DoctorOptions::default()
-    };
+    let mut options = DoctorOptions::default();
+    options.xact_warn = Duration::from_millis(100);
+    options.xact_fail = Duration::from_millis(300);
     let mut other = server.conn();
     exec(
         &mut other,
@@ -269,16 +263,12 @@ fn a_listener_that_does_not_read_fills_the_notify_queue_until_it_goes() {
     );
     // 100,000 notifications fill a few hundredths of a percent of the
     // queue: the thresholds are set below that.
-    let warn_only = DoctorOptions {
-        notify_warn: 0.000_01,
-        ..DoctorOptions::default()
-    };
+    let mut warn_only = DoctorOptions::default();
+    warn_only.notify_warn = 0.000_01;
     check_is(&mut conn, &warn_only, "notify queue", CheckStatus::Warn);
-    let strict = DoctorOptions {
-        notify_warn: 0.000_01,
-        notify_fail: 0.000_1,
-        ..DoctorOptions::default()
-    };
+    let mut strict = DoctorOptions::default();
+    strict.notify_warn = 0.000_01;
+    strict.notify_fail = 0.000_1;
     let found = check_is(&mut conn, &strict, "notify queue", CheckStatus::Fail);
     assert_has(&found, &["LISTEN/NOTIFY queue 0.0", "pg_terminate_backend"]);
     let (out, _) = doctor_cli(
@@ -579,14 +569,10 @@ fn dead_row_versions_warn_and_fail_by_their_share_until_vacuumed() {
     );
     // Under a higher fail threshold, a warning; with fewer dead rows
     // than the least it reports on, nothing.
-    let lenient = DoctorOptions {
-        dead_fail: 0.9,
-        ..options
-    };
-    let few = DoctorOptions {
-        dead_min: 20_000,
-        ..options
-    };
+    let mut lenient = options.clone();
+    lenient.dead_fail = 0.9;
+    let mut few = options.clone();
+    few.dead_min = 20_000;
     for (options, status) in [(lenient, CheckStatus::Warn), (few, CheckStatus::Ok)] {
         check_is(&mut conn, &options, "dead tuples", status);
     }

@@ -51,7 +51,7 @@ fn run_worker(database_url: &str) -> Result<RunSummary, Box<dyn std::error::Erro
     let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM])?;
     std::thread::spawn(move || {
         if signals.forever().next().is_some() {
-            trigger.shutdown(); // stop claiming; running jobs get the grace period
+            trigger.request_shutdown(); // returns at once; running jobs get the grace period
         }
     });
 

@@ -111,7 +111,7 @@ fn batch_enqueue_inserts_all_in_one_statement_and_keeps_order() {
     sorted.sort();
     assert_eq!(sorted, done.inserted);
 
-    let typed = SendEmail::enqueue_batch(&mut conn, &[email("x@a"), email("y@a")]).expect("batch");
+    let typed = SendEmail::enqueue_many(&mut conn, &[email("x@a"), email("y@a")]).expect("batch");
     assert_eq!(typed.inserted.len(), 2);
 }
 

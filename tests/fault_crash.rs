@@ -32,7 +32,7 @@ fn kill_9_chaos_loses_nothing_and_does_nothing_twice() {
     let (db, mut conn) = TestDb::with_side_tables();
     let workload: Vec<Chaos> = Chaos::mix(JOBS, JOB_MS).collect();
     for chunk in workload.chunks(2000) {
-        Chaos::enqueue_batch(&mut conn, chunk).expect("enqueue");
+        Chaos::enqueue_many(&mut conn, chunk).expect("enqueue");
     }
 
     let mut started = 0;

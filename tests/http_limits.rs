@@ -35,11 +35,10 @@ fn dashboard(db: &TestDb, config: impl FnOnce(&mut DashboardConfig)) -> Dashboar
 }
 
 fn limits(header: Duration, body: Duration) -> HttpLimits {
-    HttpLimits {
-        header_read_timeout: header,
-        body_read_timeout: body,
-        ..HttpLimits::default()
-    }
+    let mut limits = HttpLimits::default();
+    limits.header_read_timeout = header;
+    limits.body_read_timeout = body;
+    limits
 }
 
 fn get(addr: SocketAddr, path: &str) -> String {
@@ -216,10 +215,8 @@ fn metrics_runner(
     let port = jobqueue_tools::postgres::free_port().expect("a free port");
     let addr: SocketAddr = format!("127.0.0.1:{port}").parse().expect("address");
     let config = RunnerConfig::new(&db.url).serve_metrics(addr);
-    let limits = MetricsLimits {
-        header_read_timeout: header_timeout,
-        ..MetricsLimits::default()
-    };
+    let mut limits = MetricsLimits::default();
+    limits.header_read_timeout = header_timeout;
     let runner = Runner::new(config, Registry::new().register::<Noop>())
         .metrics_limits(limits)
         .start()

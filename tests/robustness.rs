@@ -128,20 +128,17 @@ fn the_dashboard_answers_every_generated_request_with_a_page_and_no_500() {
     enqueue_many(&mut conn, &jobs).expect("enqueue");
     let dashboard = Dashboard::new(DashboardConfig::new(&db.url)).expect("dashboard");
     let host = Some("127.0.0.1".to_owned());
-    let front = dashboard.handle(&Request {
-        host: host.clone(),
-        ..Request::new(Method::Get, "/")
-    });
+    let mut home = Request::new(Method::Get, "/");
+    home.host = host.clone();
+    let front = dashboard.handle(&home);
     let page = String::from_utf8_lossy(&front.body).into_owned();
     let csrf = jobqueue_tests::csrf_token(&page);
 
     let answer_of = |method: Method, target: String, form: String, origin: Option<String>| {
-        let request = Request {
-            host: host.clone(),
-            origin,
-            body: form.into_bytes(),
-            ..Request::new(method, target)
-        };
+        let mut request = Request::new(method, target);
+        request.host = host.clone();
+        request.origin = origin;
+        request.body = form.into_bytes();
         let answer = dashboard.handle(&request);
         if answer.status == 500 || !(200..500).contains(&answer.status) {
             return Err(format!(

@@ -123,17 +123,16 @@ fn a_malformed_payload_fails_at_once_and_the_runner_goes_on() {
         2,
         "failed at once, no retries"
     );
-    let errors: Vec<String> = jobqueue_core::list_jobs(
-        &mut conn,
-        &jobqueue_core::JobFilter {
-            status: Some(JobStatus::Failed),
-            ..Default::default()
-        },
-    )
-    .expect("list")
-    .into_iter()
-    .filter_map(|j| j.last_error)
-    .collect();
+    let query = jobqueue_core::browse::JobQuery {
+        status: Some(JobStatus::Failed),
+        ..Default::default()
+    };
+    let errors: Vec<String> = jobqueue_core::browse::browse_jobs(&mut conn, &query, 50)
+        .expect("list")
+        .jobs
+        .into_iter()
+        .filter_map(|j| j.last_error)
+        .collect();
     for error in &errors {
         assert!(
             error.contains("payload of job type `test.noop` does not decode"),

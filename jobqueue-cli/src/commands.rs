@@ -3,9 +3,10 @@
 use std::time::Duration;
 
 use diesel::{Connection, PgConnection};
+use jobqueue_core::browse::{JobQuery, browse_jobs};
 use jobqueue_core::engine::{DEFAULT_CONNECT_TIMEOUT, connectable_url};
 use jobqueue_core::{
-    CancelOutcome, EnqueueOutcome, JobFilter, JobId, JobLookup, JobOptions, JobStatus, NewJob,
+    CancelOutcome, EnqueueOutcome, JobId, JobLookup, JobOptions, JobRow, JobStatus, NewJob,
     Retention,
 };
 
@@ -100,18 +101,15 @@ fn work(url: &str, args: WorkArgs, registry: Registry) -> Result<()> {
         max: secs("retry-max-secs", args.retry_max_secs)?,
         ..jobqueue_core::RetryPolicy::default()
     };
-    config.retention = Retention {
-        completed: Some(hours(
-            "retain-completed-hours",
-            args.retain_completed_hours,
-        )?),
-        failed: Some(hours("retain-failed-hours", args.retain_failed_hours)?),
-        cancelled: Some(hours(
-            "retain-cancelled-hours",
-            args.retain_cancelled_hours,
-        )?),
-        ..Retention::default()
-    };
+    config.retention.completed = Some(hours(
+        "retain-completed-hours",
+        args.retain_completed_hours,
+    )?);
+    config.retention.failed = Some(hours("retain-failed-hours", args.retain_failed_hours)?);
+    config.retention.cancelled = Some(hours(
+        "retain-cancelled-hours",
+        args.retain_cancelled_hours,
+    )?);
     if let Some(worker_id) = args.worker_id {
         config.worker_id = worker_id;
     }
@@ -163,7 +161,7 @@ fn work(url: &str, args: WorkArgs, registry: Registry) -> Result<()> {
                     log::info!(
                         "signal {signal}: shutting down gracefully (send again to exit at once)"
                     );
-                    trigger.shutdown();
+                    trigger.request_shutdown();
                 } else {
                     eprintln!(
                         "jobqueue: second signal: exiting now; leases of running jobs will expire"
@@ -264,7 +262,6 @@ fn enqueue(url: &str, args: EnqueueArgs, registry: &Registry) -> Result<()> {
         )));
     };
     match jobqueue_core::enqueue(&mut connect(url)?, &job)? {
-        EnqueueOutcome::Inserted(id) => println!("{id}"),
         EnqueueOutcome::Duplicate(duplicate) => {
             eprintln!(
                 "not enqueued: live job {} already holds unique key `{}`",
@@ -272,6 +269,7 @@ fn enqueue(url: &str, args: EnqueueArgs, registry: &Registry) -> Result<()> {
             );
             println!("{}", duplicate.existing);
         }
+        inserted => println!("{}", inserted.id()),
     }
     Ok(())
 }
@@ -332,8 +330,36 @@ fn parse_id(id: &str) -> Result<JobId> {
     Ok(id.parse::<JobId>()?)
 }
 
+/// Most jobs `list` prints.
+const LIST_MOST: i64 = 10_000;
+
+/// Most jobs one page of `list` reads.
+const LIST_PAGE: i64 = 500;
+
+/// Up to `limit` jobs matching `query`, newest first, page after page:
+/// past the end of a search window too, so the whole history is searched
+/// until `limit` are found (the cost an operator asks for with `list`).
+fn newest_jobs(conn: &mut PgConnection, mut query: JobQuery, limit: i64) -> Result<Vec<JobRow>> {
+    let mut jobs = Vec::new();
+    loop {
+        let left = limit - jobs.len() as i64;
+        let page = browse_jobs(conn, &query, left.min(LIST_PAGE))?;
+        jobs.extend(page.jobs);
+        match page.next.or(page.searched_to) {
+            Some(cursor) if (jobs.len() as i64) < limit => query.cursor = Some(cursor),
+            _ => return Ok(jobs),
+        }
+    }
+}
+
 fn list(url: &str, args: ListArgs) -> Result<()> {
-    let filter = JobFilter {
+    if !(1..=LIST_MOST).contains(&args.limit) {
+        return Err(CliError::Usage(format!(
+            "invalid --limit: {} is out of range (1 to {LIST_MOST})",
+            args.limit
+        )));
+    }
+    let query = JobQuery {
         status: args
             .status
             .as_deref()
@@ -341,9 +367,9 @@ fn list(url: &str, args: ListArgs) -> Result<()> {
             .transpose()?,
         queue: args.queue,
         job_type: args.job_type,
-        limit: args.limit,
+        ..JobQuery::default()
     };
-    let jobs = jobqueue_core::list_jobs(&mut connect(url)?, &filter)?;
+    let jobs = newest_jobs(&mut connect(url)?, query, args.limit)?;
     println!(
         "{:<36}  {:<20} {:<12} {:<9} {:>4} {:>7}  {:<20}  last error",
         "id", "type", "queue", "status", "prio", "tries", "run at"
@@ -452,7 +478,7 @@ fn stats(url: &str, history: bool) -> Result<()> {
     } else {
         jobqueue_core::Counting::Live
     };
-    let queues = jobqueue_core::queue_stats(&mut conn, counting)?;
+    let queues = jobqueue_core::list_queues(&mut conn, counting)?;
     let header = JobStatus::ALL.map(JobStatus::as_str);
     println!(
         "{:<16} {}{:>12}",
@@ -460,8 +486,10 @@ fn stats(url: &str, history: bool) -> Result<()> {
         header.map(|h| format!("{h:>10}")).concat(),
         "oldest due"
     );
-    for q in &queues {
-        let age = q.oldest_due_age.map(human).unwrap_or_else(|| "-".into());
+    // Queues without jobs (named only by a setting, a schedule or a
+    // runner) are `queue list`'s.
+    for q in queues.iter().filter(|q| !q.counts.is_empty()) {
+        let age = q.oldest_due_age().map(human).unwrap_or_else(|| "-".into());
         let counts = JobStatus::ALL.map(|s| {
             if history || !matches!(s, JobStatus::Completed | JobStatus::Cancelled) {
                 format!("{:>10}", q.count(s))
@@ -519,7 +547,7 @@ fn stats(url: &str, history: bool) -> Result<()> {
 fn retry(url: &str, args: RetryArgs) -> Result<()> {
     let mut conn = connect(url)?;
     if args.failed {
-        let ids = jobqueue_core::retry_failed(&mut conn)?;
+        let ids = jobqueue_core::retry_failed(&mut conn, None, None)?;
         println!("requeued {} failed job(s)", ids.len());
     } else if let Some(id) = args.id {
         let id = parse_id(&id)?;
@@ -544,6 +572,7 @@ fn cancel(url: &str, id: &str) -> Result<()> {
                 "job {id} already finished: {status}; only waiting or running jobs can be cancelled"
             )));
         }
+        other => println!("{id}: {other:?}"),
     }
     Ok(())
 }
@@ -563,12 +592,10 @@ fn delete(url: &str, id: &str) -> Result<()> {
 }
 
 fn prune(url: &str, args: PruneArgs) -> Result<()> {
-    let retention = Retention {
-        completed: Some(hours("completed-hours", args.completed_hours)?),
-        failed: Some(hours("failed-hours", args.failed_hours)?),
-        cancelled: Some(hours("cancelled-hours", args.cancelled_hours)?),
-        ..Retention::default()
-    };
+    let retention = Retention::default()
+        .completed(Some(hours("completed-hours", args.completed_hours)?))
+        .failed(Some(hours("failed-hours", args.failed_hours)?))
+        .cancelled(Some(hours("cancelled-hours", args.cancelled_hours)?));
     let pruned = jobqueue_core::engine::prune(&mut connect(url)?, &retention)?;
     println!(
         "pruned {} completed, {} failed, {} cancelled job(s)",
@@ -636,7 +663,7 @@ fn queue(url: &str, command: QueueCommand) -> Result<()> {
 }
 
 fn queue_list(conn: &mut PgConnection) -> Result<()> {
-    let queues = jobqueue_core::list_queues(conn)?;
+    let queues = jobqueue_core::list_queues(conn, jobqueue_core::Counting::Live)?;
     if queues.is_empty() {
         println!("no queues: no live or failed jobs, nothing paused or limited");
         return Ok(());
@@ -650,11 +677,11 @@ fn queue_list(conn: &mut PgConnection) -> Result<()> {
             "{:<20} {:<8} {:>10} {:>10} {:>10} {:>8} {:>10} {:>12} {:>8}",
             shown(&q.queue),
             if q.paused { "paused" } else { "active" },
-            q.due,
-            q.scheduled,
-            q.unhandled,
-            q.held,
-            q.failed,
+            q.count(JobStatus::Pending),
+            q.count(JobStatus::Scheduled),
+            q.count(JobStatus::Unhandled),
+            q.held(),
+            q.count(JobStatus::Failed),
             q.oldest_due_age().map(human).unwrap_or_else(|| "-".into()),
             q.global_limit
                 .map(|n| n.to_string())

@@ -77,7 +77,7 @@ pub(crate) fn run(url: &str, args: DashboardArgs) -> Result<()> {
     if let Some(signal) = signals.forever().next() {
         log::info!("signal {signal}: stopping the dashboard");
     }
-    server.stop();
+    server.shutdown();
     Ok(())
 }
 

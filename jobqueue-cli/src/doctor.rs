@@ -71,21 +71,20 @@ pub(crate) struct DoctorArgs {
 
 impl DoctorArgs {
     fn options(&self) -> DoctorOptions {
-        DoctorOptions {
-            xact_warn: self.xact_warn,
-            xact_fail: self.xact_fail,
-            slot_warn_xids: self.slot_warn_xids,
-            slot_fail_xids: self.slot_fail_xids,
-            dead_warn: self.dead_warn,
-            dead_fail: self.dead_fail,
-            dead_min: self.dead_min,
-            index_bloat_warn: self.index_bloat_warn,
-            notify_warn: self.notify_warn,
-            notify_fail: self.notify_fail,
-            connections_warn: self.connections_warn,
-            connections_fail: self.connections_fail,
-            ..DoctorOptions::default()
-        }
+        let mut options = DoctorOptions::default();
+        options.xact_warn = self.xact_warn;
+        options.xact_fail = self.xact_fail;
+        options.slot_warn_xids = self.slot_warn_xids;
+        options.slot_fail_xids = self.slot_fail_xids;
+        options.dead_warn = self.dead_warn;
+        options.dead_fail = self.dead_fail;
+        options.dead_min = self.dead_min;
+        options.index_bloat_warn = self.index_bloat_warn;
+        options.notify_warn = self.notify_warn;
+        options.notify_fail = self.notify_fail;
+        options.connections_warn = self.connections_warn;
+        options.connections_fail = self.connections_fail;
+        options
     }
 }
 

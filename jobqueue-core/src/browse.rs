@@ -1,6 +1,6 @@
-//! Browsing jobs page by page (a dashboard's job lists): filters, keyset
-//! pagination, counts with a bound, finished jobs per minute, and the bulk
-//! and single-job actions that go with them.
+//! Listing jobs, page by page (the command line's `list`, a dashboard's job
+//! lists): filters, keyset pagination, counts with a bound, finished jobs
+//! per minute, and deleting a finished job.
 //!
 //! Every read here costs what one page, one bound or one window holds,
 //! never a scan of the whole history: pages continue from the last row
@@ -15,12 +15,14 @@ use diesel::prelude::*;
 use diesel::sql_types::{BigInt, Nullable, Text, Timestamptz, Uuid};
 
 pub use crate::human::human_duration;
-use crate::id_rows::IdRow;
 use crate::isolation::{read_committed, report};
 use crate::{Error, JobId, JobRow, JobStatus, Result, limits, sql};
 
+mod text;
+
 /// The order of a job list.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub enum JobOrder {
     /// Newest first (by id: ids are time-ordered).
     #[default]
@@ -37,6 +39,7 @@ pub enum JobOrder {
 
 /// Where a page starts: after the last row of the page before.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum JobCursor {
     /// After this id (newest first).
     Before(JobId),
@@ -66,6 +69,7 @@ pub struct JobQuery {
 
 /// One page of jobs, and where the next one starts.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct JobPage {
     /// The jobs, in the query's order.
     pub jobs: Vec<JobRow>,
@@ -218,6 +222,7 @@ pub fn browse_jobs(conn: &mut PgConnection, query: &JobQuery, limit: i64) -> Res
 
 /// A count that stops at a bound.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct BoundedCount {
     /// The jobs counted, at most the bound.
     pub n: i64,
@@ -261,30 +266,6 @@ pub fn count_jobs(conn: &mut PgConnection, query: &JobQuery, bound: i64) -> Resu
     })
 }
 
-/// Puts every failed job of `queue` and of `job_type` (each: all if none)
-/// back to `pending`, as [`crate::retry_job`] does one; returns the ids
-/// requeued. Jobs whose unique key a live job holds stay failed.
-pub fn retry_failed_matching(
-    conn: &mut PgConnection,
-    queue: Option<&str>,
-    job_type: Option<&str>,
-) -> Result<Vec<JobId>> {
-    if let Some(queue) = queue {
-        limits::check_queue(queue)?;
-    }
-    if let Some(job_type) = job_type {
-        limits::check_job_type(job_type)?;
-    }
-    let rows = read_committed(conn, |conn| {
-        Ok(diesel::sql_query(sql::JOB_RETRY_MATCHING)
-            .bind::<Nullable<Text>, _>(queue)
-            .bind::<Nullable<Text>, _>(job_type)
-            .bind::<Text, _>(crate::enqueue::NOTIFY_CHANNEL)
-            .load::<IdRow>(conn)?)
-    })?;
-    Ok(rows.into_iter().map(|row| row.id).collect())
-}
-
 /// Deletes a finished (completed, failed or cancelled) job.
 ///
 /// [`Error::NotFound`] if there is no such job; [`Error::WrongStatus`] if
@@ -314,6 +295,7 @@ pub const THROUGHPUT_MOST: i64 = 200_000;
 
 /// Jobs finished in one minute.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, QueryableByName)]
+#[non_exhaustive]
 pub struct MinuteCount {
     /// The minute's start.
     #[diesel(sql_type = Timestamptz)]

@@ -8,6 +8,7 @@ use crate::{Error, JobId, JobStatus, Result, sql};
 
 /// What [`cancel`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum CancelOutcome {
     /// The job was pending and is now `cancelled`.
     Cancelled,

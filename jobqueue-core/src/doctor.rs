@@ -50,6 +50,7 @@ impl std::fmt::Display for CheckStatus {
 
 /// One finding of [`doctor`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
 pub struct Check {
     /// What was checked (see [`doctor`] for the names).
     pub name: &'static str,
@@ -94,6 +95,7 @@ impl Check {
 /// The thresholds of [`doctor`]'s checks. Fractions are 0 to 1 (0.8 is
 /// 80 %); a value at or past its threshold counts.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct DoctorOptions {
     /// Warn when a transaction (or a prepared transaction) has been open
     /// this long, or has held the xmin horizon this long. Default 5 min.

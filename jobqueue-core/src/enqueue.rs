@@ -154,11 +154,14 @@ pub struct Duplicate {
 /// match (Report { day: 25 }).options().unique_key("report:25").enqueue(conn)? {
 ///     EnqueueOutcome::Inserted(id) => println!("enqueued {id}"),
 ///     EnqueueOutcome::Duplicate(dup) => println!("already queued as {}", dup.existing),
+///     // Outcomes a later version adds (the enum is `#[non_exhaustive]`).
+///     other => println!("{other:?}"),
 /// }
 /// # Ok(())
 /// # }
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum EnqueueOutcome {
     /// The job was inserted under this id.
     Inserted(JobId),

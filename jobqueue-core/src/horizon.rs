@@ -57,6 +57,7 @@ impl Horizon {
 
 /// What holds the horizon, since when.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct Pin {
     /// Who holds it.
     pub holder: Holder,
@@ -75,6 +76,7 @@ pub struct Pin {
 
 /// Who holds the horizon.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Holder {
     /// A session of this database, or a process of none (a WAL sender
     /// relaying a standby's `hot_standby_feedback`).
@@ -98,6 +100,7 @@ pub enum Holder {
 
 /// A session that holds the horizon.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct SessionHold {
     /// Its server process id.
     pub pid: i32,

@@ -81,8 +81,10 @@ pub trait Job: Serialize + DeserializeOwned {
         }
     }
 
-    /// Enqueues many jobs of this type, with its defaults, in one statement.
-    fn enqueue_batch<'a, I>(conn: &mut PgConnection, jobs: I) -> Result<Enqueued>
+    /// Enqueues many jobs of this type, with its defaults, in one statement:
+    /// [`crate::enqueue_many`] for one type, as [`Job::enqueue`] is
+    /// [`crate::enqueue`] for one job.
+    fn enqueue_many<'a, I>(conn: &mut PgConnection, jobs: I) -> Result<Enqueued>
     where
         Self: Sized + 'a,
         I: IntoIterator<Item = &'a Self>,

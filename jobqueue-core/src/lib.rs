@@ -9,10 +9,10 @@
 //! The top level holds what an application uses: the [`Job`](trait@Job)
 //! trait and its derive, enqueue with [`JobOptions`], [`Error`],
 //! [`run_migrations`], and the admin calls ([`get_job`], [`cancel`],
-//! [`retry_job`], [`queue_stats`], [`pause_queue`], [`list_schedules`],
-//! [`doctor`], ...). [`engine`] holds the building blocks a runner is made
-//! of (claim, leases, finishing, maintenance passes); [`browse`] the paged
-//! reads a dashboard shows.
+//! [`retry_job`], [`list_queues`], [`pause_queue`], [`list_schedules`],
+//! [`doctor`], ...). [`browse`] holds the job lists, page by page (what a
+//! dashboard shows); [`engine`] the building blocks a runner is made of
+//! (claim, leases, finishing, maintenance passes).
 //!
 //! All time comparisons use the database's clock. The queue's own statements
 //! run at READ COMMITTED whatever the database default is.
@@ -93,7 +93,7 @@ mod stats;
 mod status;
 mod storable;
 
-pub use admin::{JobFilter, list_jobs, retry_failed, retry_job};
+pub use admin::{retry_failed, retry_job};
 pub use cancel::{CancelOutcome, cancel};
 pub use cron_schedule::CronSchedule;
 pub use doctor::{Check, CheckStatus, DoctorOptions, doctor};
@@ -143,17 +143,19 @@ pub use jobqueue_derive::Job;
 pub use lookup::{ID_CLOCK_TOLERANCE, JobLookup, Missing, MissingJob, get_job};
 pub use migrate::{MIGRATIONS, pending_migrations, run_migrations};
 pub use new_job::NewJob;
-pub use options::{JobOptions, Schedule};
+pub use options::JobOptions;
 pub use periodic::{
     Missed, Periodic, ScheduleInfo, list_schedules, run_schedule_now, set_schedule_paused,
 };
 pub use prune::Retention;
-pub use queues::{QueueChange, QueueInfo, list_queues, pause_queue, resume_queue, set_queue_limit};
+pub use queues::{
+    Counting, QueueChange, QueueInfo, list_queues, pause_queue, resume_queue, set_queue_limit,
+};
 pub use redact::redact_url;
 pub use retry_policy::RetryPolicy;
 pub use row::JobRow;
 pub use runners::{RunnerRow, list_runners};
-pub use stats::{Counting, QueueStats, TypeStats, queue_stats, type_stats};
+pub use stats::{TypeStats, type_stats};
 pub use status::JobStatus;
 
 /// What `#[derive(Job)]`'s generated code names; not a public API.

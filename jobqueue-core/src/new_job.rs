@@ -5,7 +5,7 @@ use chrono::{DateTime, Utc};
 use crate::limits::{
     self, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_PAYLOAD_BYTES, DEFAULT_PRIORITY, DEFAULT_QUEUE,
 };
-use crate::options::Schedule;
+use crate::options::Due;
 use crate::storable::check_storable;
 use crate::{Error, Job, JobId, JobOptions, Result};
 
@@ -103,10 +103,10 @@ impl NewJob {
         if let Some(key) = &options.unique_key {
             limits::check_unique_key(key)?;
         }
-        let (run_at, delay_secs) = match options.schedule {
-            Schedule::Now => (None, 0.0),
-            Schedule::At(at) => (Some(at), 0.0),
-            Schedule::After(delay) => {
+        let (run_at, delay_secs) = match options.due {
+            Due::Now => (None, 0.0),
+            Due::At(at) => (Some(at), 0.0),
+            Due::After(delay) => {
                 let secs = delay.as_secs_f64();
                 if secs > MAX_DELAY_SECS {
                     return Err(Error::invalid(

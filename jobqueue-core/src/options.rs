@@ -1,12 +1,13 @@
-//! Per-enqueue options: priority, queue, schedule, attempts, unique key.
+//! Per-enqueue options: priority, queue, when due, attempts, unique key.
 
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
-/// When a job becomes due.
+/// When a job becomes due (not "schedule": that word names periodic
+/// jobs).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum Schedule {
+pub(crate) enum Due {
     /// Due at once (the database's `now()`).
     #[default]
     Now,
@@ -25,7 +26,7 @@ pub enum Schedule {
 pub struct JobOptions {
     pub(crate) priority: Option<i32>,
     pub(crate) queue: Option<String>,
-    pub(crate) schedule: Schedule,
+    pub(crate) due: Due,
     pub(crate) max_attempts: Option<i32>,
     pub(crate) unique_key: Option<String>,
     pub(crate) max_payload_bytes: Option<usize>,
@@ -52,13 +53,13 @@ impl JobOptions {
 
     /// Not before this instant. Replaces an earlier `delay`.
     pub fn run_at(mut self, at: DateTime<Utc>) -> Self {
-        self.schedule = Schedule::At(at);
+        self.due = Due::At(at);
         self
     }
 
     /// Not before this long after the database's `now()`. Replaces an earlier `run_at`.
     pub fn delay(mut self, delay: Duration) -> Self {
-        self.schedule = Schedule::After(delay);
+        self.due = Due::After(delay);
         self
     }
 

@@ -17,6 +17,7 @@ use crate::{CronSchedule, Error, Job, JobId, JobOptions, NewJob, Result, limits,
 /// What a schedule does with slots that passed while no runner fired them
 /// (every runner down, or the schedule just declared again after a stop).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub enum Missed {
     /// Fire the latest missed slot once.
     #[default]
@@ -176,6 +177,7 @@ struct Fired {
 
 /// What one pass of [`fire_due`] did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct FirePass {
     /// Jobs enqueued, by schedule.
     pub fired: Vec<(String, usize)>,
@@ -245,6 +247,7 @@ pub fn fire_due(conn: &mut PgConnection, schedules: &[Periodic]) -> Result<FireP
 
 /// One schedule as [`list_schedules`] sees it.
 #[derive(Debug, Clone, PartialEq, QueryableByName)]
+#[non_exhaustive]
 pub struct ScheduleInfo {
     /// Its name.
     #[diesel(sql_type = Text)]

@@ -20,6 +20,7 @@ use crate::{JobStatus, Result, sql};
 /// A statement the runners run on every batch (the hot path) or on every
 /// maintenance pass, with the values it would run with.
 #[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
 pub enum HotStatement<'a> {
     /// The claim.
     Claim(&'a Claim),
@@ -56,6 +57,7 @@ pub enum HotStatement<'a> {
 
 /// One plan node that reads `jobqueue_jobs`.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct TableRead {
     /// The node type (`Index Scan`, `Seq Scan`, ...).
     pub node: String,
@@ -70,6 +72,7 @@ pub struct TableRead {
 
 /// The executed plan of one statement.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct Plan {
     /// `EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON)` output, pretty-printed.
     pub json: String,

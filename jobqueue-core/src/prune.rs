@@ -10,6 +10,7 @@ use crate::{Error, JobStatus, Result, sql};
 
 /// How long finished jobs are kept, per status. `None` keeps them forever.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Retention {
     /// Completed jobs. Default zero: a runner's completion deletes the
     /// job's row at once, the least WAL per job (`jobqueue show` and the
@@ -31,6 +32,34 @@ const DAY: u64 = 24 * 3600;
 
 /// How long the per-minute counts of completed jobs are kept.
 pub const COUNTS_KEPT: Duration = Duration::from_secs(30 * DAY);
+
+/// Chaining setters, one per field, each the same as setting the field:
+/// `Retention::default().completed(Some(day)).batch(1000)`.
+impl Retention {
+    /// Sets [`Retention::completed`].
+    pub fn completed(mut self, keep: Option<Duration>) -> Self {
+        self.completed = keep;
+        self
+    }
+
+    /// Sets [`Retention::failed`].
+    pub fn failed(mut self, keep: Option<Duration>) -> Self {
+        self.failed = keep;
+        self
+    }
+
+    /// Sets [`Retention::cancelled`].
+    pub fn cancelled(mut self, keep: Option<Duration>) -> Self {
+        self.cancelled = keep;
+        self
+    }
+
+    /// Sets [`Retention::batch`].
+    pub fn batch(mut self, rows: i64) -> Self {
+        self.batch = rows;
+        self
+    }
+}
 
 impl Retention {
     /// Whether completed jobs are kept for no time: their completion then
@@ -54,6 +83,7 @@ impl Default for Retention {
 
 /// How many rows a prune deleted, per status.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Pruned {
     /// Completed jobs deleted.
     pub completed: u64,

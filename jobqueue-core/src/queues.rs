@@ -1,5 +1,5 @@
 //! Queue control: pausing, resuming and limiting queues, durably, and the
-//! state of every queue.
+//! state of every queue (its settings and its jobs by status).
 //!
 //! A queue comes into being when a job names it. What an operator sets on
 //! it lives in `jobqueue_queues`, which every claim reads: a paused queue is
@@ -7,13 +7,15 @@
 //! enqueues go on); a queue with a global limit has at most that many jobs
 //! held (claimed or running) by all runners together.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use diesel::prelude::*;
 use diesel::sql_types::{BigInt, Bool, Double, Integer, Nullable, Text};
 
 use crate::isolation::read_committed;
-use crate::{Error, Result, limits, sql};
+use crate::stats::one_per_key;
+use crate::{Error, JobStatus, Result, limits, sql};
 
 /// What a pause, resume or limit change found and did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, QueryableByName)]
@@ -30,41 +32,48 @@ pub struct QueueChange {
     changed: i64,
 }
 
-/// One queue as [`list_queues`] sees it.
-#[derive(Debug, Clone, PartialEq, QueryableByName)]
+/// What [`list_queues`] counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Counting {
+    /// Live jobs (scheduled, pending, unhandled, claimed, running) and
+    /// failed ones: cheap at any history size.
+    #[default]
+    Live,
+    /// Every job, completed and cancelled included: a scan of the table,
+    /// which grows with the retained history.
+    WithHistory,
+}
+
+/// One queue as [`list_queues`] sees it: its settings, its jobs by status
+/// and the age of its oldest due job.
+#[derive(Debug, Clone, PartialEq)]
 pub struct QueueInfo {
     /// The queue's name.
-    #[diesel(sql_type = Text)]
     pub queue: String,
     /// Runners claim nothing from it.
-    #[diesel(sql_type = Bool)]
     pub paused: bool,
-    #[diesel(sql_type = Nullable<Double>)]
     paused_secs: Option<f64>,
     /// Most jobs held at once by all runners together, if limited.
-    #[diesel(sql_type = Nullable<Integer>)]
     pub global_limit: Option<i32>,
-    /// Jobs due (`pending`).
-    #[diesel(sql_type = BigInt)]
-    pub due: i64,
-    /// Jobs not due yet (`scheduled`, retries waiting out their backoff
-    /// included).
-    #[diesel(sql_type = BigInt)]
-    pub scheduled: i64,
-    /// Jobs set aside for want of a handler (`unhandled`).
-    #[diesel(sql_type = BigInt)]
-    pub unhandled: i64,
-    /// Jobs held by a runner (`claimed` or `running`).
-    #[diesel(sql_type = BigInt)]
-    pub held: i64,
-    /// Jobs that failed for good (the dead letter), until pruned.
-    #[diesel(sql_type = BigInt)]
-    pub failed: i64,
-    #[diesel(sql_type = Nullable<Double>)]
+    /// Jobs per status (statuses with no job are absent; completed and
+    /// cancelled only with [`Counting::WithHistory`]). Retries waiting out
+    /// their backoff are `scheduled`; `failed` is the dead letter, until
+    /// pruned.
+    pub counts: BTreeMap<JobStatus, i64>,
     oldest_due_secs: Option<f64>,
 }
 
 impl QueueInfo {
+    /// Jobs in `status`.
+    pub fn count(&self, status: JobStatus) -> i64 {
+        self.counts.get(&status).copied().unwrap_or(0)
+    }
+
+    /// Jobs held by a runner (`claimed` or `running`).
+    pub fn held(&self) -> i64 {
+        self.count(JobStatus::Claimed) + self.count(JobStatus::Running)
+    }
+
     /// How long the oldest due job has waited past its `run_at`.
     pub fn oldest_due_age(&self) -> Option<Duration> {
         self.oldest_due_secs
@@ -76,6 +85,25 @@ impl QueueInfo {
         self.paused_secs
             .map(|secs| Duration::from_secs_f64(secs.max(0.0)))
     }
+}
+
+/// A row of [`sql::QUEUE_LIST`]: one queue and one status counted.
+#[derive(QueryableByName)]
+struct QueueRow {
+    #[diesel(sql_type = Text)]
+    queue: String,
+    #[diesel(sql_type = Bool)]
+    paused: bool,
+    #[diesel(sql_type = Nullable<Double>)]
+    paused_secs: Option<f64>,
+    #[diesel(sql_type = Nullable<Integer>)]
+    global_limit: Option<i32>,
+    #[diesel(sql_type = Nullable<Text>)]
+    status: Option<JobStatus>,
+    #[diesel(sql_type = Nullable<BigInt>)]
+    jobs: Option<i64>,
+    #[diesel(sql_type = Nullable<Double>)]
+    oldest_due_secs: Option<f64>,
 }
 
 /// Pauses `queue`: within a claim's round trip, no runner claims from it
@@ -143,13 +171,37 @@ pub fn set_queue_limit(
     })
 }
 
-/// Every queue that has settings or live jobs, by name, with its settings,
-/// its live counts and the age of its oldest due job. Reads only the
-/// indexes of live jobs: its cost follows the live jobs, not the history.
-pub fn list_queues(conn: &mut PgConnection) -> Result<Vec<QueueInfo>> {
-    crate::isolation::report(conn, |conn| {
-        Ok(diesel::sql_query(sql::QUEUE_LIST).load::<QueueInfo>(conn)?)
-    })
+/// Every queue that has settings, jobs (counted as `counting` says), a
+/// schedule or a runner that names it, by name, with its settings, its
+/// jobs by status and the age of its oldest due job. [`Counting::Live`]
+/// reads only the indexes of live and failed jobs: its cost follows them,
+/// not the history.
+pub fn list_queues(conn: &mut PgConnection, counting: Counting) -> Result<Vec<QueueInfo>> {
+    let statement = match counting {
+        Counting::Live => sql::QUEUE_LIST,
+        Counting::WithHistory => sql::QUEUE_LIST_HISTORY,
+    };
+    let rows = crate::isolation::report(conn, |conn| {
+        Ok(diesel::sql_query(statement).load::<QueueRow>(conn)?)
+    })?;
+    Ok(one_per_key(
+        rows,
+        |entry: &QueueInfo, row: &QueueRow| entry.queue == row.queue,
+        |row| QueueInfo {
+            queue: row.queue.clone(),
+            paused: row.paused,
+            paused_secs: row.paused_secs,
+            global_limit: row.global_limit,
+            counts: BTreeMap::new(),
+            oldest_due_secs: None,
+        },
+        |entry, row| {
+            if let (Some(status), Some(jobs)) = (row.status, row.jobs) {
+                entry.counts.insert(status, jobs);
+            }
+            entry.oldest_due_secs = entry.oldest_due_secs.or(row.oldest_due_secs);
+        },
+    ))
 }
 
 #[derive(QueryableByName)]
@@ -169,7 +221,7 @@ pub(crate) fn any_global_limit(conn: &mut PgConnection, queues: &[String]) -> Re
 /// [`Error::UnknownQueue`] for `queue`, listing the queues known now (the
 /// list is best effort: an error reading it leaves it empty).
 fn unknown(conn: &mut PgConnection, queue: &str) -> Error {
-    let known = list_queues(conn)
+    let known = list_queues(conn, Counting::Live)
         .map(|queues| queues.into_iter().map(|q| q.queue).collect())
         .unwrap_or_default();
     Error::UnknownQueue {

@@ -12,6 +12,7 @@ pub const DEFAULT_RESCUE_BATCH: i64 = 1000;
 
 /// What one recovery pass did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Rescued {
     /// Jobs back to `pending` (they had attempts left).
     pub requeued: Vec<JobId>,

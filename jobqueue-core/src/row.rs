@@ -10,6 +10,7 @@ use crate::{JobId, JobStatus};
 /// A full row of `jobqueue_jobs`.
 #[derive(Debug, Clone, Queryable, QueryableByName, Selectable)]
 #[diesel(table_name = jobqueue_jobs, check_for_backend(diesel::pg::Pg))]
+#[non_exhaustive]
 pub struct JobRow {
     /// The job's id.
     pub id: JobId,

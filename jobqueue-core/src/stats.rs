@@ -1,93 +1,23 @@
-//! Queue statistics: counts by queue and status, age of the oldest due job.
+//! Job statistics: live jobs by type and status, jobs completed lately
+//! (jobs by queue and status come with each queue, from `list_queues`).
 //!
-//! The everyday counts ([`queue_stats`], [`type_stats`]) read the partial
-//! indexes of the live statuses and of `failed`, so they cost what the
-//! backlog and the dead letter hold, however much finished history is
-//! kept. Completed and cancelled jobs are counted only when asked
-//! ([`Counting::WithHistory`]): that reads the whole table.
+//! [`type_stats`] reads the partial indexes of the live statuses, so it
+//! costs what the backlog holds, however much finished history is kept;
+//! [`completed_within`] reads the per-minute counts of completions.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use diesel::prelude::*;
-use diesel::sql_types::{BigInt, Double, Nullable, Text};
+use diesel::sql_types::{BigInt, Double, Text};
 
 use crate::isolation::report;
 use crate::{JobStatus, Result, sql};
 
-/// What [`queue_stats`] counts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Counting {
-    /// Live jobs (scheduled, pending, unhandled, claimed, running) and
-    /// failed ones: cheap at any history size.
-    #[default]
-    Live,
-    /// Every job, completed and cancelled included: a scan of the table,
-    /// which grows with the retained history.
-    WithHistory,
-}
-
-/// The state of one queue.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct QueueStats {
-    /// The queue's name.
-    pub queue: String,
-    /// Jobs per status (statuses with no job are absent; completed and
-    /// cancelled only with [`Counting::WithHistory`]).
-    pub counts: BTreeMap<JobStatus, i64>,
-    /// How long the oldest due pending job has been waiting past its `run_at`.
-    pub oldest_due_age: Option<Duration>,
-}
-
-impl QueueStats {
-    /// Jobs in `status`.
-    pub fn count(&self, status: JobStatus) -> i64 {
-        self.counts.get(&status).copied().unwrap_or(0)
-    }
-}
-
-#[derive(QueryableByName)]
-struct StatsRow {
-    #[diesel(sql_type = Text)]
-    queue: String,
-    #[diesel(sql_type = Text)]
-    status: JobStatus,
-    #[diesel(sql_type = BigInt)]
-    jobs: i64,
-    #[diesel(sql_type = Nullable<Double>)]
-    oldest_due_secs: Option<f64>,
-}
-
-/// Counts jobs by queue and status, one entry per queue, sorted by name:
-/// what `counting` says.
-pub fn queue_stats(conn: &mut PgConnection, counting: Counting) -> Result<Vec<QueueStats>> {
-    let statement = match counting {
-        Counting::Live => sql::JOB_STATS,
-        Counting::WithHistory => sql::JOB_STATS_HISTORY,
-    };
-    let rows = report(conn, |conn| {
-        Ok(diesel::sql_query(statement).load::<StatsRow>(conn)?)
-    })?;
-    Ok(one_per_key(
-        rows,
-        |entry: &QueueStats, row: &StatsRow| entry.queue == row.queue,
-        |row| QueueStats {
-            queue: row.queue.clone(),
-            ..QueueStats::default()
-        },
-        |entry, row| {
-            entry.counts.insert(row.status, row.jobs);
-            if let Some(secs) = row.oldest_due_secs {
-                entry.oldest_due_age = Some(Duration::from_secs_f64(secs.max(0.0)));
-            }
-        },
-    ))
-}
-
 /// Folds `rows`, sorted by a key, into one entry per key: `new` starts the
 /// entry of a row that is not `of` the last one, and `add` adds each row
 /// to its entry.
-fn one_per_key<R, E>(
+pub(crate) fn one_per_key<R, E>(
     rows: Vec<R>,
     of: impl Fn(&E, &R) -> bool,
     new: impl Fn(&R) -> E,
@@ -109,6 +39,7 @@ fn one_per_key<R, E>(
 
 /// Live jobs of one type.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct TypeStats {
     /// The job type.
     pub job_type: String,

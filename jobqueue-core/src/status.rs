@@ -12,6 +12,7 @@ use diesel::sql_types::Text;
 /// Where a job is in its lifecycle (the `status` column).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, AsExpression, FromSqlRow)]
 #[diesel(sql_type = Text)]
+#[non_exhaustive]
 pub enum JobStatus {
     /// Waiting for its `run_at` (a delayed job, or a retry's backoff); moved
     /// to `pending` by a runner once due by the database's clock.

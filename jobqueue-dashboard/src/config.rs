@@ -8,6 +8,7 @@ use std::time::Duration;
 /// Its `Debug` shows neither the access token nor the database URL's
 /// password, so a configuration may be logged with `{:?}`.
 #[derive(Clone)]
+#[non_exhaustive]
 pub struct DashboardConfig {
     /// PostgreSQL URL (libpq syntax).
     pub database_url: String,
@@ -94,6 +95,7 @@ pub(crate) const REDACTED: &str = "<redacted>";
 /// The limits of the dashboard's own HTTP server ([`serve`](crate::serve)),
 /// so that slow or oversized requests cannot hold it.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct HttpLimits {
     /// How long a connection may take to send a request's line and
     /// headers, counted from when the server starts waiting for them (on a

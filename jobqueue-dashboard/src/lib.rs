@@ -64,6 +64,7 @@ pub enum Method {
 /// 421, and an action whose origin is another site's gets 403 (see
 /// [`DashboardConfig::allowed_hosts`]).
 #[derive(Clone)]
+#[non_exhaustive]
 pub struct Request {
     /// The method.
     pub method: Method,
@@ -123,6 +124,7 @@ impl std::fmt::Debug for Request {
 
 /// The dashboard's answer to a [`Request`].
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Response {
     /// The HTTP status.
     pub status: u16,

@@ -279,6 +279,7 @@ fn post(
                         jobqueue_core::CancelOutcome::AlreadyFinished(status) => {
                             format!("job {id} had already finished ({status})")
                         }
+                        other => format!("job {id}: {other:?}"),
                     };
                     (format!("/jobs/{id}"), notice)
                 }
@@ -294,11 +295,7 @@ fn post(
         ["schedules", action] => schedule_action(conn, named(form)?, action)?,
         ["schedules", name, action] => schedule_action(conn, name, action)?,
         ["failed", "retry"] => {
-            let retried = jobqueue_core::browse::retry_failed_matching(
-                conn,
-                form.get("queue"),
-                form.get("type"),
-            )?;
+            let retried = jobqueue_core::retry_failed(conn, form.get("queue"), form.get("type"))?;
             (
                 "/failed".to_owned(),
                 format!("{} failed jobs are pending again", retried.len()),

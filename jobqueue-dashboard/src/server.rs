@@ -32,8 +32,10 @@ impl DashboardServer {
         self.addr
     }
 
-    /// Stops answering and waits for the server's thread.
-    pub fn stop(mut self) {
+    /// Stops answering and waits for the server's thread (pages being made
+    /// get a few seconds): the dashboard's counterpart of the runner's
+    /// `RunnerHandle::shutdown`.
+    pub fn shutdown(mut self) {
         self.shut();
     }
 

@@ -32,6 +32,7 @@ macro_rules! setters {
 ///
 /// Its `Debug` output shows the database URL with its password hidden.
 #[derive(Clone)]
+#[non_exhaustive]
 pub struct RunnerConfig {
     /// PostgreSQL URL (libpq syntax, multi-host URLs included).
     pub database_url: String,
@@ -185,6 +186,7 @@ impl std::fmt::Debug for RunnerConfig {
 /// idle workers), and one runner at a time also computes the table-wide
 /// gauges of every known queue (jobs by state, oldest due age, paused).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub enum MetricsMode {
     /// No metrics are kept (and none of their cost is paid).
     #[default]

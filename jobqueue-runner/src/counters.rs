@@ -27,6 +27,7 @@ pub(crate) struct Counters {
 
 /// A snapshot of a runner's counters.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct RunnerStats {
     /// Jobs claimed.
     pub claimed: u64,

@@ -130,33 +130,41 @@ mod tests {
 
     fn job(queue: &str, n: i32) -> Claimed {
         let now = chrono::Utc::now();
-        let row = jobqueue_core::JobRow {
-            id: jobqueue_core::JobId::new(),
-            job_type: "t".into(),
-            queue: queue.into(),
-            priority: 100,
-            status: jobqueue_core::JobStatus::Claimed,
-            payload: serde_json::Value::Null,
-            run_at: now,
-            attempts: n,
-            max_attempts: 3,
-            last_error: None,
-            errors: serde_json::Value::Null,
-            unique_key: None,
-            worker_id: None,
-            claim_count: 1,
-            claimed_at: None,
-            heartbeat_at: None,
-            lease_expires_at: None,
-            cancel_requested: false,
-            progress: 0,
-            current_stage: None,
-            events_count: 0,
-            created_at: now,
-            started_at: None,
-            finished_at: None,
-            snoozes: 0,
-        };
+        // `JobRow` is built only by its crate (`#[non_exhaustive]`): here
+        // as a query builds it, from its columns in table order.
+        let none = None::<String>;
+        let never = None::<chrono::DateTime<chrono::Utc>>;
+        let row = <jobqueue_core::JobRow as diesel::Queryable<
+            jobqueue_core::schema::jobqueue_jobs::SqlType,
+            diesel::pg::Pg,
+        >>::build((
+            jobqueue_core::JobId::new(),
+            "t".to_owned(),
+            queue.to_owned(),
+            100, // priority
+            jobqueue_core::JobStatus::Claimed,
+            serde_json::Value::Null, // payload
+            now,                     // run_at
+            n,                       // attempts
+            3,                       // max_attempts
+            none.clone(),            // last_error
+            serde_json::Value::Null, // errors
+            none.clone(),            // unique_key
+            none.clone(),            // worker_id
+            1,                       // claim_count
+            never,                   // claimed_at
+            never,                   // heartbeat_at
+            never,                   // lease_expires_at
+            false,                   // cancel_requested
+            0i16,                    // progress
+            none,                    // current_stage
+            0,                       // events_count
+            now,                     // created_at
+            never,                   // started_at
+            never,                   // finished_at
+            0,                       // snoozes
+        ))
+        .expect("a row");
         let state = Arc::new(crate::job_state::JobState::new(
             row.lease(),
             "t".into(),

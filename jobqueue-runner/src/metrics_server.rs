@@ -32,6 +32,7 @@ const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
 /// The limits of a runner's metrics endpoint, so that slow or oversized
 /// requests cannot hold it (set with [`Runner::metrics_limits`](crate::Runner::metrics_limits)).
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct MetricsLimits {
     /// How long a connection may take to send a request's line and
     /// headers, counted from when the server starts waiting for them (on a

@@ -40,6 +40,7 @@ pub struct Runner {
 
 /// What a runner did, returned when it has stopped.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct RunSummary {
     /// Its counters at the end.
     pub stats: RunnerStats,
@@ -254,9 +255,11 @@ impl std::fmt::Debug for ShutdownTrigger {
 }
 
 impl ShutdownTrigger {
-    /// Stops claiming; claimed jobs not yet started go back to pending; jobs
-    /// in flight get the grace period.
-    pub fn shutdown(&self) {
+    /// Asks the runner to shut down and returns at once (it never waits:
+    /// [`RunnerHandle::wait`] or [`RunnerHandle::shutdown`] does). The
+    /// runner stops claiming; claimed jobs not yet started go back to
+    /// pending; jobs in flight get the grace period.
+    pub fn request_shutdown(&self) {
         let Some(broadcast) = lock(&self.broadcast).take() else {
             return;
         };
@@ -337,13 +340,16 @@ impl RunnerHandle {
         &self.shared.config.worker_id
     }
 
-    /// Shuts down gracefully and waits until done: see [`RunnerHandle::wait`].
+    /// Shuts down gracefully and waits until done (up to the grace period
+    /// for jobs in flight): [`ShutdownTrigger::request_shutdown`], then
+    /// [`RunnerHandle::wait`].
     pub fn shutdown(self) -> RunSummary {
-        self.trigger.shutdown();
+        self.trigger.request_shutdown();
         self.wait()
     }
 
-    /// Waits until the runner has stopped (after a [`ShutdownTrigger`] fired):
+    /// Waits until the runner has stopped (after
+    /// [`ShutdownTrigger::request_shutdown`]):
     /// in-flight handlers finish within the grace period, unstarted claims
     /// are handed back without using up an attempt, and every outcome is
     /// written. Handlers still running after the grace period are left to
@@ -435,7 +441,7 @@ impl RunnerHandle {
 impl Drop for RunnerHandle {
     fn drop(&mut self) {
         if self.threads.is_some() {
-            self.trigger.shutdown();
+            self.trigger.request_shutdown();
             self.join();
         }
     }

@@ -10,7 +10,8 @@ use std::time::{Duration, Instant};
 
 use chrono::Utc;
 use diesel::{Connection, PgConnection, RunQueryDsl};
-use jobqueue_core::{Job, JobOptions, JobStatus, NewJob, RetryPolicy};
+use jobqueue_core::browse::{JobQuery, browse_jobs};
+use jobqueue_core::{Job, JobOptions, JobRow, JobStatus, NewJob, RetryPolicy};
 use serde::{Deserialize, Serialize};
 
 use crate::lock;
@@ -238,6 +239,21 @@ fn immediate_rate(conn: &mut PgConnection) -> Result<(i64, f64), jobqueue_core::
     Ok((span.n, span.secs))
 }
 
+/// The newest job matching `query`, searching window after window (the
+/// demo's database holds only its own jobs).
+fn newest(
+    conn: &mut PgConnection,
+    mut query: JobQuery,
+) -> Result<Option<JobRow>, jobqueue_core::Error> {
+    loop {
+        let page = browse_jobs(conn, &query, 1)?;
+        match (page.jobs.into_iter().next(), page.searched_to) {
+            (None, Some(cursor)) => query.cursor = Some(cursor),
+            (job, _) => return Ok(job),
+        }
+    }
+}
+
 fn percentile(sorted: &[f64], p: f64) -> f64 {
     if sorted.is_empty() {
         return f64::NAN;
@@ -320,16 +336,16 @@ pub fn run(
         (JobStatus::Failed, 0),
         (JobStatus::Cancelled, 0),
     ];
-    for queue in jobqueue_core::queue_stats(&mut conn, jobqueue_core::Counting::WithHistory)? {
+    for queue in jobqueue_core::list_queues(&mut conn, jobqueue_core::Counting::WithHistory)? {
         for (status, n) in &mut finals {
             *n += queue.count(*status);
         }
     }
-    let report = jobqueue_core::list_jobs(
+    let report = newest(
         &mut conn,
-        &jobqueue_core::JobFilter {
+        JobQuery {
             job_type: Some(DemoReport::JOB_TYPE.into()),
-            ..Default::default()
+            ..JobQuery::default()
         },
     )?;
     let (immediate, immediate_secs) = immediate_rate(&mut conn)?;
@@ -354,7 +370,7 @@ pub fn run(
         "final status: {} completed, {} failed, {} cancelled; {} failed attempts retried",
         finals[0].1, finals[1].1, finals[2].1, summary.stats.retried
     );
-    if let Some(job) = report.first() {
+    if let Some(job) = report {
         println!(
             "long report job: {} at {}% ({}), {} progress events",
             job.status,
@@ -363,15 +379,14 @@ pub fn run(
             job.events_count
         );
     }
-    let failed = jobqueue_core::list_jobs(
+    let failed = newest(
         &mut conn,
-        &jobqueue_core::JobFilter {
+        JobQuery {
             status: Some(JobStatus::Failed),
-            limit: 1,
-            ..Default::default()
+            ..JobQuery::default()
         },
     )?;
-    if let Some(job) = failed.first() {
+    if let Some(job) = failed {
         println!(
             "a dead-lettered job: {} {} after {} attempts: {}",
             job.job_type,

@@ -930,24 +930,6 @@ pub(crate) const JOB_PRUNE: &str = "
     DELETE FROM jobqueue_jobs AS j
     WHERE j.id = ANY(ARRAY(SELECT id FROM doomed))";
 
-/// Counts live and failed jobs by queue and status, with the age of the
-/// oldest due job (see `live_counts`).
-pub(crate) const JOB_STATS: &str = concat!(
-    "SELECT queue, kind AS status, n AS jobs, oldest_due_secs FROM (",
-    live_counts!(),
-    ") AS counts ORDER BY queue, status"
-);
-
-/// Counts every job by queue and status, the finished history included: a
-/// scan of the whole table (`jobqueue stats --history`).
-pub(crate) const JOB_STATS_HISTORY: &str = "
-    SELECT queue, status, count(*) AS jobs,
-           EXTRACT(EPOCH FROM now() - min(run_at) FILTER (
-               WHERE status = 'pending'))::float8 AS oldest_due_secs
-    FROM jobqueue_jobs
-    GROUP BY queue, status
-    ORDER BY queue, status";
-
 /// Counts live jobs (scheduled, pending, unhandled, claimed, running) by job
 /// type and status: a type no runner handles shows up as unhandled here.
 pub(crate) const JOB_STATS_BY_TYPE: &str = "
@@ -1023,18 +1005,14 @@ macro_rules! requeue_where {
     };
 }
 
-/// Puts finished jobs back to `pending` (see `requeue_where`): `$1` a job
-/// id (failed or cancelled), or null for every failed job; `$2` notify
-/// channel.
-pub(crate) const JOB_RETRY: &str = requeue_where!(
-    "CASE WHEN $1::uuid IS NULL THEN j.status = 'failed'
-          ELSE j.id = $1 AND j.status IN ('failed', 'cancelled') END",
-    "$2"
-);
+/// Puts job `$1` back to `pending` if it is failed or cancelled (see
+/// `requeue_where`); `$2` notify channel.
+pub(crate) const JOB_RETRY: &str =
+    requeue_where!("j.id = $1 AND j.status IN ('failed', 'cancelled')", "$2");
 
 /// Puts the failed jobs of queue `$1` and type `$2` (each: any if null)
 /// back to `pending` (see `requeue_where`); `$3` notify channel.
-pub(crate) const JOB_RETRY_MATCHING: &str = requeue_where!(
+pub(crate) const JOB_RETRY_FAILED: &str = requeue_where!(
     "j.status = 'failed'
      AND ($1::text IS NULL OR j.queue = $1)
      AND ($2::text IS NULL OR j.job_type = $2)",

@@ -133,38 +133,56 @@ pub(crate) const QUEUE_SET_LIMIT: &str = concat!(
     queue_change!("wake")
 );
 
-/// Every known queue (with a row, live or failed jobs, a schedule, or a
-/// runner that names it), with its settings, its live counts (due,
-/// scheduled, unhandled, held), its failed jobs (the dead letter) and the
-/// age of its oldest due job (see `live_counts`).
-pub(crate) const QUEUE_LIST: &str = concat!(
-    "WITH counts AS (",
-    live_counts!(),
-    "),
-    names AS (
-        SELECT name FROM jobqueue_queues
-        UNION
-        SELECT queue FROM counts
-        UNION
-        SELECT queue FROM jobqueue_schedules
-        UNION
-        SELECT unnest(queues) FROM jobqueue_runners
-    )
-    SELECT names.name AS queue,
-           coalesce(c.paused, false) AS paused,
-           EXTRACT(EPOCH FROM now() - c.paused_at)::float8 AS paused_secs,
-           c.global_limit,
-           coalesce(sum(n) FILTER (WHERE kind = 'pending'), 0)::int8 AS due,
-           coalesce(sum(n) FILTER (WHERE kind = 'scheduled'), 0)::int8 AS scheduled,
-           coalesce(sum(n) FILTER (WHERE kind = 'unhandled'), 0)::int8 AS unhandled,
-           coalesce(sum(n) FILTER (WHERE kind IN ('claimed', 'running')), 0)::int8 AS held,
-           coalesce(sum(n) FILTER (WHERE kind = 'failed'), 0)::int8 AS failed,
-           max(oldest_due_secs) AS oldest_due_secs
-    FROM names
-    LEFT JOIN jobqueue_queues AS c ON c.name = names.name
-    LEFT JOIN counts ON counts.queue = names.name
-    GROUP BY names.name, c.paused, c.paused_at, c.global_limit
-    ORDER BY names.name"
+/// Every known queue (with a row, jobs counted by `$counts`, a schedule,
+/// or a runner that names it), with its settings: one row per queue and
+/// status counted (`status`, `jobs`, and on the `pending` row
+/// `oldest_due_secs`), or one row with a null status for a queue with
+/// none. `$counts` gives rows of `queue`, `kind` (a status), `n` and
+/// `oldest_due_secs`, as `live_counts` does.
+macro_rules! queue_list {
+    ($($counts:tt)+) => {
+        concat!(
+            "WITH counts AS (",
+            $($counts)+,
+            "),
+            names AS (
+                SELECT name FROM jobqueue_queues
+                UNION
+                SELECT queue FROM counts
+                UNION
+                SELECT queue FROM jobqueue_schedules
+                UNION
+                SELECT unnest(queues) FROM jobqueue_runners
+            )
+            SELECT names.name AS queue,
+                   coalesce(c.paused, false) AS paused,
+                   EXTRACT(EPOCH FROM now() - c.paused_at)::float8 AS paused_secs,
+                   c.global_limit,
+                   counts.kind AS status,
+                   counts.n AS jobs,
+                   counts.oldest_due_secs
+            FROM names
+            LEFT JOIN jobqueue_queues AS c ON c.name = names.name
+            LEFT JOIN counts ON counts.queue = names.name
+            ORDER BY names.name, counts.kind"
+        )
+    };
+}
+
+/// Every known queue with its settings, its live jobs (scheduled, pending,
+/// unhandled, claimed, running) and its failed ones (the dead letter) by
+/// status, and the age of its oldest due job (see `live_counts` and
+/// `queue_list`): reads only the indexes of those statuses.
+pub(crate) const QUEUE_LIST: &str = queue_list!(live_counts!());
+
+/// [`QUEUE_LIST`] with every job counted, the finished history included:
+/// a scan of the whole table (`jobqueue stats --history`).
+pub(crate) const QUEUE_LIST_HISTORY: &str = queue_list!(
+    "SELECT queue, status AS kind, count(*) AS n,
+            EXTRACT(EPOCH FROM now() - min(run_at) FILTER (
+                WHERE status = 'pending'))::float8 AS oldest_due_secs
+     FROM jobqueue_jobs
+     GROUP BY queue, status"
 );
 
 // The hot-path statement of this table, run prepared (see `prepared.rs`).

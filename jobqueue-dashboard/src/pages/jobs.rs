@@ -16,27 +16,6 @@ const PAGE: i64 = 50;
 /// The most a job list counts.
 pub(crate) const COUNT_BOUND: i64 = 10_000;
 
-/// A cursor as it travels in a link: an id, or `run_at` (microseconds) and
-/// an id.
-pub(crate) fn cursor_text(cursor: JobCursor) -> String {
-    match cursor {
-        JobCursor::Before(id) => id.to_string(),
-        JobCursor::After(at, id) => format!("{}.{id}", at.timestamp_micros()),
-        JobCursor::FinishedBefore(at, id) => format!("{}~{id}", at.timestamp_micros()),
-    }
-}
-
-fn parse_cursor(text: &str) -> Option<JobCursor> {
-    let at = |micros: &str| chrono::DateTime::from_timestamp_micros(micros.parse().ok()?);
-    if let Some((micros, id)) = text.split_once('.') {
-        return Some(JobCursor::After(at(micros)?, id.parse().ok()?));
-    }
-    if let Some((micros, id)) = text.split_once('~') {
-        return Some(JobCursor::FinishedBefore(at(micros)?, id.parse().ok()?));
-    }
-    text.parse().ok().map(JobCursor::Before)
-}
-
 /// The query a request's parameters ask for.
 pub(crate) fn job_query(params: &Params) -> Result<JobQuery, Refusal> {
     let status = match params.get("status") {
@@ -47,21 +26,16 @@ pub(crate) fn job_query(params: &Params) -> Result<JobQuery, Refusal> {
         ),
     };
     let order = match params.get("order") {
-        None | Some("newest") => JobOrder::Newest,
-        Some("run_at") => JobOrder::RunAt,
-        Some("finished") => JobOrder::Finished,
-        Some(other) => {
-            return Err(Refusal::new(
-                400,
-                format!("`{other}` is not an order (newest, run_at or finished)"),
-            ));
-        }
+        None => JobOrder::Newest,
+        Some(text) => text
+            .parse::<JobOrder>()
+            .map_err(|e| Refusal::new(400, e.to_string()))?,
     };
     let cursor = match params.get("cursor") {
         None => None,
         Some(text) => Some(
-            parse_cursor(text)
-                .ok_or_else(|| Refusal::new(400, format!("`{text}` is not a page cursor")))?,
+            text.parse::<JobCursor>()
+                .map_err(|_| Refusal::new(400, format!("`{text}` is not a page cursor")))?,
         ),
     };
     Ok(JobQuery {
@@ -81,12 +55,8 @@ pub(crate) fn list_link(
     q: &JobQuery,
     cursor: Option<JobCursor>,
 ) -> String {
-    let cursor = cursor.map(cursor_text);
-    let order = match q.order {
-        JobOrder::Newest => None,
-        JobOrder::RunAt => Some("run_at"),
-        JobOrder::Finished => Some("finished"),
-    };
+    let cursor = cursor.map(|cursor| cursor.to_string());
+    let order = (q.order != JobOrder::Newest).then(|| q.order.as_str());
     ctx.link(&format!(
         "{path}?{}",
         query(&[

@@ -3,6 +3,7 @@
 
 use chrono::{Duration, DurationRound, Utc};
 use diesel::PgConnection;
+use jobqueue_core::JobStatus;
 use maud::{Markup, html};
 
 use super::layout::{Section, page};
@@ -15,7 +16,7 @@ pub(crate) fn render(
     conn: &mut PgConnection,
     params: &Params,
 ) -> Result<String, Refusal> {
-    let queues = jobqueue_core::list_queues(conn)?;
+    let queues = jobqueue_core::list_queues(conn, jobqueue_core::Counting::Live)?;
     let (minutes, capped) = jobqueue_core::browse::throughput(conn)?;
     let runners = jobqueue_core::list_runners(conn)?;
     let content = html! {
@@ -34,9 +35,9 @@ pub(crate) fn render(
                         tr data-queue=(q.queue) {
                             td { a href=(ctx.link(&format!("/jobs?{}", crate::form::query(&[("queue", Some(&q.queue))])))) { (q.queue) } }
                             td.state { (status(if q.paused { "paused" } else { "active" })) }
-                            td.num { (q.due) } td.num { (q.scheduled) } td.num { (q.unhandled) }
-                            td.num { (q.held) }
-                            td.num { a href=(ctx.link(&format!("/failed?{}", crate::form::query(&[("queue", Some(&q.queue))])))) { (q.failed) } }
+                            td.num { (q.count(JobStatus::Pending)) } td.num { (q.count(JobStatus::Scheduled)) }
+                            td.num { (q.count(JobStatus::Unhandled)) } td.num { (q.held()) }
+                            td.num { a href=(ctx.link(&format!("/failed?{}", crate::form::query(&[("queue", Some(&q.queue))])))) { (q.count(JobStatus::Failed)) } }
                             td.num { (q.oldest_due_age().map(human).unwrap_or_else(|| "-".into())) }
                             td.num { (q.global_limit.map(|n| n.to_string()).unwrap_or_else(|| "-".into())) }
                             td {

@@ -114,6 +114,7 @@ impl IndexUpkeep {
 
 /// What a pass of [`IndexUpkeep`] did.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct IndexUpkeepReport {
     /// Each index of live jobs: its size, and what became of it.
     pub indexes: Vec<IndexUpkept>,
@@ -132,6 +133,7 @@ impl IndexUpkeepReport {
 
 /// One index's size and what a pass did with it.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct IndexUpkept {
     /// Its size (and estimated packed size) before.
     pub before: IndexSize,
@@ -141,6 +143,7 @@ pub struct IndexUpkept {
 
 /// What a pass did with an index.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub enum Upkeep {
     /// Rebuilt.
     Rebuilt {
@@ -158,6 +161,7 @@ pub enum Upkeep {
 
 /// Why an index was left as it is.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub enum Kept {
     /// Smaller than the service's floor.
     Small {

@@ -38,6 +38,7 @@ impl Default for PeriodicJobs {
 
 /// What a pass of [`PeriodicJobs`] did.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct PeriodicReport {
     /// Whether it declared the schedules (the first pass, then every
     /// minute).

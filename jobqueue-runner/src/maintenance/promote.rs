@@ -30,6 +30,7 @@ impl Promote {
 
 /// What a pass of [`Promote`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Promoted {
     /// Jobs moved to `pending`.
     pub jobs: i64,

@@ -27,6 +27,7 @@ impl Prune {
 
 /// What a pass of [`Prune`] did.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct PruneReport {
     /// The jobs deleted, by status.
     pub pruned: Pruned,

@@ -19,6 +19,7 @@ use std::fmt;
 use std::time::{Duration, Instant};
 
 use diesel::PgConnection;
+use jobqueue_core::JobStatus;
 
 use super::context::ServiceContext;
 use super::service::{PassReport, Service};
@@ -66,6 +67,7 @@ impl QueueGauges {
 
 /// What a pass of [`QueueGauges`] did.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum GaugesReport {
     /// Nothing: the runner keeps no metrics.
     MetricsOff,
@@ -185,10 +187,16 @@ fn refresh(
         }
     }
     let started = Instant::now();
-    let queues = jobqueue_core::list_queues(conn)?;
+    let queues = jobqueue_core::list_queues(conn, jobqueue_core::Counting::Live)?;
     let mut seen = BTreeSet::new();
     for q in &queues {
-        let counts = [q.due, q.scheduled, q.unhandled, q.held, q.failed];
+        let counts = [
+            q.count(JobStatus::Pending),
+            q.count(JobStatus::Scheduled),
+            q.count(JobStatus::Unhandled),
+            q.held(),
+            q.count(JobStatus::Failed),
+        ];
         set(
             gauges,
             &q.queue,

@@ -31,6 +31,7 @@ impl Reclaim {
 
 /// What a pass of [`Reclaim`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Reclaimed {
     /// Jobs back to `pending`.
     pub jobs: i64,

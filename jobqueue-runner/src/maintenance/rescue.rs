@@ -31,6 +31,7 @@ impl Rescue {
 
 /// What a pass of [`Rescue`] did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct RescueReport {
     /// Jobs back to `pending`.
     pub requeued: usize,

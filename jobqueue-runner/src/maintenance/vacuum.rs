@@ -54,6 +54,7 @@ impl Vacuum {
 
 /// What a pass of [`Vacuum`] did.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub enum VacuumReport {
     /// Vacuumed the jobs table.
     Vacuumed {

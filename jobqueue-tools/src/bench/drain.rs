@@ -65,10 +65,7 @@ pub(crate) fn drains(url: &str, sizes: &Sizes) -> Result<Vec<Row>, ToolError> {
     let name = format!("drain from truncated table, {WORKERS} workers, {n} jobs");
     // The same drains with completed jobs kept a day: the completion writes
     // a `completed` version of the row instead of deleting it.
-    let keeping = Retention {
-        completed: Some(Duration::from_secs(24 * 3600)),
-        ..Retention::default()
-    };
+    let keeping = Retention::default().completed(Some(Duration::from_secs(24 * 3600)));
     let runs = sizes.drain_runs.min(5);
     let (kept_rates, kept_wal) = drain_with(url, &mut conn, keeping, (n, runs), noop)?;
     let kept = format!("drain, completed rows kept a day, {n} jobs");

@@ -32,7 +32,7 @@ const READS: [Read; 3] = [
     Read {
         name: "stats",
         run: |conn| {
-            jobqueue_core::queue_stats(conn, Counting::Live)?;
+            jobqueue_core::list_queues(conn, Counting::Live)?;
             jobqueue_core::type_stats(conn)?;
             Ok(())
         },
@@ -40,7 +40,7 @@ const READS: [Read; 3] = [
     Read {
         name: "queue gauges",
         run: |conn| {
-            jobqueue_core::list_queues(conn)?;
+            jobqueue_core::list_queues(conn, Counting::Live)?;
             Ok(())
         },
     },
@@ -152,7 +152,7 @@ pub(crate) fn at_scale(url: &str, sizes: &Sizes, runs: usize) -> Result<Vec<Row>
     let load_secs = loading.elapsed().as_secs_f64();
     let mut full = p95s(&mut conn, runs)?;
     let started = Instant::now();
-    jobqueue_core::queue_stats(&mut conn, Counting::WithHistory)?;
+    jobqueue_core::list_queues(&mut conn, Counting::WithHistory)?;
     let history_ms = started.elapsed().as_secs_f64() * 1000.0;
     backlog(&mut conn, sizes.scale_pending - small)?;
     diesel::sql_query("VACUUM (ANALYZE) jobqueue_jobs")
