@@ -15,6 +15,14 @@
 //! (maintenance, after it made jobs due) and [`Claimer::finished`] (the
 //! completer and the lease keeper, when a job stops counting against the
 //! room). Both threads hand jobs on through [`deliver`].
+//!
+//! Every claim names the job types the runner has handlers for: the claim
+//! statement sets aside the other jobs it meets instead of claiming them,
+//! and [`Claimer::take_unhandled_met`] passes their queues and types to
+//! the maintenance service that sets aside the rest of such a backlog. A
+//! claim of every queue walks at most `MAX_CLAIM_QUEUES` queues with due
+//! jobs, starting after the last queue the fetcher's claim before took from
+//! (`Claim::rotate`), so claims go round the queues in turn.
 
 mod announced;
 mod deliver;
