@@ -11,12 +11,18 @@
 //! cargo run --example app_worker -- stats
 //! cargo run --example app_worker -- cron list
 //! ```
+//!
+//! Its tests, at the end, use the testing kit (`jobqueue-testing`): a
+//! sign-up enqueues one welcome email, a webhook retries on 503 and fails
+//! for good on 410, the nightly schedule enqueues this month's report
+//! (`cargo test --example app_worker`; `cargo test --workspace` runs them).
 
 use std::process::ExitCode;
 use std::time::Duration;
 
+use diesel::prelude::*;
 use jobqueue_core::{Job, Missed, Periodic};
-use jobqueue_runner::{JobContext, JobError, Perform};
+use jobqueue_runner::{JobContext, JobError, Perform, Registry};
 use serde::{Deserialize, Serialize};
 
 /// Sends an email (here: prints it).
@@ -65,11 +71,20 @@ impl Perform for DeliverWebhook {
 
     fn perform(&self, ctx: &mut JobContext<'_>) -> Result<(), JobError> {
         let http = ctx.state::<ureq::Agent>()?;
-        // A refused connection or a 5xx: `?` retries with the type's backoff.
-        http.post(&self.url)
+        let sent = http
+            .post(&self.url)
             .header("content-type", "application/json")
-            .send(self.event.to_string())?;
-        Ok(())
+            .send(self.event.to_string());
+        match sent {
+            Ok(_) => Ok(()),
+            // The subscriber is gone: retrying cannot help.
+            Err(ureq::Error::StatusCode(410)) => Err(JobError::permanent(format!(
+                "{} is gone (410): not retried",
+                self.url
+            ))),
+            // A refused connection or a 5xx: `?` retries with the type's backoff.
+            Err(e) => Err(e.into()),
+        }
     }
 }
 
@@ -100,26 +115,194 @@ impl Perform for BuildReport {
     }
 }
 
+/// The web side's sign-up: the welcome email is enqueued in the sign-up's
+/// own transaction, once per address. An application keeps it in the
+/// library its web code and its worker share; here its tests call it.
+#[cfg_attr(not(test), expect(dead_code, reason = "called by the tests only"))]
+fn sign_up(conn: &mut PgConnection, email: &str) -> jobqueue_core::Result<()> {
+    conn.transaction(|conn| {
+        // ... the application's own writes (the user's row), then:
+        SendEmail {
+            to: email.into(),
+            subject: "Welcome".into(),
+        }
+        .options()
+        .unique_key(format!("welcome:{email}"))
+        .enqueue(conn)?;
+        Ok(())
+    })
+}
+
+/// The worker's handlers, the state they share and its schedule: `main`
+/// runs them, the tests drain them.
+fn registry(http: ureq::Agent) -> Registry {
+    Registry::new()
+        .state(http)
+        .register::<SendEmail>()
+        .register::<DeliverWebhook>()
+        .register::<BuildReport>()
+        .periodic(nightly_report())
+}
+
+/// Each night at 03:00, Paris time: one report, once, whatever the runners.
+fn nightly_report() -> Periodic {
+    let report = BuildReport {
+        month: "current".into(),
+    };
+    Periodic::new("nightly-report", "0 3 * * *", &report)
+        .time_zone("Europe/Paris")
+        .missed(Missed::Latest)
+}
+
 fn main() -> ExitCode {
     let http: ureq::Agent = ureq::Agent::config_builder()
         .timeout_global(Some(Duration::from_secs(20)))
         .build()
         .into();
-    // Each night at 03:00, Paris time: one report, once, whatever the runners.
-    let nightly = Periodic::new(
-        "nightly-report",
-        "0 3 * * *",
-        &BuildReport {
-            month: "current".into(),
-        },
-    )
-    .time_zone("Europe/Paris")
-    .missed(Missed::Latest);
-    jobqueue_cli::Cli::new()
-        .state(http)
-        .register::<SendEmail>()
-        .register::<DeliverWebhook>()
-        .register::<BuildReport>()
-        .periodic(nightly)
-        .main()
+    jobqueue_cli::Cli::with_registry(registry(http)).main()
+}
+
+/// The worker's own tests, with the testing kit: each on a connection
+/// inside a test transaction, so it sees its own jobs and leaves nothing
+/// behind.
+#[cfg(test)]
+mod tests {
+    use chrono::{TimeDelta, Utc};
+    use jobqueue_testing::{
+        Drain, Ended, Outcome, Stop, enqueue_schedule, expect, perform, refute_enqueued,
+    };
+    use jobqueue_tests::TestDb;
+
+    use super::*;
+
+    /// A connection to a fresh database of the test harness, migrated, in
+    /// a test transaction. An application's tests would give
+    /// `jobqueue_testing::connect` the URL of their test database.
+    fn connect(db: &TestDb) -> PgConnection {
+        jobqueue_testing::connect(&db.url).expect("a test connection")
+    }
+
+    #[test]
+    fn signing_up_enqueues_one_welcome_email() {
+        let db = TestDb::unmigrated();
+        let mut conn = connect(&db);
+        sign_up(&mut conn, "ada@example.com").expect("sign up");
+        sign_up(&mut conn, "ada@example.com").expect("sign up again");
+        let welcome = expect::<SendEmail>()
+            .matching(|email| email.to == "ada@example.com")
+            .queue("mail")
+            .unique_key("welcome:ada@example.com")
+            .assert_enqueued_once(&mut conn);
+        assert_eq!(welcome.job.subject, "Welcome");
+        refute_enqueued::<SendEmail>(&mut conn, |email| email.to != "ada@example.com");
+    }
+
+    #[test]
+    fn a_webhook_retries_on_503_and_fails_for_good_on_410() {
+        let subscriber = Subscriber::answering(vec![503, 503, 410]);
+        let db = TestDb::unmigrated();
+        let mut conn = connect(&db);
+        let hook = DeliverWebhook {
+            url: subscriber.url(),
+            event: serde_json::json!({"type": "order.paid", "order": 7}),
+        };
+        hook.enqueue(&mut conn).expect("enqueue");
+        let registry = registry(ureq::Agent::new_with_defaults());
+        // A minute on: past the backoff of the first retries (1 s, 2 s).
+        let drained = Drain::new(&registry)
+            .queue("webhooks")
+            .as_of(Utc::now() + TimeDelta::minutes(1))
+            .recursive(10)
+            .run(&mut conn)
+            .expect("drain");
+        let ended: Vec<&Ended> = drained.jobs.iter().map(|job| &job.ended).collect();
+        let [
+            Ended::Retrying { error: first, .. },
+            Ended::Retrying { .. },
+            Ended::Failed { error: last },
+        ] = ended[..]
+        else {
+            panic!("two retries, then the dead letter:\n{drained}");
+        };
+        assert!(first.contains("503"), "{first}");
+        assert!(last.contains("is gone (410)"), "{last}");
+        assert_eq!(drained.stop, Stop::Empty, "{drained}");
+    }
+
+    #[test]
+    fn the_nightly_schedule_enqueues_the_current_report() {
+        let db = TestDb::unmigrated();
+        let mut conn = connect(&db);
+        enqueue_schedule(&mut conn, &nightly_report()).expect("fire the schedule");
+        expect::<BuildReport>()
+            .matching(|report| report.month == "current")
+            .queue("reports")
+            .assert_enqueued_once(&mut conn);
+    }
+
+    #[test]
+    fn an_address_without_an_at_sign_fails_for_good_without_a_database() {
+        let registry = registry(ureq::Agent::new_with_defaults());
+        let email = SendEmail {
+            to: "nobody".into(),
+            subject: "Hi".into(),
+        };
+        let sent = perform(&registry, &email).run().expect("performed");
+        let error = "`nobody` is not an email address".to_owned();
+        assert_eq!(sent.outcome, Outcome::Permanent { error });
+    }
+
+    #[test]
+    fn a_report_stops_on_a_cancel_request_before_its_first_stage() {
+        let registry = registry(ureq::Agent::new_with_defaults());
+        let report = BuildReport {
+            month: "2025-05".into(),
+        };
+        let built = perform(&registry, &report)
+            .cancel_requested()
+            .run()
+            .expect("performed");
+        assert_eq!(built.outcome, Outcome::Cancelled);
+        assert!(built.reports.is_empty(), "{:?}", built.reports);
+    }
+
+    /// A webhook subscriber on a port of its own: answers each request with
+    /// the next of its statuses (then 500), until dropped.
+    struct Subscriber {
+        server: std::sync::Arc<tiny_http::Server>,
+        thread: Option<std::thread::JoinHandle<()>>,
+    }
+
+    impl Subscriber {
+        fn answering(statuses: Vec<u16>) -> Self {
+            let server =
+                std::sync::Arc::new(tiny_http::Server::http("127.0.0.1:0").expect("bind a port"));
+            let serving = std::sync::Arc::clone(&server);
+            let thread = std::thread::spawn(move || {
+                let mut statuses = statuses.into_iter();
+                for request in serving.incoming_requests() {
+                    let status = statuses.next().unwrap_or(500);
+                    let _ = request.respond(tiny_http::Response::empty(status));
+                }
+            });
+            Subscriber {
+                server,
+                thread: Some(thread),
+            }
+        }
+
+        fn url(&self) -> String {
+            let addr = self.server.server_addr().to_ip().expect("an IP address");
+            format!("http://{addr}/hooks")
+        }
+    }
+
+    impl Drop for Subscriber {
+        fn drop(&mut self) {
+            self.server.unblock();
+            if let Some(thread) = self.thread.take() {
+                let _ = thread.join();
+            }
+        }
+    }
 }

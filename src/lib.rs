@@ -10,6 +10,7 @@ use diesel::sql_types::BigInt;
 
 pub mod browser;
 pub mod jobs;
+pub mod kit_jobs;
 pub mod markdown;
 pub mod raw_http;
 

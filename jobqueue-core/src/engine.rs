@@ -65,7 +65,7 @@ pub use crate::periodic::{FirePass, ORPHANED_AFTER, declare_schedules, fire_due}
 pub use crate::plan::{HotStatement, Plan, TableRead};
 pub use crate::prune::{COUNTS_KEPT, Pruned, prune};
 pub use crate::queue_head::{MAX_QUEUE_HEADS, QueueHead, queue_head, queue_heads};
-pub use crate::ready::{DEFAULT_PROMOTE_BATCH, promote_due, reclaim_unhandled};
+pub use crate::ready::{DEFAULT_PROMOTE_BATCH, promote_due, promote_due_by, reclaim_unhandled};
 pub use crate::rescue::{DEFAULT_RESCUE_BATCH, Rescued, rescue_stale};
 pub use crate::runners::{
     RunnerInfo, deregister_runner, register_runner, runner_seen, try_lead_queue_gauges,

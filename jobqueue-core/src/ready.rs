@@ -2,8 +2,9 @@
 //! jobs that became due, and jobs set aside as unhandled once a runner that
 //! handles their type runs.
 
+use chrono::{DateTime, Utc};
 use diesel::prelude::*;
-use diesel::sql_types::{Array, BigInt, Text};
+use diesel::sql_types::{Array, BigInt, Text, Timestamptz};
 
 use crate::isolation::{Scope, scoped};
 use crate::{Result, limits, sql};
@@ -31,6 +32,23 @@ pub(crate) fn promote_due_in(conn: &mut PgConnection, scope: Scope, limit: i64) 
         Ok(diesel::sql_query(sql::JOB_PROMOTE_DUE)
             .bind::<BigInt, _>(limit)
             .bind::<Text, _>(crate::enqueue::NOTIFY_CHANNEL)
+            .get_result::<Moved>(conn)?
+            .n)
+    })
+}
+
+/// Moves up to `limit` scheduled jobs due by `until` to `pending`, as
+/// [`promote_due`] does for those due by the database's clock; returns how
+/// many it moved. For a caller whose clock is not the database's: inside a
+/// transaction, `now()` stands still at the transaction's start, so a test
+/// lets time pass by naming the time (the testing kit's drain "as of").
+pub fn promote_due_by(conn: &mut PgConnection, until: DateTime<Utc>, limit: i64) -> Result<i64> {
+    limits::check_batch(limit)?;
+    scoped(conn, Scope::Own, sql::READ_COMMITTED_BEGIN, |conn| {
+        Ok(diesel::sql_query(sql::JOB_PROMOTE_DUE_BY)
+            .bind::<BigInt, _>(limit)
+            .bind::<Text, _>(crate::enqueue::NOTIFY_CHANNEL)
+            .bind::<Timestamptz, _>(until)
             .get_result::<Moved>(conn)?
             .n)
     })

@@ -5,7 +5,7 @@ use diesel::prelude::*;
 
 use crate::lease::Lease;
 use crate::schema::jobqueue_jobs;
-use crate::{JobId, JobStatus};
+use crate::{JobId, JobStatus, NewJob};
 
 /// A full row of `jobqueue_jobs`.
 #[derive(Debug, Clone, Queryable, QueryableByName, Selectable)]
@@ -72,6 +72,50 @@ impl JobRow {
             token: self.claim_count,
             attempt: self.attempts,
         }
+    }
+
+    /// The row `job` would have once enqueued at `now` and claimed for its
+    /// attempt number `attempt`, stored nowhere: what a handler worked
+    /// without a database is given (the testing kit's `perform`). It is
+    /// `running` under its first claim (fencing token 1), due when `job`
+    /// says (at `now` unless delayed or scheduled), with `job`'s type,
+    /// payload, queue, priority, attempts allowed and unique key.
+    pub fn unstored(job: &NewJob, attempt: i32, now: DateTime<Utc>) -> crate::Result<JobRow> {
+        let payload =
+            serde_json::from_str(&job.payload).map_err(|source| crate::Error::Deserialize {
+                job_type: job.job_type.clone(),
+                source,
+            })?;
+        // A delay is at most 100 years (`NewJob` refuses longer ones): its
+        // microseconds fit an i64.
+        let delay = chrono::Duration::microseconds((job.delay_secs * 1e6) as i64);
+        Ok(JobRow {
+            id: job.id,
+            job_type: job.job_type.clone(),
+            queue: job.queue.clone(),
+            priority: job.priority,
+            status: JobStatus::Running,
+            payload,
+            run_at: job.run_at.unwrap_or(now + delay),
+            attempts: attempt,
+            max_attempts: job.max_attempts,
+            last_error: None,
+            errors: serde_json::Value::Array(Vec::new()),
+            unique_key: job.unique_key.clone(),
+            worker_id: None,
+            claim_count: 1,
+            claimed_at: Some(now),
+            heartbeat_at: Some(now),
+            lease_expires_at: None,
+            cancel_requested: false,
+            progress: 0,
+            current_stage: None,
+            events_count: 0,
+            created_at: now,
+            started_at: Some(now),
+            finished_at: None,
+            snoozes: 0,
+        })
     }
 
     /// Decodes the payload as the job type `T`.

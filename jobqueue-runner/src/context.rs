@@ -4,21 +4,34 @@ use std::sync::atomic::Ordering;
 
 use chrono::{DateTime, Utc};
 use diesel::PgConnection;
+use diesel::connection::{AnsiTransactionManager, TransactionManager};
 use diesel::r2d2::PooledConnection;
 use jobqueue_core::{JobId, JobRow};
 
-use crate::JobError;
 use crate::hang_guard::Guarded;
+use crate::inline_host::{InlineHost, Report};
+use crate::job_error::JobError;
 use crate::job_state::JobState;
 use crate::shared::Shared;
 
 /// The running job's context: its identity, progress reporting, the flags
 /// that ask it to stop, and a database connection.
 pub struct JobContext<'a> {
-    shared: &'a Shared,
+    host: Host<'a>,
     row: &'a JobRow,
     state: &'a JobState,
-    conn: Option<HandlerConn>,
+}
+
+/// Where the job is worked, and what that gives its handler.
+enum Host<'a> {
+    /// A runner's worker thread: the runner's shared state, and the
+    /// handler's connection once it asked for one.
+    Runner {
+        shared: &'a Shared,
+        conn: Option<HandlerConn>,
+    },
+    /// Its caller's own thread (see `inline.rs`).
+    Inline(InlineHost<'a>),
 }
 
 /// A handler's database connection: from the runner's handler pool, or one
@@ -40,8 +53,10 @@ impl HandlerConn {
 impl Drop for JobContext<'_> {
     fn drop(&mut self) {
         // An abandoned handler that returns at last gives its connection back.
-        if self.state.abandoned.load(Ordering::Acquire) {
-            let _ = self.shared.counters.abandoned_running.fetch_update(
+        if let Host::Runner { shared, .. } = &self.host
+            && self.state.abandoned.load(Ordering::Acquire)
+        {
+            let _ = shared.counters.abandoned_running.fetch_update(
                 Ordering::AcqRel,
                 Ordering::Acquire,
                 |n| n.checked_sub(1),
@@ -63,10 +78,27 @@ impl std::fmt::Debug for JobContext<'_> {
 impl<'a> JobContext<'a> {
     pub(crate) fn new(shared: &'a Shared, row: &'a JobRow, state: &'a JobState) -> Self {
         JobContext {
-            shared,
+            host: Host::Runner { shared, conn: None },
             row,
             state,
-            conn: None,
+        }
+    }
+
+    /// The context of a job worked inline, on its caller's thread.
+    pub(crate) fn inline(host: InlineHost<'a>, row: &'a JobRow, state: &'a JobState) -> Self {
+        JobContext {
+            host: Host::Inline(host),
+            row,
+            state,
+        }
+    }
+
+    /// The progress reports the handler made, in order, if the job is
+    /// worked inline (a runner keeps only the latest, in its job state).
+    pub(crate) fn take_reports(&mut self) -> Vec<Report> {
+        match &mut self.host {
+            Host::Runner { .. } => Vec::new(),
+            Host::Inline(host) => std::mem::take(&mut host.reports),
         }
     }
 
@@ -119,7 +151,10 @@ impl<'a> JobContext<'a> {
     /// Whether the runner is shutting down; a long handler should wrap up
     /// within the shutdown grace period.
     pub fn is_shutting_down(&self) -> bool {
-        self.shared.is_stopping()
+        match &self.host {
+            Host::Runner { shared, .. } => shared.is_stopping(),
+            Host::Inline(host) => host.shutting_down,
+        }
     }
 
     /// Whether this attempt ran past its timeout.
@@ -147,7 +182,11 @@ impl<'a> JobContext<'a> {
     /// how to give it (a runner deployed without it leaves the job to one
     /// that has it, or to a fixed deploy).
     pub fn state<S: Send + Sync + 'static>(&self) -> Result<std::sync::Arc<S>, JobError> {
-        self.shared.registry.get_state::<S>().ok_or_else(|| {
+        let registry = match &self.host {
+            Host::Runner { shared, .. } => &shared.registry,
+            Host::Inline(host) => host.registry,
+        };
+        registry.get_state::<S>().ok_or_else(|| {
             JobError::Retry(format!(
                 "this runner has no application state of type `{}`: give it with \
                  `Registry::state(value)` (or `Cli::state(value)`)",
@@ -173,6 +212,7 @@ impl<'a> JobContext<'a> {
     /// `ctx.progress(..)?` stay as they are.
     pub fn progress(&mut self, percent: u8, stage: &str) -> Result<(), JobError> {
         self.state.progress.note(Some(percent), Some(stage), 0);
+        self.record(Some(percent), Some(stage), 0);
         self.still_held()
     }
 
@@ -180,7 +220,19 @@ impl<'a> JobContext<'a> {
     /// like [`progress`](Self::progress), whose return it shares.
     pub fn events(&mut self, count: u32) -> Result<(), JobError> {
         self.state.progress.note(None, None, count);
+        self.record(None, None, count);
         self.still_held()
+    }
+
+    /// Keeps a report of a job worked inline, for its caller.
+    fn record(&mut self, percent: Option<u8>, stage: Option<&str>, events: u32) {
+        if let Host::Inline(host) = &mut self.host {
+            host.reports.push(Report {
+                percent,
+                stage: stage.map(str::to_owned),
+                events,
+            });
+        }
     }
 
     /// `Err(JobError::LeaseLost)` if a heartbeat found the job lost.
@@ -201,29 +253,19 @@ impl<'a> JobContext<'a> {
     /// until they return, if ever; while there are any, a handler that finds
     /// the pool empty opens a connection of its own (closed when it returns)
     /// instead of waiting for one.
+    ///
+    /// A job worked inline (the testing kit's drain) has its caller's
+    /// connection instead, or none (`JobError::Retry` saying so).
     pub fn conn(&mut self) -> Result<&mut PgConnection, JobError> {
-        let conn = match &mut self.conn {
-            Some(conn) => conn,
-            slot => {
-                let shared = self.shared;
-                let unavailable = |e: &dyn std::fmt::Display| {
-                    JobError::retry(format!("no database connection for the handler: {e}"))
-                };
-                let conn = if shared.counters.abandoned_running.load(Ordering::Acquire) == 0 {
-                    HandlerConn::Pooled(shared.pool.get().map_err(|e| unavailable(&e))?)
-                } else if let Some(pooled) = shared.pool.try_get() {
-                    HandlerConn::Pooled(pooled)
-                } else {
-                    let own = shared
-                        .connector
-                        .handler_connection()
-                        .map_err(|e| unavailable(&e))?;
-                    HandlerConn::Own(own)
-                };
-                slot.insert(conn)
-            }
-        };
-        Ok(conn.get())
+        match &mut self.host {
+            Host::Runner { shared, conn } => runner_conn(shared, conn),
+            Host::Inline(host) => host.conn.as_deref_mut().ok_or_else(|| {
+                JobError::retry(
+                    "no database connection: this job is worked inline without one \
+                     (give the handler a connection to reach one)",
+                )
+            }),
+        }
     }
 
     /// Runs `work` and completes the job in ONE transaction (READ
@@ -235,39 +277,61 @@ impl<'a> JobContext<'a> {
     /// [`JobError::LeaseLost`]. On success the handler should return `Ok(())`.
     /// Progress that no heartbeat wrote yet is written in the same
     /// transaction, when the completion keeps the row.
+    ///
+    /// On a connection already inside a transaction (a job worked inline
+    /// on a test's connection), the transaction is a savepoint of that
+    /// one; a job worked inline that is not stored has `work` run there
+    /// and no row to complete.
     pub fn complete_in_transaction<T>(
         &mut self,
         work: impl FnOnce(&mut PgConnection) -> Result<T, JobError>,
     ) -> Result<T, JobError> {
         let state = self.state;
         let lease = state.lease;
-        let deletes = self.shared.config.retention.deletes_completed();
+        let (deletes, completes) = match &self.host {
+            Host::Runner { shared, .. } => (shared.config.retention.deletes_completed(), true),
+            Host::Inline(host) => (host.deletes_completed, host.stored),
+        };
         let conn = self.conn()?;
         // Unwritten progress goes with a completion that keeps the row.
-        let note = if deletes { None } else { state.progress.take() };
-        // The transaction's own failures (BEGIN, COMMIT) become retries
-        // through `JobError`'s conversion.
-        let result = conn
-            .build_transaction()
-            .read_committed()
-            .run::<T, JobError, _>(|conn| {
-                let value = work(conn)?;
-                let noted = note.as_ref().map_or(Ok(false), |progress| {
-                    jobqueue_core::engine::report_progress(conn, &lease, progress)
-                });
-                let completed = noted.and_then(|_| {
-                    if deletes {
-                        jobqueue_core::engine::complete_and_delete(conn, &lease)
-                    } else {
-                        jobqueue_core::engine::complete(conn, &lease)
-                    }
-                });
-                match completed {
-                    Ok(()) => Ok(value),
-                    Err(jobqueue_core::Error::LeaseLost { .. }) => Err(JobError::LeaseLost),
-                    Err(e) => Err(JobError::retry(e)),
+        let note = if deletes || !completes {
+            None
+        } else {
+            state.progress.take()
+        };
+        let in_transaction = AnsiTransactionManager::transaction_manager_status_mut(conn)
+            .transaction_depth()
+            .is_ok_and(|depth| depth.is_some());
+        let body = |conn: &mut PgConnection| {
+            let value = work(conn)?;
+            if !completes {
+                return Ok(value);
+            }
+            let noted = note.as_ref().map_or(Ok(false), |progress| {
+                jobqueue_core::engine::report_progress(conn, &lease, progress)
+            });
+            let completed = noted.and_then(|_| {
+                if deletes {
+                    jobqueue_core::engine::complete_and_delete(conn, &lease)
+                } else {
+                    jobqueue_core::engine::complete(conn, &lease)
                 }
             });
+            match completed {
+                Ok(()) => Ok(value),
+                Err(jobqueue_core::Error::LeaseLost { .. }) => Err(JobError::LeaseLost),
+                Err(e) => Err(JobError::retry(e)),
+            }
+        };
+        // The transaction's own failures (BEGIN, COMMIT) become retries
+        // through `JobError`'s conversion.
+        let result = if in_transaction {
+            diesel::Connection::transaction::<T, JobError, _>(conn, body)
+        } else {
+            conn.build_transaction()
+                .read_committed()
+                .run::<T, JobError, _>(body)
+        };
         if result.is_err()
             && let Some(progress) = note
         {
@@ -285,4 +349,34 @@ impl<'a> JobContext<'a> {
             Err(e) => Err(e),
         }
     }
+}
+
+/// The handler's connection of a runner's worker: from the runner's handler
+/// pool, or one of its own while abandoned handlers hold pool connections
+/// (see [`JobContext::conn`]).
+fn runner_conn<'c>(
+    shared: &Shared,
+    slot: &'c mut Option<HandlerConn>,
+) -> Result<&'c mut PgConnection, JobError> {
+    let conn = match slot {
+        Some(conn) => conn,
+        slot => {
+            let unavailable = |e: &dyn std::fmt::Display| {
+                JobError::retry(format!("no database connection for the handler: {e}"))
+            };
+            let conn = if shared.counters.abandoned_running.load(Ordering::Acquire) == 0 {
+                HandlerConn::Pooled(shared.pool.get().map_err(|e| unavailable(&e))?)
+            } else if let Some(pooled) = shared.pool.try_get() {
+                HandlerConn::Pooled(pooled)
+            } else {
+                let own = shared
+                    .connector
+                    .handler_connection()
+                    .map_err(|e| unavailable(&e))?;
+                HandlerConn::Own(own)
+            };
+            slot.insert(conn)
+        }
+    };
+    Ok(conn.get())
 }

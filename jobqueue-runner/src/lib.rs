@@ -42,11 +42,16 @@
 //! # }
 //! ```
 //!
+//! [`inline`] works one job on the caller's own thread and connection,
+//! without a runner, by the same path: what the testing kit
+//! (`jobqueue-testing`) is built on.
+//!
 //! This crate is the runner alone. The `jobqueue` command line for an
 //! application's own worker binary (`migrate`, `work`, `enqueue`, `list`,
 //! ...) is the `jobqueue-cli` crate:
 //! `jobqueue_cli::Cli::new().register::<SendEmail>().main()`.
 
+mod attempt;
 mod backoff;
 mod claimer;
 mod completer;
@@ -60,6 +65,8 @@ mod error;
 mod exposition;
 mod hang_guard;
 mod health;
+pub mod inline;
+mod inline_host;
 mod job_error;
 mod job_state;
 mod lease_keeper;

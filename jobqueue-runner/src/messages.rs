@@ -58,3 +58,23 @@ pub(crate) enum OutcomeKind {
     /// The lease was lost while the handler ran: nothing to write.
     Lost,
 }
+
+impl From<crate::attempt::Outcome> for OutcomeKind {
+    /// What the completer writes for an attempt's outcome.
+    fn from(outcome: crate::attempt::Outcome) -> Self {
+        use crate::attempt::Outcome;
+        match outcome {
+            Outcome::Completed => OutcomeKind::Complete,
+            Outcome::CompletedInTransaction => OutcomeKind::Handled,
+            Outcome::Retry { error, policy } => OutcomeKind::Fail {
+                error,
+                retry: Some(policy),
+            },
+            Outcome::Permanent { error } => OutcomeKind::Fail { error, retry: None },
+            Outcome::Snoozed(delay) => OutcomeKind::Snooze(delay),
+            Outcome::Cancelled => OutcomeKind::Cancelled,
+            Outcome::LeaseLost => OutcomeKind::Lost,
+            Outcome::Unhandled => OutcomeKind::Park,
+        }
+    }
+}

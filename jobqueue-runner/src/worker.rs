@@ -1,18 +1,17 @@
 //! Worker threads: run handlers, catch their panics, hand outcomes to the
 //! completer.
 
-use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use crossbeam_channel::Sender;
 
-use crate::dispatch::JobReceiver;
-
+use crate::attempt;
+use crate::context::JobContext;
 use crate::counters::Counters;
+use crate::dispatch::JobReceiver;
 use crate::messages::{Claimed, Outcome, OutcomeKind};
 use crate::shared::Shared;
-use crate::{JobContext, JobError};
 
 pub(crate) fn run(shared: Arc<Shared>, jobs: JobReceiver, outcomes: Sender<Outcome>) {
     while let Some(claimed) = jobs.recv() {
@@ -60,38 +59,14 @@ fn execute(shared: &Shared, claimed: &Claimed) -> OutcomeKind {
         return OutcomeKind::Park;
     };
     state.start(handler.timeout.or(shared.config.default_timeout));
-    let policy = Some(handler.retry.unwrap_or(shared.config.retry));
     let mut ctx = JobContext::new(shared, row, state);
-    let result = catch_unwind(AssertUnwindSafe(|| (handler.run)(&row.payload, &mut ctx)));
+    let attempted = attempt::run(handler, row, &mut ctx, state, shared.config.retry);
     drop(ctx);
-    match result {
-        Ok(Ok(())) if state.handled.load(Ordering::Relaxed) => OutcomeKind::Handled,
-        Ok(Ok(())) => OutcomeKind::Complete,
-        Ok(Err(JobError::Retry(error))) => OutcomeKind::Fail {
-            error,
-            retry: policy,
-        },
-        Ok(Err(JobError::Permanent(error))) => OutcomeKind::Fail { error, retry: None },
-        Ok(Err(JobError::Snooze(delay))) => OutcomeKind::Snooze(delay),
-        Ok(Err(JobError::Cancelled)) => OutcomeKind::Cancelled,
-        Ok(Err(JobError::LeaseLost)) => OutcomeKind::Lost,
-        Err(panic) => {
-            Counters::add(&shared.counters.panicked, 1);
-            if let Some(metrics) = &state.metrics {
-                metrics.panicked();
-            }
-            let message = panic
-                .downcast_ref::<&str>()
-                .map(|s| (*s).to_owned())
-                .or_else(|| panic.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "a non-string panic payload".to_owned());
-            OutcomeKind::Fail {
-                error: format!(
-                    "handler for job type `{}` panicked: {message}",
-                    row.job_type
-                ),
-                retry: policy,
-            }
+    if attempted.panicked {
+        Counters::add(&shared.counters.panicked, 1);
+        if let Some(metrics) = &state.metrics {
+            metrics.panicked();
         }
     }
+    OutcomeKind::from(attempted.outcome)
 }

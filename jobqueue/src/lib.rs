@@ -14,6 +14,7 @@
 //! | `runner` (default) | [`Perform`], [`JobContext`], [`JobError`], [`Registry`], [`Runner`], [`RunnerConfig`]; the whole runner crate as [`runner`] |
 //! | `cli` (default) | [`Cli`]: the command line of the application's worker binary |
 //! | `dashboard` | the web dashboard to mount in the application, as `dashboard` |
+//! | `testing` | the testing kit, as `testing`: assertions on what was enqueued, draining queues inline, one handler on its own (for `[dev-dependencies]`) |
 //!
 //! The crates its public signatures use are re-exported at the versions it
 //! was built with: [`diesel`] (connections are `diesel::PgConnection`),
@@ -65,6 +66,12 @@ pub use jobqueue_cli::Cli;
 /// The web dashboard, to mount in an application or serve on its own.
 #[cfg(feature = "dashboard")]
 pub use jobqueue_dashboard as dashboard;
+
+/// The testing kit: every item of the `jobqueue-testing` crate. Enable the
+/// feature in `[dev-dependencies]` only: the production build then carries
+/// none of it.
+#[cfg(feature = "testing")]
+pub use jobqueue_testing as testing;
 
 pub use chrono;
 pub use diesel;

@@ -845,22 +845,37 @@ macro_rules! move_to_pending {
     };
 }
 
-/// Moves up to `$1` scheduled jobs that are due by the database's clock to
-/// `pending`, and wakes their queues on channel `$2`. Safe to run from many
-/// processes at once (SKIP LOCKED). Returns the number moved.
-pub(crate) const JOB_PROMOTE_DUE: &str = concat!(
-    "WITH picked AS (
+/// The statement that moves up to `$1` scheduled jobs due by `$until` (an
+/// SQL expression) to `pending` and wakes their queues on channel `$2`.
+/// Safe to run from many processes at once (SKIP LOCKED). Returns the
+/// number moved.
+macro_rules! promote_due {
+    ($until:literal) => {
+        concat!(
+            "WITH picked AS (
         SELECT id
         FROM jobqueue_jobs
         WHERE status = 'scheduled'
-          AND run_at <= now()
+          AND run_at <= ",
+            $until,
+            "
         ORDER BY run_at
         LIMIT $1
         FOR UPDATE SKIP LOCKED
     ),
     ",
-    move_to_pending!("$2")
-);
+            move_to_pending!("$2")
+        )
+    };
+}
+
+/// Moves up to `$1` scheduled jobs that are due by the database's clock to
+/// `pending`: see `promote_due!`.
+pub(crate) const JOB_PROMOTE_DUE: &str = promote_due!("now()");
+
+/// Moves up to `$1` scheduled jobs due by time `$3` to `pending`: see
+/// `promote_due!`.
+pub(crate) const JOB_PROMOTE_DUE_BY: &str = promote_due!("$3");
 
 /// Takes back up to `$3` jobs set aside as `unhandled` whose type is in `$1`
 /// and whose queue is in `$2` (an empty array: any queue): back to

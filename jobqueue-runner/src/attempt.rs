@@ -1,0 +1,101 @@
+//! One attempt of a job: its handler run with its context, a panic caught,
+//! and what the handler returned turned into an outcome with the retry
+//! decision. The path a runner's worker (`worker.rs`) and an inline run
+//! (`inline.rs`) share.
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use jobqueue_core::{JobRow, RetryPolicy};
+
+use crate::context::JobContext;
+use crate::job_error::JobError;
+use crate::job_state::JobState;
+use crate::registry::Handler;
+
+/// What one attempt of a handler came to.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum Outcome {
+    /// The handler returned `Ok(())`: the job is to be completed.
+    Completed,
+    /// The handler completed the job itself, with
+    /// [`JobContext::complete_in_transaction`]: nothing is left to write.
+    CompletedInTransaction,
+    /// The attempt failed and may be retried: after `policy`'s delay
+    /// while attempts remain, else the job fails for good. Also a panic
+    /// (its message in `error`).
+    Retry {
+        /// What went wrong.
+        error: String,
+        /// The job type's backoff, or the runner's for a type that
+        /// declares none.
+        policy: RetryPolicy,
+    },
+    /// The handler said retrying cannot help ([`JobError::Permanent`]):
+    /// the job fails for good.
+    Permanent {
+        /// What went wrong.
+        error: String,
+    },
+    /// The handler asked to run again after this long, without using up
+    /// an attempt ([`JobError::Snooze`]).
+    Snoozed(Duration),
+    /// The handler stopped on a cancel request ([`JobError::Cancelled`]).
+    Cancelled,
+    /// The handler found the job no longer held ([`JobError::LeaseLost`]):
+    /// nothing is to be written.
+    LeaseLost,
+    /// No handler is registered for the job's type: the job is set aside
+    /// as unhandled.
+    Unhandled,
+}
+
+/// An attempt's outcome, and whether its handler panicked.
+pub(crate) struct Attempted {
+    pub(crate) outcome: Outcome,
+    pub(crate) panicked: bool,
+}
+
+/// Runs `handler` on `row`'s payload with `ctx`, catching a panic, and says
+/// what became of the attempt; a failure worth retrying gets the type's
+/// backoff, or `default_policy` for a type that declares none.
+pub(crate) fn run(
+    handler: &Handler,
+    row: &JobRow,
+    ctx: &mut JobContext<'_>,
+    state: &JobState,
+    default_policy: RetryPolicy,
+) -> Attempted {
+    let policy = handler.retry.unwrap_or(default_policy);
+    let result = catch_unwind(AssertUnwindSafe(|| (handler.run)(&row.payload, ctx)));
+    let outcome = match result {
+        Ok(Ok(())) if state.handled.load(Ordering::Relaxed) => Outcome::CompletedInTransaction,
+        Ok(Ok(())) => Outcome::Completed,
+        Ok(Err(JobError::Retry(error))) => Outcome::Retry { error, policy },
+        Ok(Err(JobError::Permanent(error))) => Outcome::Permanent { error },
+        Ok(Err(JobError::Snooze(delay))) => Outcome::Snoozed(delay),
+        Ok(Err(JobError::Cancelled)) => Outcome::Cancelled,
+        Ok(Err(JobError::LeaseLost)) => Outcome::LeaseLost,
+        Err(panic) => {
+            let message = panic
+                .downcast_ref::<&str>()
+                .map(|s| (*s).to_owned())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "a non-string panic payload".to_owned());
+            let error = format!(
+                "handler for job type `{}` panicked: {message}",
+                row.job_type
+            );
+            return Attempted {
+                outcome: Outcome::Retry { error, policy },
+                panicked: true,
+            };
+        }
+    };
+    Attempted {
+        outcome,
+        panicked: false,
+    }
+}

@@ -1,0 +1,61 @@
+//! Writing one inline attempt's outcome on the caller's connection, with
+//! the engine's calls, as a runner's completer writes a batch of them: the
+//! handler's unwritten progress first (for an outcome that keeps the row),
+//! then the completion, failure, snooze, cancellation or set-aside.
+
+use diesel::PgConnection;
+use jobqueue_core::engine::{self, Failure, Lease, Snooze};
+use jobqueue_core::{Result, Retention};
+use jobqueue_runner::inline::{Attempt, Outcome};
+
+/// The worker id drained jobs are claimed (and set aside) under.
+pub(crate) const WORKER_ID: &str = "jobqueue-testing";
+
+/// What decides how an outcome is written: a runner's configuration.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Writing {
+    pub(crate) retention: Retention,
+    pub(crate) max_snoozes: i32,
+}
+
+/// Writes `attempt`'s outcome for the job held under `lease`.
+pub(crate) fn outcome(
+    conn: &mut PgConnection,
+    lease: &Lease,
+    attempt: &Attempt,
+    writing: Writing,
+) -> Result<()> {
+    let deletes = writing.retention.deletes_completed();
+    let keeps_row = match attempt.outcome {
+        Outcome::Completed => !deletes,
+        Outcome::Retry { .. }
+        | Outcome::Permanent { .. }
+        | Outcome::Snoozed(_)
+        | Outcome::Cancelled => true,
+        _ => false,
+    };
+    if keeps_row && let Some(progress) = &attempt.unwritten {
+        engine::report_progress(conn, lease, progress)?;
+    }
+    match &attempt.outcome {
+        Outcome::Completed if deletes => engine::complete_and_delete(conn, lease),
+        Outcome::Completed => engine::complete(conn, lease),
+        Outcome::Retry { error, policy } => {
+            engine::fail(conn, &Failure::retry(*lease, error.clone(), policy)).map(drop)
+        }
+        Outcome::Permanent { error } => {
+            engine::fail(conn, &Failure::permanent(*lease, error.clone())).map(drop)
+        }
+        Outcome::Snoozed(delay) => {
+            let snooze = Snooze {
+                lease: *lease,
+                delay: *delay,
+            };
+            engine::snooze_many(conn, &[snooze], writing.max_snoozes).map(drop)
+        }
+        Outcome::Cancelled => engine::cancel_held_many(conn, &[*lease]).map(drop),
+        Outcome::Unhandled => engine::park_many(conn, &[*lease], WORKER_ID).map(drop),
+        // Completed by the handler itself, or no longer held: nothing to write.
+        _ => Ok(()),
+    }
+}
