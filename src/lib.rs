@@ -103,6 +103,23 @@ fn admin_conn() -> PgConnection {
     PgConnection::establish(server_url()).expect("connect to the PostgreSQL server")
 }
 
+/// Runs `sql` (one or more statements) on `conn`; a refusal panics with
+/// the statement.
+pub fn exec(conn: &mut PgConnection, sql: &str) {
+    use diesel::connection::SimpleConnection;
+    conn.batch_execute(sql)
+        .unwrap_or_else(|e| panic!("{e}\n{sql}"));
+}
+
+/// Turns autovacuum off for the jobs table: its dead rows and statistics
+/// stay what the test makes them, until it vacuums or analyzes.
+pub fn autovacuum_off(conn: &mut PgConnection) {
+    exec(
+        conn,
+        "ALTER TABLE jobqueue_jobs SET (autovacuum_enabled = false)",
+    );
+}
+
 #[derive(QueryableByName)]
 struct Count {
     #[diesel(sql_type = BigInt)]

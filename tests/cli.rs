@@ -5,7 +5,7 @@ use std::process::{Command, Output};
 use diesel::prelude::*;
 use jobqueue_core::engine::{Claim, Failure, claim, fail};
 use jobqueue_core::{JobStatus, get_job};
-use jobqueue_tests::{TestDb, count_where, settings};
+use jobqueue_tests::{TestDb, assert_contains, count_where, settings};
 
 /// An application's worker binary: the operational commands.
 const CLI: &str = env!("CARGO_BIN_EXE_jobqueue-test-worker");
@@ -176,11 +176,7 @@ fn enqueue_list_show_stats() {
     );
     assert_eq!(again.code, Some(0), "{}", again.stderr);
     assert_eq!(again.stdout, forced, "the holder's id");
-    assert!(
-        again.stderr.contains("not enqueued") && again.stderr.contains("`r1`"),
-        "{}",
-        again.stderr
-    );
+    assert_contains(&again.stderr, &["not enqueued", "`r1`"]);
     assert_eq!(count_where(&mut conn, "unique_key = 'r1'"), 1);
     let row = row_of(&mut conn, &forced);
     assert_eq!(settings(&row), ("report.build", 100, "default", 3));
@@ -203,10 +199,7 @@ fn enqueue_list_show_stats() {
     );
 
     let listed = ok(&db, &["list"]);
-    assert!(
-        listed.contains(id) && listed.contains("email.send") && listed.contains("report.build"),
-        "{listed}"
-    );
+    assert_contains(&listed, &[id, "email.send", "report.build"]);
     let mail_only = ok(&db, &["list", "--queue", "mail", "--status", "pending"]);
     assert!(
         mail_only.contains(declared.trim()) && !mail_only.contains("report.build"),
@@ -214,19 +207,17 @@ fn enqueue_list_show_stats() {
     );
 
     let shown = ok(&db, &["show", id]);
-    assert!(
-        shown.contains("email.send") && shown.contains("b@example.com") && shown.contains("0 of 4"),
-        "{shown}"
-    );
+    assert_contains(&shown, &["email.send", "b@example.com", "0 of 4"]);
 
     let stats = ok(&db, &["stats"]);
-    assert!(
-        stats.contains("mail") && stats.contains("default") && stats.contains("email.send"),
-        "{stats}"
-    );
-    assert!(
-        stats.contains("completed: 0 in the last hour, 0 in the last day"),
-        "{stats}"
+    assert_contains(
+        &stats,
+        &[
+            "mail",
+            "default",
+            "email.send",
+            "completed: 0 in the last hour, 0 in the last day",
+        ],
     );
 
     // A completed job: its row is gone (the default), and `stats` counts
@@ -234,9 +225,9 @@ fn enqueue_list_show_stats() {
     let lease = jobqueue_tests::claim_one(&mut conn, "w");
     jobqueue_core::engine::complete_and_delete(&mut conn, &lease).expect("complete");
     let stats = ok(&db, &["stats"]);
-    assert!(
-        stats.contains("completed: 1 in the last hour, 1 in the last day"),
-        "{stats}"
+    assert_contains(
+        &stats,
+        &["completed: 1 in the last hour, 1 in the last day"],
     );
     fails(
         &db,
@@ -335,11 +326,7 @@ fn enqueue_reads_large_payloads_from_a_file_or_stdin() {
     );
     let both = cli(&db, &["enqueue", "email.send", "{}", "--payload-file", "-"]);
     assert_eq!(both.code, Some(2));
-    assert!(
-        both.stderr.contains("cannot be used with"),
-        "{}",
-        both.stderr
-    );
+    assert_contains(&both.stderr, &["cannot be used with"]);
 }
 
 #[test]
@@ -566,10 +553,7 @@ fn demo_runs_a_small_mix() {
     let db = TestDb::new();
     let name = format!("jq_demo_{}", fastrand::u32(..));
     let out = demo(&db, &name, "300", "8");
-    assert!(
-        out.contains("finished 300 jobs") && out.contains("pickup latency"),
-        "{out}"
-    );
+    assert_contains(&out, &["finished 300 jobs", "pickup latency"]);
     assert!(out.contains("long report job: completed at 100%"), "{out}");
     // A second run recreates the demo's own database.
     demo(&db, &name, "20", "2");

@@ -7,23 +7,19 @@
 
 use std::time::Duration;
 
-use diesel::connection::SimpleConnection;
 use diesel::prelude::*;
 use jobqueue_core::{Check, CheckStatus, DoctorOptions, Job};
 use jobqueue_tests::fault::{OwnCluster, Proc, runner_flags};
 use jobqueue_tests::jobs::{Noop, Sleep};
-use jobqueue_tests::{TestDb, assert_contains, read_job, run_cli, scalar, wait_for};
+use jobqueue_tests::{
+    TestDb, assert_contains, autovacuum_off, exec, read_job, run_cli, scalar, wait_for,
+};
 
 const WORKER: &str = env!("CARGO_BIN_EXE_jobqueue-test-worker");
 
 /// Long enough for every condition here to show (stats flushed, a killed
 /// runner gone); the waits end as soon as it does.
 const WITHIN: Duration = Duration::from_secs(30);
-
-fn exec(conn: &mut PgConnection, sql: &str) {
-    conn.batch_execute(sql)
-        .unwrap_or_else(|e| panic!("{e}\n{sql}"));
-}
 
 /// The check `name` of a doctor run with `options`.
 fn check(conn: &mut PgConnection, options: &DoctorOptions, name: &str) -> Check {
@@ -131,10 +127,7 @@ fn insert(conn: &mut PgConnection, n: usize, job_type: &str, status: &str) {
 /// jobs of type `job_type`: rows that stay as they are until the test
 /// vacuums or analyzes them.
 fn unvacuumed_history(conn: &mut PgConnection, job_type: &str) {
-    exec(
-        conn,
-        "ALTER TABLE jobqueue_jobs SET (autovacuum_enabled = false)",
-    );
+    autovacuum_off(conn);
     insert(conn, 20_000, job_type, "completed");
 }
 

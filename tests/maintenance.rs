@@ -4,15 +4,16 @@
 
 use std::time::Duration;
 
-use diesel::RunQueryDsl as _;
-use diesel::connection::SimpleConnection;
+use diesel::{PgConnection, RunQueryDsl as _};
 use jobqueue_core::engine::{Claim, Holder, Horizon};
 use jobqueue_runner::maintenance::{
     GaugesReport, IndexUpkeep, Kept, Promote, Prune, QueueGauges, Reclaim, Rescue, Service,
     ServiceContext, Upkeep, Vacuum, VacuumReport,
 };
 use jobqueue_runner::{MetricsMode, Runner, RunnerConfig};
-use jobqueue_tests::{TestDb, count_where, enqueue_all, expire_leases, scalar, wait_for};
+use jobqueue_tests::{
+    TestDb, autovacuum_off, count_where, enqueue_all, exec, expire_leases, scalar, wait_for,
+};
 use jobqueue_tools::bench::{BenchNoop, registry};
 
 const FETCH_INDEX: &str = "jobqueue_jobs_fetch_idx";
@@ -24,15 +25,21 @@ fn context(db: &TestDb, configure: impl FnOnce(&mut RunnerConfig)) -> ServiceCon
     ServiceContext::new(config, registry()).expect("a service context")
 }
 
-fn exec(conn: &mut diesel::PgConnection, sql: &str) {
-    conn.batch_execute(sql)
-        .unwrap_or_else(|e| panic!("{e}\n{sql}"));
+/// A database whose jobs table only the passes here vacuum (autovacuum
+/// off), a connection to it, and a context for passes whose vacuums need
+/// `min_dead` dead rows.
+fn vacuumed_by_passes_only(min_dead: i64) -> (TestDb, PgConnection, ServiceContext) {
+    let db = TestDb::new();
+    let mut conn = db.conn();
+    autovacuum_off(&mut conn);
+    let cx = context(&db, |config| config.vacuum_min_dead = min_dead);
+    (db, conn, cx)
 }
 
 /// Opens, on `conn`, a `REPEATABLE READ` transaction whose snapshot pins
 /// the xmin horizon (it reads no jobs table, so it locks nothing there);
 /// returns its session's pid.
-fn pin(conn: &mut diesel::PgConnection) -> i64 {
+fn pin(conn: &mut PgConnection) -> i64 {
     exec(
         conn,
         "BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT count(*) FROM jobqueue_queues",
@@ -123,14 +130,7 @@ fn prune_deletes_finished_jobs_past_their_retention() {
 /// no vacuum); once the pin ends, the next pass sees it gone and vacuums.
 #[test]
 fn the_vacuum_names_the_pin_it_waits_for_and_vacuums_once_it_ends() {
-    let db = TestDb::new();
-    let mut conn = db.conn();
-    // Only the passes here vacuum.
-    exec(
-        &mut conn,
-        "ALTER TABLE jobqueue_jobs SET (autovacuum_enabled = false)",
-    );
-    let mut cx = context(&db, |config| config.vacuum_min_dead = 50);
+    let (db, mut conn, mut cx) = vacuumed_by_passes_only(50);
     let mut vacuum = Vacuum::new(cx.config());
     let mut holder = db.conn();
     let pinned_by = pin(&mut holder);
@@ -209,13 +209,7 @@ fn one_runner_leads_the_queue_gauges() {
 /// the dead entries, upkeep rebuilds it to a fraction of its size.
 #[test]
 fn index_upkeep_rebuilds_the_claim_index_a_pin_bloated_once_the_pin_ends() {
-    let db = TestDb::new();
-    let mut conn = db.conn();
-    exec(
-        &mut conn,
-        "ALTER TABLE jobqueue_jobs SET (autovacuum_enabled = false)",
-    );
-    let mut cx = context(&db, |config| config.vacuum_min_dead = 1);
+    let (db, mut conn, mut cx) = vacuumed_by_passes_only(1);
     let mut upkeep = IndexUpkeep::new(cx.config()).min_bytes(1 << 20);
     let mut holder = db.conn();
     let pinned_by = pin(&mut holder);
@@ -386,7 +380,7 @@ fn a_runner_schedules_the_vacuum_on_its_own_interval() {
 fn a_vacuum_shortens_the_table_only_when_asked_to() {
     let db = TestDb::new();
     let mut conn = db.conn();
-    let size = |conn: &mut diesel::PgConnection| {
+    let size = |conn: &mut PgConnection| {
         scalar(conn, "SELECT pg_relation_size('jobqueue_jobs') / 8192 AS n")
     };
     enqueue_all(&mut conn, (0..20_000).map(|seq| BenchNoop { seq }));
@@ -422,7 +416,7 @@ fn a_vacuum_shortens_the_table_only_when_asked_to() {
 fn the_xmin_horizon_names_its_holder_until_it_ends() {
     /// Opens a `REPEATABLE READ` transaction on `conn` and returns its
     /// snapshot's xmin and its session's pid.
-    fn pin_xmin(conn: &mut diesel::PgConnection) -> (i64, i64) {
+    fn pin_xmin(conn: &mut PgConnection) -> (i64, i64) {
         diesel::sql_query("BEGIN ISOLATION LEVEL REPEATABLE READ")
             .execute(conn)
             .expect("begin");

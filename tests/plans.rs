@@ -12,25 +12,16 @@ use std::time::Duration;
 use diesel::prelude::*;
 use jobqueue_core::engine::{Claim, Failure, HotStatement, Lease, Plan, QueueSession, Resume};
 use jobqueue_core::{JobStatus, RetryPolicy};
-use jobqueue_tests::{TestDb, scalar};
+use jobqueue_tests::{TestDb, autovacuum_off, exec, scalar};
 
 /// Jobs per batch statement.
 const BATCH: usize = 1000;
-
-fn exec(conn: &mut PgConnection, sql: &str) {
-    diesel::sql_query(sql)
-        .execute(conn)
-        .unwrap_or_else(|e| panic!("{e}\n{sql}"));
-}
 
 /// A database whose jobs table autovacuum leaves alone, so its statistics
 /// stay what each test makes them.
 fn frozen_stats_db() -> (TestDb, PgConnection) {
     let (db, mut conn) = TestDb::connected();
-    exec(
-        &mut conn,
-        "ALTER TABLE jobqueue_jobs SET (autovacuum_enabled = false)",
-    );
+    autovacuum_off(&mut conn);
     (db, conn)
 }
 

@@ -6,8 +6,8 @@ use diesel::connection::SimpleConnection;
 use diesel::prelude::*;
 use jobqueue_core::engine::{Claim, QueueSession, Resume, claim};
 use jobqueue_core::{JobId, JobOptions, JobRow, NewJob, enqueue_many};
-use jobqueue_tests::TestDb;
 use jobqueue_tests::jobs::Noop;
+use jobqueue_tests::{TestDb, autovacuum_off};
 
 /// Enqueues `n` no-op jobs in `queue` at `priority`, due at `run_at`
 /// seconds from now (negative: in the past); returns their ids in order.
@@ -204,8 +204,7 @@ fn under_a_pinned_horizon_a_runner_resumes_and_leaves_no_job_behind() {
         .expect("pin the horizon");
     // No vacuum in the test: the entries of claimed jobs stay until a scan
     // marks them dead, as between two vacuums under a heavy load.
-    conn.batch_execute("ALTER TABLE jobqueue_jobs SET (autovacuum_enabled = false)")
-        .expect("autovacuum off for the jobs table");
+    autovacuum_off(&mut conn);
     // Named queues: no claim of every queue comes to find what the resumed
     // claims would miss.
     let mut config = jobqueue_runner::RunnerConfig::new(&db.url)

@@ -6,23 +6,32 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use diesel::PgConnection;
 use diesel::connection::{Connection, InstrumentationEvent};
 use jobqueue_core::engine::{Beat, Claim, Failure, GlobalLimits, Progress, QueueSession};
 use jobqueue_core::enqueue_many;
 use jobqueue_tests::{TestDb, bare_jobs, count_where, status_counts};
 
-/// Counts the statements `session` sends from now on.
-fn count_statements(session: &mut QueueSession) -> Arc<AtomicUsize> {
-    let count = Arc::new(AtomicUsize::new(0));
-    let seen = Arc::clone(&count);
-    session
-        .conn()
-        .set_instrumentation(move |event: InstrumentationEvent<'_>| {
+/// The statements a connection sent.
+struct Statements(Arc<AtomicUsize>);
+
+impl Statements {
+    /// Counts the statements `conn` sends from now on.
+    fn count(conn: &mut PgConnection) -> Self {
+        let count = Arc::new(AtomicUsize::new(0));
+        let seen = Arc::clone(&count);
+        conn.set_instrumentation(move |event: InstrumentationEvent<'_>| {
             if let InstrumentationEvent::StartQuery { .. } = event {
                 seen.fetch_add(1, Ordering::Relaxed);
             }
         });
-    count
+        Statements(count)
+    }
+
+    /// The statements sent since the last call (or since counting began).
+    fn since_last(&self) -> usize {
+        self.0.swap(0, Ordering::Relaxed)
+    }
 }
 
 #[test]
@@ -32,7 +41,7 @@ fn a_batch_of_1000_is_one_statement_to_claim_and_one_to_complete() {
     enqueue_many(&mut db.conn(), &jobs).expect("enqueue");
 
     let mut session = QueueSession::establish(&db.url).expect("session");
-    let statements = count_statements(&mut session);
+    let statements = Statements::count(session.conn());
     // A runner that knows none of its queues has a global limit claims
     // with `Skip`: one statement.
     let claim = Claim::new("w").limit(1000);
@@ -40,22 +49,18 @@ fn a_batch_of_1000_is_one_statement_to_claim_and_one_to_complete() {
         .claim(&claim.clone().global_limits(GlobalLimits::Skip))
         .expect("claim");
     assert_eq!(rows.len(), 1000);
-    assert_eq!(
-        statements.swap(0, Ordering::Relaxed),
-        1,
-        "one statement claims 1000 jobs"
-    );
+    assert_eq!(statements.since_last(), 1, "one statement claims 1000 jobs");
     // Honouring global limits: BEGIN, lock the limited queues' rows, claim,
     // COMMIT (whatever the batch).
     let rest = session.claim(&claim).expect("claim");
     assert_eq!(rest.len(), 500);
-    assert_eq!(statements.swap(0, Ordering::Relaxed), 4);
+    assert_eq!(statements.since_last(), 4);
 
     let leases: Vec<_> = rows.iter().map(|row| row.lease()).collect();
     let done = session.complete_many(&leases[..900]).expect("complete");
     assert_eq!(done.applied.len(), 900);
     assert_eq!(
-        statements.swap(0, Ordering::Relaxed),
+        statements.since_last(),
         1,
         "one statement completes 900 jobs"
     );
@@ -65,11 +70,7 @@ fn a_batch_of_1000_is_one_statement_to_claim_and_one_to_complete() {
         .map(|lease| Failure::permanent(*lease, "x"))
         .collect();
     session.fail_many(&failures).expect("fail");
-    assert_eq!(
-        statements.swap(0, Ordering::Relaxed),
-        1,
-        "one statement fails 100 jobs"
-    );
+    assert_eq!(statements.since_last(), 1, "one statement fails 100 jobs");
 
     let mut conn = db.conn();
     assert_eq!(
@@ -103,13 +104,13 @@ fn a_heartbeat_of_1000_jobs_carries_their_progress_in_one_statement() {
             }),
         })
         .collect();
-    let statements = count_statements(&mut session);
+    let statements = Statements::count(session.conn());
     let beat = session
         .heartbeat_with_progress(&beats, Duration::from_secs(30))
         .expect("beat");
     assert_eq!(beat.renewed.len(), 1000);
     assert_eq!(
-        statements.swap(0, Ordering::Relaxed),
+        statements.since_last(),
         1,
         "one statement renews 1000 leases and writes 500 reports"
     );
@@ -134,16 +135,10 @@ fn outside_a_session_each_operation_is_its_own_read_committed_transaction() {
     let jobs = bare_jobs(10);
     let mut conn = db.conn();
     enqueue_many(&mut conn, &jobs).expect("enqueue");
-    let count = Arc::new(AtomicUsize::new(0));
-    let seen = Arc::clone(&count);
-    conn.set_instrumentation(move |event: InstrumentationEvent<'_>| {
-        if let InstrumentationEvent::StartQuery { .. } = event {
-            seen.fetch_add(1, Ordering::Relaxed);
-        }
-    });
+    let statements = Statements::count(&mut conn);
     let rows = jobqueue_core::engine::claim(&mut conn, &Claim::new("w").limit(10)).expect("claim");
     assert_eq!(rows.len(), 10);
     // BEGIN (with the claim's settings), the lock of limited queues' rows,
     // the claim, COMMIT.
-    assert_eq!(count.swap(0, Ordering::Relaxed), 4);
+    assert_eq!(statements.since_last(), 4);
 }

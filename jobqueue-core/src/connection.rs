@@ -1,6 +1,6 @@
 //! What a worker runs on a new connection, and to check one: whether the
 //! server takes writes, the setup of a connection dedicated to the queue,
-//! the server process and TCP ends of the session, and `LISTEN` for the
+//! the server's version, process and TCP ends of the session, and `LISTEN` for the
 //! wake-ups of enqueues. A runner (`jobqueue-runner`) makes every one of
 //! its connections with these; the statements themselves are with the rest
 //! of the SQL (`sql/session.rs`).
@@ -57,14 +57,22 @@ fn writable(read_only: &str) -> Result<()> {
 
 /// The process id of the server process serving `conn`'s session.
 pub fn backend_pid(conn: &mut PgConnection) -> Result<i32> {
+    int4(conn, sql::SESSION_BACKEND_PID)
+}
+
+/// The server's version as a number (`150020` for 15.20).
+pub fn server_version(conn: &mut PgConnection) -> Result<i32> {
+    int4(conn, sql::SESSION_SERVER_VERSION)
+}
+
+/// The number a statement of one `int4` answers (its one row's column `n`).
+fn int4(conn: &mut PgConnection, query: &str) -> Result<i32> {
     #[derive(QueryableByName)]
-    struct Pid {
+    struct Int4 {
         #[diesel(sql_type = Integer)]
-        pid: i32,
+        n: i32,
     }
-    Ok(diesel::sql_query(sql::SESSION_BACKEND_PID)
-        .get_result::<Pid>(conn)?
-        .pid)
+    Ok(diesel::sql_query(query).get_result::<Int4>(conn)?.n)
 }
 
 /// A session's TCP ends, as its server reports them.

@@ -193,25 +193,14 @@ impl DoctorOptions {
             ),
         ];
         for (field, warn, fail) in fractions {
+            let (warn_at, fail_at) = (format::percent(warn), format::percent(fail));
             if !(0.0..=1.0).contains(&warn) || !(0.0..=1.0).contains(&fail) {
-                return Err(Error::invalid(
-                    field,
-                    format!(
-                        "{} and {} must be between 0 % and 100 %",
-                        format::percent(warn),
-                        format::percent(fail)
-                    ),
-                ));
+                let why = format!("{warn_at} and {fail_at} must be between 0 % and 100 %");
+                return Err(Error::invalid(field, why));
             }
             if warn > fail {
-                return Err(Error::invalid(
-                    field,
-                    format!(
-                        "warn at {} is above fail at {}",
-                        format::percent(warn),
-                        format::percent(fail)
-                    ),
-                ));
+                let why = format!("warn at {warn_at} is above fail at {fail_at}");
+                return Err(Error::invalid(field, why));
             }
         }
         if !self.index_bloat_warn.is_finite() || self.index_bloat_warn < 1.0 {
@@ -273,22 +262,9 @@ pub fn doctor(conn: &mut PgConnection, options: &DoctorOptions) -> Result<Vec<Ch
         },
     };
     checks.push(schema.check);
-    checks.push(guard(
-        horizon::TRANSACTIONS,
-        horizon::transactions(conn, options),
-    )?);
-    checks.push(guard(horizon::SLOTS, horizon::slots(conn, options))?);
-    checks.push(guard(horizon::PREPARED, horizon::prepared(conn, options))?);
+    graded(conn, options, &HORIZON_CHECKS, &mut checks)?;
     if schema.ready {
-        checks.push(guard(
-            table::DEAD_TUPLES,
-            table::dead_tuples(conn, options),
-        )?);
-        checks.push(guard(
-            table::FETCH_INDEX_CHECK,
-            table::fetch_index(conn, options),
-        )?);
-        checks.push(guard(table::CLAIM_PLAN, table::claim_plan(conn))?);
+        graded(conn, options, &TABLE_CHECKS, &mut checks)?;
         let runners = read(conn, crate::list_runners);
         let covered = [workers::HELD_LEASES, workers::JOB_TYPES, workers::QUEUES];
         match runners {
@@ -308,15 +284,45 @@ pub fn doctor(conn: &mut PgConnection, options: &DoctorOptions) -> Result<Vec<Ch
             }
         }
     }
-    checks.push(guard(
-        server::NOTIFY_QUEUE,
-        server::notify_queue(conn, options),
-    )?);
-    checks.push(guard(
-        server::CONNECTIONS,
-        server::connections(conn, options),
-    )?);
+    graded(conn, options, &SERVER_CHECKS, &mut checks)?;
     Ok(checks)
+}
+
+/// A check that reads the database alone, graded by the options.
+type Graded = fn(&mut PgConnection, &DoctorOptions) -> Result<Check>;
+
+/// The checks of the xmin horizon, first after `migrations`.
+const HORIZON_CHECKS: [(&str, Graded); 3] = [
+    (horizon::TRANSACTIONS, horizon::transactions),
+    (horizon::SLOTS, horizon::slots),
+    (horizon::PREPARED, horizon::prepared),
+];
+
+/// The checks of the jobs table that need no list of runners.
+const TABLE_CHECKS: [(&str, Graded); 3] = [
+    (table::DEAD_TUPLES, table::dead_tuples),
+    (table::FETCH_INDEX_CHECK, table::fetch_index),
+    (table::CLAIM_PLAN, |conn, _| table::claim_plan(conn)),
+];
+
+/// The checks of the server, last.
+const SERVER_CHECKS: [(&str, Graded); 2] = [
+    (server::NOTIFY_QUEUE, server::notify_queue),
+    (server::CONNECTIONS, server::connections),
+];
+
+/// Runs `list` in its order, adding what each came to to `checks` (see
+/// [`guard`]).
+fn graded(
+    conn: &mut PgConnection,
+    options: &DoctorOptions,
+    list: &[(&'static str, Graded)],
+    checks: &mut Vec<Check>,
+) -> Result<()> {
+    for &(name, check) in list {
+        checks.push(guard(name, check(conn, options))?);
+    }
+    Ok(())
 }
 
 /// The check `name` came to, or, if the database refused one of its

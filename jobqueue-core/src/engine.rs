@@ -38,12 +38,14 @@
 
 /// What a worker runs on a new connection, and to check one: whether the
 /// server takes writes, the setup of a connection dedicated to the queue,
-/// the session's server process and TCP ends, `LISTEN`.
+/// the server's version, the session's server process and TCP ends,
+/// `LISTEN`.
 pub mod connection {
     pub use crate::connection::*;
 }
 
 pub use crate::claim::{Claim, DEFAULT_LEASE, GlobalLimits, MAX_CLAIM_QUEUES, Resume, claim};
+pub use crate::connection::{backend_pid, server_version};
 pub use crate::database_url::{
     DEFAULT_CONNECT_TIMEOUT, connectable_url, join_options, split_options, with_default_options,
 };
@@ -57,8 +59,8 @@ pub use crate::heartbeat::{
 };
 pub use crate::horizon::{Holder, Horizon, Pin, SessionHold, xmin_horizon};
 pub use crate::index_rebuild::{
-    IndexSize, LIVE_JOB_INDEXES, backend_pid, cancel_backend, drop_rebuild_leftovers, index_sizes,
-    rebuild_index, server_version, try_lock_index_upkeep, unlock_index_upkeep,
+    IndexSize, LIVE_JOB_INDEXES, cancel_backend, drop_rebuild_leftovers, index_sizes,
+    rebuild_index, try_lock_index_upkeep, unlock_index_upkeep,
 };
 pub use crate::lease::{Fenced, Lease};
 pub use crate::periodic::{FirePass, ORPHANED_AFTER, declare_schedules, fire_due};

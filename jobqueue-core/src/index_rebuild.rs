@@ -212,32 +212,6 @@ pub fn unlock_index_upkeep(conn: &mut PgConnection) -> Result<()> {
 }
 
 #[derive(QueryableByName)]
-struct Version {
-    #[diesel(sql_type = Integer)]
-    version: i32,
-}
-
-/// The server's version as a number (`150020` for 15.20).
-pub fn server_version(conn: &mut PgConnection) -> Result<i32> {
-    Ok(diesel::sql_query(sql::SESSION_SERVER_VERSION)
-        .get_result::<Version>(conn)?
-        .version)
-}
-
-#[derive(QueryableByName)]
-struct Pid {
-    #[diesel(sql_type = Integer)]
-    pid: i32,
-}
-
-/// The server process id of `conn`'s session.
-pub fn backend_pid(conn: &mut PgConnection) -> Result<i32> {
-    Ok(diesel::sql_query(sql::SESSION_BACKEND_PID)
-        .get_result::<Pid>(conn)?
-        .pid)
-}
-
-#[derive(QueryableByName)]
 struct Sent {
     #[diesel(sql_type = Bool)]
     sent: bool,

@@ -105,47 +105,29 @@ pub struct EnqueueBuilder<'a, J> {
     options: JobOptions,
 }
 
+/// Setters of [`EnqueueBuilder`], each setting [`JobOptions`]' option of
+/// the same name.
+macro_rules! option_setters {
+    ($($name:ident($arg:ident: $ty:ty);)*) => {
+        $(
+            #[doc = concat!("See [`JobOptions::", stringify!($name), "`].")]
+            pub fn $name(mut self, $arg: $ty) -> Self {
+                self.options = self.options.$name($arg);
+                self
+            }
+        )*
+    };
+}
+
 impl<J: Job> EnqueueBuilder<'_, J> {
-    /// See [`JobOptions::priority`].
-    pub fn priority(mut self, priority: i32) -> Self {
-        self.options = self.options.priority(priority);
-        self
-    }
-
-    /// See [`JobOptions::queue`].
-    pub fn queue(mut self, queue: impl Into<String>) -> Self {
-        self.options = self.options.queue(queue);
-        self
-    }
-
-    /// See [`JobOptions::run_at`].
-    pub fn run_at(mut self, at: chrono::DateTime<chrono::Utc>) -> Self {
-        self.options = self.options.run_at(at);
-        self
-    }
-
-    /// See [`JobOptions::delay`].
-    pub fn delay(mut self, delay: std::time::Duration) -> Self {
-        self.options = self.options.delay(delay);
-        self
-    }
-
-    /// See [`JobOptions::max_attempts`].
-    pub fn max_attempts(mut self, max_attempts: i32) -> Self {
-        self.options = self.options.max_attempts(max_attempts);
-        self
-    }
-
-    /// See [`JobOptions::unique_key`].
-    pub fn unique_key(mut self, key: impl Into<String>) -> Self {
-        self.options = self.options.unique_key(key);
-        self
-    }
-
-    /// See [`JobOptions::max_payload_bytes`].
-    pub fn max_payload_bytes(mut self, limit: usize) -> Self {
-        self.options = self.options.max_payload_bytes(limit);
-        self
+    option_setters! {
+        priority(priority: i32);
+        queue(queue: impl Into<String>);
+        run_at(at: chrono::DateTime<chrono::Utc>);
+        delay(delay: std::time::Duration);
+        max_attempts(max_attempts: i32);
+        unique_key(key: impl Into<String>);
+        max_payload_bytes(limit: usize);
     }
 
     /// The validated job, for [`crate::enqueue_many`].

@@ -17,6 +17,20 @@ pub(crate) enum Due {
     After(Duration),
 }
 
+/// Chaining setters of [`JobOptions`], each `name(arg: Type) => field =
+/// value;`: sets the field, returns the options.
+macro_rules! setters {
+    ($($(#[$doc:meta])* $name:ident($arg:ident: $ty:ty) => $field:ident = $value:expr;)*) => {
+        $(
+            $(#[$doc])*
+            pub fn $name(mut self, $arg: $ty) -> Self {
+                self.$field = $value;
+                self
+            }
+        )*
+    };
+}
+
 /// Options for one enqueue; anything left unset takes the job type's default.
 ///
 /// Setters never fail: every value is checked when the job is built
@@ -38,49 +52,30 @@ impl JobOptions {
         Self::default()
     }
 
-    /// Priority, `0..=1000`; higher runs first. Default: the job type's (100).
-    pub fn priority(mut self, priority: i32) -> Self {
-        self.priority = Some(priority);
-        self
-    }
+    setters! {
+        /// Priority, `0..=1000`; higher runs first. Default: the job type's (100).
+        priority(priority: i32) => priority = Some(priority);
 
-    /// Named queue, 1 to 64 characters of `[A-Za-z0-9_.:-]`. Default: the job
-    /// type's (`default`).
-    pub fn queue(mut self, queue: impl Into<String>) -> Self {
-        self.queue = Some(queue.into());
-        self
-    }
+        /// Named queue, 1 to 64 characters of `[A-Za-z0-9_.:-]`. Default: the job
+        /// type's (`default`).
+        queue(queue: impl Into<String>) => queue = Some(queue.into());
 
-    /// Not before this instant. Replaces an earlier `delay`.
-    pub fn run_at(mut self, at: DateTime<Utc>) -> Self {
-        self.due = Due::At(at);
-        self
-    }
+        /// Not before this instant. Replaces an earlier `delay`.
+        run_at(at: DateTime<Utc>) => due = Due::At(at);
 
-    /// Not before this long after the database's `now()`. Replaces an earlier `run_at`.
-    pub fn delay(mut self, delay: Duration) -> Self {
-        self.due = Due::After(delay);
-        self
-    }
+        /// Not before this long after the database's `now()`. Replaces an earlier `run_at`.
+        delay(delay: Duration) => due = Due::After(delay);
 
-    /// Attempts before the job is `failed`, `1..=1000`. Default: the job type's (3).
-    pub fn max_attempts(mut self, max_attempts: i32) -> Self {
-        self.max_attempts = Some(max_attempts);
-        self
-    }
+        /// Attempts before the job is `failed`, `1..=1000`. Default: the job type's (3).
+        max_attempts(max_attempts: i32) => max_attempts = Some(max_attempts);
 
-    /// At most one live (scheduled, pending, claimed or running) job per key:
-    /// a second enqueue with the key inserts nothing and reports the holder
-    /// ([`crate::EnqueueOutcome::Duplicate`]). Finished jobs do not hold
-    /// their key.
-    pub fn unique_key(mut self, key: impl Into<String>) -> Self {
-        self.unique_key = Some(key.into());
-        self
-    }
+        /// At most one live (scheduled, pending, claimed or running) job per key:
+        /// a second enqueue with the key inserts nothing and reports the holder
+        /// ([`crate::EnqueueOutcome::Duplicate`]). Finished jobs do not hold
+        /// their key.
+        unique_key(key: impl Into<String>) => unique_key = Some(key.into());
 
-    /// Largest serialized payload accepted, in bytes. Default: the job type's (1 MiB).
-    pub fn max_payload_bytes(mut self, limit: usize) -> Self {
-        self.max_payload_bytes = Some(limit);
-        self
+        /// Largest serialized payload accepted, in bytes. Default: the job type's (1 MiB).
+        max_payload_bytes(limit: usize) => max_payload_bytes = Some(limit);
     }
 }

@@ -319,44 +319,31 @@ mod tests {
     #[test]
     fn actions_come_from_the_same_origin_or_a_configured_one() {
         let hosts = Hosts::new(&["jobs.example".to_owned()]).expect("hosts");
-        let here = authority("127.0.0.1:8080");
-        assert!(hosts.same_origin(&here, None, None).is_ok());
-        assert!(
-            hosts
-                .same_origin(&here, Some("http://127.0.0.1:8080"), None)
-                .is_ok()
-        );
-        assert!(
-            hosts
-                .same_origin(&here, None, Some("http://127.0.0.1:8080/jobs?x=1"))
-                .is_ok()
-        );
-        assert!(
-            hosts
-                .same_origin(&here, Some("https://jobs.example"), None)
-                .is_ok()
-        );
-        for (origin, referer) in [
-            (Some("http://attacker.example:8080"), None),
-            (Some("http://127.0.0.1:3000"), None),
-            (Some("null"), None),
-            (Some("file://"), None),
-            (None, Some("http://attacker.example:8080/page")),
-        ] {
-            let refused = hosts.same_origin(&here, origin, referer);
-            assert!(refused.is_err(), "{origin:?} {referer:?}");
+        let here = "127.0.0.1:8080";
+        // (Host, Origin, Referer)
+        let accepted = [
+            (here, None, None),
+            (here, Some("http://127.0.0.1:8080"), None),
+            (here, None, Some("http://127.0.0.1:8080/jobs?x=1")),
+            (here, Some("https://jobs.example"), None),
+            // No port in Host: the origin's scheme's default port.
+            ("localhost", Some("http://localhost"), None),
+        ];
+        let refused = [
+            (here, Some("http://attacker.example:8080"), None),
+            (here, Some("http://127.0.0.1:3000"), None),
+            (here, Some("null"), None),
+            (here, Some("file://"), None),
+            (here, None, Some("http://attacker.example:8080/page")),
+            ("localhost", Some("http://localhost:3000"), None),
+        ];
+        for (host, origin, referer) in accepted {
+            let checked = hosts.same_origin(&authority(host), origin, referer);
+            assert!(checked.is_ok(), "{host} {origin:?} {referer:?}");
         }
-        // No port in Host: the origin's scheme's default port.
-        let plain = authority("localhost");
-        assert!(
-            hosts
-                .same_origin(&plain, Some("http://localhost"), None)
-                .is_ok()
-        );
-        assert!(
-            hosts
-                .same_origin(&plain, Some("http://localhost:3000"), None)
-                .is_err()
-        );
+        for (host, origin, referer) in refused {
+            let checked = hosts.same_origin(&authority(host), origin, referer);
+            assert!(checked.is_err(), "{host} {origin:?} {referer:?}");
+        }
     }
 }

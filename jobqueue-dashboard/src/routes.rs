@@ -170,17 +170,13 @@ fn queue_action(
     name: &str,
     action: &str,
 ) -> Result<(String, String), Refusal> {
-    let change = match action {
-        "pause" => jobqueue_core::pause_queue(conn, name)?,
-        "resume" => jobqueue_core::resume_queue(conn, name)?,
-        _ => return Err(Refusal::new(404, format!("no action {action}"))),
+    let pause = pausing(action)?;
+    let change = if pause {
+        jobqueue_core::pause_queue(conn, name)?
+    } else {
+        jobqueue_core::resume_queue(conn, name)?
     };
-    let notice = match (action, change.was_paused) {
-        ("pause", true) => format!("queue {name} was already paused"),
-        ("pause", false) => format!("queue {name} paused"),
-        (_, true) => format!("queue {name} resumed"),
-        (_, false) => format!("queue {name} was not paused"),
-    };
+    let notice = paused_notice(&format!("queue {name}"), pause, change.was_paused);
     Ok(("/".to_owned(), notice))
 }
 
@@ -190,24 +186,34 @@ fn schedule_action(
     name: &str,
     action: &str,
 ) -> Result<(String, String), Refusal> {
-    let notice = match action {
-        "pause" | "resume" => {
-            let pause = action == "pause";
-            let was = jobqueue_core::set_schedule_paused(conn, name, pause)?;
-            match (pause, was) {
-                (true, true) => format!("schedule {name} was already paused"),
-                (true, false) => format!("schedule {name} paused"),
-                (false, true) => format!("schedule {name} resumed"),
-                (false, false) => format!("schedule {name} was not paused"),
-            }
-        }
-        "run" => {
-            let id = jobqueue_core::run_schedule_now(conn, name)?;
-            format!("schedule {name}: job {id} enqueued")
-        }
-        _ => return Err(Refusal::new(404, format!("no action {action}"))),
+    let notice = if action == "run" {
+        let id = jobqueue_core::run_schedule_now(conn, name)?;
+        format!("schedule {name}: job {id} enqueued")
+    } else {
+        let pause = pausing(action)?;
+        let was_paused = jobqueue_core::set_schedule_paused(conn, name, pause)?;
+        paused_notice(&format!("schedule {name}"), pause, was_paused)
     };
     Ok(("/schedules".to_owned(), notice))
+}
+
+/// Whether `action` pauses (`pause`) or resumes (`resume`).
+fn pausing(action: &str) -> Result<bool, Refusal> {
+    match action {
+        "pause" => Ok(true),
+        "resume" => Ok(false),
+        _ => Err(Refusal::new(404, format!("no action {action}"))),
+    }
+}
+
+/// What pausing (or resuming) `what` did, given whether it was paused.
+fn paused_notice(what: &str, pause: bool, was_paused: bool) -> String {
+    match (pause, was_paused) {
+        (true, true) => format!("{what} was already paused"),
+        (true, false) => format!("{what} paused"),
+        (false, true) => format!("{what} resumed"),
+        (false, false) => format!("{what} was not paused"),
+    }
 }
 
 fn job_id(text: &str) -> Result<JobId, Refusal> {

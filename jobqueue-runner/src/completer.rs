@@ -8,8 +8,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, select};
-use jobqueue_core::JobId;
-use jobqueue_core::engine::{Beat, FailOutcome, Failure};
+use jobqueue_core::engine::{Beat, FailOutcome, Failure, Fenced};
+use jobqueue_core::{JobId, JobStatus};
 
 use crate::backoff::Backoff;
 use crate::claimer::Claimer;
@@ -139,6 +139,36 @@ fn flush(shared: &Shared, claimer: &Claimer, db: &mut Db, pending: &mut Vec<Outc
             }
         });
     };
+    // The outcomes `of_kind` that a statement wrote by their leases alone
+    // (`done`): counted as `ended` (those lost noted, as `what`s not
+    // written), and out of `pending`.
+    let fenced = |pending: &mut Vec<Outcome>,
+                  of_kind: fn(&OutcomeKind) -> bool,
+                  (what, done, ended): (&str, Fenced, Ended)| {
+        Counters::add(counters.of(ended), done.applied.len());
+        note_lost(shared, what, &done.lost);
+        count_ended(shared, pending, of_kind, &done.lost, |_| ended);
+        written(pending, of_kind);
+    };
+    // The outcomes `of_kind` that a statement wrote saying how each job
+    // ended (`ended`; `usual` for one it does not name): counted (those
+    // lost noted, as `what`s not written), and out of `pending`.
+    let reported =
+        |pending: &mut Vec<Outcome>,
+         of_kind: fn(&OutcomeKind) -> bool,
+         (what, ended, lost, usual): (&str, Vec<(JobId, Ended)>, &[JobId], Ended)| {
+            for (_, how) in &ended {
+                Counters::add(counters.of(*how), 1);
+            }
+            note_lost(shared, what, lost);
+            if shared.metrics.is_some() {
+                let by_id: HashMap<JobId, Ended> = ended.into_iter().collect();
+                count_ended(shared, pending, of_kind, lost, |id| {
+                    by_id.get(&id).copied().unwrap_or(usual)
+                });
+            }
+            written(pending, of_kind);
+        };
     count_ended(shared, pending, is_handled_or_lost, &[], |_| {
         Ended::Completed
     });
@@ -152,13 +182,8 @@ fn flush(shared: &Shared, claimer: &Claimer, db: &mut Db, pending: &mut Vec<Outc
             }
         })
     {
-        Counters::add(&counters.completed, done.applied.len());
-        note_lost(shared, "completion", &done.lost);
         let is_complete = |k: &OutcomeKind| matches!(k, OutcomeKind::Complete);
-        count_ended(shared, pending, is_complete, &done.lost, |_| {
-            Ended::Completed
-        });
-        written(pending, is_complete);
+        fenced(pending, is_complete, ("completion", done, Ended::Completed));
     }
     if !failures.is_empty()
         && let Ok(done) = db.run(&shared.health, |conn| conn.fail_many(&failures))
@@ -168,72 +193,51 @@ fn flush(shared: &Shared, claimer: &Claimer, db: &mut Db, pending: &mut Vec<Outc
             FailOutcome::Failed => Ended::Failed,
             FailOutcome::Cancelled => Ended::Cancelled,
         };
-        for (_, outcome) in &done.outcomes {
-            Counters::add(counters.of(ended(outcome)), 1);
-        }
-        note_lost(shared, "failure", &done.lost);
+        let ended = each_ended(&done.outcomes, ended);
         let is_fail = |k: &OutcomeKind| matches!(k, OutcomeKind::Fail { .. });
-        count_ended_as(
-            shared,
+        reported(
             pending,
             is_fail,
-            &done.lost,
-            (&done.outcomes, ended, Ended::Failed),
+            ("failure", ended, &done.lost, Ended::Failed),
         );
-        written(pending, is_fail);
     }
     if !release.is_empty()
         && let Ok(done) = db.run(&shared.health, |conn| conn.release_many(&release))
     {
-        Counters::add(&counters.released, done.applied.len());
-        note_lost(shared, "release", &done.lost);
         let is_release = |k: &OutcomeKind| matches!(k, OutcomeKind::Release);
-        count_ended(shared, pending, is_release, &done.lost, |_| Ended::Released);
-        written(pending, is_release);
+        fenced(pending, is_release, ("release", done, Ended::Released));
     }
     if !cancel.is_empty()
         && let Ok(done) = db.run(&shared.health, |conn| conn.cancel_held_many(&cancel))
     {
-        Counters::add(&counters.cancelled, done.applied.len());
-        note_lost(shared, "cancellation", &done.lost);
         let is_cancel = |k: &OutcomeKind| matches!(k, OutcomeKind::Cancelled);
-        count_ended(shared, pending, is_cancel, &done.lost, |_| Ended::Cancelled);
-        written(pending, is_cancel);
+        fenced(pending, is_cancel, ("cancellation", done, Ended::Cancelled));
     }
     if !snoozes.is_empty()
         && let Ok(done) = db.run(&shared.health, |conn| {
             conn.snooze_many(&snoozes, shared.config.max_snoozes)
         })
     {
-        let ended = |status: &jobqueue_core::JobStatus| match status {
-            jobqueue_core::JobStatus::Failed => Ended::Failed,
-            jobqueue_core::JobStatus::Cancelled => Ended::Cancelled,
+        let ended = |status: &JobStatus| match status {
+            JobStatus::Failed => Ended::Failed,
+            JobStatus::Cancelled => Ended::Cancelled,
             _ => Ended::Snoozed,
         };
-        for (_, status) in &done.outcomes {
-            Counters::add(counters.of(ended(status)), 1);
-        }
-        note_lost(shared, "snooze", &done.lost);
+        let ended = each_ended(&done.outcomes, ended);
         let is_snooze = |k: &OutcomeKind| matches!(k, OutcomeKind::Snooze(_));
-        count_ended_as(
-            shared,
+        reported(
             pending,
             is_snooze,
-            &done.lost,
-            (&done.outcomes, ended, Ended::Snoozed),
+            ("snooze", ended, &done.lost, Ended::Snoozed),
         );
-        written(pending, is_snooze);
     }
     if !park.is_empty()
         && let Ok(done) = db.run(&shared.health, |conn| {
             conn.park_many(&park, &shared.config.worker_id)
         })
     {
-        Counters::add(&counters.unhandled, done.applied.len());
-        note_lost(shared, "set-aside", &done.lost);
         let is_park = |k: &OutcomeKind| matches!(k, OutcomeKind::Park);
-        count_ended(shared, pending, is_park, &done.lost, |_| Ended::Unhandled);
-        written(pending, is_park);
+        fenced(pending, is_park, ("set-aside", done, Ended::Unhandled));
     }
 }
 
@@ -303,26 +307,12 @@ fn count_ended(
     }
 }
 
-/// [`count_ended`] for a statement that ends each job its own way:
-/// `outcomes` says how each written job ended (`ended` maps it; `usual`
-/// for one it does not name).
-fn count_ended_as<T>(
-    shared: &Shared,
-    pending: &[Outcome],
-    of_kind: impl Fn(&OutcomeKind) -> bool,
-    lost: &[JobId],
-    (outcomes, ended, usual): (&[(JobId, T)], impl Fn(&T) -> Ended, Ended),
-) {
-    if shared.metrics.is_none() {
-        return;
-    }
-    let by_id: HashMap<JobId, Ended> = outcomes
+/// How each job of a statement's `outcomes` ended, as `ended` maps them.
+fn each_ended<T>(outcomes: &[(JobId, T)], ended: impl Fn(&T) -> Ended) -> Vec<(JobId, Ended)> {
+    outcomes
         .iter()
         .map(|(id, outcome)| (*id, ended(outcome)))
-        .collect();
-    count_ended(shared, pending, of_kind, lost, |id| {
-        by_id.get(&id).copied().unwrap_or(usual)
-    });
+        .collect()
 }
 
 fn note_lost(shared: &Shared, what: &str, lost: &[jobqueue_core::JobId]) {

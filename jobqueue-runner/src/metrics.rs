@@ -21,6 +21,20 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::{Registry, Unit};
 
+/// Registers in `registry` each family `"name" [in Unit] => handle, "help";`
+/// (a clone of the handle: clones share their values).
+macro_rules! families {
+    ($registry:expr; $($name:literal $(in $unit:ident)? => $metric:expr, $help:literal;)*) => {
+        $(families!(@one $registry, $name, $help, $metric $(, Unit::$unit)?);)*
+    };
+    (@one $registry:expr, $name:literal, $help:literal, $metric:expr) => {
+        $registry.register($name, $help, $metric.clone())
+    };
+    (@one $registry:expr, $name:literal, $help:literal, $metric:expr, $unit:expr) => {
+        $registry.register_with_unit($name, $help, $unit, $metric.clone())
+    };
+}
+
 /// Labels of what one job did.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub(crate) struct JobLabels {
@@ -243,89 +257,41 @@ impl Metrics {
     /// Registers every family in `registry` (names get the `jobqueue_`
     /// prefix, counters `_total`, durations `_seconds`).
     pub(crate) fn register(&self, registry: &mut Registry) {
-        registry.register(
-            "jobs_claimed",
-            "Jobs claimed by this runner",
-            self.claimed.clone(),
-        );
-        registry.register(
-            "job_outcomes",
-            "What became of the jobs this runner claimed: completed, retried, failed, \
-             cancelled, snoozed, lease_lost (another runner recovered the job first), \
-             released (handed back unstarted), unhandled (set aside: no handler)",
-            self.outcomes.clone(),
-        );
-        registry.register(
-            "handler_panics",
-            "Handler panics caught (each also fails or retries its attempt)",
-            self.panics.clone(),
-        );
-        registry.register_with_unit(
-            "job_duration",
-            "How long handlers ran",
-            Unit::Seconds,
-            self.handler.clone(),
-        );
-        registry.register_with_unit(
-            "job_queue_time",
-            "From when a job was due (its run_at) to when its handler started",
-            Unit::Seconds,
-            self.queue_time.clone(),
-        );
-        registry.register_with_unit(
-            "claim_duration",
-            "Round trip of one claim statement",
-            Unit::Seconds,
-            self.claim_duration.clone(),
-        );
-        registry.register(
-            "claim_batch_size",
-            "Jobs returned by one claim statement",
-            self.claim_batch.clone(),
-        );
-        registry.register(
-            "claims_empty",
-            "Claims that found no due job",
-            self.empty_claims.clone(),
-        );
-        registry.register(
-            "notify_wakeups",
-            "Notifications of new due jobs in this runner's queues",
-            self.wakeups.clone(),
-        );
-        registry.register(
-            "jobs_rescued",
-            "Jobs whose lease expired (their runner died or froze), recovered by this runner",
-            self.rescued.clone(),
-        );
         let queues = &self.queues;
-        registry.register(
-            "queue_jobs",
-            "Jobs per queue and state (due, scheduled, unhandled, held, failed), for every \
-             known queue; exported by the one runner that computes the table-wide gauges",
-            queues.jobs.clone(),
-        );
-        registry.register_with_unit(
-            "queue_oldest_due_age",
-            "How long the oldest due job of each queue has waited past its run_at (0: none due)",
-            Unit::Seconds,
-            queues.oldest_due.clone(),
-        );
-        registry.register(
-            "queue_paused",
-            "1 for a paused queue",
-            queues.paused.clone(),
-        );
-        registry.register(
-            "queue_gauges_leader",
-            "1 while this runner computes the table-wide queue gauges",
-            queues.leader.clone(),
-        );
-        registry.register_with_unit(
-            "queue_gauges_refresh",
-            "How long the last computation of the queue gauges took",
-            Unit::Seconds,
-            queues.refresh.clone(),
-        );
+        families! { registry;
+            "jobs_claimed" => self.claimed,
+                "Jobs claimed by this runner";
+            "job_outcomes" => self.outcomes,
+                "What became of the jobs this runner claimed: completed, retried, failed, \
+                 cancelled, snoozed, lease_lost (another runner recovered the job first), \
+                 released (handed back unstarted), unhandled (set aside: no handler)";
+            "handler_panics" => self.panics,
+                "Handler panics caught (each also fails or retries its attempt)";
+            "job_duration" in Seconds => self.handler,
+                "How long handlers ran";
+            "job_queue_time" in Seconds => self.queue_time,
+                "From when a job was due (its run_at) to when its handler started";
+            "claim_duration" in Seconds => self.claim_duration,
+                "Round trip of one claim statement";
+            "claim_batch_size" => self.claim_batch,
+                "Jobs returned by one claim statement";
+            "claims_empty" => self.empty_claims,
+                "Claims that found no due job";
+            "notify_wakeups" => self.wakeups,
+                "Notifications of new due jobs in this runner's queues";
+            "jobs_rescued" => self.rescued,
+                "Jobs whose lease expired (their runner died or froze), recovered by this runner";
+            "queue_jobs" => queues.jobs,
+                "Jobs per queue and state (due, scheduled, unhandled, held, failed), for every \
+                 known queue; exported by the one runner that computes the table-wide gauges";
+            "queue_oldest_due_age" in Seconds => queues.oldest_due,
+                "How long the oldest due job of each queue has waited past its run_at (0: none due)";
+            "queue_paused" => queues.paused,
+                "1 for a paused queue";
+            "queue_gauges_leader" => queues.leader,
+                "1 while this runner computes the table-wide queue gauges";
+            "queue_gauges_refresh" in Seconds => queues.refresh,
+                "How long the last computation of the queue gauges took";
+        }
     }
 }

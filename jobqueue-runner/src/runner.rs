@@ -305,9 +305,7 @@ struct Threads {
 
 impl std::fmt::Debug for RunnerHandle {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RunnerHandle")
-            .field("worker_id", &self.shared.config.worker_id)
-            .finish_non_exhaustive()
+        self.shared.debug_as(f, "RunnerHandle")
     }
 }
 

@@ -48,12 +48,19 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
+    /// Formats a value that holds this runner's shared state as `name {
+    /// worker_id: .., .. }`: the one field that tells runners apart.
+    pub(crate) fn debug_as(&self, f: &mut std::fmt::Formatter<'_>, name: &str) -> std::fmt::Result {
+        f.debug_struct(name)
+            .field("worker_id", &self.config.worker_id)
+            .finish_non_exhaustive()
+    }
+
     /// What the threads of a runner configured by `config` (its URL
-    /// completed already) with `registry` share, `shutdown` its shutdown
-    /// broadcast. Nothing connects yet: the handler pool opens connections
-    /// as handlers ask for them.
-    /// What the threads of a runner of `registry`'s job types share, its
-    /// connections made by `connector` and watched by `watchdog`.
+    /// completed already) for `registry`'s job types share, `shutdown` its
+    /// shutdown broadcast, its connections made by `connector` and watched
+    /// by `watchdog`. Nothing connects yet: the handler pool opens
+    /// connections as handlers ask for them.
     pub(crate) fn new(
         config: RunnerConfig,
         registry: Registry,

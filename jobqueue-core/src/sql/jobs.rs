@@ -12,8 +12,8 @@
 //! one scan of the primary key, and joins the batch's other values to
 //! nothing: they come in arrays parallel to the ids, sorted by id, and each
 //! row finds its own by binary search (`width_bucket(j.id, ids)`); a CTE
-//! that computes per-job values hands them on the same way (`f_by_id`,
-//! `s_by_id`, `stale_by_id`). A join of the table with the batch would leave
+//! that computes per-job values hands them on the same way
+//! (`update_by_id!`). A join of the table with the batch would leave
 //! the plan to the statistics and the plan cache: with statistics that
 //! call the table empty it walked the whole primary key per statement, and
 //! with the id list also matched by `ANY`, a generic plan compared every
@@ -104,6 +104,22 @@ macro_rules! notify_and_return_ids {
     };
 }
 
+/// The end of an insert of jobs that may have unique keys: none whose key
+/// a live job holds; the others wake their queues
+/// (`notify_and_return_ids!`).
+macro_rules! unless_key_held {
+    () => {
+        concat!(
+            "
+        ON CONFLICT (unique_key) WHERE ",
+            live_predicate!(),
+            " DO NOTHING
+        RETURNING id, queue, status",
+            notify_and_return_ids!()
+        )
+    };
+}
+
 /// Inserts one job and wakes its queue; returns its id, or no row if a live
 /// job holds its unique key.
 ///
@@ -118,12 +134,8 @@ pub(crate) const JOB_INSERT: &str = concat!(
         SELECT $1, $2, $3, $4, CAST($5 AS jsonb), $6, t.run_at, ",
     status_for_run_at!("t.run_at"),
     ", $9
-        FROM (SELECT COALESCE($7, now() + make_interval(secs => $8)) AS run_at) AS t
-        ON CONFLICT (unique_key) WHERE ",
-    live_predicate!(),
-    " DO NOTHING
-        RETURNING id, queue, status",
-    notify_and_return_ids!()
+        FROM (SELECT COALESCE($7, now() + make_interval(secs => $8)) AS run_at) AS t",
+    unless_key_held!()
 );
 
 /// Inserts one job without a unique key and without waking anyone (the
@@ -155,12 +167,8 @@ pub(crate) const JOB_INSERT_MANY: &str = concat!(
               FROM unnest($1::uuid[], $2::text[], $3::text[], $4::int4[], $5::text[],
                           $6::int4[], $7::timestamptz[], $8::float8[], $9::text[])
                    AS u(id, job_type, queue, priority, payload, max_attempts, run_at, delay,
-                        unique_key)) AS t
-        ON CONFLICT (unique_key) WHERE ",
-    live_predicate!(),
-    " DO NOTHING
-        RETURNING id, queue, status",
-    notify_and_return_ids!()
+                        unique_key)) AS t",
+    unless_key_held!()
 );
 
 /// The live jobs holding the unique keys in `$1`: `(unique_key, id)`, one
@@ -185,6 +193,32 @@ macro_rules! set_aside {
                                  set aside until a runner that handles it starts', j.job_type, ",
             $runner,
             ", j.queue)"
+        )
+    };
+}
+
+/// One range of a queue's part in `claim_from_ready!`, as `$name`: the
+/// `pending` jobs of `quota.queue` that also meet `$cond` (SQL), in claim
+/// order (`jobqueue_jobs_fetch_idx`), at most the queue's quota, locked.
+macro_rules! quota_range {
+    ($name:literal, $cond:literal) => {
+        concat!(
+            "SELECT ",
+            $name,
+            ".id, ",
+            $name,
+            ".job_type FROM (
+                    SELECT p.id, p.job_type
+                    FROM jobqueue_jobs AS p
+                    WHERE p.status = 'pending' AND p.queue = quota.queue
+                      AND ",
+            $cond,
+            "
+                    ORDER BY p.priority DESC, p.run_at, p.id
+                    LIMIT quota.n
+                    FOR UPDATE SKIP LOCKED
+                ) AS ",
+            $name
         )
     };
 }
@@ -244,46 +278,25 @@ macro_rules! claim_from_ready {
                    cardinality($13::text[]) = 0 OR c.job_type = ANY($13::text[]) AS handled
             FROM quota
             CROSS JOIN LATERAL (
-                SELECT from_start.id, from_start.job_type FROM (
-                    SELECT p.id, p.job_type
-                    FROM jobqueue_jobs AS p
-                    WHERE quota.after_priority IS NULL
-                      AND p.status = 'pending' AND p.queue = quota.queue
-                    ORDER BY p.priority DESC, p.run_at, p.id
-                    LIMIT quota.n
-                    FOR UPDATE SKIP LOCKED
-                ) AS from_start
+                ",
+            quota_range!("from_start", "quota.after_priority IS NULL"),
+            "
                 UNION ALL
-                SELECT higher.id, higher.job_type FROM (
-                    SELECT p.id, p.job_type
-                    FROM jobqueue_jobs AS p
-                    WHERE p.status = 'pending' AND p.queue = quota.queue
-                      AND p.priority > quota.after_priority
-                    ORDER BY p.priority DESC, p.run_at, p.id
-                    LIMIT quota.n
-                    FOR UPDATE SKIP LOCKED
-                ) AS higher
+                ",
+            quota_range!("higher", "p.priority > quota.after_priority"),
+            "
                 UNION ALL
-                SELECT after_point.id, after_point.job_type FROM (
-                    SELECT p.id, p.job_type
-                    FROM jobqueue_jobs AS p
-                    WHERE p.status = 'pending' AND p.queue = quota.queue
-                      AND p.priority = quota.after_priority
-                      AND (p.run_at, p.id) > (quota.after_run_at, quota.after_id)
-                    ORDER BY p.priority DESC, p.run_at, p.id
-                    LIMIT quota.n
-                    FOR UPDATE SKIP LOCKED
-                ) AS after_point
+                ",
+            quota_range!(
+                "after_point",
+                "p.priority = quota.after_priority
+                      AND (p.run_at, p.id) > (quota.after_run_at, quota.after_id)"
+            ),
+            "
                 UNION ALL
-                SELECT lower.id, lower.job_type FROM (
-                    SELECT p.id, p.job_type
-                    FROM jobqueue_jobs AS p
-                    WHERE p.status = 'pending' AND p.queue = quota.queue
-                      AND p.priority < quota.after_priority
-                    ORDER BY p.priority DESC, p.run_at, p.id
-                    LIMIT quota.n
-                    FOR UPDATE SKIP LOCKED
-                ) AS lower
+                ",
+            quota_range!("lower", "p.priority < quota.after_priority"),
+            "
                 LIMIT quota.n
             ) AS c
             LIMIT $2
@@ -501,15 +514,28 @@ pub(crate) const JOB_QUEUE_HEADS: &str = "
     ) AS after
     ORDER BY q.i";
 
+/// The rows of `jobqueue_jobs AS j` still held under the leases of arrays
+/// `$1` ids (sorted) and `$2` tokens: a job recovered meanwhile, and maybe
+/// claimed again under another token, is left alone.
+macro_rules! held_by_token {
+    () => {
+        "WHERE j.id = ANY($1::uuid[])
+      AND j.claim_count = ($2::int4[])[width_bucket(j.id, $1::uuid[])]
+      AND j.status IN ('claimed', 'running')"
+    };
+}
+
 /// Marks held jobs as started (`claimed` -> `running`). Arrays `$1` ids, `$2` tokens.
-pub(crate) const JOB_START_MANY: &str = "
+pub(crate) const JOB_START_MANY: &str = concat!(
+    "
     UPDATE jobqueue_jobs AS j
     SET status = 'running',
         started_at = COALESCE(j.started_at, now())
-    WHERE j.id = ANY($1::uuid[])
-      AND j.claim_count = ($2::int4[])[width_bucket(j.id, $1::uuid[])]
-      AND j.status IN ('claimed', 'running')
-    RETURNING j.id";
+    ",
+    held_by_token!(),
+    "
+    RETURNING j.id"
+);
 
 /// Adds the jobs of CTE `done` (`queue`, `job_type`) to this minute's
 /// completion counts of the connection's own server process (see the
@@ -530,17 +556,18 @@ macro_rules! count_completed {
     };
 }
 
-/// The rows of `jobqueue_jobs AS j` still held under the leases of arrays
-/// `$1` ids (sorted) and `$2` tokens, as the completions' CTE `done`
-/// returns them.
+/// The rows of `held_by_token!`, as the completions' CTE `done` returns
+/// them.
 macro_rules! completed_held {
     () => {
-        "
-        WHERE j.id = ANY($1::uuid[])
-          AND j.claim_count = ($2::int4[])[width_bucket(j.id, $1::uuid[])]
-          AND j.status IN ('claimed', 'running')
+        concat!(
+            "
+        ",
+            held_by_token!(),
+            "
         RETURNING j.id, j.queue, j.job_type
     ),"
+        )
     };
 }
 
@@ -577,6 +604,68 @@ pub(crate) const JOB_COMPLETE_DELETE_MANY: &str = concat!(
     count_completed!()
 );
 
+/// The jobs of arrays `$1` ids still held under the tokens `$2`, rows
+/// locked, each with its delay `$3` (seconds) and the columns `$more` adds
+/// (`, ($4::text[])[i] AS error`), as `l`: the `FROM` and `WHERE` of a CTE
+/// `next` of `update_by_id!`.
+macro_rules! held_with_delays {
+    ($more:literal) => {
+        concat!(
+            "FROM jobqueue_jobs AS j
+        CROSS JOIN LATERAL (
+            SELECT ($2::int4[])[i] AS token, ($3::float8[])[i] AS delay",
+            $more,
+            "
+            FROM width_bucket(j.id, $1::uuid[]) AS i
+        ) AS l
+        WHERE j.id = ANY($1::uuid[])
+          AND j.claim_count = l.token
+          AND j.status IN ('claimed', 'running')
+        FOR UPDATE OF j"
+        )
+    };
+}
+
+/// The rows of a CTE `next` (each job's `id`, `next_status` and the
+/// columns named in `$col`s) as arrays in id order, CTE `by_id`; then the
+/// `UPDATE` of those jobs that sets each one's status to its
+/// `next_status`, and reads its other values the same way:
+/// `by_id.<column>[width_bucket(j.id, by_id.ids)]`.
+macro_rules! update_by_id {
+    ($($col:literal),*) => {
+        concat!(
+            "by_id AS (
+        SELECT array_agg(id ORDER BY id) AS ids,
+               array_agg(next_status ORDER BY id) AS next_status",
+            $(",
+               array_agg(", $col, " ORDER BY id) AS ", $col,)*
+            "
+        FROM next
+    )
+    UPDATE jobqueue_jobs AS j
+    SET status = by_id.next_status[width_bucket(j.id, by_id.ids)],"
+        )
+    };
+}
+
+/// The end of an `update_by_id!` of jobs no runner holds any more, whose
+/// `by_id` has each one's `error`: no lease; the error recorded as the
+/// last, and in the history.
+macro_rules! error_by_id {
+    () => {
+        concat!(
+            "
+        lease_expires_at = NULL,
+        last_error = by_id.error[width_bucket(j.id, by_id.ids)],
+        errors = ",
+            push_error!("by_id.error[width_bucket(j.id, by_id.ids)]"),
+            "
+    FROM by_id
+    WHERE j.id = ANY(by_id.ids)"
+        )
+    };
+}
+
 /// Records failed attempts of held jobs in one statement.
 ///
 /// Arrays: `$1` ids, `$2` tokens, `$3` retry delay in seconds (null: permanent
@@ -585,42 +674,25 @@ pub(crate) const JOB_COMPLETE_DELETE_MANY: &str = concat!(
 /// `cancelled` if a cancel was requested meanwhile. Returns id, new status and
 /// run_at of each job it changed.
 pub(crate) const JOB_FAIL_MANY: &str = concat!(
-    "WITH f AS (
+    "WITH next AS (
         SELECT j.id, l.delay, l.error,
                CASE WHEN j.cancel_requested THEN 'cancelled'
                     WHEN l.delay IS NULL OR j.attempts >= j.max_attempts THEN 'failed'
                     WHEN l.delay <= 0 THEN 'pending'
                     ELSE 'scheduled' END AS next_status
-        FROM jobqueue_jobs AS j
-        CROSS JOIN LATERAL (
-            SELECT ($2::int4[])[i] AS token, ($3::float8[])[i] AS delay, ($4::text[])[i] AS error
-            FROM width_bucket(j.id, $1::uuid[]) AS i
-        ) AS l
-        WHERE j.id = ANY($1::uuid[])
-          AND j.claim_count = l.token
-          AND j.status IN ('claimed', 'running')
-        FOR UPDATE OF j
-    ),
-    f_by_id AS (
-        SELECT array_agg(id ORDER BY id) AS ids,
-               array_agg(next_status ORDER BY id) AS next_status,
-               array_agg(delay ORDER BY id) AS delay,
-               array_agg(error ORDER BY id) AS error
-        FROM f
-    )
-    UPDATE jobqueue_jobs AS j
-    SET status = f_by_id.next_status[width_bucket(j.id, f_by_id.ids)],
-        run_at = CASE WHEN f_by_id.next_status[width_bucket(j.id, f_by_id.ids)] IN ('pending', 'scheduled')
-                      THEN now() + make_interval(secs => f_by_id.delay[width_bucket(j.id, f_by_id.ids)]) ELSE j.run_at END,
-        finished_at = CASE WHEN f_by_id.next_status[width_bucket(j.id, f_by_id.ids)] IN ('pending', 'scheduled') THEN NULL ELSE now() END,
-        worker_id = CASE WHEN f_by_id.next_status[width_bucket(j.id, f_by_id.ids)] IN ('pending', 'scheduled') THEN NULL ELSE j.worker_id END,
-        lease_expires_at = NULL,
-        last_error = f_by_id.error[width_bucket(j.id, f_by_id.ids)],
-        errors = ",
-    push_error!("f_by_id.error[width_bucket(j.id, f_by_id.ids)]"),
+        ",
+    held_with_delays!(", ($4::text[])[i] AS error"),
     "
-    FROM f_by_id
-    WHERE j.id = ANY(f_by_id.ids)
+    ),
+    ",
+    update_by_id!("delay", "error"),
+    "
+        run_at = CASE WHEN by_id.next_status[width_bucket(j.id, by_id.ids)] IN ('pending', 'scheduled')
+                      THEN now() + make_interval(secs => by_id.delay[width_bucket(j.id, by_id.ids)]) ELSE j.run_at END,
+        finished_at = CASE WHEN by_id.next_status[width_bucket(j.id, by_id.ids)] IN ('pending', 'scheduled') THEN NULL ELSE now() END,
+        worker_id = CASE WHEN by_id.next_status[width_bucket(j.id, by_id.ids)] IN ('pending', 'scheduled') THEN NULL ELSE j.worker_id END,",
+    error_by_id!(),
+    "
     RETURNING j.id, j.status, j.run_at"
 );
 
@@ -632,7 +704,8 @@ pub(crate) const JOB_FAIL_MANY: &str = concat!(
 /// else it marks it `running`). The event count stops at the column's
 /// largest value rather than fail the batch. Returns each renewed job with
 /// its cancel flag; jobs no longer held under their token are absent.
-pub(crate) const JOB_HEARTBEAT_MANY: &str = "
+pub(crate) const JOB_HEARTBEAT_MANY: &str = concat!(
+    "
     UPDATE jobqueue_jobs AS j
     SET heartbeat_at = now(),
         lease_expires_at = now() + make_interval(secs => $3),
@@ -645,10 +718,11 @@ pub(crate) const JOB_HEARTBEAT_MANY: &str = "
                       THEN j.status ELSE 'running' END,
         started_at = CASE WHEN ($6::int4[])[width_bucket(j.id, $1::uuid[])] IS NULL
                           THEN j.started_at ELSE COALESCE(j.started_at, now()) END
-    WHERE j.id = ANY($1::uuid[])
-      AND j.claim_count = ($2::int4[])[width_bucket(j.id, $1::uuid[])]
-      AND j.status IN ('claimed', 'running')
-    RETURNING j.id, j.cancel_requested";
+    ",
+    held_by_token!(),
+    "
+    RETURNING j.id, j.cancel_requested"
+);
 
 /// Records progress of one held job: `$1` id, `$2` token, `$3` percent
 /// (nullable: unchanged), `$4` stage (nullable: unchanged), `$5` events to add.
@@ -680,30 +754,46 @@ pub(crate) const JOB_CANCEL: &str = "
 
 /// Marks held jobs as cancelled (their handler stopped after a cancel request).
 /// Arrays `$1` ids, `$2` tokens; returns the ids changed.
-pub(crate) const JOB_CANCEL_HELD_MANY: &str = "
+pub(crate) const JOB_CANCEL_HELD_MANY: &str = concat!(
+    "
     UPDATE jobqueue_jobs AS j
     SET status = 'cancelled',
         finished_at = now(),
         lease_expires_at = NULL
-    WHERE j.id = ANY($1::uuid[])
-      AND j.claim_count = ($2::int4[])[width_bucket(j.id, $1::uuid[])]
-      AND j.status IN ('claimed', 'running')
-    RETURNING j.id";
+    ",
+    held_by_token!(),
+    "
+    RETURNING j.id"
+);
 
-/// Hands held jobs back without using up an attempt (a runner shutting down
-/// before it started them). Arrays `$1` ids, `$2` tokens; returns the ids.
-pub(crate) const JOB_RELEASE_MANY: &str = "
-    UPDATE jobqueue_jobs AS j
-    SET status = CASE WHEN j.cancel_requested THEN 'cancelled' ELSE 'pending' END,
-        finished_at = CASE WHEN j.cancel_requested THEN now() ELSE NULL END,
-        attempts = j.attempts - 1,
+/// The end of an `UPDATE` of held jobs (`held_by_token!`) handed back
+/// unstarted: the attempt their claim took is not used up, and no runner
+/// holds them.
+macro_rules! given_back {
+    () => {
+        concat!(
+            "attempts = j.attempts - 1,
         worker_id = NULL,
         lease_expires_at = NULL,
         started_at = NULL
-    WHERE j.id = ANY($1::uuid[])
-      AND j.claim_count = ($2::int4[])[width_bucket(j.id, $1::uuid[])]
-      AND j.status IN ('claimed', 'running')
-    RETURNING j.id";
+    ",
+            held_by_token!()
+        )
+    };
+}
+
+/// Hands held jobs back without using up an attempt (a runner shutting down
+/// before it started them). Arrays `$1` ids, `$2` tokens; returns the ids.
+pub(crate) const JOB_RELEASE_MANY: &str = concat!(
+    "
+    UPDATE jobqueue_jobs AS j
+    SET status = CASE WHEN j.cancel_requested THEN 'cancelled' ELSE 'pending' END,
+        finished_at = CASE WHEN j.cancel_requested THEN now() ELSE NULL END,
+        ",
+    given_back!(),
+    "
+    RETURNING j.id"
+);
 
 /// Snoozes held jobs: each goes back to `pending` (or `scheduled`) at
 /// `now() + delay` without using up its attempt, its history recording the
@@ -711,7 +801,7 @@ pub(crate) const JOB_RELEASE_MANY: &str = "
 /// ids, `$2` tokens, `$3` delays in seconds. A job with a cancel request is
 /// cancelled. Returns the ids and new statuses.
 pub(crate) const JOB_SNOOZE_MANY: &str = concat!(
-    "WITH s AS (
+    "WITH next AS (
         SELECT j.id, l.delay,
                CASE WHEN j.cancel_requested THEN 'cancelled'
                     WHEN j.snoozes >= $4 THEN 'failed'
@@ -722,40 +812,28 @@ pub(crate) const JOB_SNOOZE_MANY: &str = concat!(
                                  waiting', j.snoozes + 1, $4)
                     ELSE format('snoozed for %s s (snooze %s of at most %s; no attempt used)',
                                 round(l.delay::numeric, 3), j.snoozes + 1, $4) END AS note
-        FROM jobqueue_jobs AS j
-        CROSS JOIN LATERAL (
-            SELECT ($2::int4[])[i] AS token, ($3::float8[])[i] AS delay
-            FROM width_bucket(j.id, $1::uuid[]) AS i
-        ) AS l
-        WHERE j.id = ANY($1::uuid[])
-          AND j.claim_count = l.token
-          AND j.status IN ('claimed', 'running')
-        FOR UPDATE OF j
+        ",
+    held_with_delays!(""),
+    "
     ),
-    s_by_id AS (
-        SELECT array_agg(id ORDER BY id) AS ids,
-               array_agg(next_status ORDER BY id) AS next_status,
-               array_agg(delay ORDER BY id) AS delay,
-               array_agg(note ORDER BY id) AS note
-        FROM s
-    )
-    UPDATE jobqueue_jobs AS j
-    SET status = s_by_id.next_status[width_bucket(j.id, s_by_id.ids)],
-        run_at = CASE WHEN s_by_id.next_status[width_bucket(j.id, s_by_id.ids)] IN ('pending', 'scheduled')
-                      THEN now() + make_interval(secs => s_by_id.delay[width_bucket(j.id, s_by_id.ids)]) ELSE j.run_at END,
-        attempts = CASE WHEN s_by_id.next_status[width_bucket(j.id, s_by_id.ids)] IN ('pending', 'scheduled')
+    ",
+    update_by_id!("delay", "note"),
+    "
+        run_at = CASE WHEN by_id.next_status[width_bucket(j.id, by_id.ids)] IN ('pending', 'scheduled')
+                      THEN now() + make_interval(secs => by_id.delay[width_bucket(j.id, by_id.ids)]) ELSE j.run_at END,
+        attempts = CASE WHEN by_id.next_status[width_bucket(j.id, by_id.ids)] IN ('pending', 'scheduled')
                         THEN j.attempts - 1 ELSE j.attempts END,
         snoozes = j.snoozes + 1,
-        finished_at = CASE WHEN s_by_id.next_status[width_bucket(j.id, s_by_id.ids)] IN ('pending', 'scheduled') THEN NULL ELSE now() END,
-        worker_id = CASE WHEN s_by_id.next_status[width_bucket(j.id, s_by_id.ids)] IN ('pending', 'scheduled') THEN NULL ELSE j.worker_id END,
-        started_at = CASE WHEN s_by_id.next_status[width_bucket(j.id, s_by_id.ids)] IN ('pending', 'scheduled') THEN NULL ELSE j.started_at END,
+        finished_at = CASE WHEN by_id.next_status[width_bucket(j.id, by_id.ids)] IN ('pending', 'scheduled') THEN NULL ELSE now() END,
+        worker_id = CASE WHEN by_id.next_status[width_bucket(j.id, by_id.ids)] IN ('pending', 'scheduled') THEN NULL ELSE j.worker_id END,
+        started_at = CASE WHEN by_id.next_status[width_bucket(j.id, by_id.ids)] IN ('pending', 'scheduled') THEN NULL ELSE j.started_at END,
         lease_expires_at = NULL,
-        last_error = CASE WHEN s_by_id.next_status[width_bucket(j.id, s_by_id.ids)] = 'failed' THEN s_by_id.note[width_bucket(j.id, s_by_id.ids)] ELSE j.last_error END,
+        last_error = CASE WHEN by_id.next_status[width_bucket(j.id, by_id.ids)] = 'failed' THEN by_id.note[width_bucket(j.id, by_id.ids)] ELSE j.last_error END,
         errors = ",
-    push_error!("s_by_id.note[width_bucket(j.id, s_by_id.ids)]"),
+    push_error!("by_id.note[width_bucket(j.id, by_id.ids)]"),
     "
-    FROM s_by_id
-    WHERE j.id = ANY(s_by_id.ids)
+    FROM by_id
+    WHERE j.id = ANY(by_id.ids)
     RETURNING j.id, j.status"
 );
 
@@ -768,13 +846,9 @@ pub(crate) const JOB_PARK_MANY: &str = concat!(
     SET ",
     set_aside!("$3"),
     ",
-        attempts = j.attempts - 1,
-        worker_id = NULL,
-        lease_expires_at = NULL,
-        started_at = NULL
-    WHERE j.id = ANY($1::uuid[])
-      AND j.claim_count = ($2::int4[])[width_bucket(j.id, $1::uuid[])]
-      AND j.status IN ('claimed', 'running')
+        ",
+    given_back!(),
+    "
     RETURNING j.id"
 );
 
@@ -899,7 +973,7 @@ pub(crate) const JOB_UNPARK: &str = concat!(
 /// on the last attempt, `cancelled` if a cancel was requested. Safe to run
 /// from many processes at once (SKIP LOCKED). Returns id and new status.
 pub(crate) const JOB_RESCUE_STALE: &str = concat!(
-    "WITH stale AS (
+    "WITH next AS (
         SELECT j.id,
                CASE WHEN j.cancel_requested THEN 'cancelled'
                     WHEN j.attempts >= j.max_attempts THEN 'failed'
@@ -912,23 +986,13 @@ pub(crate) const JOB_RESCUE_STALE: &str = concat!(
         LIMIT $1
         FOR UPDATE SKIP LOCKED
     ),
-    stale_by_id AS (
-        SELECT array_agg(id ORDER BY id) AS ids,
-               array_agg(next_status ORDER BY id) AS next_status,
-               array_agg(error ORDER BY id) AS error
-        FROM stale
-    )
-    UPDATE jobqueue_jobs AS j
-    SET status = stale_by_id.next_status[width_bucket(j.id, stale_by_id.ids)],
-        finished_at = CASE WHEN stale_by_id.next_status[width_bucket(j.id, stale_by_id.ids)] = 'pending' THEN NULL ELSE now() END,
-        worker_id = CASE WHEN stale_by_id.next_status[width_bucket(j.id, stale_by_id.ids)] = 'pending' THEN NULL ELSE j.worker_id END,
-        lease_expires_at = NULL,
-        last_error = stale_by_id.error[width_bucket(j.id, stale_by_id.ids)],
-        errors = ",
-    push_error!("stale_by_id.error[width_bucket(j.id, stale_by_id.ids)]"),
+    ",
+    update_by_id!("error"),
     "
-    FROM stale_by_id
-    WHERE j.id = ANY(stale_by_id.ids)
+        finished_at = CASE WHEN by_id.next_status[width_bucket(j.id, by_id.ids)] = 'pending' THEN NULL ELSE now() END,
+        worker_id = CASE WHEN by_id.next_status[width_bucket(j.id, by_id.ids)] = 'pending' THEN NULL ELSE j.worker_id END,",
+    error_by_id!(),
+    "
     RETURNING j.id, j.status"
 );
 

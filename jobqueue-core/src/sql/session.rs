@@ -103,8 +103,8 @@ pub(crate) const SESSION_RUNNER_SETUP: &str =
 pub(crate) const SESSION_READ_ONLY: &str =
     "SELECT current_setting('transaction_read_only') AS read_only";
 
-/// The server process serving this session: a row of `pid`.
-pub(crate) const SESSION_BACKEND_PID: &str = "SELECT pg_backend_pid() AS pid";
+/// The server process serving this session: a row of `n`.
+pub(crate) const SESSION_BACKEND_PID: &str = "SELECT pg_backend_pid() AS n";
 
 /// The session's TCP ends as the server sees them: a row of `client_addr`,
 /// `client_port`, `server_addr`, `server_port` (NULL over a Unix socket).
@@ -123,9 +123,9 @@ pub(crate) const SESSION_LISTEN: &str = "LISTEN \"jobqueue_jobs\"";
 /// `now()` gives): a row of `now`.
 pub(crate) const SESSION_CLOCK: &str = "SELECT clock_timestamp() AS now";
 
-/// The server's version as a number (`150020` for 15.20).
+/// The server's version as a number (`150020` for 15.20): a row of `n`.
 pub(crate) const SESSION_SERVER_VERSION: &str =
-    "SELECT current_setting('server_version_num')::int4 AS version";
+    "SELECT current_setting('server_version_num')::int4 AS n";
 
 /// Asks the server to cancel the statement session `$1` runs (a session of
 /// the same role, or any for a superuser); true if the signal was sent.

@@ -32,9 +32,7 @@ pub struct ServiceContext {
 
 impl std::fmt::Debug for ServiceContext {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ServiceContext")
-            .field("worker_id", &self.shared.config.worker_id)
-            .finish_non_exhaustive()
+        self.shared.debug_as(f, "ServiceContext")
     }
 }
 

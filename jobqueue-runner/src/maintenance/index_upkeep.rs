@@ -41,7 +41,7 @@ use crossbeam_channel::Sender;
 use jobqueue_core::engine::{IndexSize, LIVE_JOB_INDEXES, Pin};
 
 use super::context::ServiceContext;
-use super::service::{PassReport, Service, jittered, size};
+use super::service::{Cadence, PassReport, Service, jittered, size};
 use crate::RunnerConfig;
 
 /// A pin held for less than this is a transaction under way, not a pin.
@@ -265,12 +265,8 @@ impl PassReport for IndexUpkeepReport {
 impl Service for IndexUpkeep {
     type Report = IndexUpkeepReport;
 
-    fn name(&self) -> &'static str {
-        "index upkeep"
-    }
-
-    fn interval(&self) -> Duration {
-        self.interval
+    fn cadence(&self) -> Cadence {
+        Cadence::every("index upkeep", self.interval)
     }
 
     fn run_once(&mut self, cx: &mut ServiceContext) -> jobqueue_core::Result<IndexUpkeepReport> {

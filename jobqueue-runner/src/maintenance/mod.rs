@@ -15,7 +15,7 @@
 //!
 //! Each is a [`Service`]: [`Service::run_once`] does one pass and returns a
 //! report of what it did, [`Service::next_after`] says when the next is
-//! due given that report. The scheduler (`scheduler.rs`) runs whichever is
+//! due given that report (by default, as its [`Cadence`] says). The scheduler (`scheduler.rs`) runs whichever is
 //! due next, logs its report, and waits for the next one or the runner's
 //! stop. The statements use `SKIP LOCKED`, `VACUUM (SKIP_LOCKED)` and
 //! advisory locks, so every runner runs them all at once without
@@ -49,6 +49,6 @@ pub use queue_gauges::{GaugesReport, QueueGauges};
 pub use reclaim::{Reclaim, Reclaimed};
 pub use rescue::{Rescue, RescueReport};
 pub(crate) use scheduler::run;
-pub use service::{PassReport, Service};
+pub use service::{Cadence, PassReport, Service};
 pub use set_aside::{SetAsideBacklogs, SetAsideReport};
 pub use vacuum::{Vacuum, VacuumReport};

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::context::ServiceContext;
-use super::service::{PassReport, Service};
+use super::service::{Cadence, PassReport, Service};
 use crate::backoff::Backoff;
 
 /// The longest wait between passes, and how often schedules are declared.
@@ -72,16 +72,8 @@ impl PassReport for PeriodicReport {
 impl Service for PeriodicJobs {
     type Report = PeriodicReport;
 
-    fn name(&self) -> &'static str {
-        "periodic jobs"
-    }
-
-    fn first_after(&self) -> Duration {
-        Duration::ZERO
-    }
-
-    fn interval(&self) -> Duration {
-        AT_MOST
+    fn cadence(&self) -> Cadence {
+        Cadence::from_start("periodic jobs", AT_MOST)
     }
 
     fn run_once(&mut self, cx: &mut ServiceContext) -> jobqueue_core::Result<PeriodicReport> {

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use super::batches::until_short;
 use super::context::ServiceContext;
-use super::service::{PassReport, Service};
+use super::service::{Cadence, PassReport, Service};
 use crate::RunnerConfig;
 
 /// Jobs moved to `pending` per statement.
@@ -51,16 +51,8 @@ impl PassReport for Promoted {
 impl Service for Promote {
     type Report = Promoted;
 
-    fn name(&self) -> &'static str {
-        "moving due scheduled jobs"
-    }
-
-    fn first_after(&self) -> Duration {
-        Duration::ZERO
-    }
-
-    fn interval(&self) -> Duration {
-        self.interval
+    fn cadence(&self) -> Cadence {
+        Cadence::from_start("moving due scheduled jobs", self.interval)
     }
 
     fn run_once(&mut self, cx: &mut ServiceContext) -> jobqueue_core::Result<Promoted> {

@@ -6,7 +6,7 @@ use std::time::Duration;
 use jobqueue_core::engine::Pruned;
 
 use super::context::ServiceContext;
-use super::service::{PassReport, Service};
+use super::service::{Cadence, PassReport, Service};
 use crate::RunnerConfig;
 
 /// Deletes completed, failed and cancelled jobs older than the runner's
@@ -53,12 +53,8 @@ impl PassReport for PruneReport {
 impl Service for Prune {
     type Report = PruneReport;
 
-    fn name(&self) -> &'static str {
-        "prune"
-    }
-
-    fn interval(&self) -> Duration {
-        self.interval
+    fn cadence(&self) -> Cadence {
+        Cadence::every("prune", self.interval)
     }
 
     fn run_once(&mut self, cx: &mut ServiceContext) -> jobqueue_core::Result<PruneReport> {

@@ -22,7 +22,7 @@ use diesel::PgConnection;
 use jobqueue_core::JobStatus;
 
 use super::context::ServiceContext;
-use super::service::{PassReport, Service};
+use super::service::{Cadence, PassReport, Service};
 use crate::RunnerConfig;
 use crate::health::ConnectFailures;
 use crate::metrics::{Metrics, QueueGaugeFamilies, QueueLabels, QueueStateLabels};
@@ -119,16 +119,8 @@ impl PassReport for GaugesReport {
 impl Service for QueueGauges {
     type Report = GaugesReport;
 
-    fn name(&self) -> &'static str {
-        "queue gauges"
-    }
-
-    fn first_after(&self) -> Duration {
-        Duration::ZERO
-    }
-
-    fn interval(&self) -> Duration {
-        self.interval
+    fn cadence(&self) -> Cadence {
+        Cadence::from_start("queue gauges", self.interval)
     }
 
     fn run_once(&mut self, cx: &mut ServiceContext) -> jobqueue_core::Result<GaugesReport> {

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use super::batches::until_short;
 use super::context::ServiceContext;
-use super::service::{PassReport, Service};
+use super::service::{Cadence, PassReport, Service};
 use crate::RunnerConfig;
 
 /// Jobs taken back per statement.
@@ -56,16 +56,8 @@ impl PassReport for Reclaimed {
 impl Service for Reclaim {
     type Report = Reclaimed;
 
-    fn name(&self) -> &'static str {
-        "taking back unhandled jobs"
-    }
-
-    fn first_after(&self) -> Duration {
-        Duration::ZERO
-    }
-
-    fn interval(&self) -> Duration {
-        self.interval
+    fn cadence(&self) -> Cadence {
+        Cadence::from_start("taking back unhandled jobs", self.interval)
     }
 
     fn run_once(&mut self, cx: &mut ServiceContext) -> jobqueue_core::Result<Reclaimed> {

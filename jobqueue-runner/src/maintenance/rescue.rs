@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use super::batches::until_short;
 use super::context::ServiceContext;
-use super::service::{PassReport, Service};
+use super::service::{Cadence, PassReport, Service};
 use crate::RunnerConfig;
 
 /// Stale jobs recovered per statement.
@@ -71,12 +71,8 @@ impl PassReport for RescueReport {
 impl Service for Rescue {
     type Report = RescueReport;
 
-    fn name(&self) -> &'static str {
-        "stale-job recovery"
-    }
-
-    fn interval(&self) -> Duration {
-        self.interval
+    fn cadence(&self) -> Cadence {
+        Cadence::every("stale-job recovery", self.interval)
     }
 
     fn run_once(&mut self, cx: &mut ServiceContext) -> jobqueue_core::Result<RescueReport> {

@@ -69,7 +69,11 @@ impl<S: Service> Pass for S {
                 self.next_after(&report)
             }
             Err(e) => {
-                log::debug!("{} failed: {}", self.name(), crate::health::one_line(&e));
+                log::debug!(
+                    "{} failed: {}",
+                    self.cadence().name,
+                    crate::health::one_line(&e)
+                );
                 self.after_error()
             }
         }

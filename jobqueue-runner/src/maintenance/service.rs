@@ -10,12 +10,9 @@ pub trait Service: Send {
     /// What a pass did.
     type Report: PassReport;
 
-    /// Its name, in log lines.
-    fn name(&self) -> &'static str;
-
-    /// How often it passes, as a rule (the runner's setting for it): the
-    /// other timings default to this, give or take 10 %.
-    fn interval(&self) -> Duration;
+    /// Its name, and how often it passes as a rule: the timings below
+    /// default to this.
+    fn cadence(&self) -> Cadence;
 
     /// Does one pass on `cx`'s connection, and says what it did. An error
     /// is the database's: the pass stopped there.
@@ -23,18 +20,61 @@ pub trait Service: Send {
 
     /// How long after the runner starts its first pass is due.
     fn first_after(&self) -> Duration {
-        jittered(self.interval())
+        self.cadence().first_after()
     }
 
     /// How long after a pass that reported `report` the next is due.
     fn next_after(&self, report: &Self::Report) -> Duration {
         let _ = report;
-        jittered(self.interval())
+        jittered(self.cadence().interval)
     }
 
     /// How long after a pass that failed the next is due.
     fn after_error(&mut self) -> Duration {
-        jittered(self.interval())
+        jittered(self.cadence().interval)
+    }
+}
+
+/// A [`Service`]'s name and pace: every `interval` (give or take 10 %:
+/// runners started together do not pass in step), the first pass at once
+/// or about an interval after the runner starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Cadence {
+    /// The service's name, in log lines.
+    pub name: &'static str,
+    /// How often it passes, as a rule (the runner's setting for it).
+    pub interval: Duration,
+    /// Whether its first pass is due as the runner starts.
+    pub from_start: bool,
+}
+
+impl Cadence {
+    /// `name`, passing every `interval`, the first time about an interval
+    /// after the runner starts.
+    pub fn every(name: &'static str, interval: Duration) -> Self {
+        Cadence {
+            name,
+            interval,
+            from_start: false,
+        }
+    }
+
+    /// `name`, passing as the runner starts, then every `interval`.
+    pub fn from_start(name: &'static str, interval: Duration) -> Self {
+        Cadence {
+            from_start: true,
+            ..Cadence::every(name, interval)
+        }
+    }
+
+    /// How long after the runner starts the first pass is due.
+    fn first_after(&self) -> Duration {
+        if self.from_start {
+            Duration::ZERO
+        } else {
+            jittered(self.interval)
+        }
     }
 }
 

@@ -8,7 +8,7 @@ use std::time::Duration;
 use jobqueue_core::engine::Resume;
 
 use super::context::ServiceContext;
-use super::service::{PassReport, Service};
+use super::service::{Cadence, PassReport, Service};
 use crate::RunnerConfig;
 
 /// Jobs set aside per pass: a pass is one statement of this many writes,
@@ -105,12 +105,8 @@ impl PassReport for SetAsideReport {
 impl Service for SetAsideBacklogs {
     type Report = SetAsideReport;
 
-    fn name(&self) -> &'static str {
-        "setting aside backlogs of unhandled types"
-    }
-
-    fn interval(&self) -> Duration {
-        self.interval
+    fn cadence(&self) -> Cadence {
+        Cadence::every("setting aside backlogs of unhandled types", self.interval)
     }
 
     fn run_once(&mut self, cx: &mut ServiceContext) -> jobqueue_core::Result<SetAsideReport> {

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use jobqueue_core::engine::{Horizon, QueueSession, Vacuumed};
 
 use super::context::ServiceContext;
-use super::service::{PassReport, Service, jittered};
+use super::service::{Cadence, PassReport, Service, jittered};
 use super::vacuum_pacing::VacuumPacing;
 use crate::RunnerConfig;
 
@@ -137,16 +137,12 @@ impl PassReport for VacuumReport {
 impl Service for Vacuum {
     type Report = VacuumReport;
 
-    fn name(&self) -> &'static str {
-        "vacuum"
+    fn cadence(&self) -> Cadence {
+        Cadence::every("vacuum", self.interval)
     }
 
     fn first_after(&self) -> Duration {
         self.next_due().saturating_duration_since(Instant::now())
-    }
-
-    fn interval(&self) -> Duration {
-        self.interval
     }
 
     fn run_once(&mut self, cx: &mut ServiceContext) -> jobqueue_core::Result<VacuumReport> {
