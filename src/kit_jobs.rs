@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use diesel::connection::SimpleConnection;
 use diesel::prelude::*;
-use diesel::sql_types::Text;
+use diesel::sql_types::{Array, Text};
 use jobqueue_core::Job;
 use jobqueue_runner::{JobContext, JobError, Perform, Registry};
 use serde::{Deserialize, Serialize};
@@ -153,16 +153,16 @@ pub fn create_notes(conn: &mut PgConnection) {
 /// The notes written, in order.
 pub fn notes(conn: &mut PgConnection) -> Vec<String> {
     #[derive(QueryableByName)]
-    struct Note {
-        #[diesel(sql_type = Text)]
-        note: String,
+    struct Notes {
+        #[diesel(sql_type = Array<Text>)]
+        notes: Vec<String>,
     }
-    diesel::sql_query("SELECT note FROM kit_notes ORDER BY note")
-        .load::<Note>(conn)
-        .expect("read kit_notes")
-        .into_iter()
-        .map(|row| row.note)
-        .collect()
+    diesel::sql_query(
+        "SELECT coalesce(array_agg(note ORDER BY note), '{}') AS notes FROM kit_notes",
+    )
+    .get_result::<Notes>(conn)
+    .expect("read kit_notes")
+    .notes
 }
 
 fn write_note(conn: &mut PgConnection, note: &str) -> QueryResult<usize> {

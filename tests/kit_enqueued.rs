@@ -9,7 +9,7 @@ use jobqueue_testing::{
     Drain, all_enqueued, assert_enqueued, enqueue_schedule, expect, refute_enqueued,
 };
 use jobqueue_tests::kit_jobs::{Act, Counter, Welcome, failure, registry};
-use jobqueue_tests::{TestDb, count_where};
+use jobqueue_tests::{TestDb, assert_contains, count_where};
 
 /// A fresh database, and a connection to it inside a test transaction.
 fn in_test_transaction() -> (TestDb, PgConnection) {
@@ -38,18 +38,19 @@ fn assert_enqueued_finds_the_job_and_says_what_was_enqueued_when_it_is_not() {
     let message = failure(|| {
         assert_enqueued::<Welcome>(&mut conn, |w| w.to == "ada@example.com");
     });
-    for part in [
-        "expected a job of type `kit.welcome` (jobqueue_tests::kit_jobs::Welcome) whose \
+    assert_contains(
+        &message,
+        &[
+            "expected a job of type `kit.welcome` (jobqueue_tests::kit_jobs::Welcome) whose \
          payload the predicate accepts, scheduled, pending or unhandled; none was",
-        "other `kit.welcome` jobs:\n  - kit.welcome in queue `mail`, priority 150, pending, due ",
-        r#"{"to":"bob@example.com"}"#,
-        "does not match: the predicate does not accept its payload",
-        "jobs of other types (the latest 20 at most):\n  - kit.act in queue `default`, \
+            "other `kit.welcome` jobs:\n  - kit.welcome in queue `mail`, priority 150, pending, due ",
+            r#"{"to":"bob@example.com"}"#,
+            "does not match: the predicate does not accept its payload",
+            "jobs of other types (the latest 20 at most):\n  - kit.act in queue `default`, \
          priority 100, pending",
-        r#""Complete""#,
-    ] {
-        assert!(message.contains(part), "{part:?} is not in:\n{message}");
-    }
+            r#""Complete""#,
+        ],
+    );
 }
 
 #[test]
@@ -58,9 +59,9 @@ fn a_failure_on_an_empty_queue_says_nothing_was_enqueued() {
     let message = failure(|| {
         expect::<Welcome>().assert_enqueued(&mut conn);
     });
-    assert!(
-        message.contains("none was\n\nother `kit.welcome` jobs: none\n\njobs of other types"),
-        "{message}"
+    assert_contains(
+        &message,
+        &["none was\n\nother `kit.welcome` jobs: none\n\njobs of other types"],
     );
     assert!(message.ends_with("at most): none"), "{message}");
 }
@@ -108,8 +109,7 @@ fn queue_priority_due_window_and_unique_key_narrow_the_match_and_say_why_not() {
         let message = failure(|| {
             expectation.assert_enqueued(&mut conn);
         });
-        assert!(message.contains(why), "{why:?} is not in:\n{message}");
-        assert!(message.contains("none was"), "{message}");
+        assert_contains(&message, &[why, "none was"]);
     }
 }
 
@@ -128,11 +128,13 @@ fn refute_enqueued_passes_on_none_and_lists_the_ones_it_found() {
         message.starts_with("expected no job of type `kit.welcome`"),
         "{message}"
     );
-    assert!(
-        message.contains("; found 1\n\nmatching:\n  - kit.welcome"),
-        "{message}"
+    assert_contains(
+        &message,
+        &[
+            "; found 1\n\nmatching:\n  - kit.welcome",
+            r#"{"to":"ada@example.com"}"#,
+        ],
     );
-    assert!(message.contains(r#"{"to":"ada@example.com"}"#), "{message}");
 }
 
 #[test]
@@ -153,17 +155,13 @@ fn once_and_times_count_the_matching_jobs() {
             .matching(|w| w.to == "a@example.com")
             .assert_enqueued_once(&mut conn);
     });
-    assert!(
-        message.contains("expected exactly 1 job of type `kit.welcome`"),
-        "{message}"
-    );
-    assert!(
-        message.contains("; found 2\n\nmatching:\n  - kit.welcome"),
-        "{message}"
-    );
-    assert!(
-        message.contains("other `kit.welcome` jobs:\n  - "),
-        "{message}"
+    assert_contains(
+        &message,
+        &[
+            "expected exactly 1 job of type `kit.welcome`",
+            "; found 2\n\nmatching:\n  - kit.welcome",
+            "other `kit.welcome` jobs:\n  - ",
+        ],
     );
 }
 
@@ -197,10 +195,7 @@ fn all_enqueued_decodes_every_waiting_job_of_the_type_and_status_looks_elsewhere
             .status(JobStatus::Cancelled)
             .assert_enqueued(&mut conn);
     });
-    assert!(
-        message.contains(", completed or cancelled; none was"),
-        "{message}"
-    );
+    assert_contains(&message, &[", completed or cancelled; none was"]);
 }
 
 #[test]
@@ -218,18 +213,16 @@ fn a_payload_that_does_not_decode_is_an_error_and_a_mismatch_that_says_so() {
     let message = failure(|| {
         expect::<Welcome>().assert_enqueued(&mut conn);
     });
-    assert!(
-        message.contains(
-            "does not match: its payload does not decode as jobqueue_tests::kit_jobs::Welcome"
-        ),
-        "{message}"
+    assert_contains(
+        &message,
+        &["does not match: its payload does not decode as jobqueue_tests::kit_jobs::Welcome"],
     );
     let message = failure(|| {
         all_enqueued::<Welcome>(&mut conn);
     });
-    assert!(
-        message.contains("reading the enqueued jobs of type `kit.welcome`"),
-        "{message}"
+    assert_contains(
+        &message,
+        &["reading the enqueued jobs of type `kit.welcome`"],
     );
 }
 

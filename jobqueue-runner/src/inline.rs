@@ -50,6 +50,7 @@
 //! # }
 //! ```
 
+use std::borrow::Cow;
 use std::sync::atomic::Ordering;
 
 use diesel::PgConnection;
@@ -72,7 +73,7 @@ use crate::registry::Registry;
 #[must_use = "nothing runs until `.run()` is called"]
 pub struct Inline<'a> {
     registry: &'a Registry,
-    row: &'a JobRow,
+    row: Cow<'a, JobRow>,
     conn: Option<&'a mut PgConnection>,
     stored: bool,
     retry: RetryPolicy,
@@ -118,22 +119,28 @@ impl<'a> Inline<'a> {
     /// `conn`, and completing the job in its own transaction completes the
     /// row.
     pub fn claimed(registry: &'a Registry, row: &'a JobRow, conn: &'a mut PgConnection) -> Self {
-        Inline {
-            conn: Some(conn),
-            stored: true,
-            ..Self::unstored(registry, row)
-        }
+        Self::new(registry, Cow::Borrowed(row), Some(conn), true)
     }
 
     /// `row`, a job stored nowhere (see [`JobRow::unstored`]), worked with
     /// `registry`'s handler for its type: no database is needed, and the
     /// handler has no connection unless [`conn`](Self::conn) gives one.
-    pub fn unstored(registry: &'a Registry, row: &'a JobRow) -> Self {
+    pub fn unstored(registry: &'a Registry, row: JobRow) -> Self {
+        Self::new(registry, Cow::Owned(row), None, false)
+    }
+
+    /// `stored`: the row is in the database, claimed on `conn`.
+    fn new(
+        registry: &'a Registry,
+        row: Cow<'a, JobRow>,
+        conn: Option<&'a mut PgConnection>,
+        stored: bool,
+    ) -> Self {
         Inline {
             registry,
             row,
-            conn: None,
-            stored: false,
+            conn,
+            stored,
             retry: RetryPolicy::DEFAULT,
             retention: Retention::default(),
             cancel_requested: false,
@@ -146,6 +153,16 @@ impl<'a> Inline<'a> {
     /// no row.
     pub fn conn(mut self, conn: &'a mut PgConnection) -> Self {
         self.conn = Some(conn);
+        self
+    }
+
+    /// Works a job stored nowhere as its attempt number `attempt`: what
+    /// [`JobContext::attempt`] says. (A claimed job is the attempt its
+    /// claim made.)
+    pub fn attempt(mut self, attempt: i32) -> Self {
+        if !self.stored {
+            self.row.to_mut().attempts = attempt;
+        }
         self
     }
 
@@ -176,7 +193,7 @@ impl<'a> Inline<'a> {
     /// Runs the attempt and says what came of it. Errors are those of the
     /// caller's connection opening or ending the attempt's savepoint.
     pub fn run(self) -> Result<Attempt, jobqueue_core::Error> {
-        let row = self.row;
+        let row: &JobRow = &self.row;
         let Some(handler) = self.registry.get(&row.job_type) else {
             return Ok(Attempt {
                 outcome: Outcome::Unhandled,

@@ -25,7 +25,7 @@
 //! They work on the connection they are given, inside Diesel's
 //! `begin_test_transaction`: a test sees its own uncommitted jobs, and
 //! leaves nothing behind. [`perform`] needs none: its handler gets no
-//! connection unless the test gives it one ([`Performing::conn`]).
+//! connection unless the test gives it one ([`Inline::conn`]).
 //!
 //! Everything a drained handler does on its
 //! [`ctx.conn()`](jobqueue_runner::JobContext::conn) is on the test's
@@ -89,9 +89,9 @@ pub use drain::Drain;
 pub use drained::{Drained, Ended, Stop, Worked};
 pub use enqueued::Enqueued;
 pub use expect::{Expect, all_enqueued, assert_enqueued, expect, refute_enqueued};
-pub use perform::{Performing, perform};
+pub use perform::perform;
 pub use schedule::enqueue_schedule;
 
-/// What an attempt came to, and the reports its handler made: the
-/// runner's own types (`jobqueue_runner::inline`).
-pub use jobqueue_runner::inline::{Attempt, Outcome, Report};
+/// One job worked inline, what its attempt came to, and the reports its
+/// handler made: the runner's own types (`jobqueue_runner::inline`).
+pub use jobqueue_runner::inline::{Attempt, Inline, Outcome, Report};
