@@ -4,7 +4,7 @@
 //! blocked on.
 //!
 //! It runs on the caller's connection and inside the caller's open
-//! transaction, if any (`conn.transaction(|conn| async move { ... }.scope_boxed())`):
+//! transaction, if any (`conn.transaction(async |conn| ...)`, diesel-async 0.9):
 //! the jobs exist if and only if it commits. A unique-key clash is an
 //! outcome ([`EnqueueOutcome::Duplicate`]), never an error that aborts the
 //! transaction. A batch is one multi-row `INSERT ... SELECT FROM unnest(...)`
