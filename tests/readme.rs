@@ -1,9 +1,11 @@
 //! The code of the README and of the guide (`docs/src/`), compiled and
 //! run: every ```rust block of README.md (but the quick start's, which
 //! `tests/quickstart.rs` builds as a crate of its own) and of the guide's
-//! pages is an excerpt of this file, `tests/embedded.rs` or
-//! `examples/app_worker.rs` (checked below, line by line), and the tests
-//! here run what the blocks show against a real database.
+//! pages is an excerpt of this file, `tests/embedded.rs`,
+//! `examples/app_worker.rs`, `examples/async_signup.rs` or
+//! `tests/async_patterns.rs` (checked below, line by line), and the tests
+//! (here, `tests/async_signup.rs` and `tests/async_patterns.rs`) run what
+//! the blocks show against a real database.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -334,10 +336,12 @@ fn the_handler_reaches_the_applications_state_and_retries_on_its_errors() {
 
 /// The compiled files the README's and the guide's ```rust blocks are
 /// excerpts of.
-const SOURCES: [&str; 3] = [
+const SOURCES: [&str; 5] = [
     "tests/readme.rs",
     "tests/embedded.rs",
     "examples/app_worker.rs",
+    "examples/async_signup.rs",
+    "tests/async_patterns.rs",
 ];
 
 #[test]

@@ -23,7 +23,7 @@
 //! outcome ([`EnqueueOutcome::Duplicate`]), so it never aborts the caller's
 //! transaction.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -60,13 +60,13 @@ const DEBOUNCE_KEPT: usize = 1024;
 /// A connection, known by its address (one opened where a dropped one was
 /// may inherit its database for one debounce window, until its own first
 /// notifying insert corrects it).
-fn connection_key(conn: &PgConnection) -> usize {
+fn connection_key<C>(conn: &C) -> usize {
     std::ptr::from_ref(conn) as usize
 }
 
 /// Whether an enqueue into `queue` on `conn` should notify now (and, if
 /// so, notes it). A connection whose database is not known yet notifies.
-fn should_notify(conn: &PgConnection, queue: &str) -> bool {
+fn should_notify<C>(conn: &C, queue: &str) -> bool {
     let now = Instant::now();
     let mut guard = DEBOUNCE.lock().unwrap_or_else(PoisonError::into_inner);
     let debounce = guard.get_or_insert_with(Debounce::default);
@@ -93,7 +93,7 @@ fn should_notify(conn: &PgConnection, queue: &str) -> bool {
 }
 
 /// Notes that `conn` notified `queue` of `database` now.
-fn notified(conn: &PgConnection, database: String, queue: &str) {
+pub(crate) fn notified<C>(conn: &C, database: String, queue: &str) {
     let mut guard = DEBOUNCE.lock().unwrap_or_else(PoisonError::into_inner);
     let debounce = guard.get_or_insert_with(Debounce::default);
     if debounce.database_of.len() >= DEBOUNCE_KEPT {
@@ -107,24 +107,24 @@ fn notified(conn: &PgConnection, database: String, queue: &str) {
 
 /// How often an enqueue retries when the job holding its unique key finished
 /// between the insert and the look-up of that job.
-const UNIQUE_RETRIES: usize = 3;
+pub(crate) const UNIQUE_RETRIES: usize = 3;
 
 /// A row of [`sql::JOB_LIVE_HOLDERS`].
 #[derive(QueryableByName)]
-struct HolderRow {
+pub(crate) struct HolderRow {
     #[diesel(sql_type = Text)]
-    unique_key: String,
+    pub(crate) unique_key: String,
     #[diesel(sql_type = Uuid)]
-    id: JobId,
+    pub(crate) id: JobId,
 }
 
 /// A row of [`sql::JOB_INSERT`].
 #[derive(QueryableByName)]
-struct InsertedRow {
+pub(crate) struct InsertedRow {
     #[diesel(sql_type = Uuid)]
-    id: JobId,
+    pub(crate) id: JobId,
     #[diesel(sql_type = Text)]
-    database: String,
+    pub(crate) database: String,
 }
 
 /// A job that was not inserted because a live job already held its unique
@@ -207,7 +207,7 @@ pub struct Enqueued {
 
 /// Statement `S` with the job's columns bound as `$1` to `$8` (the order of
 /// [`sql::JOB_INSERT`]).
-fn job_columns<S: Statement>(job: &NewJob) -> Prepared<'_, S> {
+pub(crate) fn job_columns<S: Statement>(job: &NewJob) -> Prepared<'_, S> {
     prepared::<S>()
         .bind::<Uuid, _>(job.id)
         .bind::<Text, _>(&job.job_type)
@@ -228,9 +228,7 @@ fn job_columns<S: Statement>(job: &NewJob) -> Prepared<'_, S> {
 /// was taken again by another enqueue, three times in a row while this one
 /// looked (a transient state: retrying the enqueue resolves it).
 pub fn enqueue(conn: &mut PgConnection, job: &NewJob) -> Result<EnqueueOutcome> {
-    // A job due later is announced when it becomes due (`promote_due`).
-    let due_later = job.delay_secs > 0.0 || job.run_at.is_some_and(|at| at > Utc::now());
-    let notify = !due_later && should_notify(conn, &job.queue);
+    let notify = notify_now(&*conn, job);
     let Some(key) = &job.unique_key else {
         if notify {
             insert_one(conn, job, notify)?;
@@ -245,18 +243,37 @@ pub fn enqueue(conn: &mut PgConnection, job: &NewJob) -> Result<EnqueueOutcome> 
         }
         let keys = [key.as_str()];
         if let Some(existing) = live_holders(conn, &keys)?.remove(key) {
-            return Ok(EnqueueOutcome::Duplicate(Duplicate {
-                job: job.id,
-                unique_key: key.clone(),
-                existing,
-            }));
+            return Ok(duplicate(job, key, existing));
         }
         // The holder finished in between: its key is free again, try once more.
     }
-    Err(Error::UniqueConflict {
-        unique_key: key.clone(),
-        existing: None,
+    Err(key_kept_changing(key))
+}
+
+/// Whether an enqueue of `job` on `conn` wakes its queue now: a job due
+/// later is announced when it becomes due (`promote_due`), and the
+/// notification is debounced (see the module's documentation).
+pub(crate) fn notify_now<C>(conn: &C, job: &NewJob) -> bool {
+    let due_later = job.delay_secs > 0.0 || job.run_at.is_some_and(|at| at > Utc::now());
+    !due_later && should_notify(conn, &job.queue)
+}
+
+/// The outcome of `job`, whose unique `key` the live job `existing` holds.
+pub(crate) fn duplicate(job: &NewJob, key: &str, existing: JobId) -> EnqueueOutcome {
+    EnqueueOutcome::Duplicate(Duplicate {
+        job: job.id,
+        unique_key: key.to_owned(),
+        existing,
     })
+}
+
+/// The error of an enqueue whose key's holder finished, and the key was
+/// taken again, each time it looked.
+pub(crate) fn key_kept_changing(key: &str) -> Error {
+    Error::UniqueConflict {
+        unique_key: key.to_owned(),
+        existing: None,
+    }
 }
 
 /// [`sql::JOB_INSERT`] of one job: its id, or `None` if a live job holds
@@ -278,13 +295,19 @@ fn insert_one(conn: &mut PgConnection, job: &NewJob, notify: bool) -> Result<Opt
 
 /// The live jobs holding `keys`, by key.
 fn live_holders(conn: &mut PgConnection, keys: &[&str]) -> Result<HashMap<String, JobId>> {
-    let rows = diesel::sql_query(sql::JOB_LIVE_HOLDERS)
-        .bind::<Array<Text>, _>(keys)
-        .load::<HolderRow>(conn)?;
-    Ok(rows
-        .into_iter()
+    Ok(by_key(live_holders_query(keys).load::<HolderRow>(conn)?))
+}
+
+/// [`sql::JOB_LIVE_HOLDERS`] of `keys`.
+pub(crate) fn live_holders_query<'k>(keys: &'k [&'k str]) -> Prepared<'k, sql::JobLiveHolders> {
+    prepared::<sql::JobLiveHolders>().bind::<Array<Text>, _>(keys)
+}
+
+/// The holders of [`sql::JOB_LIVE_HOLDERS`]'s rows, by key.
+pub(crate) fn by_key(rows: Vec<HolderRow>) -> HashMap<String, JobId> {
+    rows.into_iter()
         .map(|row| (row.unique_key, row.id))
-        .collect())
+        .collect()
 }
 
 /// Smallest batch that goes through `COPY` instead of `INSERT ... unnest`.
@@ -382,76 +405,136 @@ fn copy_many(conn: &mut PgConnection, jobs: &[NewJob]) -> Result<Enqueued> {
 
 /// `INSERT ... SELECT FROM unnest(...)` of the jobs.
 fn insert_many(conn: &mut PgConnection, jobs: &[NewJob]) -> Result<Enqueued> {
-    let n = jobs.len();
-    let mut ids = Vec::with_capacity(n);
-    let mut types = Vec::with_capacity(n);
-    let mut queues = Vec::with_capacity(n);
-    let mut priorities = Vec::with_capacity(n);
-    let mut payloads = Vec::with_capacity(n);
-    let mut max_attempts = Vec::with_capacity(n);
-    let mut run_ats: Vec<Option<DateTime<Utc>>> = Vec::with_capacity(n);
-    let mut delays = Vec::with_capacity(n);
-    let mut keys = Vec::with_capacity(n);
-    for job in jobs {
-        ids.push(job.id);
-        types.push(job.job_type.as_str());
-        queues.push(job.queue.as_str());
-        priorities.push(job.priority);
-        payloads.push(job.payload.as_str());
-        max_attempts.push(job.max_attempts);
-        run_ats.push(job.run_at);
-        delays.push(job.delay_secs);
-        keys.push(job.unique_key.as_deref());
-    }
-    let rows = diesel::sql_query(sql::JOB_INSERT_MANY)
-        .bind::<Array<Uuid>, _>(&ids)
-        .bind::<Array<Text>, _>(&types)
-        .bind::<Array<Text>, _>(&queues)
-        .bind::<Array<Integer>, _>(&priorities)
-        .bind::<Array<Text>, _>(&payloads)
-        .bind::<Array<Integer>, _>(&max_attempts)
-        .bind::<Array<Nullable<Timestamptz>>, _>(&run_ats)
-        .bind::<Array<Double>, _>(&delays)
-        .bind::<Array<Nullable<Text>>, _>(&keys)
-        .bind::<Text, _>(NOTIFY_CHANNEL)
-        .bind::<Bool, _>(true)
-        .load::<IdRow>(conn)?;
-    let inserted: std::collections::HashSet<JobId> = rows.iter().map(|row| row.id).collect();
-    if inserted.len() == n {
+    let columns = BatchColumns::of(jobs);
+    let rows = columns.statement().load::<IdRow>(conn)?;
+    let Some(missing) = BatchRest::after(jobs, rows) else {
         return Ok(Enqueued {
-            inserted: ids,
+            inserted: columns.ids,
             duplicates: Vec::new(),
         });
-    }
-    let keys: Vec<&str> = jobs
-        .iter()
-        .filter(|job| !inserted.contains(&job.id))
-        .filter_map(|job| job.unique_key.as_deref())
-        .collect();
-    let holders = live_holders(conn, &keys)?;
-    let mut done = Enqueued::default();
-    for job in jobs {
-        if inserted.contains(&job.id) {
-            done.inserted.push(job.id);
-            continue;
-        }
-        let holder = job
-            .unique_key
-            .as_ref()
-            .and_then(|key| Some((key, *holders.get(key)?)));
-        let outcome = match holder {
-            Some((key, existing)) => EnqueueOutcome::Duplicate(Duplicate {
-                job: job.id,
-                unique_key: key.clone(),
-                existing,
-            }),
+    };
+    let holders = live_holders(conn, &missing.keys())?;
+    let mut outcomes = Vec::with_capacity(jobs.len());
+    for slot in missing.sort(&holders) {
+        outcomes.push(match slot {
+            Slot::Done(outcome) => outcome,
             // The holder finished between the insert and the look-up.
-            None => enqueue(conn, job)?,
-        };
-        match outcome {
-            EnqueueOutcome::Inserted(id) => done.inserted.push(id),
-            EnqueueOutcome::Duplicate(duplicate) => done.duplicates.push(duplicate),
+            Slot::Again(job) => enqueue(conn, job)?,
+        });
+    }
+    Ok(Enqueued::from_outcomes(outcomes))
+}
+
+/// A batch's columns as parallel arrays, the parameters of
+/// [`sql::JOB_INSERT_MANY`].
+pub(crate) struct BatchColumns<'j> {
+    pub(crate) ids: Vec<JobId>,
+    types: Vec<&'j str>,
+    queues: Vec<&'j str>,
+    priorities: Vec<i32>,
+    payloads: Vec<&'j str>,
+    max_attempts: Vec<i32>,
+    run_ats: Vec<Option<DateTime<Utc>>>,
+    delays: Vec<f64>,
+    keys: Vec<Option<&'j str>>,
+}
+
+impl<'j> BatchColumns<'j> {
+    /// The columns of `jobs`.
+    pub(crate) fn of(jobs: &'j [NewJob]) -> Self {
+        BatchColumns {
+            ids: jobs.iter().map(|job| job.id).collect(),
+            types: jobs.iter().map(|job| job.job_type.as_str()).collect(),
+            queues: jobs.iter().map(|job| job.queue.as_str()).collect(),
+            priorities: jobs.iter().map(|job| job.priority).collect(),
+            payloads: jobs.iter().map(|job| job.payload.as_str()).collect(),
+            max_attempts: jobs.iter().map(|job| job.max_attempts).collect(),
+            run_ats: jobs.iter().map(|job| job.run_at).collect(),
+            delays: jobs.iter().map(|job| job.delay_secs).collect(),
+            keys: jobs.iter().map(|job| job.unique_key.as_deref()).collect(),
         }
     }
-    Ok(done)
+
+    /// [`sql::JOB_INSERT_MANY`] of these columns, waking their queues.
+    pub(crate) fn statement(&self) -> Prepared<'_, sql::JobInsertMany> {
+        prepared::<sql::JobInsertMany>()
+            .bind::<Array<Uuid>, _>(&self.ids)
+            .bind::<Array<Text>, _>(&self.types)
+            .bind::<Array<Text>, _>(&self.queues)
+            .bind::<Array<Integer>, _>(&self.priorities)
+            .bind::<Array<Text>, _>(&self.payloads)
+            .bind::<Array<Integer>, _>(&self.max_attempts)
+            .bind::<Array<Nullable<Timestamptz>>, _>(&self.run_ats)
+            .bind::<Array<Double>, _>(&self.delays)
+            .bind::<Array<Nullable<Text>>, _>(&self.keys)
+            .bind::<Text, _>(NOTIFY_CHANNEL)
+            .bind::<Bool, _>(true)
+    }
+}
+
+/// A batch some of whose jobs [`sql::JOB_INSERT_MANY`] did not insert.
+pub(crate) struct BatchRest<'j> {
+    jobs: &'j [NewJob],
+    inserted: HashSet<JobId>,
+}
+
+/// Where one job of a batch stands once its unique key's holders are known.
+pub(crate) enum Slot<'j> {
+    /// Inserted, or a duplicate of a live holder.
+    Done(EnqueueOutcome),
+    /// Not inserted, and its key's holder finished since: to enqueue alone.
+    Again(&'j NewJob),
+}
+
+impl<'j> BatchRest<'j> {
+    /// The batch `jobs` after the insert returned `rows`; `None` if every
+    /// job was inserted.
+    pub(crate) fn after(jobs: &'j [NewJob], rows: Vec<IdRow>) -> Option<Self> {
+        let inserted: HashSet<JobId> = rows.into_iter().map(|row| row.id).collect();
+        (inserted.len() != jobs.len()).then_some(BatchRest { jobs, inserted })
+    }
+
+    /// The unique keys of the jobs not inserted.
+    pub(crate) fn keys(&self) -> Vec<&'j str> {
+        self.jobs
+            .iter()
+            .filter(|job| !self.inserted.contains(&job.id))
+            .filter_map(|job| job.unique_key.as_deref())
+            .collect()
+    }
+
+    /// Each job's standing, in the batch's order, given the live `holders`
+    /// of [`BatchRest::keys`].
+    pub(crate) fn sort(&self, holders: &HashMap<String, JobId>) -> Vec<Slot<'j>> {
+        self.jobs
+            .iter()
+            .map(|job| {
+                if self.inserted.contains(&job.id) {
+                    return Slot::Done(EnqueueOutcome::Inserted(job.id));
+                }
+                let held = job
+                    .unique_key
+                    .as_deref()
+                    .and_then(|key| Some((key, *holders.get(key)?)));
+                match held {
+                    Some((key, existing)) => Slot::Done(duplicate(job, key, existing)),
+                    None => Slot::Again(job),
+                }
+            })
+            .collect()
+    }
+}
+
+impl Enqueued {
+    /// A batch's outcomes, in its order, sorted into inserted and duplicates.
+    pub(crate) fn from_outcomes(outcomes: Vec<EnqueueOutcome>) -> Self {
+        let mut done = Enqueued::default();
+        for outcome in outcomes {
+            match outcome {
+                EnqueueOutcome::Inserted(id) => done.inserted.push(id),
+                EnqueueOutcome::Duplicate(duplicate) => done.duplicates.push(duplicate),
+            }
+        }
+        done
+    }
 }

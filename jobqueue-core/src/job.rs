@@ -89,12 +89,46 @@ pub trait Job: Serialize + DeserializeOwned {
         Self: Sized + 'a,
         I: IntoIterator<Item = &'a Self>,
     {
-        let jobs = jobs
-            .into_iter()
-            .map(|job| NewJob::from_job(job, JobOptions::default()))
-            .collect::<Result<Vec<_>>>()?;
-        crate::enqueue_many(conn, &jobs)
+        crate::enqueue_many(conn, &with_defaults(jobs)?)
     }
+
+    /// [`Job::enqueue`] on diesel-async's `AsyncPgConnection` (feature
+    /// `async`): the same outcome, awaited. Inside the caller's open
+    /// transaction, if any, so the job exists if and only if it commits.
+    /// The payload is serialized and checked before the future is made.
+    #[cfg(feature = "async")]
+    fn enqueue_async<'c>(
+        &self,
+        conn: &'c mut diesel_async::AsyncPgConnection,
+    ) -> impl Future<Output = Result<EnqueueOutcome>> + Send + 'c
+    where
+        Self: Sized,
+    {
+        let job = NewJob::from_job(self, JobOptions::default());
+        async move { crate::enqueue_async(conn, &job?).await }
+    }
+
+    /// [`Job::enqueue_many`] on diesel-async's `AsyncPgConnection` (feature
+    /// `async`): one multi-row insert, see [`crate::enqueue_many_async`].
+    #[cfg(feature = "async")]
+    fn enqueue_many_async<'a, 'c, I>(
+        conn: &'c mut diesel_async::AsyncPgConnection,
+        jobs: I,
+    ) -> impl Future<Output = Result<Enqueued>> + Send + 'c
+    where
+        Self: Sized + 'a,
+        I: IntoIterator<Item = &'a Self>,
+    {
+        let jobs = with_defaults(jobs);
+        async move { crate::enqueue_many_async(conn, &jobs?).await }
+    }
+}
+
+/// The jobs `jobs`, each with its type's defaults.
+fn with_defaults<'a, J: Job + 'a>(jobs: impl IntoIterator<Item = &'a J>) -> Result<Vec<NewJob>> {
+    jobs.into_iter()
+        .map(|job| NewJob::from_job(job, JobOptions::default()))
+        .collect()
 }
 
 /// An enqueue in the making: a job plus options. Made by [`Job::options`].
@@ -140,5 +174,16 @@ impl<J: Job> EnqueueBuilder<'_, J> {
     /// its unique key.
     pub fn enqueue(self, conn: &mut PgConnection) -> Result<EnqueueOutcome> {
         crate::enqueue(conn, &self.build()?)
+    }
+
+    /// [`EnqueueBuilder::enqueue`] on diesel-async's `AsyncPgConnection`
+    /// (feature `async`): the same outcome, awaited.
+    #[cfg(feature = "async")]
+    pub fn enqueue_async(
+        self,
+        conn: &mut diesel_async::AsyncPgConnection,
+    ) -> impl Future<Output = Result<EnqueueOutcome>> + Send + '_ {
+        let job = self.build();
+        async move { crate::enqueue_async(conn, &job?).await }
     }
 }

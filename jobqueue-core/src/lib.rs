@@ -56,6 +56,8 @@ mod database_url;
 mod doctor;
 pub mod engine;
 mod enqueue;
+#[cfg(feature = "async")]
+mod enqueue_async;
 mod error;
 mod finish;
 mod heartbeat;
@@ -98,6 +100,8 @@ pub use cancel::{CancelOutcome, cancel};
 pub use cron_schedule::CronSchedule;
 pub use doctor::{Check, CheckStatus, DoctorOptions, doctor};
 pub use enqueue::{Duplicate, EnqueueOutcome, Enqueued, enqueue, enqueue_many};
+#[cfg(feature = "async")]
+pub use enqueue_async::{enqueue_async, enqueue_many_async};
 pub use error::{Error, Result};
 pub use id::JobId;
 pub use job::{EnqueueBuilder, Job};

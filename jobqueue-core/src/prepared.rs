@@ -41,7 +41,7 @@ trait PushBind {
 
 struct Bound<ST, U> {
     value: U,
-    sql_type: PhantomData<ST>,
+    sql_type: PhantomData<fn() -> ST>,
 }
 
 impl<ST, U> PushBind for Bound<ST, U>
@@ -56,7 +56,7 @@ where
 
 /// Statement `S` with its parameters bound, ready to run.
 pub(crate) struct Prepared<'a, S> {
-    binds: Vec<Box<dyn PushBind + 'a>>,
+    binds: Vec<Box<dyn PushBind + Send + 'a>>,
     statement: PhantomData<S>,
 }
 
@@ -73,11 +73,11 @@ impl<'a, S: Statement> Prepared<'a, S> {
     pub(crate) fn bind<ST: 'a, U>(mut self, value: U) -> Self
     where
         Pg: HasSqlType<ST>,
-        U: ToSql<ST, Pg> + 'a,
+        U: ToSql<ST, Pg> + Send + 'a,
     {
         self.binds.push(Box::new(Bound {
             value,
-            sql_type: PhantomData::<ST>,
+            sql_type: PhantomData,
         }));
         self
     }

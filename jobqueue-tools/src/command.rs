@@ -39,7 +39,7 @@ pub struct BenchArgs {
     /// Small sizes, for a smoke test (figures not comparable).
     #[arg(long)]
     quick: bool,
-    /// Only these measurements, comma-separated: bulk, txn, burn, metrics,
+    /// Only these measurements, comma-separated: bulk, txn, async, burn, metrics,
     /// floor, drain, pickup, history, isolation, steady, fleet, footprint,
     /// limit, fair, scale, soak, failover (the last two run only when
     /// named: the soak takes --soak-secs, the failover builds a primary and

@@ -1204,6 +1204,8 @@ pub(crate) const JOB_THROUGHPUT: &str = "
 crate::prepared::statements! {
     JobInsert => JOB_INSERT,
     JobInsertQuiet => JOB_INSERT_QUIET,
+    JobInsertMany => JOB_INSERT_MANY,
+    JobLiveHolders => JOB_LIVE_HOLDERS,
     JobClaimQueues => JOB_CLAIM_QUEUES,
     JobClaimAny => JOB_CLAIM_ANY,
     JobStartMany => JOB_START_MANY,

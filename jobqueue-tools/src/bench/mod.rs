@@ -11,6 +11,7 @@
 mod burn;
 mod drain;
 mod enqueue;
+mod enqueue_async;
 mod failover;
 mod footprint;
 mod history;
@@ -34,9 +35,10 @@ use crate::ToolError;
 pub use noop::{BenchNoop, registry};
 
 /// The measurements, by the names `--only` takes.
-pub const MEASUREMENTS: [&str; 19] = [
+pub const MEASUREMENTS: [&str; 20] = [
     "bulk",
     "txn",
+    "async",
     "burn",
     "metrics",
     "floor",
@@ -354,6 +356,11 @@ pub fn run(server_url: &str, options: &BenchOptions) -> Result<(), ToolError> {
     }
     if wanted("txn") {
         for row in enqueue::transactional(&url, &sizes, runs)? {
+            row.print();
+        }
+    }
+    if wanted("async") {
+        for row in enqueue_async::compare(&url, &sizes, runs)? {
             row.print();
         }
     }

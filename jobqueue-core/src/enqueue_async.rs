@@ -1,0 +1,138 @@
+//! Enqueue on diesel-async's [`AsyncPgConnection`] (feature `async`): the
+//! same statements, validation and outcomes as the blocking enqueue
+//! ([`crate::enqueue`], [`crate::enqueue_many`]), awaited instead of
+//! blocked on.
+//!
+//! It runs on the caller's connection and inside the caller's open
+//! transaction, if any (`conn.transaction(async |conn| ...)`, diesel-async 0.9):
+//! the jobs exist if and only if it commits. A unique-key clash is an
+//! outcome ([`EnqueueOutcome::Duplicate`]), never an error that aborts the
+//! transaction. A batch is one multi-row `INSERT ... SELECT FROM unnest(...)`
+//! whatever its size (diesel-async has no `COPY`).
+
+use diesel::OptionalExtension;
+use diesel::sql_types::{Bool, Nullable, Text};
+use diesel_async::{AnsiTransactionManager, AsyncPgConnection, RunQueryDsl, TransactionManager};
+
+use crate::enqueue::{
+    BatchColumns, BatchRest, HolderRow, InsertedRow, NOTIFY_CHANNEL, Slot, UNIQUE_RETRIES, by_key,
+    duplicate, job_columns, key_kept_changing, live_holders_query, notified, notify_now,
+};
+use crate::id_rows::IdRow;
+use crate::{EnqueueOutcome, Enqueued, Error, JobId, NewJob, Result, sql};
+
+/// Inserts one job on an [`AsyncPgConnection`], or finds the live job
+/// already holding its unique key: [`crate::enqueue`], awaited.
+///
+/// A duplicate key is an outcome ([`EnqueueOutcome::Duplicate`], naming the
+/// holder), not an error: the caller's transaction goes on either way. Fails
+/// with [`Error::UniqueConflict`] only if the key's holder finished, and the
+/// key was taken again by another enqueue, three times in a row while this
+/// one looked.
+pub async fn enqueue_async(conn: &mut AsyncPgConnection, job: &NewJob) -> Result<EnqueueOutcome> {
+    let notify = notify_now(&*conn, job);
+    let Some(key) = &job.unique_key else {
+        if notify {
+            insert_one(conn, job, notify).await?;
+        } else {
+            job_columns::<sql::JobInsertQuiet>(job)
+                .execute(conn)
+                .await?;
+        }
+        return Ok(EnqueueOutcome::Inserted(job.id));
+    };
+    for _ in 0..UNIQUE_RETRIES {
+        if let Some(id) = insert_one(conn, job, notify).await? {
+            return Ok(EnqueueOutcome::Inserted(id));
+        }
+        let keys = [key.as_str()];
+        let holders = by_key(live_holders_query(&keys).load::<HolderRow>(conn).await?);
+        if let Some(existing) = holders.get(key) {
+            return Ok(duplicate(job, key, *existing));
+        }
+        // The holder finished in between: its key is free again, try once more.
+    }
+    Err(key_kept_changing(key))
+}
+
+/// [`sql::JOB_INSERT`] of one job: its id, or `None` if a live job holds
+/// its unique key.
+async fn insert_one(
+    conn: &mut AsyncPgConnection,
+    job: &NewJob,
+    notify: bool,
+) -> Result<Option<JobId>> {
+    let inserted = job_columns::<sql::JobInsert>(job)
+        .bind::<Nullable<Text>, _>(job.unique_key.as_deref())
+        .bind::<Text, _>(NOTIFY_CHANNEL)
+        .bind::<Bool, _>(notify)
+        .get_result::<InsertedRow>(conn)
+        .await
+        .optional()?;
+    Ok(inserted.map(|row| {
+        if notify {
+            notified(&*conn, row.database, &job.queue);
+        }
+        row.id
+    }))
+}
+
+/// Inserts many jobs on an [`AsyncPgConnection`] in ONE multi-row
+/// `INSERT ... SELECT FROM unnest(...) ON CONFLICT DO NOTHING`:
+/// [`crate::enqueue_many`], awaited, without its `COPY` path.
+///
+/// A job whose unique key is held by a live job, or by an earlier job of
+/// the same batch, is not inserted and is reported in
+/// [`Enqueued::duplicates`]; the others are inserted. Runs inside the
+/// caller's open transaction, if any (else, for a batch with unique keys,
+/// in one of its own): all of the batch or none of it.
+pub async fn enqueue_many_async(conn: &mut AsyncPgConnection, jobs: &[NewJob]) -> Result<Enqueued> {
+    if jobs.is_empty() {
+        return Ok(Enqueued::default());
+    }
+    let keyed = jobs.iter().any(|job| job.unique_key.is_some());
+    let in_transaction = AnsiTransactionManager::transaction_manager_status_mut(conn)
+        .transaction_depth()
+        .map_err(Error::Database)?
+        .is_some();
+    if !keyed || in_transaction {
+        return insert_many(conn, jobs).await;
+    }
+    // Duplicates are looked up after the insert, in the same transaction.
+    AnsiTransactionManager::begin_transaction(conn).await?;
+    match insert_many(conn, jobs).await {
+        Ok(done) => {
+            AnsiTransactionManager::commit_transaction(conn).await?;
+            Ok(done)
+        }
+        Err(e) => {
+            // The error that ended the transaction is the one to report.
+            let _ = AnsiTransactionManager::rollback_transaction(conn).await;
+            Err(e)
+        }
+    }
+}
+
+/// [`sql::JOB_INSERT_MANY`] of the jobs, then the holders of the keys it
+/// found taken.
+async fn insert_many(conn: &mut AsyncPgConnection, jobs: &[NewJob]) -> Result<Enqueued> {
+    let columns = BatchColumns::of(jobs);
+    let rows = columns.statement().load::<IdRow>(conn).await?;
+    let Some(missing) = BatchRest::after(jobs, rows) else {
+        return Ok(Enqueued {
+            inserted: columns.ids,
+            duplicates: Vec::new(),
+        });
+    };
+    let keys = missing.keys();
+    let holders = by_key(live_holders_query(&keys).load::<HolderRow>(conn).await?);
+    let mut outcomes = Vec::with_capacity(jobs.len());
+    for slot in missing.sort(&holders) {
+        outcomes.push(match slot {
+            Slot::Done(outcome) => outcome,
+            // The holder finished between the insert and the look-up.
+            Slot::Again(job) => enqueue_async(conn, job).await?,
+        });
+    }
+    Ok(Enqueued::from_outcomes(outcomes))
+}
