@@ -1,5 +1,6 @@
 //! The guide's async patterns (docs/src/async.md), run: a blocking r2d2
-//! pool used from async code through `spawn_blocking`, and a handler that
+//! pool used from async code through `spawn_blocking`, deadpool-diesel's
+//! `interact` for the same, and a handler that
 //! awaits async work through a tokio runtime `Handle` in the application's
 //! state (the runner's workers are OS threads).
 
@@ -38,6 +39,20 @@ async fn greet_later(
         Ok(outcome.id())
     })
     .await?
+}
+
+/// A deadpool-diesel pool of blocking connections from async code: the
+/// transaction runs inside `interact`, on a blocking thread of the runtime.
+async fn greet_through_interact(
+    pool: &deadpool_diesel::postgres::Pool,
+    to: String,
+) -> Result<JobId, BoxError> {
+    let conn = pool.get().await?;
+    let outcome = conn
+        .interact(move |conn| conn.transaction(|conn| Greet { to }.enqueue(conn)))
+        .await
+        .map_err(|e| e.to_string())??;
+    Ok(outcome.id())
 }
 
 /// The application's async side, in the runner's state for its handlers.
@@ -108,4 +123,46 @@ fn a_blocking_pool_enqueues_from_async_code_and_a_handler_awaits_through_the_run
         count_where(&mut conn, &format!("id = '{id}' AND status = 'completed'")),
         1
     );
+}
+
+#[test]
+fn deadpool_diesel_interact_enqueues_in_a_transaction_from_async_code() {
+    let db = TestDb::new();
+    let mut conn = db.conn();
+    let runtime = tokio::runtime::Runtime::new().expect("a tokio runtime");
+    // The pool's connections are closed on the runtime's blocking threads,
+    // also when the pool is dropped: within the runtime's context.
+    let _context = runtime.enter();
+    let manager =
+        deadpool_diesel::postgres::Manager::new(&db.url, deadpool_diesel::Runtime::Tokio1);
+    let pool = deadpool_diesel::postgres::Pool::builder(manager)
+        .max_size(2)
+        .build()
+        .expect("a deadpool-diesel pool");
+    let id = runtime
+        .block_on(greet_through_interact(&pool, "b@example.com".into()))
+        .expect("enqueue through interact");
+    assert_eq!(
+        count_where(&mut conn, &format!("id = '{id}' AND job_type = 'greet'")),
+        1
+    );
+    // A transaction that fails after its enqueue leaves no job.
+    let failed: Result<(), BoxError> = runtime.block_on(async {
+        let pooled = pool.get().await?;
+        pooled
+            .interact(|conn| {
+                conn.transaction(|conn| -> Result<(), diesel::result::Error> {
+                    Greet {
+                        to: "c@example.com".into(),
+                    }
+                    .enqueue(conn)?;
+                    Err(diesel::result::Error::RollbackTransaction)
+                })
+            })
+            .await
+            .map_err(|e| e.to_string())??;
+        Ok(())
+    });
+    assert!(failed.is_err());
+    assert_eq!(count_where(&mut conn, "job_type = 'greet'"), 1);
 }
