@@ -13,6 +13,7 @@ use crate::context::JobContext;
 use crate::job_error::JobError;
 use crate::job_state::JobState;
 use crate::registry::Handler;
+use crate::trace::AttemptSpan;
 
 /// What one attempt of a handler came to.
 #[derive(Debug, Clone, PartialEq)]
@@ -52,6 +53,23 @@ pub enum Outcome {
     Unhandled,
 }
 
+impl Outcome {
+    /// The outcome as an attempt span records it: its name, and its error
+    /// for a failure.
+    fn traced(&self) -> (&'static str, Option<&str>) {
+        match self {
+            Outcome::Completed => ("completed", None),
+            Outcome::CompletedInTransaction => ("completed_in_transaction", None),
+            Outcome::Retry { error, .. } => ("retry", Some(error)),
+            Outcome::Permanent { error } => ("permanent", Some(error)),
+            Outcome::Snoozed(_) => ("snoozed", None),
+            Outcome::Cancelled => ("cancelled", None),
+            Outcome::LeaseLost => ("lease_lost", None),
+            Outcome::Unhandled => ("unhandled", None),
+        }
+    }
+}
+
 /// An attempt's outcome, and whether its handler panicked.
 pub(crate) struct Attempted {
     pub(crate) outcome: Outcome,
@@ -60,7 +78,9 @@ pub(crate) struct Attempted {
 
 /// Runs `handler` on `row`'s payload with `ctx`, catching a panic, and says
 /// what became of the attempt; a failure worth retrying gets the type's
-/// backoff, or `default_policy` for a type that declares none.
+/// backoff, or `default_policy` for a type that declares none. With the
+/// `tracing` feature the handler runs inside the attempt's span, which
+/// records the outcome.
 pub(crate) fn run(
     handler: &Handler,
     row: &JobRow,
@@ -68,8 +88,24 @@ pub(crate) fn run(
     state: &JobState,
     default_policy: RetryPolicy,
 ) -> Attempted {
+    let span = AttemptSpan::new(row);
+    let attempted = attempt(handler, row, ctx, state, default_policy, &span);
+    span.ended(|| attempted.outcome.traced());
+    attempted
+}
+
+/// [`run`], inside `span`.
+fn attempt(
+    handler: &Handler,
+    row: &JobRow,
+    ctx: &mut JobContext<'_>,
+    state: &JobState,
+    default_policy: RetryPolicy,
+    span: &AttemptSpan,
+) -> Attempted {
     let policy = handler.retry.unwrap_or(default_policy);
-    let result = catch_unwind(AssertUnwindSafe(|| (handler.run)(&row.payload, ctx)));
+    let result =
+        span.in_scope(|| catch_unwind(AssertUnwindSafe(|| (handler.run)(&row.payload, ctx))));
     let outcome = match result {
         Ok(Ok(())) if state.handled.load(Ordering::Relaxed) => Outcome::CompletedInTransaction,
         Ok(Ok(())) => Outcome::Completed,

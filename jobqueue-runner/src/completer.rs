@@ -19,6 +19,7 @@ use crate::job_state::put_back_progress;
 use crate::messages::{Outcome, OutcomeKind};
 use crate::metrics::Outcome as Ended;
 use crate::shared::Shared;
+use crate::trace::FlushSpan;
 
 /// What the completer waits for next.
 enum Next {
@@ -102,6 +103,14 @@ pub(crate) fn run(shared: Arc<Shared>, claimer: &Claimer, outcomes: Receiver<Out
 /// leaves `pending` and frees its job's slot, what the database refused
 /// stays for the next flush.
 fn flush(shared: &Shared, claimer: &Claimer, db: &mut Db, pending: &mut Vec<Outcome>) {
+    let before = pending.len();
+    let span = FlushSpan::enter(before);
+    write_all(shared, claimer, db, pending);
+    span.written(before - pending.len());
+}
+
+/// [`flush`], inside its span.
+fn write_all(shared: &Shared, claimer: &Claimer, db: &mut Db, pending: &mut Vec<Outcome>) {
     let mut complete = Vec::new();
     let mut release = Vec::new();
     let mut cancel = Vec::new();

@@ -81,6 +81,7 @@ mod registry;
 mod runner;
 mod shared;
 mod sync;
+mod trace;
 mod worker;
 
 /// This crate's version (`major.minor.patch`), for tools that report what

@@ -30,6 +30,7 @@ use crate::dispatch::JobSender;
 use crate::messages::Outcome;
 use crate::shared::Shared;
 use crate::sync::lock;
+use crate::trace::ClaimSpan;
 
 /// The queues the fetcher leaves out of its next claim, for the early
 /// claims (see the module documentation): those announced, while early
@@ -116,8 +117,10 @@ pub(super) fn run(
         claim.global_limits = claimer.limits.policy();
         claim.queue_limits = claimer.room.queue_room();
         let started = std::time::Instant::now();
+        let span = ClaimSpan::enter("early", &claim);
         match db.run(&shared.health, |session| session.claim(&claim)) {
             Ok(rows) => {
+                span.claimed(rows.len());
                 let took = started.elapsed();
                 if delivery.deliver(shared, claimer, rows, took).is_err() {
                     return;

@@ -19,6 +19,7 @@ use crate::dispatch::{JobReceiver, JobSender};
 use crate::messages::{Outcome, OutcomeKind};
 use crate::shared::Shared;
 use crate::sync::lock;
+use crate::trace::ClaimSpan;
 
 /// First re-poll after a claim that found work.
 const QUICK_REPOLL: Duration = Duration::from_millis(2);
@@ -280,8 +281,10 @@ pub(super) fn run(
         );
         leave_to_early(shared, claimer, &jobs, &mut claim, &found_in);
         let started = Instant::now();
+        let span = ClaimSpan::enter("fetcher", &claim);
         match db.run(&shared.health, |session| session.claim(&claim)) {
             Ok(rows) => {
+                span.claimed(rows.len());
                 backoff.reset();
                 let took = started.elapsed();
                 let micros = took.as_micros().min(u128::from(u32::MAX)) as u64;
