@@ -13,6 +13,7 @@ pub mod jobs;
 pub mod kit_jobs;
 pub mod markdown;
 pub mod raw_http;
+pub mod span_capture;
 
 pub use jobqueue_tools::postgres::with_database;
 

@@ -3,10 +3,7 @@
 //! of a job, with its fields and outcome, the handler's own spans nested
 //! under it. Jobs are worked by the testing kit's drain, which takes the
 //! runner's attempt path on this test's thread, where the subscriber is
-//! the default.
-
-use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+//! the default. (`tests/tracing_runner.rs` sees a runner's.)
 
 use chrono::{TimeDelta, Utc};
 use diesel::prelude::*;
@@ -14,11 +11,9 @@ use jobqueue_core::Job;
 use jobqueue_runner::{JobContext, JobError, Perform, Registry};
 use jobqueue_testing::Drain;
 use jobqueue_tests::TestDb;
+use jobqueue_tests::span_capture::{Capture, Seen};
 use serde::{Deserialize, Serialize};
-use tracing::field::{Field, Visit};
-use tracing::span::{Attributes, Id, Record};
-use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
-use tracing_subscriber::registry::LookupSpan;
+use tracing_subscriber::layer::SubscriberExt;
 
 /// A greeting whose handler opens a span of its own and logs an event in it.
 #[derive(Serialize, Deserialize, Job)]
@@ -46,75 +41,6 @@ impl Perform for Flaky {
             return Err(JobError::retry("not yet"));
         }
         Ok(())
-    }
-}
-
-/// A span as the subscriber saw it: its name, its fields (as recorded by
-/// the end) and its parent's index among the spans seen.
-#[derive(Debug, Clone)]
-struct Seen {
-    name: &'static str,
-    fields: BTreeMap<String, String>,
-    parent: Option<usize>,
-}
-
-impl Seen {
-    fn field(&self, name: &str) -> Option<&str> {
-        self.fields.get(name).map(String::as_str)
-    }
-}
-
-/// Every span made, in order; a span's index is kept in its extensions.
-#[derive(Clone, Default)]
-struct Capture(Arc<Mutex<Vec<Seen>>>);
-
-/// A span's index in [`Capture`].
-struct Index(usize);
-
-/// Writes fields into a map, values by their `Debug` (a `%` field's is its
-/// `Display`), strings as they are.
-struct Fields<'a>(&'a mut BTreeMap<String, String>);
-
-impl Visit for Fields<'_> {
-    fn record_str(&mut self, field: &Field, value: &str) {
-        self.0.insert(field.name().to_owned(), value.to_owned());
-    }
-
-    fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
-        self.0.insert(field.name().to_owned(), format!("{value:?}"));
-    }
-}
-
-impl<S: tracing::Subscriber + for<'a> LookupSpan<'a>> Layer<S> for Capture {
-    fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, ctx: Context<'_, S>) {
-        let span = ctx.span(id).expect("a new span is in the registry");
-        let parent = span
-            .parent()
-            .and_then(|parent| parent.extensions().get::<Index>().map(|i| i.0));
-        let mut fields = BTreeMap::new();
-        attrs.record(&mut Fields(&mut fields));
-        let mut seen = self.0.lock().expect("capture lock");
-        seen.push(Seen {
-            name: attrs.metadata().name(),
-            fields,
-            parent,
-        });
-        span.extensions_mut().insert(Index(seen.len() - 1));
-    }
-
-    fn on_record(&self, id: &Id, values: &Record<'_>, ctx: Context<'_, S>) {
-        let span = ctx.span(id).expect("a recorded span is in the registry");
-        let Some(index) = span.extensions().get::<Index>().map(|i| i.0) else {
-            return;
-        };
-        let mut seen = self.0.lock().expect("capture lock");
-        values.record(&mut Fields(&mut seen[index].fields));
-    }
-}
-
-impl Capture {
-    fn spans(&self) -> Vec<Seen> {
-        self.0.lock().expect("capture lock").clone()
     }
 }
 

@@ -1,0 +1,86 @@
+//! A `tracing` layer for the span tests (`tests/tracing_*.rs`): it keeps
+//! each span's name, fields (as recorded by its end) and parent, for the
+//! runner's spans (the `tracing` feature) to be checked.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use tracing::field::{Field, Visit};
+use tracing::span::{Attributes, Id, Record};
+use tracing_subscriber::layer::{Context, Layer};
+use tracing_subscriber::registry::LookupSpan;
+
+/// A span as the subscriber saw it: its name, its fields (as recorded by
+/// the end) and its parent's index among the spans seen.
+#[derive(Debug, Clone)]
+pub struct Seen {
+    /// The span's name.
+    pub name: &'static str,
+    /// Its fields, by name.
+    pub fields: BTreeMap<String, String>,
+    /// Its parent's index in the capture.
+    pub parent: Option<usize>,
+}
+
+impl Seen {
+    /// A field's value, as text.
+    pub fn field(&self, name: &str) -> Option<&str> {
+        self.fields.get(name).map(String::as_str)
+    }
+}
+
+/// A `tracing` layer that keeps every span made, in order (a span's
+/// index is kept in its extensions); clones share what they saw.
+#[derive(Clone, Default)]
+pub struct Capture(Arc<Mutex<Vec<Seen>>>);
+
+/// A span's index in [`Capture`].
+struct Index(usize);
+
+/// Writes fields into a map, values by their `Debug` (a `%` field's is its
+/// `Display`), strings as they are.
+struct Fields<'a>(&'a mut BTreeMap<String, String>);
+
+impl Visit for Fields<'_> {
+    fn record_str(&mut self, field: &Field, value: &str) {
+        self.0.insert(field.name().to_owned(), value.to_owned());
+    }
+
+    fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
+        self.0.insert(field.name().to_owned(), format!("{value:?}"));
+    }
+}
+
+impl<S: tracing::Subscriber + for<'a> LookupSpan<'a>> Layer<S> for Capture {
+    fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, ctx: Context<'_, S>) {
+        let span = ctx.span(id).expect("a new span is in the registry");
+        let parent = span
+            .parent()
+            .and_then(|parent| parent.extensions().get::<Index>().map(|i| i.0));
+        let mut fields = BTreeMap::new();
+        attrs.record(&mut Fields(&mut fields));
+        let mut seen = self.0.lock().expect("capture lock");
+        seen.push(Seen {
+            name: attrs.metadata().name(),
+            fields,
+            parent,
+        });
+        span.extensions_mut().insert(Index(seen.len() - 1));
+    }
+
+    fn on_record(&self, id: &Id, values: &Record<'_>, ctx: Context<'_, S>) {
+        let span = ctx.span(id).expect("a recorded span is in the registry");
+        let Some(index) = span.extensions().get::<Index>().map(|i| i.0) else {
+            return;
+        };
+        let mut seen = self.0.lock().expect("capture lock");
+        values.record(&mut Fields(&mut seen[index].fields));
+    }
+}
+
+impl Capture {
+    /// Every span seen so far, in the order they were made.
+    pub fn spans(&self) -> Vec<Seen> {
+        self.0.lock().expect("capture lock").clone()
+    }
+}
