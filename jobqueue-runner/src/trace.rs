@@ -58,7 +58,7 @@ impl AttemptSpan {
         #[cfg(feature = "tracing")]
         {
             let (name, error) = outcome();
-            self.span.record("outcome", name);
+            self.span.record("outcome", tracing::field::display(name));
             if let Some(error) = error {
                 self.span.record("error", error);
             }
@@ -86,7 +86,7 @@ impl ClaimSpan {
             span: tracing::debug_span!(
                 target: "jobqueue_runner",
                 "claim",
-                by,
+                by = %by,
                 queues = %Queues(&claim.queues),
                 limit = claim.limit,
                 claimed = tracing::field::Empty,
