@@ -1,5 +1,5 @@
 //! The rows of statements that return the jobs they changed: `RETURNING
-//! id`, and `RETURNING id, status` where where each went matters.
+//! id`, and `RETURNING id, status` where each went matters.
 
 use diesel::QueryableByName;
 use diesel::sql_types::{Text, Uuid};

@@ -79,6 +79,10 @@ struct QueueState {
 #[derive(Default)]
 pub(crate) struct Resumes {
     queues: HashMap<String, QueueState>,
+    /// When the horizon was last read while no queue resumed, and whether
+    /// something had held it for [`PINNED_FOR`] then: read at most once
+    /// per [`LOOK_EVERY`], however many claims find queues due for a look.
+    horizon_read: Option<(Instant, bool)>,
 }
 
 impl Resumes {
@@ -140,7 +144,7 @@ impl Resumes {
         now: Instant,
     ) -> jobqueue_core::Result<()> {
         let resuming = self.queues.values().any(|state| state.resuming);
-        if !resuming && !session.xmin_horizon()?.pinned_for(PINNED_FOR) {
+        if !resuming && !self.horizon_pinned(session, now)? {
             for queue in queues {
                 if let Some(state) = self.queues.get_mut(queue) {
                     state.looked_at = Some(now);
@@ -152,6 +156,23 @@ impl Resumes {
             self.look(chunk, session, now)?;
         }
         Ok(())
+    }
+
+    /// Whether something has held the xmin horizon for [`PINNED_FOR`], as
+    /// read on `session` within the last [`LOOK_EVERY`].
+    fn horizon_pinned(
+        &mut self,
+        session: &mut QueueSession,
+        now: Instant,
+    ) -> jobqueue_core::Result<bool> {
+        if let Some((at, pinned)) = self.horizon_read
+            && now.duration_since(at) < LOOK_EVERY
+        {
+            return Ok(pinned);
+        }
+        let pinned = session.xmin_horizon()?.pinned_for(PINNED_FOR);
+        self.horizon_read = Some((now, pinned));
+        Ok(pinned)
     }
 
     /// Looks at the heads of `queues` on `session` (one statement), and
