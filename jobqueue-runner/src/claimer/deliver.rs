@@ -79,7 +79,8 @@ impl Delivery {
             let state = Arc::new(state);
             shared.inflight.insert(Arc::clone(&state));
             if shared.registry.get(&row.job_type).is_none() {
-                // A claim without the handled types (not this runner's).
+                // Only a runner with no handlers at all claims without handled
+                // types (an empty list takes every type): set aside here.
                 let _ = self.outcomes.send(Outcome::new(&state, OutcomeKind::Park));
                 continue;
             }
