@@ -76,3 +76,5 @@ pub use crate::session::{QueueSession, Vacuumed};
 pub use crate::set_aside::{SetAside, set_aside_due};
 pub use crate::snooze::{DEFAULT_MAX_SNOOZES, Snooze, Snoozed, snooze_many};
 pub use crate::stats::completed_within;
+#[cfg(feature = "tracing")]
+pub use crate::trace_context::enqueuer_context;

@@ -33,6 +33,7 @@ use diesel::sql_types::{Array, Bool, Double, Integer, Nullable, Text, Timestampt
 
 use crate::id_rows::IdRow;
 use crate::prepared::{Prepared, Statement, prepared};
+use crate::trace_context::EnqueueTrace;
 use crate::{Error, JobId, NewJob, Result, sql};
 
 /// The `LISTEN`/`NOTIFY` channel on which enqueues announce available jobs.
@@ -206,7 +207,7 @@ pub struct Enqueued {
 }
 
 /// Statement `S` with the job's columns bound as `$1` to `$8` (the order of
-/// [`sql::JOB_INSERT`]).
+/// [`sql::JOB_INSERT`]; its `traceparent` is bound last, by the caller).
 pub(crate) fn job_columns<S: Statement>(job: &NewJob) -> Prepared<'_, S> {
     prepared::<S>()
         .bind::<Uuid, _>(job.id)
@@ -228,17 +229,29 @@ pub(crate) fn job_columns<S: Statement>(job: &NewJob) -> Prepared<'_, S> {
 /// was taken again by another enqueue, three times in a row while this one
 /// looked (a transient state: retrying the enqueue resolves it).
 pub fn enqueue(conn: &mut PgConnection, job: &NewJob) -> Result<EnqueueOutcome> {
+    let trace = EnqueueTrace::start(job, 1);
+    trace.in_scope(|| enqueue_traced(conn, job, trace.traceparent.as_deref()))
+}
+
+/// [`enqueue`] of `job`, which carries `traceparent`.
+fn enqueue_traced(
+    conn: &mut PgConnection,
+    job: &NewJob,
+    traceparent: Option<&str>,
+) -> Result<EnqueueOutcome> {
     let notify = notify_now(&*conn, job);
     let Some(key) = &job.unique_key else {
         if notify {
-            insert_one(conn, job, notify)?;
+            insert_one(conn, job, notify, traceparent)?;
         } else {
-            job_columns::<sql::JobInsertQuiet>(job).execute(conn)?;
+            job_columns::<sql::JobInsertQuiet>(job)
+                .bind::<Nullable<Text>, _>(traceparent)
+                .execute(conn)?;
         }
         return Ok(EnqueueOutcome::Inserted(job.id));
     };
     for _ in 0..UNIQUE_RETRIES {
-        if let Some(id) = insert_one(conn, job, notify)? {
+        if let Some(id) = insert_one(conn, job, notify, traceparent)? {
             return Ok(EnqueueOutcome::Inserted(id));
         }
         let keys = [key.as_str()];
@@ -278,11 +291,13 @@ pub(crate) fn key_kept_changing(key: &str) -> Error {
 
 /// [`sql::JOB_INSERT`] of one job: its id, or `None` if a live job holds
 /// its unique key.
-fn insert_one(conn: &mut PgConnection, job: &NewJob, notify: bool) -> Result<Option<JobId>> {
-    let inserted = job_columns::<sql::JobInsert>(job)
-        .bind::<Nullable<Text>, _>(job.unique_key.as_deref())
-        .bind::<Text, _>(NOTIFY_CHANNEL)
-        .bind::<Bool, _>(notify)
+fn insert_one(
+    conn: &mut PgConnection,
+    job: &NewJob,
+    notify: bool,
+    traceparent: Option<&str>,
+) -> Result<Option<JobId>> {
+    let inserted = insert_one_statement(job, notify, traceparent)
         .get_result::<InsertedRow>(conn)
         .optional()?;
     Ok(inserted.map(|row| {
@@ -291,6 +306,19 @@ fn insert_one(conn: &mut PgConnection, job: &NewJob, notify: bool) -> Result<Opt
         }
         row.id
     }))
+}
+
+/// [`sql::JOB_INSERT`] of `job`, which wakes its queue if `notify`.
+pub(crate) fn insert_one_statement<'j>(
+    job: &'j NewJob,
+    notify: bool,
+    traceparent: Option<&'j str>,
+) -> Prepared<'j, sql::JobInsert> {
+    job_columns::<sql::JobInsert>(job)
+        .bind::<Nullable<Text>, _>(job.unique_key.as_deref())
+        .bind::<Text, _>(NOTIFY_CHANNEL)
+        .bind::<Bool, _>(notify)
+        .bind::<Nullable<Text>, _>(traceparent)
 }
 
 /// The live jobs holding `keys`, by key.
@@ -325,9 +353,19 @@ const COPY_THRESHOLD: usize = 256;
 /// the caller's open transaction, if any (else in one of its own): all of
 /// the batch or none of it.
 pub fn enqueue_many(conn: &mut PgConnection, jobs: &[NewJob]) -> Result<Enqueued> {
-    if jobs.is_empty() {
+    let Some(first) = jobs.first() else {
         return Ok(Enqueued::default());
-    }
+    };
+    let trace = EnqueueTrace::start(first, jobs.len());
+    trace.in_scope(|| enqueue_many_traced(conn, jobs, trace.traceparent.as_deref()))
+}
+
+/// [`enqueue_many`] of `jobs` (at least one), which carry `traceparent`.
+fn enqueue_many_traced(
+    conn: &mut PgConnection,
+    jobs: &[NewJob],
+    traceparent: Option<&str>,
+) -> Result<Enqueued> {
     let keyed = jobs.iter().any(|job| job.unique_key.is_some());
     let copyable = jobs.len() >= COPY_THRESHOLD
         && !keyed
@@ -335,13 +373,17 @@ pub fn enqueue_many(conn: &mut PgConnection, jobs: &[NewJob]) -> Result<Enqueued
             .iter()
             .all(|job| job.run_at.is_none() && job.delay_secs == 0.0);
     if copyable {
-        return crate::isolation::in_transaction(conn, "BEGIN", |conn| copy_many(conn, jobs));
+        return crate::isolation::in_transaction(conn, "BEGIN", |conn| {
+            copy_many(conn, jobs, traceparent)
+        });
     }
     if keyed {
         // Duplicates are looked up after the insert, in the same transaction.
-        return crate::isolation::in_transaction(conn, "BEGIN", |conn| insert_many(conn, jobs));
+        return crate::isolation::in_transaction(conn, "BEGIN", |conn| {
+            insert_many(conn, jobs, traceparent)
+        });
     }
-    insert_many(conn, jobs)
+    insert_many(conn, jobs, traceparent)
 }
 
 /// Appends `field` to a `COPY` text-format line, escaped.
@@ -358,11 +400,21 @@ fn push_field(line: &mut String, field: &str) {
 }
 
 /// `COPY` the jobs (all due now, none with a unique key), then wake their queues.
-fn copy_many(conn: &mut PgConnection, jobs: &[NewJob]) -> Result<Enqueued> {
+fn copy_many(
+    conn: &mut PgConnection,
+    jobs: &[NewJob],
+    traceparent: Option<&str>,
+) -> Result<Enqueued> {
     use diesel::ExecuteCopyFromDsl;
 
     use crate::schema::jobqueue_jobs::dsl;
     let mut data = String::with_capacity(jobs.len() * 96);
+    // `\N` is COPY's NULL.
+    let mut trace = String::from("\\N");
+    if let Some(traceparent) = traceparent {
+        trace.clear();
+        push_field(&mut trace, traceparent);
+    }
     for job in jobs {
         use std::fmt::Write as _;
         let _ = write!(data, "{}\t", job.id);
@@ -371,7 +423,7 @@ fn copy_many(conn: &mut PgConnection, jobs: &[NewJob]) -> Result<Enqueued> {
         push_field(&mut data, &job.queue);
         let _ = write!(data, "\t{}\t", job.priority);
         push_field(&mut data, &job.payload);
-        let _ = writeln!(data, "\t{}", job.max_attempts);
+        let _ = writeln!(data, "\t{}\t{trace}", job.max_attempts);
     }
     diesel::copy_from(dsl::jobqueue_jobs)
         .from_raw_data(
@@ -382,6 +434,7 @@ fn copy_many(conn: &mut PgConnection, jobs: &[NewJob]) -> Result<Enqueued> {
                 dsl::priority,
                 dsl::payload,
                 dsl::max_attempts,
+                dsl::traceparent,
             ),
             |out: &mut dyn std::io::Write| -> Result<()> {
                 out.write_all(data.as_bytes()).map_err(|e| {
@@ -404,8 +457,12 @@ fn copy_many(conn: &mut PgConnection, jobs: &[NewJob]) -> Result<Enqueued> {
 }
 
 /// `INSERT ... SELECT FROM unnest(...)` of the jobs.
-fn insert_many(conn: &mut PgConnection, jobs: &[NewJob]) -> Result<Enqueued> {
-    let columns = BatchColumns::of(jobs);
+fn insert_many(
+    conn: &mut PgConnection,
+    jobs: &[NewJob],
+    traceparent: Option<&str>,
+) -> Result<Enqueued> {
+    let columns = BatchColumns::of(jobs, traceparent);
     let rows = columns.statement().load::<IdRow>(conn)?;
     let Some(missing) = BatchRest::after(jobs, rows) else {
         return Ok(Enqueued {
@@ -419,7 +476,7 @@ fn insert_many(conn: &mut PgConnection, jobs: &[NewJob]) -> Result<Enqueued> {
         outcomes.push(match slot {
             Slot::Done(outcome) => outcome,
             // The holder finished between the insert and the look-up.
-            Slot::Again(job) => enqueue(conn, job)?,
+            Slot::Again(job) => enqueue_traced(conn, job, traceparent)?,
         });
     }
     Ok(Enqueued::from_outcomes(outcomes))
@@ -437,11 +494,12 @@ pub(crate) struct BatchColumns<'j> {
     run_ats: Vec<Option<DateTime<Utc>>>,
     delays: Vec<f64>,
     keys: Vec<Option<&'j str>>,
+    traceparent: Option<&'j str>,
 }
 
 impl<'j> BatchColumns<'j> {
-    /// The columns of `jobs`.
-    pub(crate) fn of(jobs: &'j [NewJob]) -> Self {
+    /// The columns of `jobs`, which all carry `traceparent`.
+    pub(crate) fn of(jobs: &'j [NewJob], traceparent: Option<&'j str>) -> Self {
         BatchColumns {
             ids: jobs.iter().map(|job| job.id).collect(),
             types: jobs.iter().map(|job| job.job_type.as_str()).collect(),
@@ -452,6 +510,7 @@ impl<'j> BatchColumns<'j> {
             run_ats: jobs.iter().map(|job| job.run_at).collect(),
             delays: jobs.iter().map(|job| job.delay_secs).collect(),
             keys: jobs.iter().map(|job| job.unique_key.as_deref()).collect(),
+            traceparent,
         }
     }
 
@@ -469,6 +528,7 @@ impl<'j> BatchColumns<'j> {
             .bind::<Array<Nullable<Text>>, _>(&self.keys)
             .bind::<Text, _>(NOTIFY_CHANNEL)
             .bind::<Bool, _>(true)
+            .bind::<Nullable<Text>, _>(self.traceparent)
     }
 }
 

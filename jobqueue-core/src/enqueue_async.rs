@@ -11,14 +11,15 @@
 //! whatever its size (diesel-async has no `COPY`).
 
 use diesel::OptionalExtension;
-use diesel::sql_types::{Bool, Nullable, Text};
+use diesel::sql_types::{Nullable, Text};
 use diesel_async::{AnsiTransactionManager, AsyncPgConnection, RunQueryDsl, TransactionManager};
 
 use crate::enqueue::{
-    BatchColumns, BatchRest, HolderRow, InsertedRow, NOTIFY_CHANNEL, Slot, UNIQUE_RETRIES, by_key,
-    duplicate, job_columns, key_kept_changing, live_holders_query, notified, notify_now,
+    BatchColumns, BatchRest, HolderRow, InsertedRow, Slot, UNIQUE_RETRIES, by_key, duplicate,
+    insert_one_statement, job_columns, key_kept_changing, live_holders_query, notified, notify_now,
 };
 use crate::id_rows::IdRow;
+use crate::trace_context::EnqueueTrace;
 use crate::{EnqueueOutcome, Enqueued, Error, JobId, NewJob, Result, sql};
 
 /// Inserts one job on an [`AsyncPgConnection`], or finds the live job
@@ -30,19 +31,33 @@ use crate::{EnqueueOutcome, Enqueued, Error, JobId, NewJob, Result, sql};
 /// key was taken again by another enqueue, three times in a row while this
 /// one looked.
 pub async fn enqueue_async(conn: &mut AsyncPgConnection, job: &NewJob) -> Result<EnqueueOutcome> {
+    let trace = EnqueueTrace::start(job, 1);
+    let enqueue = enqueue_traced(conn, job, trace.traceparent.as_deref());
+    #[cfg(feature = "tracing")]
+    let enqueue = tracing::Instrument::instrument(enqueue, trace.span());
+    enqueue.await
+}
+
+/// [`enqueue_async`] of `job`, which carries `traceparent`.
+async fn enqueue_traced(
+    conn: &mut AsyncPgConnection,
+    job: &NewJob,
+    traceparent: Option<&str>,
+) -> Result<EnqueueOutcome> {
     let notify = notify_now(&*conn, job);
     let Some(key) = &job.unique_key else {
         if notify {
-            insert_one(conn, job, notify).await?;
+            insert_one(conn, job, notify, traceparent).await?;
         } else {
             job_columns::<sql::JobInsertQuiet>(job)
+                .bind::<Nullable<Text>, _>(traceparent)
                 .execute(conn)
                 .await?;
         }
         return Ok(EnqueueOutcome::Inserted(job.id));
     };
     for _ in 0..UNIQUE_RETRIES {
-        if let Some(id) = insert_one(conn, job, notify).await? {
+        if let Some(id) = insert_one(conn, job, notify, traceparent).await? {
             return Ok(EnqueueOutcome::Inserted(id));
         }
         let keys = [key.as_str()];
@@ -61,11 +76,9 @@ async fn insert_one(
     conn: &mut AsyncPgConnection,
     job: &NewJob,
     notify: bool,
+    traceparent: Option<&str>,
 ) -> Result<Option<JobId>> {
-    let inserted = job_columns::<sql::JobInsert>(job)
-        .bind::<Nullable<Text>, _>(job.unique_key.as_deref())
-        .bind::<Text, _>(NOTIFY_CHANNEL)
-        .bind::<Bool, _>(notify)
+    let inserted = insert_one_statement(job, notify, traceparent)
         .get_result::<InsertedRow>(conn)
         .await
         .optional()?;
@@ -87,20 +100,34 @@ async fn insert_one(
 /// caller's open transaction, if any (else, for a batch with unique keys,
 /// in one of its own): all of the batch or none of it.
 pub async fn enqueue_many_async(conn: &mut AsyncPgConnection, jobs: &[NewJob]) -> Result<Enqueued> {
-    if jobs.is_empty() {
+    let Some(first) = jobs.first() else {
         return Ok(Enqueued::default());
-    }
+    };
+    let trace = EnqueueTrace::start(first, jobs.len());
+    let enqueue = enqueue_many_traced(conn, jobs, trace.traceparent.as_deref());
+    #[cfg(feature = "tracing")]
+    let enqueue = tracing::Instrument::instrument(enqueue, trace.span());
+    enqueue.await
+}
+
+/// [`enqueue_many_async`] of `jobs` (at least one), which carry
+/// `traceparent`.
+async fn enqueue_many_traced(
+    conn: &mut AsyncPgConnection,
+    jobs: &[NewJob],
+    traceparent: Option<&str>,
+) -> Result<Enqueued> {
     let keyed = jobs.iter().any(|job| job.unique_key.is_some());
     let in_transaction = AnsiTransactionManager::transaction_manager_status_mut(conn)
         .transaction_depth()
         .map_err(Error::Database)?
         .is_some();
     if !keyed || in_transaction {
-        return insert_many(conn, jobs).await;
+        return insert_many(conn, jobs, traceparent).await;
     }
     // Duplicates are looked up after the insert, in the same transaction.
     AnsiTransactionManager::begin_transaction(conn).await?;
-    match insert_many(conn, jobs).await {
+    match insert_many(conn, jobs, traceparent).await {
         Ok(done) => {
             AnsiTransactionManager::commit_transaction(conn).await?;
             Ok(done)
@@ -115,8 +142,12 @@ pub async fn enqueue_many_async(conn: &mut AsyncPgConnection, jobs: &[NewJob]) -
 
 /// [`sql::JOB_INSERT_MANY`] of the jobs, then the holders of the keys it
 /// found taken.
-async fn insert_many(conn: &mut AsyncPgConnection, jobs: &[NewJob]) -> Result<Enqueued> {
-    let columns = BatchColumns::of(jobs);
+async fn insert_many(
+    conn: &mut AsyncPgConnection,
+    jobs: &[NewJob],
+    traceparent: Option<&str>,
+) -> Result<Enqueued> {
+    let columns = BatchColumns::of(jobs, traceparent);
     let rows = columns.statement().load::<IdRow>(conn).await?;
     let Some(missing) = BatchRest::after(jobs, rows) else {
         return Ok(Enqueued {
@@ -131,7 +162,7 @@ async fn insert_many(conn: &mut AsyncPgConnection, jobs: &[NewJob]) -> Result<En
         outcomes.push(match slot {
             Slot::Done(outcome) => outcome,
             // The holder finished between the insert and the look-up.
-            Slot::Again(job) => enqueue_async(conn, job).await?,
+            Slot::Again(job) => Box::pin(enqueue_traced(conn, job, traceparent)).await?,
         });
     }
     Ok(Enqueued::from_outcomes(outcomes))

@@ -94,6 +94,7 @@ mod sql;
 mod stats;
 mod status;
 mod storable;
+mod trace_context;
 
 pub use admin::{retry_failed, retry_job};
 pub use cancel::{CancelOutcome, cancel};

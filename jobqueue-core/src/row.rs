@@ -62,6 +62,10 @@ pub struct JobRow {
     pub finished_at: Option<DateTime<Utc>>,
     /// Times a handler asked to run it again later (no attempt used).
     pub snoozes: i32,
+    /// The W3C `traceparent` of the span that enqueued the job (feature
+    /// `tracing`): its first attempt's parent; `None` if it was enqueued
+    /// outside a sampled span.
+    pub traceparent: Option<String>,
 }
 
 impl JobRow {
@@ -115,6 +119,7 @@ impl JobRow {
             started_at: Some(now),
             finished_at: None,
             snoozes: 0,
+            traceparent: None,
         })
     }
 

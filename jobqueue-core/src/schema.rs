@@ -53,6 +53,8 @@ diesel::table! {
         finished_at -> Nullable<Timestamptz>,
         /// Times a handler asked to run it again later (no attempt used).
         snoozes -> Int4,
+        /// W3C `traceparent` of the span that enqueued the job, if any.
+        traceparent -> Nullable<Text>,
     }
 }
 

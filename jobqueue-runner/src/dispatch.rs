@@ -157,12 +157,13 @@ mod tests {
             never,                   // lease_expires_at
             false,                   // cancel_requested
             0i16,                    // progress
-            none,                    // current_stage
+            none.clone(),            // current_stage
             0,                       // events_count
             now,                     // created_at
             never,                   // started_at
             never,                   // finished_at
             0,                       // snoozes
+            none,                    // traceparent
         ))
         .expect("a row");
         let state = Arc::new(crate::job_state::JobState::new(

@@ -5,6 +5,14 @@
 //!
 //! Spans are named `attempt`, `claim` and `flush`, with target
 //! `jobqueue_runner`; the runner's `log` lines are written as before.
+//!
+//! A job enqueued inside a traced span carries that span's W3C
+//! `traceparent` (see `jobqueue_core`'s `tracing` feature). Its first
+//! attempt's span is a child of it, in the enqueuer's trace; an attempt
+//! after a retry, a snooze or a rescue starts a trace of its own, linked to
+//! it (a trace per attempt keeps a job retried over hours from stretching
+//! the request's trace). A job without one (enqueued outside a span, by a
+//! schedule, from the command line) starts a trace of its own.
 
 use jobqueue_core::JobRow;
 use jobqueue_core::engine::Claim;
@@ -18,24 +26,30 @@ pub(crate) struct AttemptSpan {
 }
 
 impl AttemptSpan {
-    /// The span of `row`'s attempt, not entered yet.
+    /// The span of `row`'s attempt, not entered yet: a child of the span
+    /// that enqueued the job for its first attempt, linked to it for the
+    /// others.
     #[inline]
     pub(crate) fn new(row: &JobRow) -> Self {
         #[cfg(not(feature = "tracing"))]
         let _ = row;
+        #[cfg(feature = "tracing")]
+        let span = tracing::info_span!(
+            target: "jobqueue_runner",
+            "attempt",
+            job_id = %row.id,
+            job_type = %row.job_type,
+            queue = %row.queue,
+            attempt = row.attempts,
+            priority = row.priority,
+            outcome = tracing::field::Empty,
+            error = tracing::field::Empty,
+        );
+        #[cfg(feature = "tracing")]
+        follow_enqueuer(&span, row);
         AttemptSpan {
             #[cfg(feature = "tracing")]
-            span: tracing::info_span!(
-                target: "jobqueue_runner",
-                "attempt",
-                job_id = %row.id,
-                job_type = %row.job_type,
-                queue = %row.queue,
-                attempt = row.attempts,
-                priority = row.priority,
-                outcome = tracing::field::Empty,
-                error = tracing::field::Empty,
-            ),
+            span,
         }
     }
 
@@ -63,6 +77,33 @@ impl AttemptSpan {
                 self.span.record("error", error);
             }
         }
+    }
+}
+
+/// Makes `span`, the span of `row`'s attempt, a child of the span that
+/// enqueued the job (its first attempt: no attempt used before it, no
+/// snooze), or links it to that span (any later one).
+#[cfg(feature = "tracing")]
+fn follow_enqueuer(span: &tracing::Span, row: &JobRow) {
+    use opentelemetry::trace::TraceContextExt;
+    use tracing_opentelemetry::OpenTelemetrySpanExt;
+
+    if span.is_disabled() {
+        return;
+    }
+    let Some(enqueuer) = row
+        .traceparent
+        .as_deref()
+        .and_then(jobqueue_core::engine::enqueuer_context)
+    else {
+        return;
+    };
+    if row.attempts <= 1 && row.snoozes == 0 {
+        // Fails only without an OpenTelemetry layer, which has no trace to
+        // put the span in.
+        let _ = span.set_parent(enqueuer);
+    } else {
+        span.add_link(enqueuer.span().span_context().clone());
     }
 }
 

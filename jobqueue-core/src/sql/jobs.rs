@@ -126,41 +126,43 @@ macro_rules! unless_key_held {
 /// `$1` id, `$2` job_type, `$3` queue, `$4` priority, `$5` payload (JSON text),
 /// `$6` max_attempts, `$7` run_at (nullable), `$8` delay in seconds (used when
 /// `$7` is null), `$9` unique_key (nullable), `$10` notify channel, `$11`
-/// whether to notify.
+/// whether to notify, `$12` traceparent (nullable).
 pub(crate) const JOB_INSERT: &str = concat!(
     "WITH inserted AS (
         INSERT INTO jobqueue_jobs
-            (id, job_type, queue, priority, payload, max_attempts, run_at, status, unique_key)
+            (id, job_type, queue, priority, payload, max_attempts, run_at, status, unique_key,
+             traceparent)
         SELECT $1, $2, $3, $4, CAST($5 AS jsonb), $6, t.run_at, ",
     status_for_run_at!("t.run_at"),
-    ", $9
+    ", $9, $12
         FROM (SELECT COALESCE($7, now() + make_interval(secs => $8)) AS run_at) AS t",
     unless_key_held!()
 );
 
 /// Inserts one job without a unique key and without waking anyone (the
 /// common case under load, when the notification is debounced): `$1` to
-/// `$8` as in [`JOB_INSERT`].
+/// `$8` as in [`JOB_INSERT`], `$9` traceparent (nullable).
 pub(crate) const JOB_INSERT_QUIET: &str = concat!(
     "INSERT INTO jobqueue_jobs
-        (id, job_type, queue, priority, payload, max_attempts, run_at, status)
+        (id, job_type, queue, priority, payload, max_attempts, run_at, status, traceparent)
     SELECT $1, $2, $3, $4, CAST($5 AS jsonb), $6, t.run_at, ",
     status_for_run_at!("t.run_at"),
-    "
+    ", $9
     FROM (SELECT COALESCE($7, now() + make_interval(secs => $8)) AS run_at) AS t"
 );
 
 /// Inserts many jobs in one statement from parallel arrays (same order as
-/// [`JOB_INSERT`]'s parameters) and wakes their queues; returns the ids
-/// actually inserted.
+/// [`JOB_INSERT`]'s parameters; `$12`, the one traceparent of them all) and
+/// wakes their queues; returns the ids actually inserted.
 pub(crate) const JOB_INSERT_MANY: &str = concat!(
     "WITH inserted AS (
         INSERT INTO jobqueue_jobs
-            (id, job_type, queue, priority, payload, max_attempts, run_at, status, unique_key)
+            (id, job_type, queue, priority, payload, max_attempts, run_at, status, unique_key,
+             traceparent)
         SELECT t.id, t.job_type, t.queue, t.priority, CAST(t.payload AS jsonb), t.max_attempts,
                t.run_at, ",
     status_for_run_at!("t.run_at"),
-    ", t.unique_key
+    ", t.unique_key, $12::text
         FROM (SELECT u.id, u.job_type, u.queue, u.priority, u.payload, u.max_attempts,
                      COALESCE(u.run_at, now() + make_interval(secs => u.delay)) AS run_at,
                      u.unique_key

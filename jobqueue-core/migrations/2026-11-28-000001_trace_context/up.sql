@@ -1,0 +1,11 @@
+-- The trace context of the span that enqueued a job (feature `tracing`):
+-- the W3C `traceparent` its enqueuer's OpenTelemetry propagator wrote,
+-- e.g. `00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01`. The
+-- runner makes the job's first attempt a child of that span and links its
+-- retries to it. NULL when the enqueue ran outside a sampled span, or
+-- without the feature: a null column costs no bytes in its row (the row's
+-- null bitmap has room for it), a set one 56.
+--
+-- Adding a nullable column with no default rewrites nothing: existing rows
+-- read it as NULL.
+ALTER TABLE jobqueue_jobs ADD COLUMN traceparent text;
