@@ -4,7 +4,9 @@
 use jobqueue_cli::CliError;
 
 use crate::ToolError;
-use crate::bench::{BenchOptions, MEASUREMENTS};
+use std::path::PathBuf;
+
+use crate::bench::{BenchOptions, MEASUREMENTS, TraceVariant};
 
 /// The demo and the bench, as subcommands.
 #[derive(Debug, clap::Subcommand)]
@@ -41,9 +43,11 @@ pub struct BenchArgs {
     quick: bool,
     /// Only these measurements, comma-separated: bulk, txn, async, burn, metrics,
     /// floor, drain, pickup, history, isolation, steady, fleet, footprint,
-    /// limit, fair, scale, soak, failover (the last two run only when
-    /// named: the soak takes --soak-secs, the failover builds a primary and
-    /// a standby of its own from the PostgreSQL server binaries).
+    /// limit, fair, scale, spread, backlog, soak, failover, trace (the last
+    /// three run only when named: the soak takes --soak-secs, the failover
+    /// builds a primary and a standby of its own from the PostgreSQL server
+    /// binaries, the trace needs a build with `--features tracing` and
+    /// --plain-bin; scripts/bench-trace runs it).
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
     /// Database to create for the bench (dropped at the end; a database of
@@ -74,6 +78,14 @@ pub struct BenchArgs {
     /// removed at the end; instead of --database-url.
     #[arg(long)]
     own_cluster: bool,
+    /// For `--only trace`: a `jobqueue` binary built without the `tracing`
+    /// feature, to compare this build (with it) against.
+    #[arg(long)]
+    plain_bin: Option<PathBuf>,
+    /// One run of the trace measurement's variant, in the bench's database
+    /// (made by the measurement, which starts this).
+    #[arg(long, hide = true, value_enum)]
+    trace_part: Option<TraceVariant>,
 }
 
 impl jobqueue_cli::Extra for ToolCommand {
@@ -105,6 +117,14 @@ impl ToolCommand {
                             .into(),
                     ));
                 }
+                if let Some(variant) = bench.trace_part {
+                    return crate::bench::trace_part(
+                        &server()?,
+                        &bench.database,
+                        variant,
+                        bench.quick,
+                    );
+                }
                 let options = bench.options()?;
                 if !own_cluster {
                     return crate::bench::run(&server()?, &options);
@@ -133,6 +153,9 @@ impl BenchArgs {
                 "--only: unknown measurement `{unknown}` (known: {})",
                 MEASUREMENTS.join(", ")
             )));
+        }
+        if self.only.iter().any(|o| o == "trace") {
+            check_trace(self.plain_bin.as_deref())?;
         }
         if !self.quick && self.soak_secs < 60 {
             return Err(ToolError::Usage(format!(
@@ -163,6 +186,30 @@ impl BenchArgs {
             steady_secs: self.steady_secs,
             soak_secs: self.soak_secs,
             soak_keep_completed,
+            plain_bin: self.plain_bin,
         })
+    }
+}
+
+/// What the trace measurement needs: this binary built with the `tracing`
+/// feature, and `plain_bin`, one built without it.
+fn check_trace(plain_bin: Option<&std::path::Path>) -> Result<(), ToolError> {
+    use crate::bench::PLAIN_BIN_HELP;
+    if !cfg!(feature = "tracing") {
+        return Err(ToolError::Usage(format!(
+            "--only trace: this binary was built without the `tracing` feature; run the bench \
+             from a build with `--features tracing`, beside --plain-bin (scripts/bench-trace \
+             builds both)"
+        )));
+    }
+    match plain_bin {
+        None => Err(ToolError::Usage(format!(
+            "--only trace needs --plain-bin: {PLAIN_BIN_HELP}"
+        ))),
+        Some(path) if !path.is_file() => Err(ToolError::Usage(format!(
+            "--plain-bin {}: no such file; {PLAIN_BIN_HELP}",
+            path.display()
+        ))),
+        Some(_) => Ok(()),
     }
 }

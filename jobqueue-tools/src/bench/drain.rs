@@ -24,9 +24,9 @@ use jobqueue_runner::{Runner, RunnerConfig};
 use crate::ToolError;
 
 /// Jobs per `enqueue_many` call.
-const CHUNK: usize = 1_000;
+pub(crate) const CHUNK: usize = 1_000;
 /// Worker threads of the draining runner.
-const WORKERS: usize = 8;
+pub(crate) const WORKERS: usize = 8;
 /// Single enqueues sent through the idle runner after each drain.
 const SINGLES: usize = 50;
 /// Characters of filler in the payload of the drains with a payload.
@@ -169,7 +169,7 @@ fn measure(
 }
 
 /// Waits until `runner` has completed `completed` jobs in all.
-fn wait_until(
+pub(crate) fn wait_until(
     runner: &jobqueue_runner::RunnerHandle,
     completed: u64,
     deadline: Instant,

@@ -23,9 +23,14 @@ mod pickup_floor;
 mod queues;
 mod scale;
 mod soak;
+mod trace;
+#[cfg(feature = "tracing")]
+mod trace_memory;
+mod trace_part;
 mod unhandled_backlog;
 mod wait_sampler;
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use diesel::{Connection, PgConnection, RunQueryDsl};
@@ -33,9 +38,11 @@ use diesel::{Connection, PgConnection, RunQueryDsl};
 use crate::ToolError;
 
 pub use noop::{BenchNoop, registry};
+pub(crate) use trace::PLAIN_BIN_HELP;
+pub use trace_part::TraceVariant;
 
 /// The measurements, by the names `--only` takes.
-pub const MEASUREMENTS: [&str; 20] = [
+pub const MEASUREMENTS: [&str; 21] = [
     "bulk",
     "txn",
     "async",
@@ -56,6 +63,7 @@ pub const MEASUREMENTS: [&str; 20] = [
     "backlog",
     "soak",
     "failover",
+    "trace",
 ];
 
 /// Producer rate of the fleet measurement, jobs/s: a light, steady load.
@@ -70,12 +78,12 @@ pub struct BenchOptions {
     pub runs: usize,
     /// Small sizes for a smoke test: figures are not comparable.
     pub quick: bool,
-    /// Only these measurements (empty: all but the soak and the failover).
-    /// Names: bulk, txn, burn, metrics, floor, drain, pickup, history,
-    /// isolation, steady, fleet, footprint, limit, fair, scale, spread,
-    /// backlog, soak
-    /// (minutes long), failover (clusters of its own, from the PostgreSQL
-    /// binaries): the last two run only when named.
+    /// Only these measurements (empty: all but the soak, the failover and
+    /// the trace). Names: bulk, txn, burn, metrics, floor, drain, pickup,
+    /// history, isolation, steady, fleet, footprint, limit, fair, scale,
+    /// spread, backlog, soak (minutes long), failover (clusters of its own,
+    /// from the PostgreSQL binaries), trace (the `tracing` feature's cost,
+    /// against `plain_bin`): the last three run only when named.
     pub only: Vec<String>,
     /// Database to create for the bench; one of that name the bench did not
     /// create is refused, never dropped.
@@ -92,6 +100,9 @@ pub struct BenchOptions {
     /// How long the soak's runner keeps completed jobs (`None`: the
     /// runner's default).
     pub soak_keep_completed: Option<Duration>,
+    /// A `jobqueue` binary built without the `tracing` feature, for the
+    /// trace measurement (which needs this binary built with it).
+    pub plain_bin: Option<PathBuf>,
 }
 
 /// Sizes of each measurement, full or quick.
@@ -118,6 +129,9 @@ pub(crate) struct Sizes {
     pub(crate) spread_jobs: usize,
     pub(crate) backlog_jobs: usize,
     pub(crate) backlog_unknown: usize,
+    pub(crate) trace_enqueues: usize,
+    pub(crate) trace_drain_jobs: usize,
+    pub(crate) trace_drains: usize,
 }
 
 impl Sizes {
@@ -145,6 +159,9 @@ impl Sizes {
                 spread_jobs: 5_000,
                 backlog_jobs: 5_000,
                 backlog_unknown: 50_000,
+                trace_enqueues: 300,
+                trace_drain_jobs: 5_000,
+                trace_drains: 2,
             }
         } else {
             Sizes {
@@ -169,6 +186,9 @@ impl Sizes {
                 spread_jobs: 20_000,
                 backlog_jobs: 20_000,
                 backlog_unknown: 500_000,
+                trace_enqueues: 5_000,
+                trace_drain_jobs: 50_000,
+                trace_drains: 5,
             }
         }
     }
@@ -322,6 +342,25 @@ fn setting(conn: &mut PgConnection, name: &str) -> String {
         .unwrap_or_else(|_| "?".to_owned())
 }
 
+/// One run of the trace measurement's `variant` in the bench's database
+/// `database` on the server at `server_url` (started by the measurement,
+/// as a process of its own): prints its figures as one line of JSON.
+pub fn trace_part(
+    server_url: &str,
+    database: &str,
+    variant: TraceVariant,
+    quick: bool,
+) -> Result<(), ToolError> {
+    if !crate::tool_db::check_owned(server_url, database, "bench")? {
+        return Err(ToolError::Usage(format!(
+            "--trace-part: database `{database}` does not exist; this part is started by \
+             `jobqueue bench --only trace`, in the database it made"
+        )));
+    }
+    let url = crate::postgres::with_database(server_url, database);
+    trace_part::run(&url, variant, &Sizes::new(quick))
+}
+
 /// Runs the bench against the server at `server_url`.
 pub fn run(server_url: &str, options: &BenchOptions) -> Result<(), ToolError> {
     let sizes = Sizes::new(options.quick);
@@ -464,6 +503,25 @@ pub fn run(server_url: &str, options: &BenchOptions) -> Result<(), ToolError> {
     // asked for by name.
     if options.only.iter().any(|o| o == "failover") {
         failover::measure(runs)?.iter().for_each(Row::print);
+    }
+    // Needs a second build (without the feature): only when asked for by
+    // name.
+    if options.only.iter().any(|o| o == "trace") {
+        let plain_bin = options.plain_bin.as_deref().ok_or_else(|| {
+            ToolError::Usage(format!(
+                "--only trace needs --plain-bin: {}",
+                trace::PLAIN_BIN_HELP
+            ))
+        })?;
+        let bench = trace::TraceBench {
+            server_url,
+            database: &options.database,
+            plain_bin,
+            quick: options.quick,
+        };
+        trace::measure(&bench, &sizes, runs)?
+            .iter()
+            .for_each(Row::print);
     }
     drop(conn);
     crate::tool_db::drop_own(server_url, &options.database, "bench")
