@@ -196,11 +196,12 @@ impl BenchArgs {
 fn check_trace(plain_bin: Option<&std::path::Path>) -> Result<(), ToolError> {
     use crate::bench::PLAIN_BIN_HELP;
     if !cfg!(feature = "tracing") {
-        return Err(ToolError::Usage(format!(
+        return Err(ToolError::Usage(
             "--only trace: this binary was built without the `tracing` feature; run the bench \
              from a build with `--features tracing`, beside --plain-bin (scripts/bench-trace \
              builds both)"
-        )));
+                .into(),
+        ));
     }
     match plain_bin {
         None => Err(ToolError::Usage(format!(

@@ -64,11 +64,11 @@ pub(crate) fn measure(
             }
         }
     }
-    let enqueue = |reports: &[PartReport]| -> Vec<f64> {
-        reports.iter().map(|r| r.enqueue_us).collect()
-    };
+    let enqueue =
+        |reports: &[PartReport]| -> Vec<f64> { reports.iter().map(|r| r.enqueue_us).collect() };
     let drain = |reports: &[PartReport]| -> Vec<f64> { reports.iter().map(drain_rate).collect() };
-    let ratios = |a: &[f64], b: &[f64]| -> Vec<f64> { a.iter().zip(b).map(|(a, b)| a / b).collect() };
+    let ratios =
+        |a: &[f64], b: &[f64]| -> Vec<f64> { a.iter().zip(b).map(|(a, b)| a / b).collect() };
     let (plain_us, off_us, memory_us) = (enqueue(&plain), enqueue(&off), enqueue(&memory));
     let (plain_rate, off_rate, memory_rate) = (drain(&plain), drain(&off), drain(&memory));
     let exported: u64 = memory.iter().map(|r| r.attempt_spans).sum();
@@ -78,14 +78,31 @@ pub(crate) fn measure(
     let drains = sizes.trace_drains;
     let enqueues = sizes.trace_enqueues;
     Ok(vec![
-        Row::new("enqueue latency, built without `tracing`", "µs", plain_us.clone()).note(
-            format!("{enqueues} enqueues, one job per transaction, one connection; --plain-bin"),
+        Row::new(
+            "enqueue latency, built without `tracing`",
+            "µs",
+            plain_us.clone(),
+        )
+        .note(format!(
+            "{enqueues} enqueues, one job per transaction, one connection; --plain-bin"
+        )),
+        Row::new(
+            "enqueue latency, `tracing` in, no subscriber",
+            "µs",
+            off_us.clone(),
         ),
-        Row::new("enqueue latency, `tracing` in, no subscriber", "µs", off_us.clone()),
-        Row::new("enqueue latency, no subscriber / without", "ratio", ratios(&off_us, &plain_us))
-            .note(format!("target ≤ {ENQUEUE_TARGET}")),
-        Row::new("enqueue latency, subscriber exporting to memory", "µs", memory_us)
-            .note("each in a `request` span; no target"),
+        Row::new(
+            "enqueue latency, no subscriber / without",
+            "ratio",
+            ratios(&off_us, &plain_us),
+        )
+        .note(format!("target ≤ {ENQUEUE_TARGET}")),
+        Row::new(
+            "enqueue latency, subscriber exporting to memory",
+            "µs",
+            memory_us,
+        )
+        .note("each in a `request` span; no target"),
         Row::new(
             format!("drain, {jobs} jobs, built without `tracing`"),
             "jobs/s",
@@ -99,8 +116,12 @@ pub(crate) fn measure(
             "jobs/s",
             off_rate.clone(),
         ),
-        Row::new("drain rate, no subscriber / without", "ratio", ratios(&off_rate, &plain_rate))
-            .note(format!("target ≥ {DRAIN_TARGET}")),
+        Row::new(
+            "drain rate, no subscriber / without",
+            "ratio",
+            ratios(&off_rate, &plain_rate),
+        )
+        .note(format!("target ≥ {DRAIN_TARGET}")),
         Row::new(
             format!("drain, {jobs} jobs, subscriber exporting to memory"),
             "jobs/s",
@@ -125,7 +146,11 @@ pub(crate) fn measure(
 }
 
 /// Runs `bin --trace-part variant` on the bench's database; its report.
-fn part(bench: &TraceBench<'_>, bin: &Path, variant: TraceVariant) -> Result<PartReport, ToolError> {
+fn part(
+    bench: &TraceBench<'_>,
+    bin: &Path,
+    variant: TraceVariant,
+) -> Result<PartReport, ToolError> {
     let mut command = Command::new(bin);
     command
         .arg("--database-url")
@@ -161,9 +186,14 @@ fn part(bench: &TraceBench<'_>, bin: &Path, variant: TraceVariant) -> Result<Par
     let wanted = variant != TraceVariant::Plain;
     if report.tracing_built != wanted {
         return Err(ToolError::Usage(if wanted {
-            format!("`{shown}` was built without the `tracing` feature: run the bench from a build with `--features tracing`")
+            format!(
+                "`{shown}` was built without the `tracing` feature: run the bench from a build with `--features tracing`"
+            )
         } else {
-            format!("--plain-bin {} was built with the `tracing` feature; {PLAIN_BIN_HELP}", bin.display())
+            format!(
+                "--plain-bin {} was built with the `tracing` feature; {PLAIN_BIN_HELP}",
+                bin.display()
+            )
         }));
     }
     Ok(report)

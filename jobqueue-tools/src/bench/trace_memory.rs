@@ -37,7 +37,11 @@ impl Memory {
         opentelemetry::global::set_text_map_propagator(TraceContextPropagator::new());
         let exporter = InMemorySpanExporter::default();
         let processor = BatchSpanProcessor::builder(exporter.clone())
-            .with_batch_config(BatchConfigBuilder::default().with_max_queue_size(QUEUE).build())
+            .with_batch_config(
+                BatchConfigBuilder::default()
+                    .with_max_queue_size(QUEUE)
+                    .build(),
+            )
             .build();
         let provider = SdkTracerProvider::builder()
             .with_span_processor(processor)
@@ -46,9 +50,8 @@ impl Memory {
         let subscriber = tracing_subscriber::registry()
             .with(LevelFilter::INFO)
             .with(layer);
-        tracing::subscriber::set_global_default(subscriber).map_err(|e| {
-            ToolError::Usage(format!("cannot install the bench's subscriber: {e}"))
-        })?;
+        tracing::subscriber::set_global_default(subscriber)
+            .map_err(|e| ToolError::Usage(format!("cannot install the bench's subscriber: {e}")))?;
         Ok(Memory {
             provider,
             exporter,
