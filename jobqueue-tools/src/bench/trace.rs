@@ -8,7 +8,7 @@
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-use super::trace_part::{PartReport, TraceVariant, drain_rate};
+use super::trace_part::{ENQUEUE_BLOCKS, PartReport, TraceVariant, drain_rate};
 use super::{Row, Sizes};
 use crate::ToolError;
 
@@ -84,7 +84,8 @@ pub(crate) fn measure(
             plain_us.clone(),
         )
         .note(format!(
-            "{enqueues} enqueues, one job per transaction, one connection; --plain-bin"
+            "one job per transaction, one connection; median of {ENQUEUE_BLOCKS} blocks' \
+             means, {enqueues} enqueues a run"
         )),
         Row::new(
             "enqueue latency, `tracing` in, no subscriber",

@@ -50,7 +50,8 @@ pub(crate) struct PartReport {
     pub(crate) variant: String,
     /// Whether this binary was built with the `tracing` feature.
     pub(crate) tracing_built: bool,
-    /// Mean time of one enqueue (its transaction included), µs.
+    /// Time of one enqueue (its transaction included), µs: the median of
+    /// its blocks' means.
     pub(crate) enqueue_us: f64,
     /// Each drain's rate, jobs/s.
     pub(crate) drain_rates: Vec<f64>,
@@ -65,6 +66,8 @@ pub(crate) struct PartReport {
 /// Single enqueues made, untimed, before the timed ones: the connection's
 /// statements prepared, the table's pages in the cache.
 const WARMUP: usize = 50;
+/// Blocks the timed enqueues are split into.
+pub(crate) const ENQUEUE_BLOCKS: usize = 10;
 
 /// Without the feature there is no subscriber to install: the memory
 /// variant is refused before anything is measured.
@@ -150,9 +153,11 @@ pub(crate) fn run(url: &str, variant: TraceVariant, sizes: &Sizes) -> Result<(),
     Ok(())
 }
 
-/// Mean time of one enqueue, one job per transaction, over `n` (each in a
-/// `request` span of its own when `memory` is installed), µs; the spans'
-/// export through to the last is in the time.
+/// Time of one enqueue, one job per transaction (each in a `request` span
+/// of its own when `memory` is installed), µs: the median over
+/// [`ENQUEUE_BLOCKS`] blocks of `n / ENQUEUE_BLOCKS` of each block's mean,
+/// so that a burst of the machine's other work moves one block, not the
+/// figure. With `memory`, each block's time runs to its last span exported.
 fn enqueue_latency(
     conn: &mut PgConnection,
     memory: Option<&Memory>,
@@ -163,25 +168,26 @@ fn enqueue_latency(
             conn.transaction(|conn| BenchNoop { seq: 0 }.enqueue(conn))
         })
     };
+    let flush = || memory.map_or(Ok(()), Memory::flush);
     for _ in 0..WARMUP {
         one(conn)?;
     }
-    if let Some(memory) = memory {
-        memory.flush()?;
+    flush()?;
+    let block = (n / ENQUEUE_BLOCKS).max(1);
+    let mut means = Vec::with_capacity(ENQUEUE_BLOCKS);
+    for _ in 0..ENQUEUE_BLOCKS {
+        let started = Instant::now();
+        for _ in 0..block {
+            one(conn)?;
+        }
+        flush()?;
+        means.push(started.elapsed().as_secs_f64() * 1e6 / block as f64);
     }
-    let started = Instant::now();
-    for _ in 0..n {
-        one(conn)?;
-    }
-    if let Some(memory) = memory {
-        memory.flush()?;
-    }
-    let elapsed = started.elapsed();
     if let Some(memory) = memory {
         memory.tally()?;
     }
     reset(conn)?;
-    Ok(elapsed.as_secs_f64() * 1e6 / n.max(1) as f64)
+    Ok(median(&means))
 }
 
 /// `sizes.trace_drains` drains of `sizes.trace_drain_jobs` no-op jobs,
