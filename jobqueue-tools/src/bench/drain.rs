@@ -174,6 +174,17 @@ pub(crate) fn wait_until(
     completed: u64,
     deadline: Instant,
 ) -> Result<(), ToolError> {
+    wait_polling(runner, completed, deadline, Duration::from_micros(200))
+}
+
+/// Waits until `runner` has completed `completed` jobs in all, looking
+/// every `poll`.
+pub(crate) fn wait_polling(
+    runner: &jobqueue_runner::RunnerHandle,
+    completed: u64,
+    deadline: Instant,
+    poll: Duration,
+) -> Result<(), ToolError> {
     while runner.stats().completed < completed {
         if Instant::now() > deadline {
             return Err(ToolError::Usage(format!(
@@ -181,7 +192,7 @@ pub(crate) fn wait_until(
                 runner.stats().completed
             )));
         }
-        std::thread::sleep(Duration::from_micros(200));
+        std::thread::sleep(poll);
     }
     Ok(())
 }

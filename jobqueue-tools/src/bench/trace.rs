@@ -8,7 +8,8 @@
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-use super::trace_part::{ENQUEUE_BLOCKS, PartReport, TraceVariant, drain_rate};
+use super::drain::WORKERS;
+use super::trace_part::{ENQUEUE_BLOCKS, PartReport, TraceVariant, drain_cpu, drain_rate};
 use super::{Row, Sizes};
 use crate::ToolError;
 
@@ -64,77 +65,59 @@ pub(crate) fn measure(
             }
         }
     }
-    let enqueue =
-        |reports: &[PartReport]| -> Vec<f64> { reports.iter().map(|r| r.enqueue_us).collect() };
-    let drain = |reports: &[PartReport]| -> Vec<f64> { reports.iter().map(drain_rate).collect() };
-    let ratios =
-        |a: &[f64], b: &[f64]| -> Vec<f64> { a.iter().zip(b).map(|(a, b)| a / b).collect() };
-    let (plain_us, off_us, memory_us) = (enqueue(&plain), enqueue(&off), enqueue(&memory));
-    let (plain_rate, off_rate, memory_rate) = (drain(&plain), drain(&off), drain(&memory));
     let exported: u64 = memory.iter().map(|r| r.attempt_spans).sum();
     let in_trace: u64 = memory.iter().map(|r| r.attempts_in_trace).sum();
     let drained: u64 = memory.iter().map(|r| r.jobs_drained).sum();
-    let jobs = sizes.trace_drain_jobs;
-    let drains = sizes.trace_drains;
+    let reports = [&plain[..], &off[..], &memory[..]];
+    let of = |figure: fn(&PartReport) -> f64| reports.map(|r| r.iter().map(figure).collect());
+    let (jobs, drains) = (sizes.trace_drain_jobs, sizes.trace_drains);
     let enqueues = sizes.trace_enqueues;
-    Ok(vec![
-        Row::new(
-            "enqueue latency, built without `tracing`",
-            "µs",
-            plain_us.clone(),
-        )
-        .note(format!(
-            "one job per transaction, one connection; median of {ENQUEUE_BLOCKS} blocks' \
-             means, {enqueues} enqueues a run"
-        )),
-        Row::new(
-            "enqueue latency, `tracing` in, no subscriber",
-            "µs",
-            off_us.clone(),
-        ),
-        Row::new(
-            "enqueue latency, no subscriber / without",
-            "ratio",
-            ratios(&off_us, &plain_us),
-        )
-        .note(format!("target ≤ {ENQUEUE_TARGET}")),
-        Row::new(
-            "enqueue latency, subscriber exporting to memory",
-            "µs",
-            memory_us,
-        )
-        .note("each in a `request` span; no target"),
-        Row::new(
-            format!("drain, {jobs} jobs, built without `tracing`"),
-            "jobs/s",
-            plain_rate.clone(),
-        )
-        .note(format!(
-            "median of {drains} drains per run, 8 workers, as the drain rows"
-        )),
-        Row::new(
-            format!("drain, {jobs} jobs, `tracing` in, no subscriber"),
-            "jobs/s",
-            off_rate.clone(),
-        ),
-        Row::new(
-            "drain rate, no subscriber / without",
-            "ratio",
-            ratios(&off_rate, &plain_rate),
-        )
-        .note(format!("target ≥ {DRAIN_TARGET}")),
-        Row::new(
-            format!("drain, {jobs} jobs, subscriber exporting to memory"),
-            "jobs/s",
-            memory_rate.clone(),
-        )
-        .note("every job with a traceparent; to the last span exported"),
-        Row::new(
-            "drain rate, subscriber exporting to memory / without",
-            "ratio",
-            ratios(&memory_rate, &plain_rate),
-        )
-        .note(format!("target ≥ {MEMORY_TARGET}")),
+    let mut rows = compare(
+        "enqueue latency",
+        "µs",
+        of(|r| r.enqueue_us),
+        [
+            format!(
+                "one job per transaction, one connection; median of {ENQUEUE_BLOCKS} blocks' \
+                 means, {enqueues} enqueues a run"
+            ),
+            format!("target ≤ {ENQUEUE_TARGET}"),
+            "each in a `request` span; no target".into(),
+        ],
+    );
+    rows.extend(compare(
+        "enqueue CPU per job",
+        "µs",
+        of(|r| r.enqueue_cpu_us),
+        [
+            "the process's CPU time over the same enqueues".into(),
+            String::new(),
+            "the exporter's thread included".into(),
+        ],
+    ));
+    rows.extend(compare(
+        "drain rate",
+        "jobs/s",
+        of(drain_rate),
+        [
+            format!(
+                "{jobs} jobs, {WORKERS} workers, as the drain rows; median of {drains} drains a run"
+            ),
+            format!("target ≥ {DRAIN_TARGET}"),
+            format!("to the last span exported; target ≥ {MEMORY_TARGET}"),
+        ],
+    ));
+    rows.extend(compare(
+        "drain CPU per job",
+        "µs",
+        of(drain_cpu),
+        [
+            "the process's over the same drains: runner and enqueuer, not the server".into(),
+            String::new(),
+            String::new(),
+        ],
+    ));
+    rows.push(
         Row::new(
             "memory: attempt spans exported / jobs drained",
             "ratio",
@@ -143,7 +126,48 @@ pub(crate) fn measure(
         .note(format!(
             "{in_trace} of {exported} children of the stored context"
         )),
-    ])
+    );
+    Ok(rows)
+}
+
+/// The rows of one figure: its values built without the feature, with it
+/// and no subscriber, their ratio, with a subscriber exporting to memory,
+/// and its ratio to the first; `notes` for the first row and the two
+/// ratios.
+fn compare(
+    name: &str,
+    unit: &'static str,
+    [plain, off, memory]: [Vec<f64>; 3],
+    notes: [String; 3],
+) -> Vec<Row> {
+    let ratios =
+        |a: &[f64], b: &[f64]| -> Vec<f64> { a.iter().zip(b).map(|(a, b)| a / b).collect() };
+    let [plain_note, off_note, memory_note] = notes;
+    vec![
+        Row::new(format!("{name}, without `tracing`"), unit, plain.clone()).note(plain_note),
+        Row::new(
+            format!("{name}, `tracing`, no subscriber"),
+            unit,
+            off.clone(),
+        ),
+        Row::new(
+            format!("{name}: no subscriber / without"),
+            "ratio",
+            ratios(&off, &plain),
+        )
+        .note(off_note),
+        Row::new(
+            format!("{name}, `tracing`, memory export"),
+            unit,
+            memory.clone(),
+        ),
+        Row::new(
+            format!("{name}: memory export / without"),
+            "ratio",
+            ratios(&memory, &plain),
+        )
+        .note(memory_note),
+    ]
 }
 
 /// Runs `bin --trace-part variant` on the bench's database; its report.

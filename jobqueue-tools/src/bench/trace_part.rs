@@ -4,7 +4,10 @@
 //! the `tracing` feature is another binary. The run measures the enqueue
 //! latency (one job per transaction on one connection) and the drain rate
 //! (a bulk of no-op jobs drained by a runner of [`WORKERS`], as the `drain`
-//! rows do), and prints its figures as one line of JSON on stdout.
+//! rows do), each with the CPU time the process spent on it (the figure
+//! the feature's own work shows in, where the wall-clock one is mostly the
+//! server's commits and the machine's other work), and prints its figures
+//! as one line of JSON on stdout.
 
 use std::time::{Duration, Instant};
 
@@ -13,7 +16,7 @@ use jobqueue_core::{Job, JobOptions, NewJob};
 use jobqueue_runner::{Runner, RunnerConfig};
 use serde::{Deserialize, Serialize};
 
-use super::drain::{CHUNK, WORKERS, wait_until};
+use super::drain::{CHUNK, WORKERS, wait_polling};
 use super::noop::BenchNoop;
 use super::{Sizes, db, median, reset};
 use crate::ToolError;
@@ -53,8 +56,12 @@ pub(crate) struct PartReport {
     /// Time of one enqueue (its transaction included), µs: the median of
     /// its blocks' means.
     pub(crate) enqueue_us: f64,
+    /// CPU time of the process per enqueue, µs: the median of its blocks'.
+    pub(crate) enqueue_cpu_us: f64,
     /// Each drain's rate, jobs/s.
     pub(crate) drain_rates: Vec<f64>,
+    /// Each drain's CPU time of the process per job, µs.
+    pub(crate) drain_cpu_us: Vec<f64>,
     /// Jobs drained in all.
     pub(crate) jobs_drained: u64,
     /// `attempt` spans exported (the memory variant; 0 for the others).
@@ -68,6 +75,16 @@ pub(crate) struct PartReport {
 const WARMUP: usize = 50;
 /// Blocks the timed enqueues are split into.
 pub(crate) const ENQUEUE_BLOCKS: usize = 10;
+/// How often the drain looks whether the runner is done: seldom enough
+/// that the looking costs little of the process's CPU time.
+const POLL: Duration = Duration::from_millis(1);
+
+/// CPU time of this process so far (all its threads, the ended ones too),
+/// µs.
+fn cpu_us() -> f64 {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::ProcessCPUTime);
+    t.tv_sec as f64 * 1e6 + t.tv_nsec as f64 / 1e3
+}
 
 /// Without the feature there is no subscriber to install: the memory
 /// variant is refused before anything is measured.
@@ -126,8 +143,8 @@ pub(crate) fn run(url: &str, variant: TraceVariant, sizes: &Sizes) -> Result<(),
     let memory = memory.as_ref();
     let mut conn = PgConnection::establish(url).map_err(db)?;
     reset(&mut conn)?;
-    let enqueue_us = enqueue_latency(&mut conn, memory, sizes.trace_enqueues)?;
-    let (drain_rates, jobs_drained) = drains(url, &mut conn, memory, sizes)?;
+    let (enqueue_us, enqueue_cpu_us) = enqueue_latency(&mut conn, memory, sizes.trace_enqueues)?;
+    let (drain_rates, drain_cpu_us, jobs_drained) = drains(url, &mut conn, memory, sizes)?;
     let (attempt_spans, attempts_in_trace) = match memory {
         Some(memory) => memory.totals(),
         None => (0, 0),
@@ -142,7 +159,9 @@ pub(crate) fn run(url: &str, variant: TraceVariant, sizes: &Sizes) -> Result<(),
         variant: variant.name().to_owned(),
         tracing_built: built,
         enqueue_us,
+        enqueue_cpu_us,
         drain_rates,
+        drain_cpu_us,
         jobs_drained,
         attempt_spans,
         attempts_in_trace,
@@ -154,15 +173,16 @@ pub(crate) fn run(url: &str, variant: TraceVariant, sizes: &Sizes) -> Result<(),
 }
 
 /// Time of one enqueue, one job per transaction (each in a `request` span
-/// of its own when `memory` is installed), µs: the median over
-/// [`ENQUEUE_BLOCKS`] blocks of `n / ENQUEUE_BLOCKS` of each block's mean,
-/// so that a burst of the machine's other work moves one block, not the
-/// figure. With `memory`, each block's time runs to its last span exported.
+/// of its own when `memory` is installed), and the process's CPU time per
+/// enqueue, µs: the medians over [`ENQUEUE_BLOCKS`] blocks of
+/// `n / ENQUEUE_BLOCKS` of each block's mean, so that a burst of the
+/// machine's other work moves one block, not the figure. With `memory`,
+/// each block runs to its last span exported.
 fn enqueue_latency(
     conn: &mut PgConnection,
     memory: Option<&Memory>,
     n: usize,
-) -> Result<f64, ToolError> {
+) -> Result<(f64, f64), ToolError> {
     let one = |conn: &mut PgConnection| {
         in_request(memory, || {
             conn.transaction(|conn| BenchNoop { seq: 0 }.enqueue(conn))
@@ -175,33 +195,36 @@ fn enqueue_latency(
     flush()?;
     let block = (n / ENQUEUE_BLOCKS).max(1);
     let mut means = Vec::with_capacity(ENQUEUE_BLOCKS);
+    let mut cpu_means = Vec::with_capacity(ENQUEUE_BLOCKS);
     for _ in 0..ENQUEUE_BLOCKS {
-        let started = Instant::now();
+        let (started, cpu) = (Instant::now(), cpu_us());
         for _ in 0..block {
             one(conn)?;
         }
         flush()?;
         means.push(started.elapsed().as_secs_f64() * 1e6 / block as f64);
+        cpu_means.push((cpu_us() - cpu) / block as f64);
     }
     if let Some(memory) = memory {
         memory.tally()?;
     }
     reset(conn)?;
-    Ok(median(&means))
+    Ok((median(&means), median(&cpu_means)))
 }
 
 /// `sizes.trace_drains` drains of `sizes.trace_drain_jobs` no-op jobs,
 /// enqueued in calls of [`CHUNK`] (all in one `request` span when `memory`
 /// is installed, so that every job carries a trace context), by one runner;
 /// each drain's rate, from its first enqueue to its last completion and,
-/// with `memory`, the last span exported. Returns the rates and the jobs
-/// drained.
+/// with `memory`, the last span exported, and the process's CPU time per
+/// job over the same stretch. Returns the rates, the CPU times and the
+/// jobs drained.
 fn drains(
     url: &str,
     conn: &mut PgConnection,
     memory: Option<&Memory>,
     sizes: &Sizes,
-) -> Result<(Vec<f64>, u64), ToolError> {
+) -> Result<(Vec<f64>, Vec<f64>, u64), ToolError> {
     let n = sizes.trace_drain_jobs;
     let runner = Runner::new(
         RunnerConfig::new(url).concurrency(WORKERS),
@@ -209,6 +232,7 @@ fn drains(
     )
     .start()?;
     let mut rates = Vec::with_capacity(sizes.trace_drains);
+    let mut cpu_per_job = Vec::with_capacity(sizes.trace_drains);
     let mut drained = 0u64;
     let mut measured = || -> Result<(), ToolError> {
         for _ in 0..sizes.trace_drains {
@@ -217,20 +241,18 @@ fn drains(
                 .map(|_| NewJob::from_job(&BenchNoop { seq: 0 }, JobOptions::new()))
                 .collect::<Result<_, _>>()?;
             let done_before = runner.stats().completed;
-            let started = Instant::now();
+            let (started, cpu) = (Instant::now(), cpu_us());
             in_request(memory, || {
                 jobs.chunks(CHUNK)
                     .try_for_each(|chunk| jobqueue_core::enqueue_many(conn, chunk).map(drop))
             })?;
-            wait_until(
-                &runner,
-                done_before + n as u64,
-                started + Duration::from_secs(600),
-            )?;
+            let deadline = started + Duration::from_secs(600);
+            wait_polling(&runner, done_before + n as u64, deadline, POLL)?;
             if let Some(memory) = memory {
                 memory.flush()?;
             }
             rates.push(n as f64 / started.elapsed().as_secs_f64());
+            cpu_per_job.push((cpu_us() - cpu) / n as f64);
             drained += n as u64;
             if let Some(memory) = memory {
                 memory.tally()?;
@@ -241,10 +263,15 @@ fn drains(
     let result = measured();
     runner.shutdown();
     result?;
-    Ok((rates, drained))
+    Ok((rates, cpu_per_job, drained))
 }
 
 /// The median of a run's drain rates.
 pub(crate) fn drain_rate(report: &PartReport) -> f64 {
     median(&report.drain_rates)
+}
+
+/// The median of a run's drain CPU times per job.
+pub(crate) fn drain_cpu(report: &PartReport) -> f64 {
+    median(&report.drain_cpu_us)
 }
