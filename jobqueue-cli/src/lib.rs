@@ -32,6 +32,7 @@ mod commands;
 mod dashboard;
 mod doctor;
 mod error;
+mod output;
 mod terminal;
 
 use std::ffi::OsString;
@@ -40,7 +41,7 @@ use std::process::ExitCode;
 use clap::{ArgMatches, CommandFactory, FromArgMatches, Subcommand};
 use jobqueue_runner::{Perform, Registry};
 
-pub use error::CliError;
+pub use error::{CliError, EXIT_BAD_INPUT, EXIT_FAILED, EXIT_SUCCESS, EXIT_UNREACHABLE};
 
 /// This crate's version, which `--version` prints (the workspace versions
 /// its crates together: see `jobqueue_core::VERSION`).
@@ -127,9 +128,11 @@ impl Cli {
     }
 
     /// Parses the process's arguments, runs the command, and returns the
-    /// exit code: 0 on success, 2 when the command line is wrong (one line
-    /// on stderr saying what and how to fix it), 1 on any other error (one
-    /// line on stderr); see [`CliError::exit_code`].
+    /// exit code: 0 on success (and when the output's reader went away
+    /// early, as `| head` does), 2 when the command line is wrong, 3 when
+    /// the database cannot be reached, 1 on any other error (a failed
+    /// `doctor` check among them); each error is one line on stderr saying
+    /// what and how to fix it. See [`CliError::exit_code`].
     pub fn main(self) -> ExitCode {
         self.main_with::<NoExtra, _, _>(std::env::args_os())
     }
@@ -180,6 +183,8 @@ impl Cli {
         };
         match result {
             Ok(()) => ExitCode::SUCCESS,
+            // The reader took what it wanted (`| head`): nothing to say.
+            Err(e) if e.is_closed_pipe() => ExitCode::from(e.exit_code()),
             Err(e) => {
                 eprintln!("jobqueue: error: {e}");
                 ExitCode::from(e.exit_code())
