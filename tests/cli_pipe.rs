@@ -114,13 +114,19 @@ fn a_reader_that_closes_after_one_line_ends_each_listing_quietly() {
     let (db, mut conn) = TestDb::connected();
     let big = crowded(&mut conn);
     let limit = ROWS.to_string();
-    let listings: [&[&str]; 6] = [
+    let listings: [&[&str]; 12] = [
         &["list", "--limit", &limit],
+        &["list", "--limit", &limit, "--json"],
         &["show", &big],
+        &["show", &big, "--json"],
         &["stats"],
+        &["stats", "--json"],
         &["queue", "list"],
+        &["queue", "list", "--json"],
         &["runners"],
+        &["runners", "--json"],
         &["cron", "list"],
+        &["cron", "list", "--json"],
     ];
     for args in listings {
         let (code, stdout, stderr) = run_cli(CLI, &db.url, args);
@@ -160,8 +166,11 @@ fn a_reader_gone_before_the_first_line_ends_every_printing_command_quietly() {
         vec!["migrate"],
         vec!["enqueue", "x.y", "{}", "--force"],
         vec!["list"],
+        vec!["list", "--json"],
         vec!["show", &waiting],
+        vec!["show", &waiting, "--json"],
         vec!["stats"],
+        vec!["stats", "--json"],
         vec!["retry", &cancelled],
         vec!["retry", "--failed"],
         vec!["cancel", &cancelled],
@@ -171,11 +180,14 @@ fn a_reader_gone_before_the_first_line_ends_every_printing_command_quietly() {
         vec!["queue", "resume", "mail"],
         vec!["queue", "limit", "mail", "5"],
         vec!["queue", "list"],
+        vec!["queue", "list", "--json"],
         vec!["runners"],
+        vec!["runners", "--json"],
         vec!["cron", "pause", "hourly"],
         vec!["cron", "resume", "hourly"],
         vec!["cron", "run", "hourly"],
         vec!["cron", "list"],
+        vec!["cron", "list", "--json"],
         vec!["--version"],
         vec!["help"],
     ];

@@ -37,6 +37,9 @@ pub(crate) enum Command {
     Show {
         /// The job's id.
         id: String,
+        /// Print the job as one JSON document (fields in the guide).
+        #[arg(long)]
+        json: bool,
     },
     /// Counts by queue and status, and by job type, and the jobs completed
     /// in the last hour and day. Live and failed jobs only: counting the
@@ -48,6 +51,9 @@ pub(crate) enum Command {
         /// `--retain-completed-hours`).
         #[arg(long)]
         history: bool,
+        /// Print one JSON document (fields in the guide).
+        #[arg(long)]
+        json: bool,
     },
     /// Put failed (or cancelled) jobs back to pending.
     Retry(RetryArgs),
@@ -71,7 +77,11 @@ pub(crate) enum Command {
     Queue(QueueCommand),
     /// The runners registered in the database: live ones, and gone ones
     /// (not seen for three leases: they died).
-    Runners,
+    Runners {
+        /// Print one JSON document (fields in the guide).
+        #[arg(long)]
+        json: bool,
+    },
     /// List, pause, resume and run periodic jobs (the schedules worker
     /// binaries declare).
     #[command(subcommand)]
@@ -96,7 +106,11 @@ pub(crate) enum Command {
 pub(crate) enum CronCommand {
     /// Every schedule: expression, time zone, last and next slot, paused,
     /// orphaned (no runner declares it any more).
-    List,
+    List {
+        /// Print one JSON document (fields in the guide).
+        #[arg(long)]
+        json: bool,
+    },
     /// Stop a schedule firing, durably (across every runner's restarts).
     Pause {
         /// The schedule.
@@ -120,7 +134,11 @@ pub(crate) enum CronCommand {
 pub(crate) enum QueueCommand {
     /// Every queue with settings or live jobs: paused or not, due,
     /// scheduled, unhandled and held jobs, oldest due age, global limit.
-    List,
+    List {
+        /// Print one JSON document (fields in the guide).
+        #[arg(long)]
+        json: bool,
+    },
     /// Stop every runner claiming from a queue (its jobs stay pending,
     /// running ones finish, enqueues go on). A queue no job names yet may
     /// be paused: the pause waits for its first jobs.
@@ -397,6 +415,9 @@ pub(crate) struct ListArgs {
     /// At most this many.
     #[arg(long, default_value_t = 50, allow_negative_numbers = true)]
     pub(crate) limit: i64,
+    /// Print one JSON object per job, one per line (fields in the guide).
+    #[arg(long)]
+    pub(crate) json: bool,
 }
 
 /// `jobqueue retry`.

@@ -16,7 +16,8 @@ use crate::CliError;
 use crate::args::{
     Command, CronCommand, EnqueueArgs, ListArgs, PruneArgs, QueueCommand, RetryArgs, WorkArgs,
 };
-use crate::output::outln;
+use crate::json;
+use crate::output::{json_document, json_line, outln};
 use crate::terminal::shown;
 
 type Result<T, E = CliError> = std::result::Result<T, E>;
@@ -30,15 +31,15 @@ pub(crate) fn run(url: &str, command: Command, registry: Registry) -> Result<()>
         Command::Work(work_args) => work(url, work_args, registry),
         Command::Enqueue(enqueue_args) => enqueue(url, enqueue_args, &registry),
         Command::List(list_args) => list(url, list_args),
-        Command::Show { id } => show(url, &id),
-        Command::Stats { history } => stats(url, history),
+        Command::Show { id, json } => show(url, &id, json),
+        Command::Stats { history, json } => stats(url, history, json),
         Command::Retry(retry_args) => retry(url, retry_args),
         Command::Cancel { id } => cancel(url, &id),
         Command::Delete { id } => delete(url, &id),
         Command::Prune(prune_args) => prune(url, prune_args),
         Command::Queue(queue_command) => queue(url, queue_command),
         Command::Cron(cron_command) => cron(url, cron_command),
-        Command::Runners => runners(url),
+        Command::Runners { json } => runners(url, json),
         Command::Doctor(doctor_args) => crate::doctor::run(url, doctor_args),
         Command::Dashboard(dashboard_args) => crate::dashboard::run(url, dashboard_args),
     }
@@ -371,6 +372,12 @@ fn list(url: &str, args: ListArgs) -> Result<()> {
         ..JobQuery::default()
     };
     let jobs = newest_jobs(&mut connect(url)?, query, args.limit)?;
+    if args.json {
+        for job in &jobs {
+            json_line(&json::JobSummary::of(job))?;
+        }
+        return Ok(());
+    }
     outln!(
         "{:<36}  {:<20} {:<12} {:<9} {:>4} {:>7}  {:<20}  last error",
         "id",
@@ -404,7 +411,7 @@ fn list(url: &str, args: ListArgs) -> Result<()> {
     Ok(())
 }
 
-fn show(url: &str, id: &str) -> Result<()> {
+fn show(url: &str, id: &str, json: bool) -> Result<()> {
     let id = parse_id(id)?;
     let job = match jobqueue_core::get_job(&mut connect(url)?, id)? {
         JobLookup::Found(job) => job,
@@ -415,6 +422,9 @@ fn show(url: &str, id: &str) -> Result<()> {
         }
         JobLookup::NotFound(missing) => return Err(CliError::Refused(missing.to_string())),
     };
+    if json {
+        return json_document(&json::JobDetail::of(&job));
+    }
     let time = |t: Option<chrono::DateTime<chrono::Utc>>| {
         t.map(|t| t.to_rfc3339()).unwrap_or_else(|| "-".into())
     };
@@ -478,14 +488,55 @@ fn last_error(job: &jobqueue_core::JobRow) -> String {
 
 use jobqueue_core::browse::human_duration as human;
 
-fn stats(url: &str, history: bool) -> Result<()> {
+fn stats(url: &str, history: bool, json: bool) -> Result<()> {
     let mut conn = connect(url)?;
     let counting = if history {
         jobqueue_core::Counting::WithHistory
     } else {
         jobqueue_core::Counting::Live
     };
-    let queues = jobqueue_core::list_queues(&mut conn, counting)?;
+    // Queues without jobs (named only by a setting, a schedule or a
+    // runner) are `queue list`'s.
+    let queues: Vec<_> = jobqueue_core::list_queues(&mut conn, counting)?
+        .into_iter()
+        .filter(|q| !q.counts.is_empty())
+        .collect();
+    let completed = json::Completed {
+        last_hour: jobqueue_core::engine::completed_within(&mut conn, Duration::from_secs(3600))?,
+        last_day: jobqueue_core::engine::completed_within(
+            &mut conn,
+            Duration::from_secs(24 * 3600),
+        )?,
+    };
+    let types = jobqueue_core::type_stats(&mut conn)?;
+    let runners: Vec<_> = if types.is_empty() {
+        Vec::new()
+    } else {
+        jobqueue_core::list_runners(&mut conn)?
+            .into_iter()
+            .filter(|r| !r.is_gone())
+            .collect()
+    };
+    let handled =
+        |t: &jobqueue_core::TypeStats| runners.iter().any(|r| r.job_types.contains(&t.job_type));
+    let live: Vec<JobStatus> = JobStatus::ALL
+        .into_iter()
+        .filter(|s| !s.is_finished())
+        .collect();
+    if json {
+        return json_document(&json::Stats {
+            history,
+            queues: queues
+                .iter()
+                .map(|q| json::QueueCounts::of(q, history))
+                .collect(),
+            completed,
+            types: types
+                .iter()
+                .map(|t| json::TypeCounts::of(t, &live, handled(t)))
+                .collect(),
+        });
+    }
     let header = JobStatus::ALL.map(JobStatus::as_str);
     outln!(
         "{:<16} {}{:>12}",
@@ -493,9 +544,7 @@ fn stats(url: &str, history: bool) -> Result<()> {
         header.map(|h| format!("{h:>10}")).concat(),
         "oldest due"
     )?;
-    // Queues without jobs (named only by a setting, a schedule or a
-    // runner) are `queue list`'s.
-    for q in queues.iter().filter(|q| !q.counts.is_empty()) {
+    for q in &queues {
         let age = q.oldest_due_age().map(human).unwrap_or_else(|| "-".into());
         let counts = JobStatus::ALL.map(|s| {
             if history || !matches!(s, JobStatus::Completed | JobStatus::Cancelled) {
@@ -506,19 +555,14 @@ fn stats(url: &str, history: bool) -> Result<()> {
         });
         outln!("{:<16} {}{:>12}", shown(&q.queue), counts.concat(), age)?;
     }
-    let hour = jobqueue_core::engine::completed_within(&mut conn, Duration::from_secs(3600))?;
-    let day = jobqueue_core::engine::completed_within(&mut conn, Duration::from_secs(24 * 3600))?;
     outln!(
-        "\ncompleted: {hour} in the last hour, {day} in the last day \
+        "\ncompleted: {} in the last hour, {} in the last day \
          (counted as they complete; their rows are kept only by runners \
-         started with --retain-completed-hours)"
+         started with --retain-completed-hours)",
+        completed.last_hour,
+        completed.last_day
     )?;
-    let types = jobqueue_core::type_stats(&mut conn)?;
     if !types.is_empty() {
-        let live: Vec<JobStatus> = JobStatus::ALL
-            .into_iter()
-            .filter(|s| !s.is_finished())
-            .collect();
         outln!(
             "\n{:<32} {}",
             "live jobs by type",
@@ -526,21 +570,16 @@ fn stats(url: &str, history: bool) -> Result<()> {
                 .map(|h| format!("{:>10}", h.as_str()))
                 .collect::<String>()
         )?;
-        let runners: Vec<_> = jobqueue_core::list_runners(&mut conn)?
-            .into_iter()
-            .filter(|r| !r.is_gone())
-            .collect();
-        for t in types {
+        for t in &types {
             let counts: String = live
                 .iter()
                 .map(|s| format!("{:>10}", t.counts.get(s).copied().unwrap_or(0)))
                 .collect();
-            let handled = runners.iter().any(|r| r.job_types.contains(&t.job_type));
             outln!(
                 "{:<32} {}{}",
                 shown(&t.job_type),
                 counts,
-                if handled {
+                if handled(t) {
                     ""
                 } else {
                     "  (no live runner handles this type)"
@@ -616,7 +655,7 @@ fn prune(url: &str, args: PruneArgs) -> Result<()> {
 fn queue(url: &str, command: QueueCommand) -> Result<()> {
     let mut conn = connect(url)?;
     match command {
-        QueueCommand::List => queue_list(&mut conn),
+        QueueCommand::List { json } => queue_list(&mut conn, json),
         QueueCommand::Pause { name } => {
             let change = jobqueue_core::pause_queue(&mut conn, &name)?;
             match (change.was_paused, change.known) {
@@ -671,8 +710,13 @@ fn queue(url: &str, command: QueueCommand) -> Result<()> {
     }
 }
 
-fn queue_list(conn: &mut PgConnection) -> Result<()> {
+fn queue_list(conn: &mut PgConnection, json: bool) -> Result<()> {
     let queues = jobqueue_core::list_queues(conn, jobqueue_core::Counting::Live)?;
+    if json {
+        return json_document(&json::Queues {
+            queues: queues.iter().map(json::QueueLine::of).collect(),
+        });
+    }
     if queues.is_empty() {
         outln!("no queues: no live or failed jobs, nothing paused or limited")?;
         return Ok(());
@@ -711,7 +755,7 @@ fn queue_list(conn: &mut PgConnection) -> Result<()> {
 fn cron(url: &str, command: CronCommand) -> Result<()> {
     let mut conn = connect(url)?;
     match command {
-        CronCommand::List => cron_list(&mut conn),
+        CronCommand::List { json } => cron_list(&mut conn, json),
         CronCommand::Pause { name } => {
             if jobqueue_core::set_schedule_paused(&mut conn, &name, true)? {
                 outln!("schedule {name} was already paused")?;
@@ -738,8 +782,13 @@ fn cron(url: &str, command: CronCommand) -> Result<()> {
     }
 }
 
-fn cron_list(conn: &mut PgConnection) -> Result<()> {
+fn cron_list(conn: &mut PgConnection, json: bool) -> Result<()> {
     let schedules = jobqueue_core::list_schedules(conn)?;
+    if json {
+        return json_document(&json::Schedules {
+            schedules: schedules.iter().map(json::Schedule::of).collect(),
+        });
+    }
     if schedules.is_empty() {
         outln!("no schedules: a worker binary declares its own when it starts")?;
         return Ok(());
@@ -755,16 +804,15 @@ fn cron_list(conn: &mut PgConnection) -> Result<()> {
         "next slot"
     )?;
     for s in schedules {
-        let state = match (s.paused, s.is_orphaned()) {
-            (_, true) => "orphaned (no runner declares it)",
-            (true, false) => "paused",
-            (false, false) => "active",
+        let state = match json::schedule_state(&s) {
+            "orphaned" => "orphaned (no runner declares it)",
+            state => state,
         };
         outln!(
             "{:<24} {:<18} {:<16} {:<22} {:<22} {state}",
             shown(&s.name),
             shown(&s.cron),
-            shown(s.time_zone.as_deref().unwrap_or("UTC")),
+            shown(json::schedule_zone(&s)),
             time(s.last_slot),
             s.next_slot().map(time).unwrap_or_else(|| "-".into()),
         )?;
@@ -772,8 +820,13 @@ fn cron_list(conn: &mut PgConnection) -> Result<()> {
     Ok(())
 }
 
-fn runners(url: &str) -> Result<()> {
+fn runners(url: &str, json: bool) -> Result<()> {
     let runners = jobqueue_core::list_runners(&mut connect(url)?)?;
+    if json {
+        return json_document(&json::Runners {
+            runners: runners.iter().map(json::Runner::of).collect(),
+        });
+    }
     if runners.is_empty() {
         outln!("no runners registered")?;
         return Ok(());
@@ -803,7 +856,7 @@ fn runners(url: &str) -> Result<()> {
                 shown(&r.queues.join(",")).into_owned()
             },
             format!("{} ago", human(r.silent_for())),
-            if r.is_gone() { "gone" } else { "live" },
+            json::runner_state(&r),
             shown(&r.job_types.join(",")),
         )?;
     }

@@ -32,6 +32,7 @@ mod commands;
 mod dashboard;
 mod doctor;
 mod error;
+mod json;
 mod output;
 mod terminal;
 

@@ -24,6 +24,12 @@ pub(crate) fn json_document<T: serde::Serialize>(value: &T) -> Result<(), CliErr
     line(format_args!("{text}"))
 }
 
+/// Writes `value` as one line of JSON (`list`: one line per job).
+pub(crate) fn json_line<T: serde::Serialize>(value: &T) -> Result<(), CliError> {
+    let text = serde_json::to_string(value).map_err(json_error)?;
+    line(format_args!("{text}"))
+}
+
 /// Turning a value the CLI built into JSON failed: a defect, reported as
 /// an error rather than a panic.
 fn json_error(error: serde_json::Error) -> CliError {
