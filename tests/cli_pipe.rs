@@ -190,6 +190,9 @@ fn a_reader_gone_before_the_first_line_ends_every_printing_command_quietly() {
         vec!["cron", "list", "--json"],
         vec!["--version"],
         vec!["help"],
+        vec!["completions", "bash"],
+        vec!["completions", "zsh"],
+        vec!["man"],
     ];
     for args in &commands {
         let (code, stderr) = closed_from_the_start(url, args);

@@ -99,6 +99,21 @@ pub(crate) enum Command {
     /// the actions on them (127.0.0.1:8080 unless --addr; until SIGINT or
     /// SIGTERM).
     Dashboard(crate::dashboard::DashboardArgs),
+    /// Print the shell completion script of this binary, e.g.
+    /// `source <(BIN completions bash)` in ~/.bashrc, or
+    /// `BIN completions fish > ~/.config/fish/completions/BIN.fish`.
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
+    /// Print this binary's man page (roff), e.g. `BIN man | man -l -`; with
+    /// --dir, write one page per command there instead.
+    Man {
+        /// Write `BIN.1`, `BIN-list.1`, `BIN-queue-list.1`, ... into this
+        /// directory (created if missing), e.g. /usr/local/share/man/man1.
+        #[arg(long, value_name = "DIR")]
+        dir: Option<std::path::PathBuf>,
+    },
 }
 
 /// `jobqueue cron ...`.

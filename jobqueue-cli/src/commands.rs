@@ -42,6 +42,8 @@ pub(crate) fn run(url: &str, command: Command, registry: Registry) -> Result<()>
         Command::Runners { json } => runners(url, json),
         Command::Doctor(doctor_args) => crate::doctor::run(url, doctor_args),
         Command::Dashboard(dashboard_args) => crate::dashboard::run(url, dashboard_args),
+        // Never here: `Cli::main_with` answers them without a database.
+        Command::Completions { .. } | Command::Man { .. } => Ok(()),
     }
 }
 

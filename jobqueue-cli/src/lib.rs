@@ -1,7 +1,9 @@
 //! The `jobqueue` command line for an application's own worker binary:
 //! `migrate`, `work`, `enqueue`, `list`, `show`, `stats`, `retry`, `cancel`,
 //! `prune`, `queue` (pause, resume, limit, list), `doctor`, `dashboard`, with the
-//! application's handlers for `work`.
+//! application's handlers for `work`; `--json` on the read commands; and
+//! `completions` and `man`, the shell completion scripts and man pages of
+//! the binary, made from the same command definitions.
 //!
 //! ```no_run
 //! use jobqueue_core::Job;
@@ -32,6 +34,7 @@ mod commands;
 mod dashboard;
 mod doctor;
 mod error;
+mod generate;
 mod json;
 mod output;
 mod terminal;
@@ -155,8 +158,9 @@ impl Cli {
         I: IntoIterator<Item = T>,
         T: Into<OsString> + Clone,
     {
+        let args: Vec<OsString> = args.into_iter().map(Into::into).collect();
         let parsed = E::augment_subcommands(Args::command())
-            .try_get_matches_from(args)
+            .try_get_matches_from(&args)
             .and_then(|matches| parse::<E>(&matches));
         let (global, command) = match parsed {
             Ok(parsed) => parsed,
@@ -173,11 +177,22 @@ impl Cli {
         init_logging(global.verbose);
         let result = match command {
             Parsed::Extra(extra) => extra.run(global.database_url),
-            Parsed::Ops(command) => match global.database_url {
-                Some(url) => commands::run(&url, *command, self.registry),
+            Parsed::Ops(command) => match (*command, global.database_url) {
+                // Made from the command definitions: no database needed.
+                (args::Command::Completions { shell }, _) => generate::completions(
+                    E::augment_subcommands(Args::command()),
+                    &generate::bin_name(args.first()),
+                    shell,
+                ),
+                (args::Command::Man { dir }, _) => generate::man(
+                    E::augment_subcommands(Args::command()),
+                    &generate::bin_name(args.first()),
+                    dir.as_deref(),
+                ),
+                (command, Some(url)) => commands::run(&url, command, self.registry),
                 // A worker missing its configuration must not look healthy
                 // while working some other database.
-                None => Err(CliError::Usage(
+                (_, None) => Err(CliError::Usage(
                     "no database given: set DATABASE_URL or pass --database-url".into(),
                 )),
             },

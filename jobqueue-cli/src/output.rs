@@ -17,6 +17,15 @@ pub(crate) fn line(args: std::fmt::Arguments<'_>) -> Result<(), CliError> {
         .map_err(CliError::Output)
 }
 
+/// Writes `data` to standard output as it is (a completion script, a man
+/// page); the write's error as [`line`]'s.
+pub(crate) fn bytes(data: &[u8]) -> Result<(), CliError> {
+    let mut out = std::io::stdout().lock();
+    out.write_all(data)
+        .and_then(|()| out.flush())
+        .map_err(CliError::Output)
+}
+
 /// Writes `value` as one JSON document: pretty, for the commands that print
 /// one (`show`, `stats`, `queue list`, `runners`, `cron list`, `doctor`).
 pub(crate) fn json_document<T: serde::Serialize>(value: &T) -> Result<(), CliError> {
