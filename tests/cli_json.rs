@@ -234,6 +234,7 @@ fn stats_queue_list_runners_and_cron_list_print_one_document_each() {
     );
     ok(&db, &["queue", "limit", "mail", "5"]);
     ok(&db, &["queue", "pause", "media"]);
+    ok(&db, &["queue", "rate", "mail", "100/1m"]);
     a_runner_and_a_schedule(&mut conn, "runner-1", Some("Europe/Paris"));
 
     let stats = document(&db, &["stats", "--json"]);
@@ -283,15 +284,26 @@ fn stats_queue_list_runners_and_cron_list_print_one_document_each() {
             "failed",
             "oldest_due_secs",
             "limit",
+            "rate_limit",
+            "rate_started",
+            "backoff_secs",
         ],
     );
     assert_eq!(mail["paused"], false);
     assert_eq!(mail["due"], 1);
     assert_eq!(mail["limit"], 5);
+    assert_eq!(
+        mail["rate_limit"],
+        serde_json::json!({"starts": 100, "period_secs": 60.0})
+    );
+    assert_eq!(mail["rate_started"], 0);
+    assert_eq!(mail["backoff_secs"], Value::Null);
     let media = named(&queues["queues"], "queue", "media");
     assert_eq!(media["paused"], true);
     assert_eq!(media["due"], 0);
     assert_eq!(media["limit"], Value::Null);
+    assert_eq!(media["rate_limit"], Value::Null);
+    assert_eq!(media["rate_started"], Value::Null);
 
     let runners = document(&db, &["runners", "--json"]);
     assert_fields(&runners, &["runners"]);

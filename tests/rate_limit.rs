@@ -249,3 +249,49 @@ fn a_429_holds_the_whole_queue_back_without_using_an_attempt() {
         1
     );
 }
+
+#[test]
+fn the_command_line_sets_shows_and_refuses_rates() {
+    let (db, mut conn) = TestDb::connected();
+    Noop { n: 1 }.enqueue(&mut conn).expect("enqueue");
+    let run = |args: &[&str]| jobqueue_tests::run_cli(WORKER, &db.url, args);
+
+    let (code, out, _) = run(&["queue", "rate", "default", "50/1s"]);
+    assert_eq!(code, Some(0), "{out}");
+    assert!(out.contains("at most 50 jobs started per 1s"), "{out}");
+    let (code, out, _) = run(&["queue", "list"]);
+    assert_eq!(code, Some(0));
+    let line = out
+        .lines()
+        .find(|l| l.starts_with("default"))
+        .expect("a line");
+    assert!(line.contains("50/1s"), "{out}");
+
+    // Bad input is exit code 2 and says what to write; an unknown queue
+    // names the known ones; nothing changed.
+    for (rate, says) in [
+        ("0/1s", "1 to 1000000"),
+        ("-5/1s", "not a whole number"),
+        ("50", "e.g. 50/1s"),
+        ("5/2d", "1 ms to 1 day"),
+        ("5/fortnight", "not a unit"),
+    ] {
+        let (code, _, err) = run(&["queue", "rate", "default", rate]);
+        assert_eq!(code, Some(2), "{rate}: {err}");
+        assert!(err.contains(says), "{rate}: {err}");
+    }
+    let (code, _, err) = run(&["queue", "rate", "defualt", "5/1s"]);
+    assert_ne!(code, Some(0), "{err}");
+    assert!(err.contains("defualt") && err.contains("default"), "{err}");
+    let queues = jobqueue_core::list_queues(&mut conn, Default::default()).expect("list");
+    assert_eq!(queues.len(), 1);
+    assert_eq!(
+        queues[0].rate_limit.map(|r| r.to_string()).as_deref(),
+        Some("50/1s")
+    );
+
+    let (code, out, _) = run(&["queue", "rate", "default", "--none"]);
+    assert_eq!(code, Some(0), "{out}");
+    let queues = jobqueue_core::list_queues(&mut conn, Default::default()).expect("list");
+    assert_eq!(queues[0].rate_limit, None);
+}

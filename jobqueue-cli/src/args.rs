@@ -147,8 +147,9 @@ pub(crate) enum CronCommand {
 /// `jobqueue queue ...`.
 #[derive(Debug, Subcommand)]
 pub(crate) enum QueueCommand {
-    /// Every queue with settings or live jobs: paused or not, due,
-    /// scheduled, unhandled and held jobs, oldest due age, global limit.
+    /// Every queue with settings or live jobs: paused, backing off or
+    /// active, due, scheduled, unhandled and held jobs, oldest due age,
+    /// global limit, rate limit and the starts in its window.
     List {
         /// Print one JSON document (fields in the guide).
         #[arg(long)]
@@ -168,6 +169,26 @@ pub(crate) enum QueueCommand {
     },
     /// Cap the jobs of a queue held at once by all runners together.
     Limit(LimitArgs),
+    /// Cap how many jobs of a queue start per period, by all runners
+    /// together (a sliding window: no window of the period holds more).
+    Rate(RateArgs),
+}
+
+/// `jobqueue queue rate`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct RateArgs {
+    /// The queue (one that has jobs, settings, a schedule or a runner).
+    pub(crate) name: String,
+    /// Most starts per period, as STARTS/PERIOD: 50/1s, 100/1m, 10/250ms.
+    #[arg(
+        value_parser = crate::rate::parse_rate,
+        allow_hyphen_values = true,
+        required_unless_present = "none"
+    )]
+    pub(crate) rate: Option<jobqueue_core::RateLimit>,
+    /// Remove the rate limit.
+    #[arg(long, conflicts_with = "rate")]
+    pub(crate) none: bool,
 }
 
 /// `jobqueue queue limit`.

@@ -709,6 +709,20 @@ fn queue(url: &str, command: QueueCommand) -> Result<()> {
             }
             Ok(())
         }
+        QueueCommand::Rate(args) => {
+            let rate = if args.none { None } else { args.rate };
+            jobqueue_core::set_queue_rate_limit(&mut conn, &args.name, rate)?;
+            let name = &args.name;
+            match rate {
+                Some(rate) => outln!(
+                    "queue {name}: at most {} jobs started per {:?} by all runners together",
+                    rate.starts(),
+                    rate.period()
+                )?,
+                None => outln!("queue {name}: no rate limit")?,
+            }
+            Ok(())
+        }
     }
 }
 
@@ -724,7 +738,7 @@ fn queue_list(conn: &mut PgConnection, json: bool) -> Result<()> {
         return Ok(());
     }
     outln!(
-        "{:<20} {:<8} {:>10} {:>10} {:>10} {:>8} {:>10} {:>12} {:>8}",
+        "{:<20} {:<8} {:>10} {:>10} {:>10} {:>8} {:>10} {:>12} {:>8} {:>12} {:>8}",
         "queue",
         "state",
         "due",
@@ -733,13 +747,20 @@ fn queue_list(conn: &mut PgConnection, json: bool) -> Result<()> {
         "held",
         "failed",
         "oldest due",
-        "limit"
+        "limit",
+        "rate",
+        "started"
     )?;
     for q in queues {
+        let state = match (q.paused, q.backoff_left()) {
+            (true, _) => "paused",
+            (false, Some(_)) => "backoff",
+            (false, None) => "active",
+        };
         outln!(
-            "{:<20} {:<8} {:>10} {:>10} {:>10} {:>8} {:>10} {:>12} {:>8}",
+            "{:<20} {:<8} {:>10} {:>10} {:>10} {:>8} {:>10} {:>12} {:>8} {:>12} {:>8}",
             shown(&q.queue),
-            if q.paused { "paused" } else { "active" },
+            state,
             q.count(JobStatus::Pending),
             q.count(JobStatus::Scheduled),
             q.count(JobStatus::Unhandled),
@@ -749,6 +770,14 @@ fn queue_list(conn: &mut PgConnection, json: bool) -> Result<()> {
             q.global_limit
                 .map(|n| n.to_string())
                 .unwrap_or_else(|| "-".into()),
+            q.rate_limit
+                .map(|rate| rate.to_string())
+                .unwrap_or_else(|| "-".into()),
+            if q.rate_limit.is_some() {
+                q.rate_used.to_string()
+            } else {
+                "-".into()
+            },
         )?;
     }
     Ok(())

@@ -183,6 +183,16 @@ pub(crate) struct QueueLine<'a> {
     failed: i64,
     oldest_due_secs: Option<f64>,
     limit: Option<i32>,
+    rate_limit: Option<Rate>,
+    rate_started: Option<i64>,
+    backoff_secs: Option<f64>,
+}
+
+/// A queue's rate limit in `queue list --json`.
+#[derive(Serialize)]
+struct Rate {
+    starts: u32,
+    period_secs: f64,
 }
 
 impl<'a> QueueLine<'a> {
@@ -197,6 +207,12 @@ impl<'a> QueueLine<'a> {
             failed: q.count(JobStatus::Failed),
             oldest_due_secs: q.oldest_due_age().map(|age| age.as_secs_f64()),
             limit: q.global_limit,
+            rate_limit: q.rate_limit.map(|rate| Rate {
+                starts: rate.starts(),
+                period_secs: rate.period().as_secs_f64(),
+            }),
+            rate_started: q.rate_limit.map(|_| q.rate_used),
+            backoff_secs: q.backoff_left().map(|left| left.as_secs_f64()),
         }
     }
 }

@@ -37,6 +37,7 @@ mod error;
 mod generate;
 mod json;
 mod output;
+mod rate;
 mod terminal;
 
 use std::ffi::OsString;
