@@ -180,6 +180,7 @@ fn show_prints_the_whole_job() {
                 "events_count",
                 "payload",
                 "errors",
+                "traceparent",
             ],
         ]
         .concat(),

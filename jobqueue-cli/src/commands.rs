@@ -460,6 +460,10 @@ fn show(url: &str, id: &str, json: bool) -> Result<()> {
         outln!("cancel:        requested")?;
     }
     outln!("last error:    {}", shown(&last_error(&job)))?;
+    outln!(
+        "traceparent:   {}",
+        shown(job.traceparent.as_deref().unwrap_or("-"))
+    )?;
     outln!("payload:       {}", job.payload)?;
     if let Some(errors) = job.errors.as_array().filter(|e| !e.is_empty()) {
         outln!("errors:")?;

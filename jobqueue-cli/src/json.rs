@@ -61,6 +61,7 @@ pub(crate) struct JobDetail<'a> {
     events_count: i32,
     payload: &'a serde_json::Value,
     errors: &'a serde_json::Value,
+    traceparent: Option<&'a str>,
 }
 
 impl<'a> JobDetail<'a> {
@@ -77,6 +78,7 @@ impl<'a> JobDetail<'a> {
             progress: job.progress,
             current_stage: job.current_stage.as_deref(),
             events_count: job.events_count,
+            traceparent: job.traceparent.as_deref(),
             payload: &job.payload,
             errors: &job.errors,
         }
