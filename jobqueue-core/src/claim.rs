@@ -436,6 +436,27 @@ impl Limited {
             first.map(|first| (first + period - self.now_at).to_std().unwrap_or_default());
         ((i64::from(starts) - used).max(0).into(), room_in)
     }
+
+    /// The time a claim made at `claimed_at` is kept under in the queue's
+    /// window: the end of its slot, a thousandth of the period long on a
+    /// fixed grid, so that the claims of one slot share an entry and the
+    /// window holds at most about a thousand. Never before `claimed_at`:
+    /// a start counts no shorter than its period. (Any time without a rate
+    /// limit: the entry is not kept.)
+    fn window_entry(&self, claimed_at: DateTime<Utc>) -> DateTime<Utc> {
+        let Some(secs) = self.rate_secs else {
+            return claimed_at;
+        };
+        let slot = ((secs * 1e6) as i64 / 1000).max(1);
+        let micros = claimed_at.timestamp_micros();
+        let end = micros.div_euclid(slot) * slot
+            + if micros.rem_euclid(slot) == 0 {
+                0
+            } else {
+                slot
+            };
+        DateTime::from_timestamp_micros(end).unwrap_or(claimed_at)
+    }
 }
 
 #[derive(QueryableByName)]
@@ -484,21 +505,77 @@ fn claim_limited(conn: &mut PgConnection, claim: &Claim) -> Result<Claimed> {
     // The jobs claimed, not those set aside; every one has the claim
     // statement's time.
     let claimed = || rows.iter().filter(|row| row.status == JobStatus::Claimed);
-    let (names, counts): (Vec<&str>, Vec<i32>) = limited
-        .iter()
-        .map(|queue| {
-            let took = claimed().filter(|row| row.queue == queue.name).count();
-            (queue.name.as_str(), i32::try_from(took).unwrap_or(i32::MAX))
-        })
-        .filter(|(_, took)| *took > 0)
-        .unzip();
-    if let (false, Some(claimed_at)) = (names.is_empty(), claimed().find_map(|row| row.claimed_at))
-    {
+    let Some(claimed_at) = claimed().find_map(|row| row.claimed_at) else {
+        return Ok(Claimed { rows, rate_room_in });
+    };
+    let mut names = Vec::new();
+    let mut counts = Vec::new();
+    let mut entries = Vec::new();
+    for queue in &limited {
+        let took = claimed().filter(|row| row.queue == queue.name).count();
+        if took > 0 {
+            names.push(queue.name.as_str());
+            counts.push(i32::try_from(took).unwrap_or(i32::MAX));
+            entries.push(queue.window_entry(claimed_at));
+        }
+    }
+    if !names.is_empty() {
         diesel::sql_query(sql::QUEUE_NOTE_CLAIMED)
             .bind::<Array<Text>, _>(names)
             .bind::<Array<Integer>, _>(counts)
+            .bind::<Array<Timestamptz>, _>(entries)
             .bind::<Timestamptz, _>(claimed_at)
             .execute(conn)?;
     }
     Ok(Claimed { rows, rate_room_in })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn limited(rate_secs: Option<f64>) -> Limited {
+        Limited {
+            name: "q".into(),
+            global_limit: None,
+            held_counted: None,
+            claimed_since: 0,
+            rate_starts: rate_secs.map(|_| 10),
+            rate_secs,
+            rate_at: Vec::new(),
+            rate_jobs: Vec::new(),
+            now_at: DateTime::from_timestamp_micros(0).expect("a time"),
+        }
+    }
+
+    fn at(micros: i64) -> DateTime<Utc> {
+        DateTime::from_timestamp_micros(micros).expect("a time")
+    }
+
+    #[test]
+    fn a_claim_is_kept_at_the_end_of_its_slot_never_before_it() {
+        // A period of 1 s: slots of 1 ms.
+        let queue = limited(Some(1.0));
+        assert_eq!(queue.window_entry(at(1_000_000)), at(1_000_000));
+        assert_eq!(queue.window_entry(at(1_000_001)), at(1_001_000));
+        assert_eq!(queue.window_entry(at(1_000_999)), at(1_001_000));
+        // Claims of one slot share it; the next slot's do not, however
+        // close (no chain of merges that keeps moving an entry on).
+        assert_eq!(queue.window_entry(at(1_001_001)), at(1_002_000));
+        // A 1 ms period has 1 µs slots; no rate limit keeps the time.
+        assert_eq!(limited(Some(0.001)).window_entry(at(7)), at(7));
+        assert_eq!(limited(None).window_entry(at(1_234)), at(1_234));
+    }
+
+    #[test]
+    fn the_room_left_counts_the_window_ending_now_and_says_when_it_frees() {
+        let mut queue = limited(Some(1.0));
+        queue.now_at = at(10_000_000);
+        queue.rate_at = vec![at(8_500_000), at(9_200_000), at(9_900_000)];
+        queue.rate_jobs = vec![5, 3, 4];
+        // The entry 1.5 s ago left the window: 7 of 10 used.
+        let (room, room_in) = queue.rate_room();
+        assert_eq!(room, Some(3));
+        assert_eq!(room_in, Some(Duration::from_millis(200)));
+    }
 }

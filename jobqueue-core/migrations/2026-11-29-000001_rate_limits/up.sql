@@ -6,9 +6,9 @@
 -- is kept in the queue's row itself, which claims of the queue lock and
 -- update in turn: `rate_at` holds the times of the claims within the last
 -- period (the database's clock at each claim statement), `rate_jobs` how
--- many jobs each took. Claims close together share an entry (kept at the
--- later time, which only counts them longer), so an entry covers at least
--- a thousandth of the period and the arrays stay short.
+-- many jobs each took. The claims of one slot, a thousandth of the period
+-- on a fixed grid, share an entry kept at the slot's end (which only counts
+-- them longer), so the arrays hold at most about a thousand entries.
 --
 -- `backoff_until`: no runner claims from the queue before this time; set by
 -- a job whose handler reported "rate limited, retry after D" (HTTP 429).

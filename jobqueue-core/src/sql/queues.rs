@@ -44,13 +44,12 @@ pub(crate) const QUEUE_COUNT_HELD: &str = "
     WHERE c.name = $1
     RETURNING c.held_counted";
 
-/// Notes what a claim made at `$3` (its rows' `claimed_at`) took from
+/// Notes what a claim made at `$4` (its rows' `claimed_at`) took from
 /// limited queues (rows locked by the caller), names `$1`, counts `$2`:
 /// adds it to the `claimed_since` of a queue with a global limit, and to
-/// the window of one with a rate limit, dropping the entries that left it.
-/// A claim less than a thousandth of the period after the window's last
-/// entry joins that entry, moved to `$3` (counted a little longer: never
-/// less), so the window holds at most about a thousand entries.
+/// the window of one with a rate limit under the time `$3` gives the queue
+/// (the end of the claim's slot: claims of one slot share an entry),
+/// dropping the entries that left the window of a claim at `$4`.
 pub(crate) const QUEUE_NOTE_CLAIMED: &str = "
     UPDATE jobqueue_queues AS c
     SET claimed_since = c.claimed_since
@@ -59,21 +58,15 @@ pub(crate) const QUEUE_NOTE_CLAIMED: &str = "
             SELECT coalesce(array_agg(w.at ORDER BY w.at), '{}'),
                    coalesce(array_agg(w.jobs ORDER BY w.at), '{}')
             FROM (
-                SELECT r.at, r.jobs
-                FROM unnest(c.rate_at, c.rate_jobs) WITH ORDINALITY AS r(at, jobs, i)
-                WHERE c.rate_starts IS NOT NULL
-                  AND r.at > $3 - c.rate_period
-                  AND NOT (r.i = cardinality(c.rate_at) AND r.at > $3 - c.rate_period / 1000)
-                UNION ALL
-                SELECT $3, n.n + coalesce((
-                    SELECT r.jobs
-                    FROM unnest(c.rate_at, c.rate_jobs) WITH ORDINALITY AS r(at, jobs, i)
-                    WHERE r.i = cardinality(c.rate_at) AND r.at > $3 - c.rate_period / 1000
-                ), 0)
-                WHERE c.rate_starts IS NOT NULL
+                SELECT r.at, sum(r.jobs)::int4 AS jobs
+                FROM (SELECT e.at, e.jobs FROM unnest(c.rate_at, c.rate_jobs) AS e(at, jobs)
+                      UNION ALL
+                      SELECT n.at, n.n) AS r
+                WHERE c.rate_starts IS NOT NULL AND r.at > $4 - c.rate_period
+                GROUP BY r.at
             ) AS w
         )
-    FROM unnest($1::text[], $2::int4[]) AS n(name, n)
+    FROM unnest($1::text[], $2::int4[], $3::timestamptz[]) AS n(name, n, at)
     WHERE c.name = n.name";
 
 /// Whether any queue among `$1` (all queues if empty) has a global limit
