@@ -13,6 +13,7 @@
 //! they are recovered.
 
 use std::fmt;
+use std::str::FromStr;
 use std::time::Duration;
 
 use diesel::prelude::*;
@@ -48,7 +49,7 @@ pub struct RateLimit {
 
 impl RateLimit {
     /// `starts` jobs per `period`: 1 to 1,000,000 starts per 1 ms to one
-    /// day (whole milliseconds). Anything else is [`Error::InvalidInput`]
+    /// day (whole milliseconds). Anything else is [`Error::InvalidOption`]
     /// naming the bound.
     pub fn new(starts: u32, period: Duration) -> Result<Self> {
         if !(1..=MAX_RATE_STARTS).contains(&starts) {
@@ -107,6 +108,97 @@ impl fmt::Display for RateLimit {
     }
 }
 
+/// What a rate limit's text looks like, said after every error reading one.
+const RATE_EXAMPLE: &str = "write starts per period, e.g. 50/1s, 100/1m or 10/250ms";
+
+impl FromStr for RateLimit {
+    type Err = Error;
+
+    /// `STARTS/PERIOD`, as an operator writes it: `50/1s`, `100/1m`,
+    /// `10/250ms`, `2/1.5s`. The period is a number and a unit (`ms`, `s`,
+    /// `m` or `min`, `h`, `d`), or a unit alone for one of it (`50/s`).
+    /// Text that is not a rate, or a rate [`RateLimit::new`] refuses, is
+    /// [`Error::InvalidOption`] saying what to write.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use jobqueue_core::RateLimit;
+    ///
+    /// let limit: RateLimit = "100/1m".parse()?;
+    /// assert_eq!(limit, RateLimit::new(100, Duration::from_secs(60))?);
+    /// assert_eq!("50/s".parse::<RateLimit>()?.to_string(), "50/1s");
+    /// let error = "5/fortnight".parse::<RateLimit>().unwrap_err();
+    /// assert!(error.to_string().contains("not a unit"));
+    /// # Ok::<(), jobqueue_core::Error>(())
+    /// ```
+    fn from_str(text: &str) -> Result<Self> {
+        let invalid =
+            |what: String| Error::invalid("rate limit", format!("{what}: {RATE_EXAMPLE}"));
+        if text.trim().is_empty() {
+            return Err(invalid("no rate given".to_owned()));
+        }
+        let Some((starts, period)) = text.trim().split_once('/') else {
+            return Err(invalid(format!("`{text}` is not a rate")));
+        };
+        let starts: u32 = starts.trim().parse().map_err(|_| {
+            invalid(format!(
+                "`{}` in `{text}` is not a whole number of starts",
+                starts.trim()
+            ))
+        })?;
+        let period =
+            parse_period(period.trim()).map_err(|what| invalid(format!("{what} in `{text}`")))?;
+        RateLimit::new(starts, period)
+    }
+}
+
+/// A rate's period: a number and a unit, or a unit alone (one of it).
+/// The error says what was wrong with it.
+fn parse_period(text: &str) -> std::result::Result<Duration, String> {
+    let digits = text
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(digits);
+    let number: f64 = if number.is_empty() {
+        1.0
+    } else {
+        number
+            .parse()
+            .map_err(|_| format!("`{number}` is not a number"))?
+    };
+    let millis_per_unit = match unit.trim() {
+        "ms" => 1.0,
+        "s" => 1_000.0,
+        "m" | "min" => 60_000.0,
+        "h" => 3_600_000.0,
+        "d" => 86_400_000.0,
+        "" => {
+            return Err(format!(
+                "the period `{text}` has no unit (ms, s, m, h or d)"
+            ));
+        }
+        other if !other.chars().all(|c| c.is_ascii_alphabetic()) => {
+            return Err(format!(
+                "`{text}` is not a period (a number and a unit, e.g. 1s)"
+            ));
+        }
+        other => {
+            return Err(format!(
+                "`{other}` is not a unit (write ms, s, m or min, h, or d)"
+            ));
+        }
+    };
+    let millis = number * millis_per_unit;
+    if (millis - millis.round()).abs() > 1e-6 {
+        return Err(format!(
+            "the period `{text}` is not a whole number of milliseconds"
+        ));
+    }
+    // Out-of-range periods are RateLimit::new's to refuse; the cap keeps
+    // the conversion exact for anything up to far past a day.
+    Ok(Duration::from_millis(millis.round().clamp(0.0, 1e15) as u64))
+}
+
 /// Sets `queue`'s rate limit (`None` removes it), fleet-wide, from the
 /// next claim on; a runner that learns of a queue's first limit later
 /// leaves the queue out of its claims until it does (within its poll
@@ -140,4 +232,56 @@ pub fn set_queue_rate_limit(
             Err(unknown(conn, queue))
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rate(starts: u32, period: Duration) -> RateLimit {
+        RateLimit::new(starts, period).expect("a limit")
+    }
+
+    #[test]
+    fn rates_read_as_starts_per_period() {
+        let cases = [
+            ("50/1s", rate(50, Duration::from_secs(1))),
+            ("50/s", rate(50, Duration::from_secs(1))),
+            ("100/1m", rate(100, Duration::from_secs(60))),
+            ("100/min", rate(100, Duration::from_secs(60))),
+            (" 10 / 250ms ", rate(10, Duration::from_millis(250))),
+            ("2/1.5s", rate(2, Duration::from_millis(1500))),
+            ("7/h", rate(7, Duration::from_secs(3600))),
+            ("1/1d", rate(1, Duration::from_secs(86_400))),
+        ];
+        for (text, limit) in cases {
+            assert_eq!(text.parse::<RateLimit>().ok(), Some(limit), "{text}");
+            // What it shows reads back as itself.
+            assert_eq!(limit.to_string().parse::<RateLimit>().ok(), Some(limit));
+        }
+    }
+
+    #[test]
+    fn bad_rates_say_what_to_write() {
+        let cases = [
+            ("50", "e.g. 50/1s"),
+            ("", "no rate given"),
+            (" ", "no rate given"),
+            ("0/1s", "1 to 1000000"),
+            ("-5/1s", "not a whole number"),
+            ("x/1s", "not a whole number"),
+            ("5/0s", "1 ms to 1 day"),
+            ("5/2d", "1 ms to 1 day"),
+            ("5/fortnight", "`fortnight` is not a unit"),
+            ("5/10", "has no unit"),
+            ("5/-1s", "not a period"),
+            ("5/1.5ms", "whole number of milliseconds"),
+            ("5/..s", "not a number"),
+        ];
+        for (text, says) in cases {
+            let error = text.parse::<RateLimit>().expect_err(text).to_string();
+            assert!(error.contains(says), "{text}: {error}");
+            assert!(error.starts_with("invalid rate limit"), "{text}: {error}");
+        }
+    }
 }
