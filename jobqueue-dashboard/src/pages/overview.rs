@@ -135,31 +135,33 @@ fn rate(q: &QueueInfo) -> Markup {
 
 /// The forms that set a queue's rate limit and its global limit.
 fn limit_forms(ctx: &Ctx<'_>, queues: &[QueueInfo]) -> Markup {
-    let choose = html! {
-        label { "queue"
-            select name="name" {
-                @for q in queues { option value=(q.queue) { (q.queue) } }
+    // One form per limit: the queue, the limit's field, its button.
+    let form = |id: &str, path: &str, field: Markup, button: &str| {
+        html! {
+            form.filters id=(id) method="post" action=(ctx.link(path)) {
+                (ctx.csrf_field())
+                label { "queue"
+                    select name="name" {
+                        @for q in queues { option value=(q.queue) { (q.queue) } }
+                    }
+                }
+                (field)
+                button type="submit" { (button) }
             }
         }
     };
     html! {
         h2 { "Limits" }
-        form.filters #set-rate method="post" action=(ctx.link("/queues/rate")) {
-            (ctx.csrf_field())
-            (choose)
+        (form("set-rate", "/queues/rate", html! {
             label { "rate limit (starts/period)"
                 input type="text" name="rate" placeholder="50/1s" size="10" required;
             }
-            button type="submit" { "Set rate limit" }
-        }
-        form.filters #set-limit method="post" action=(ctx.link("/queues/limit")) {
-            (ctx.csrf_field())
-            (choose)
+        }, "Set rate limit"))
+        (form("set-limit", "/queues/limit", html! {
             label { "global limit (jobs held at once)"
                 input type="number" name="limit" min="1" placeholder="5" required;
             }
-            button type="submit" { "Set global limit" }
-        }
+        }, "Set global limit"))
         p.note {
             "Both hold for all runners together. A rate limit is jobs started per period: "
             code { "50/1s" } ", " code { "100/1m" } ", " code { "10/250ms" }
