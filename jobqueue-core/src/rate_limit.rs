@@ -142,15 +142,18 @@ impl FromStr for RateLimit {
         };
         let starts: u32 = starts.trim().parse().map_err(|_| {
             invalid(format!(
-                "`{}` in `{text}` is not a whole number of starts",
+                "in `{text}`, `{}` is not a whole number of starts",
                 starts.trim()
             ))
         })?;
         let period =
-            parse_period(period.trim()).map_err(|what| invalid(format!("{what} in `{text}`")))?;
+            parse_period(period.trim()).map_err(|what| invalid(format!("in `{text}`, {what}")))?;
         RateLimit::new(starts, period)
     }
 }
+
+/// The units of a rate's period.
+const UNITS: &str = "ms, s, m or min, h, d";
 
 /// A rate's period: a number and a unit, or a unit alone (one of it).
 /// The error says what was wrong with it.
@@ -173,19 +176,15 @@ fn parse_period(text: &str) -> std::result::Result<Duration, String> {
         "h" => 3_600_000.0,
         "d" => 86_400_000.0,
         "" => {
-            return Err(format!(
-                "the period `{text}` has no unit (ms, s, m, h or d)"
-            ));
+            return Err(format!("the period `{text}` has no unit ({UNITS})"));
         }
         other if !other.chars().all(|c| c.is_ascii_alphabetic()) => {
             return Err(format!(
-                "`{text}` is not a period (a number and a unit, e.g. 1s)"
+                "`{text}` is not a period (a number and a unit: {UNITS})"
             ));
         }
         other => {
-            return Err(format!(
-                "`{other}` is not a unit (write ms, s, m or min, h, or d)"
-            ));
+            return Err(format!("`{other}` is not a unit ({UNITS})"));
         }
     };
     let millis = number * millis_per_unit;
