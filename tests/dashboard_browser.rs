@@ -248,6 +248,10 @@ fn assert_shows_job(tab: &Tab, job: &JobRow) {
             job.unique_key.clone().unwrap_or_else(|| "-".into()),
         ),
         (
+            "traceparent",
+            job.traceparent.clone().unwrap_or_else(|| "-".into()),
+        ),
+        (
             "last error",
             job.last_error.clone().unwrap_or_else(|| "-".into()),
         ),
