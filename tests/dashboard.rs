@@ -292,7 +292,7 @@ fn queue_limits_are_shown_and_their_forms_set_and_remove_them() {
     let back = site.get(set.location.as_deref().expect("a redirect")).body;
     assert_contains(
         &back,
-        &["queue mail: at most 50 jobs started per 3600s by all runners together"],
+        &["queue mail: at most 50 jobs started per 1h by all runners together"],
     );
     let hourly = "50/1h".parse().expect("a rate");
     assert_eq!(limits_of(&mut conn, "mail"), (Some(hourly), None));
@@ -319,7 +319,7 @@ fn queue_limits_are_shown_and_their_forms_set_and_remove_them() {
     .expect("a back-off");
     let overview = site.get("/").body;
     let mail = queue_row(&overview, "mail");
-    assert_contains(mail, &["37 of 50/3600s", "status active", "Remove rate"]);
+    assert_contains(mail, &["37 of 50/1h", "status active", "Remove rate"]);
     assert!(!mail.contains("Remove limit"), "{mail}");
     let api = queue_row(&overview, "api");
     assert_contains(
@@ -384,7 +384,7 @@ fn queue_limits_are_shown_and_their_forms_set_and_remove_them() {
     config.read_only = true;
     let read_only = Site::start(config);
     let page = read_only.get("/").body;
-    assert_contains(queue_row(&page, "mail"), &["0 of 50/3600s"]);
+    assert_contains(queue_row(&page, "mail"), &["0 of 50/1h"]);
     assert!(
         !page.contains("set-rate") && !page.contains("Remove rate"),
         "{page}"

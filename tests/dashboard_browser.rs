@@ -613,15 +613,15 @@ fn every_action_pressed_in_the_browser_changes_the_database() {
     stop_refresh(&tab);
     assert_eq!(
         notice(&tab),
-        "queue mail: at most 50 jobs started per 3600s by all runners together"
+        "queue mail: at most 50 jobs started per 1h by all runners together"
     );
     assert_eq!(
         rate_of(&mut conn).map(|r| r.to_string()),
-        Some("50/3600s".into())
+        Some("50/1h".into())
     );
     assert_eq!(
         tab.text("#queues tr[data-queue=\"mail\"] td.rate"),
-        "0 of 50/3600s"
+        "0 of 50/1h"
     );
     assert_overview_matches(&tab, &mut conn);
     tab.screenshot("after-set-rate");
@@ -634,7 +634,7 @@ fn every_action_pressed_in_the_browser_changes_the_database() {
     assert!(said.contains("`fortnight` is not a unit"), "{said}");
     assert_eq!(
         rate_of(&mut conn).map(|r| r.to_string()),
-        Some("50/3600s".into())
+        Some("50/1h".into())
     );
     open(&tab, &site.url("/"), "Overview");
     stop_refresh(&tab);

@@ -719,9 +719,9 @@ fn queue(url: &str, command: QueueCommand) -> Result<()> {
             let name = &args.name;
             match rate {
                 Some(rate) => outln!(
-                    "queue {name}: at most {} jobs started per {:?} by all runners together",
+                    "queue {name}: at most {} jobs started per {} by all runners together",
                     rate.starts(),
-                    rate.period()
+                    rate.period_text()
                 )?,
                 None => outln!("queue {name}: no rate limit")?,
             }

@@ -37,7 +37,7 @@ pub const MAX_RATE_PERIOD: Duration = Duration::from_secs(86_400);
 /// use jobqueue_core::RateLimit;
 ///
 /// let limit = RateLimit::new(100, Duration::from_secs(60))?;
-/// assert_eq!(limit.to_string(), "100/60s");
+/// assert_eq!(limit.to_string(), "100/1m");
 /// assert!(RateLimit::new(0, Duration::from_secs(1)).is_err());
 /// # Ok::<(), jobqueue_core::Error>(())
 /// ```
@@ -95,16 +95,29 @@ impl RateLimit {
     }
 }
 
-impl fmt::Display for RateLimit {
-    /// `starts/period`, the period in the largest whole unit: `50/1s`,
-    /// `100/60s`, `10/250ms`.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+impl RateLimit {
+    /// The period as the text form writes it, in its largest whole unit:
+    /// `1s`, `1m`, `90s`, `1h`, `1d`, `250ms`.
+    pub fn period_text(&self) -> String {
         let millis = self.period.as_millis();
-        if millis.is_multiple_of(1000) {
-            write!(f, "{}/{}s", self.starts, millis / 1000)
-        } else {
-            write!(f, "{}/{millis}ms", self.starts)
-        }
+        let (size, unit) = [
+            (86_400_000, "d"),
+            (3_600_000, "h"),
+            (60_000, "m"),
+            (1000, "s"),
+        ]
+        .into_iter()
+        .find(|(size, _)| millis.is_multiple_of(*size))
+        .unwrap_or((1, "ms"));
+        format!("{}{unit}", millis / size)
+    }
+}
+
+impl fmt::Display for RateLimit {
+    /// `starts/period`, the period in its largest whole unit: `50/1s`,
+    /// `100/1m`, `10/250ms` (what [`FromStr`] reads back).
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.starts, self.period_text())
     }
 }
 

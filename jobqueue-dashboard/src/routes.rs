@@ -178,9 +178,9 @@ fn queue_action(
             let rate: RateLimit = form.exact("rate").unwrap_or_default().parse()?;
             jobqueue_core::set_queue_rate_limit(conn, name, Some(rate))?;
             format!(
-                "queue {name}: at most {} jobs started per {:?} by all runners together",
+                "queue {name}: at most {} jobs started per {} by all runners together",
                 rate.starts(),
-                rate.period()
+                rate.period_text()
             )
         }
         "remove-rate" => {
