@@ -9,6 +9,7 @@ use diesel::prelude::*;
 use diesel::sql_types::BigInt;
 
 pub mod browser;
+pub mod example;
 pub mod jobs;
 pub mod kit_jobs;
 pub mod markdown;

@@ -9,59 +9,9 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 
+use jobqueue_tests::example::example_binary;
 use jobqueue_tests::raw_http::{RawResponse, exchange, form};
 use jobqueue_tests::{TestDb, WAIT_LIMIT, count_where, poll_until, scalar, wait_for};
-
-/// The example's executable, built (or found up to date) by cargo with the
-/// test's own profile and target directory: `cargo test --test
-/// async_signup` alone does not build the package's examples.
-fn example_binary() -> PathBuf {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let mut command = Command::new(cargo);
-    // What cargo set for this test's own process is not the build's: a
-    // build script that reads one (ring's reads CARGO_MANIFEST_DIR) would
-    // see it changed and rebuild, here and again in the next `cargo test`.
-    for (name, _) in std::env::vars_os() {
-        let name = name.to_string_lossy();
-        if name.starts_with("CARGO_PKG_")
-            || name.starts_with("CARGO_MANIFEST_")
-            || name.starts_with("CARGO_BIN_")
-            || [
-                "CARGO_CRATE_NAME",
-                "CARGO_PRIMARY_PACKAGE",
-                "CARGO_TARGET_TMPDIR",
-                "OUT_DIR",
-            ]
-            .contains(&name.as_ref())
-        {
-            command.env_remove(name.as_ref());
-        }
-    }
-    let output = command
-        .args([
-            "build",
-            "--package",
-            "jobqueue-tests",
-            "--example",
-            "async_signup",
-            "--message-format",
-            "json-render-diagnostics",
-        ])
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .stderr(Stdio::inherit())
-        .output()
-        .expect("run cargo build");
-    assert!(
-        output.status.success(),
-        "cargo build --example async_signup"
-    );
-    String::from_utf8_lossy(&output.stdout)
-        .lines()
-        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
-        .filter(|message| message["target"]["name"] == "async_signup")
-        .find_map(|message| message["executable"].as_str().map(PathBuf::from))
-        .expect("cargo names the example's executable")
-}
 
 /// The example running on a database, killed when dropped (if still
 /// running). Its stdout is read line by line on a thread of its own (the
@@ -80,7 +30,7 @@ impl Service {
             std::process::id(),
             fastrand::u32(..)
         ));
-        let mut child = Command::new(example_binary())
+        let mut child = Command::new(example_binary("async_signup"))
             .args(["--listen", "127.0.0.1:0"])
             .env("DATABASE_URL", url)
             .env("RUST_LOG", "warn")

@@ -500,8 +500,24 @@ fn cancel_retry_prune() {
 fn every_subcommand_has_help() {
     let db = TestDb::new();
     for sub in [
-        "migrate", "work", "enqueue", "list", "show", "stats", "retry", "cancel", "delete",
-        "prune", "queue", "cron", "runners", "doctor", "demo", "bench",
+        "migrate",
+        "work",
+        "enqueue",
+        "list",
+        "show",
+        "stats",
+        "retry",
+        "cancel",
+        "delete",
+        "prune",
+        "queue",
+        "cron",
+        "runners",
+        "doctor",
+        "demo",
+        "bench",
+        "completions",
+        "man",
     ] {
         let help = ok(&db, &[sub, "--help"]);
         assert!(help.contains("Usage"), "{sub} --help: {help}");

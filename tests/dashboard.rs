@@ -1,5 +1,6 @@
 //! The dashboard over HTTP: every page answers, filters and pages, actions
-//! change the database through the library calls, and what must be
+//! change the database through the library calls (queue limits shown and
+//! set, bad ones refused with the library's reason), and what must be
 //! refused is: a POST without its CSRF token, any action when read-only, a
 //! request without the access token, a non-loopback address without one.
 //! Hostile text from the database is escaped.
@@ -246,6 +247,158 @@ fn actions_change_the_database_and_say_what_they_did() {
     assert!(paused.contains("status paused"), "{paused}");
     site.post("/queues/mail/resume", &[("csrf", &csrf)]);
     assert!(!site.get("/").body.contains("status paused"));
+}
+
+/// The overview's row of `queue`.
+fn queue_row<'a>(page: &'a str, queue: &str) -> &'a str {
+    let start = page
+        .find(&format!("data-queue=\"{queue}\""))
+        .unwrap_or_else(|| panic!("no row of {queue} in:\n{page}"));
+    let row = &page[start..];
+    &row[..row.find("</tr>").expect("the row's end")]
+}
+
+/// The rate limit and global limit of `queue`, as the library lists them.
+fn limits_of(
+    conn: &mut diesel::PgConnection,
+    queue: &str,
+) -> (Option<jobqueue_core::RateLimit>, Option<i32>) {
+    let queues = jobqueue_core::list_queues(conn, Default::default()).expect("list");
+    let q = queues
+        .iter()
+        .find(|q| q.queue == queue)
+        .unwrap_or_else(|| panic!("no queue {queue}"));
+    (q.rate_limit, q.global_limit)
+}
+
+#[test]
+fn queue_limits_are_shown_and_their_forms_set_and_remove_them() {
+    use diesel::RunQueryDsl;
+    let (db, mut conn) = TestDb::connected();
+    put(&mut conn, 2, "mail.send", JobOptions::new().queue("mail"));
+    put(&mut conn, 1, "api.call", JobOptions::new().queue("api"));
+    let site = Site::start(DashboardConfig::new(&db.url));
+    let overview = site.get("/").body;
+    assert_contains(&overview, &["id=\"set-rate\"", "id=\"set-limit\""]);
+    assert!(!overview.contains("Remove rate"), "nothing to remove yet");
+    let csrf = jobqueue_tests::csrf_token(&overview);
+
+    // Set a rate on mail, a global limit on api; each says what it did.
+    let set = site.post(
+        "/queues/rate",
+        &[("csrf", &csrf), ("name", "mail"), ("rate", "50/1h")],
+    );
+    assert_eq!(set.status, 303, "{}", set.body);
+    let back = site.get(set.location.as_deref().expect("a redirect")).body;
+    assert_contains(
+        &back,
+        &["queue mail: at most 50 jobs started per 1h by all runners together"],
+    );
+    let hourly = "50/1h".parse().expect("a rate");
+    assert_eq!(limits_of(&mut conn, "mail"), (Some(hourly), None));
+    let limited = site.post(
+        "/queues/limit",
+        &[("csrf", &csrf), ("name", "api"), ("limit", "5")],
+    );
+    assert_eq!(limited.status, 303, "{}", limited.body);
+    assert_eq!(limits_of(&mut conn, "api"), (None, Some(5)));
+
+    // 37 starts in mail's window, and api backing off after a 429: the
+    // rows show the use of the rate, the limit, and the time left.
+    diesel::sql_query(
+        "UPDATE jobqueue_queues SET rate_at = ARRAY[now()], rate_jobs = ARRAY[37] \
+         WHERE name = 'mail'",
+    )
+    .execute(&mut conn)
+    .expect("starts in the window");
+    diesel::sql_query(
+        "UPDATE jobqueue_queues SET backoff_until = now() + interval '1 hour' \
+         WHERE name = 'api'",
+    )
+    .execute(&mut conn)
+    .expect("a back-off");
+    let overview = site.get("/").body;
+    let mail = queue_row(&overview, "mail");
+    assert_contains(mail, &["37 of 50/1h", "status active", "Remove rate"]);
+    assert!(!mail.contains("Remove limit"), "{mail}");
+    let api = queue_row(&overview, "api");
+    assert_contains(
+        api,
+        &[
+            "status backoff",
+            "m 5",
+            "s left",
+            "<td class=\"num limit\">5</td>",
+            "Remove limit",
+        ],
+    );
+    assert!(api.contains("<td class=\"num rate\">-</td>"), "{api}");
+
+    // Bad input: the library's reason on the page, nothing changed.
+    for (path, field, value, says) in [
+        ("/queues/rate", "rate", "0/1s", "1 to 1000000"),
+        (
+            "/queues/rate",
+            "rate",
+            "5/fortnight",
+            "`fortnight` is not a unit",
+        ),
+        ("/queues/rate", "rate", "", "no rate given"),
+        ("/queues/rate", "rate", "5/2d", "1 ms to 1 day"),
+        ("/queues/limit", "limit", "0", "give at least 1"),
+        ("/queues/limit", "limit", "many", "not a whole number"),
+    ] {
+        let name = if field == "rate" { "mail" } else { "api" };
+        let refused = site.post(path, &[("csrf", &csrf), ("name", name), (field, value)]);
+        assert_eq!(refused.status, 400, "{value}: {}", refused.body);
+        assert_contains(&refused.body, &[says]);
+    }
+    assert_eq!(limits_of(&mut conn, "mail"), (Some(hourly), None));
+    assert_eq!(limits_of(&mut conn, "api"), (None, Some(5)));
+    // A queue nothing names: the known ones are listed.
+    let unknown = site.post(
+        "/queues/rate",
+        &[("csrf", &csrf), ("name", "mial"), ("rate", "5/1s")],
+    );
+    assert_eq!(unknown.status, 404, "{}", unknown.body);
+    assert_contains(&unknown.body, &["no queue named `mial`", "mail"]);
+
+    // Removed: the rows show none, and no button to remove them.
+    for (path, name) in [
+        ("/queues/remove-rate", "mail"),
+        ("/queues/remove-limit", "api"),
+    ] {
+        let removed = site.post(path, &[("csrf", &csrf), ("name", name)]);
+        assert_eq!(removed.status, 303, "{path}: {}", removed.body);
+    }
+    assert_eq!(limits_of(&mut conn, "mail"), (None, None));
+    assert_eq!(limits_of(&mut conn, "api"), (None, None));
+    let overview = site.get("/").body;
+    assert!(queue_row(&overview, "mail").contains("<td class=\"num rate\">-</td>"));
+    assert!(!overview.contains("Remove rate") && !overview.contains("Remove limit"));
+
+    // Read-only: the limits show, no form to change them, and a POST is
+    // refused before it changes anything.
+    jobqueue_core::set_queue_rate_limit(&mut conn, "mail", Some(hourly)).expect("set");
+    let mut config = DashboardConfig::new(&db.url);
+    config.read_only = true;
+    let read_only = Site::start(config);
+    let page = read_only.get("/").body;
+    assert_contains(queue_row(&page, "mail"), &["0 of 50/1h"]);
+    assert!(
+        !page.contains("set-rate") && !page.contains("Remove rate"),
+        "{page}"
+    );
+    for (path, field, value) in [
+        ("/queues/rate", "rate", "5/1s"),
+        ("/queues/remove-rate", "rate", ""),
+        ("/queues/limit", "limit", "3"),
+    ] {
+        let refused = read_only.post(path, &[("csrf", &csrf), ("name", "mail"), (field, value)]);
+        assert_eq!(refused.status, 403, "{path}");
+        assert_contains(&refused.body, &["read-only"]);
+    }
+    assert_eq!(limits_of(&mut conn, "mail"), (Some(hourly), None));
 }
 
 #[test]

@@ -3,8 +3,9 @@
 //! pages through its form and its "Next page" link; a job opened from a
 //! list shows its row; every action is pressed as a person would (retry
 //! from a job and from the dead letter, retry every matching failed job
-//! after its count, pause and resume a queue and a schedule, run a schedule
-//! now, cancel, delete), and the database is checked after each. Hostile
+//! after its count, pause and resume a queue and a schedule, set and remove
+//! a queue's rate limit, run a schedule now, cancel, delete), and the
+//! database is checked after each. Hostile
 //! text in every field the pages show reads back verbatim and runs nothing;
 //! a form without its CSRF token, or any form in a read-only dashboard, is
 //! refused and changes nothing.
@@ -247,6 +248,10 @@ fn assert_shows_job(tab: &Tab, job: &JobRow) {
             job.unique_key.clone().unwrap_or_else(|| "-".into()),
         ),
         (
+            "traceparent",
+            job.traceparent.clone().unwrap_or_else(|| "-".into()),
+        ),
+        (
             "last error",
             job.last_error.clone().unwrap_or_else(|| "-".into()),
         ),
@@ -283,8 +288,8 @@ fn assert_shows_job(tab: &Tab, job: &JobRow) {
     assert_eq!(buttons(tab), allowed);
 }
 
-/// The overview's queue rows (name, state, due, scheduled, failed) against
-/// `list_queues`.
+/// The overview's queue rows (name, state, counts, limits, buttons)
+/// against `list_queues`.
 fn assert_overview_matches(tab: &Tab, conn: &mut PgConnection) {
     let queues =
         jobqueue_core::list_queues(conn, jobqueue_core::Counting::Live).expect("list queues");
@@ -313,8 +318,19 @@ fn assert_overview_matches(tab: &Tab, conn: &mut PgConnection) {
             "queue {}",
             q.queue
         );
-        let action = if q.paused { "Resume" } else { "Pause" };
-        assert_eq!(row[9], action, "queue {}", q.queue);
+        let limit = q.global_limit.map_or("-".into(), |n| n.to_string());
+        let rate = q
+            .rate_limit
+            .map_or("-".into(), |r| format!("{} of {r}", q.rate_used));
+        assert_eq!(row[8..10], [limit, rate], "queue {}", q.queue);
+        let mut actions = if q.paused { "Resume" } else { "Pause" }.to_owned();
+        if q.global_limit.is_some() {
+            actions.push_str(" Remove limit");
+        }
+        if q.rate_limit.is_some() {
+            actions.push_str(" Remove rate");
+        }
+        assert_eq!(row[10], actions, "queue {}", q.queue);
     }
 }
 
@@ -580,6 +596,53 @@ fn every_action_pressed_in_the_browser_changes_the_database() {
         assert_overview_matches(&tab, &mut conn);
         tab.screenshot(&format!("after-{}-queue", label.to_lowercase()));
     }
+
+    // Set a rate limit on mail with the form under the table; the row shows
+    // it with the starts in its window. A rate that is not one gets the
+    // library's reason; the row's button removes the limit.
+    let rate_of = |conn: &mut PgConnection| {
+        jobqueue_core::list_queues(conn, jobqueue_core::Counting::Live)
+            .expect("list queues")
+            .into_iter()
+            .find(|q| q.queue == "mail")
+            .and_then(|q| q.rate_limit)
+    };
+    tab.fill("#set-rate select[name=name]", "mail");
+    tab.fill("#set-rate input[name=rate]", "50/1h");
+    tab.submit("#set-rate");
+    stop_refresh(&tab);
+    assert_eq!(
+        notice(&tab),
+        "queue mail: at most 50 jobs started per 1h by all runners together"
+    );
+    assert_eq!(
+        rate_of(&mut conn).map(|r| r.to_string()),
+        Some("50/1h".into())
+    );
+    assert_eq!(
+        tab.text("#queues tr[data-queue=\"mail\"] td.rate"),
+        "0 of 50/1h"
+    );
+    assert_overview_matches(&tab, &mut conn);
+    tab.screenshot("after-set-rate");
+    tab.fill("#set-rate select[name=name]", "mail");
+    tab.fill("#set-rate input[name=rate]", "5/fortnight");
+    tab.submit("#set-rate");
+    tab.wait_for_text("main h1", "Not understood");
+    assert_eq!(http_status(&tab), 400);
+    let said = tab.text("p.notice.error");
+    assert!(said.contains("`fortnight` is not a unit"), "{said}");
+    assert_eq!(
+        rate_of(&mut conn).map(|r| r.to_string()),
+        Some("50/1h".into())
+    );
+    open(&tab, &site.url("/"), "Overview");
+    stop_refresh(&tab);
+    tab.follow("#queues tr[data-queue=\"mail\"] form[action$=\"/remove-rate\"] button");
+    stop_refresh(&tab);
+    assert_eq!(notice(&tab), "queue mail: no rate limit");
+    assert_eq!(rate_of(&mut conn), None);
+    assert_overview_matches(&tab, &mut conn);
 
     // Cancel a pending job from its page.
     open(

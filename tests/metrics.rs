@@ -1,12 +1,14 @@
 //! Prometheus metrics: runner processes serve what they did by queue and
-//! type, one of them the table-wide queue gauges (zero-filled, handed on
-//! when it dies), and a metrics address that cannot be bound refuses the
-//! start.
+//! type, one of them the table-wide queue gauges (zero-filled, with each
+//! queue's limits, their use and its back-off, handed on when it dies),
+//! and a metrics address that cannot be bound refuses the start.
 
 use std::time::Duration;
 
 use diesel::RunQueryDsl;
-use jobqueue_core::{JobOptions, NewJob, enqueue_many};
+use jobqueue_core::{
+    JobOptions, NewJob, RateLimit, enqueue_many, set_queue_limit, set_queue_rate_limit,
+};
 use jobqueue_runner::{MetricsMode, Registry, Runner, RunnerConfig};
 use jobqueue_tests::fault::{Proc, runner_flags};
 use jobqueue_tests::jobs::{Noop, Panic};
@@ -191,6 +193,75 @@ fn a_runner_serves_what_it_did_by_queue_and_type_and_the_queue_gauges() {
         matches!(other, Err(ureq::Error::StatusCode(404))),
         "{other:?}"
     );
+    runner.proc.signal("TERM");
+}
+
+#[test]
+fn the_queue_gauges_show_each_limit_its_use_and_a_back_off() {
+    let (db, mut conn) = TestDb::connected();
+    // Five jobs under two starts a day: two start, three wait on the rate.
+    put_many(&mut conn, &noops(5), &JobOptions::new().queue("rated"));
+    let daily = RateLimit::new(2, Duration::from_secs(86_400)).expect("a limit");
+    set_queue_rate_limit(&mut conn, "rated", Some(daily)).expect("set the rate");
+    set_queue_limit(&mut conn, "capped", Some(3)).expect("set the limit");
+    // A handler's "rate limited, retry after 1 h" on capped.
+    diesel::sql_query(
+        "UPDATE jobqueue_queues SET backoff_until = now() + interval '1 hour' \
+         WHERE name = 'capped'",
+    )
+    .execute(&mut conn)
+    .expect("back off");
+    let runner = MetricsRunner::start(&db, "metrics-limits");
+    let rated = [("queue", "rated")];
+    let capped = [("queue", "capped")];
+    wait_for("two starts in the window", Duration::from_secs(10), || {
+        let page = runner.scrape();
+        page.value("jobqueue_queue_rate_started", &rated) == Some(2.0)
+            && page.value("jobqueue_queue_jobs", &[rated[0], ("state", "due")]) == Some(3.0)
+            && page.value("jobqueue_queue_jobs", &[rated[0], ("state", "held")]) == Some(0.0)
+    });
+    let page = runner.scrape();
+    assert_eq!(page.get("jobqueue_queue_rate_limit_starts", &rated), 2.0);
+    assert_eq!(
+        page.get("jobqueue_queue_rate_limit_period_seconds", &rated),
+        86_400.0
+    );
+    assert_eq!(page.get("jobqueue_queue_global_limit", &capped), 3.0);
+    let backoff = page.get("jobqueue_queue_backoff_seconds", &capped);
+    assert!((3_500.0..=3_600.0).contains(&backoff), "{backoff}");
+    assert_eq!(page.get("jobqueue_queue_backoff_seconds", &rated), 0.0);
+    // Only the queues that have a limit show it.
+    for (name, labels) in [
+        ("jobqueue_queue_global_limit", rated),
+        ("jobqueue_queue_rate_limit_starts", capped),
+        ("jobqueue_queue_rate_limit_period_seconds", capped),
+        ("jobqueue_queue_rate_started", capped),
+    ] {
+        assert_eq!(page.value(name, &labels), None, "{name} {labels:?}");
+    }
+
+    // Limits removed and the back-off over: their series go, the back-off
+    // reads 0, and the rest of the rated queue runs.
+    set_queue_rate_limit(&mut conn, "rated", None).expect("remove the rate");
+    set_queue_limit(&mut conn, "capped", None).expect("remove the limit");
+    diesel::sql_query("UPDATE jobqueue_queues SET backoff_until = NULL WHERE name = 'capped'")
+        .execute(&mut conn)
+        .expect("end the back-off");
+    wait_no_live_jobs(&mut conn, Duration::from_secs(30));
+    wait_for("no stale limit gauges", Duration::from_secs(10), || {
+        let page = runner.scrape();
+        page.value("jobqueue_queue_backoff_seconds", &capped) == Some(0.0)
+            && page.value("jobqueue_queue_global_limit", &capped).is_none()
+            && page.value("jobqueue_queue_rate_started", &rated).is_none()
+            && page.value("jobqueue_queue_jobs", &[rated[0], ("state", "due")]) == Some(0.0)
+    });
+    let page = runner.scrape();
+    for name in [
+        "jobqueue_queue_rate_limit_starts",
+        "jobqueue_queue_rate_limit_period_seconds",
+    ] {
+        assert_eq!(page.value(name, &rated), None, "{name}");
+    }
     runner.proc.signal("TERM");
 }
 

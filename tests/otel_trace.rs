@@ -197,6 +197,28 @@ fn a_request_trace_goes_through_its_jobs() {
         ),
         5
     );
+    // Shown to operators: `jobqueue show` prints the stored context.
+    let stored = scalar(
+        &mut conn,
+        &format!(
+            "SELECT count(*) AS n FROM jobqueue_jobs WHERE id = '{one_id}' AND traceparent IS NOT NULL"
+        ),
+    );
+    assert_eq!(stored, 1);
+    let (code, shown, _) = jobqueue_tests::run_cli(
+        env!("CARGO_BIN_EXE_jobqueue-test-worker"),
+        &db.url,
+        &["show", &one_id.to_string()],
+    );
+    assert_eq!(code, Some(0));
+    let line = shown
+        .lines()
+        .find(|line| line.starts_with("traceparent:"))
+        .unwrap_or_else(|| panic!("no traceparent line:\n{shown}"));
+    assert!(
+        line.trim_end().ends_with("-01") && line.contains("00-"),
+        "{line}"
+    );
     let bytes = scalar(
         &mut conn,
         "SELECT max(pg_column_size(traceparent))::int8 AS n FROM jobqueue_jobs",

@@ -396,7 +396,9 @@ fn queue_commands_answer_bad_input_clearly() {
     assert!(!ok(&db, &["queue", "limit", "later", "3"]).contains("(no job names it yet)"));
     assert_eq!(
         listed_queue(&db, "later"),
-        ["later", "paused", "0", "0", "0", "0", "0", "-", "3"]
+        [
+            "later", "paused", "0", "0", "0", "0", "0", "-", "3", "-", "-"
+        ]
     );
     assert!(ok(&db, &["queue", "limit", "later", "--none"]).contains("no limit"));
     // Enqueueing into it works; it stays paused for its first jobs.

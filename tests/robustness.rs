@@ -39,12 +39,12 @@ const SPECIALS: [&str; 20] = [
 ];
 
 /// What the pages read from a query or a form.
-const KEYS: [&str; 12] = [
+const KEYS: [&str; 14] = [
     "status", "queue", "type", "key", "order", "cursor", "id", "notice", "token", "name", "csrf",
-    "confirm",
+    "confirm", "rate", "limit",
 ];
 
-const ROUTES: [&str; 15] = [
+const ROUTES: [&str; 19] = [
     "/",
     "/jobs",
     "/jobs/",
@@ -54,6 +54,10 @@ const ROUTES: [&str; 15] = [
     "/queues",
     "/queues/pause",
     "/queues/resume",
+    "/queues/rate",
+    "/queues/remove-rate",
+    "/queues/limit",
+    "/queues/remove-limit",
     "/schedules/pause",
     "/schedules/run",
     "/login",

@@ -37,6 +37,9 @@ pub(crate) enum Command {
     Show {
         /// The job's id.
         id: String,
+        /// Print the job as one JSON document (fields in the guide).
+        #[arg(long)]
+        json: bool,
     },
     /// Counts by queue and status, and by job type, and the jobs completed
     /// in the last hour and day. Live and failed jobs only: counting the
@@ -48,6 +51,9 @@ pub(crate) enum Command {
         /// `--retain-completed-hours`).
         #[arg(long)]
         history: bool,
+        /// Print one JSON document (fields in the guide).
+        #[arg(long)]
+        json: bool,
     },
     /// Put failed (or cancelled) jobs back to pending.
     Retry(RetryArgs),
@@ -71,7 +77,11 @@ pub(crate) enum Command {
     Queue(QueueCommand),
     /// The runners registered in the database: live ones, and gone ones
     /// (not seen for three leases: they died).
-    Runners,
+    Runners {
+        /// Print one JSON document (fields in the guide).
+        #[arg(long)]
+        json: bool,
+    },
     /// List, pause, resume and run periodic jobs (the schedules worker
     /// binaries declare).
     #[command(subcommand)]
@@ -89,6 +99,21 @@ pub(crate) enum Command {
     /// the actions on them (127.0.0.1:8080 unless --addr; until SIGINT or
     /// SIGTERM).
     Dashboard(crate::dashboard::DashboardArgs),
+    /// Print the shell completion script of this binary, e.g.
+    /// `source <(BIN completions bash)` in ~/.bashrc, or
+    /// `BIN completions fish > ~/.config/fish/completions/BIN.fish`.
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
+    /// Print this binary's man page (roff), e.g. `BIN man | man -l -`; with
+    /// --dir, write one page per command there instead.
+    Man {
+        /// Write `BIN.1`, `BIN-list.1`, `BIN-queue-list.1`, ... into this
+        /// directory (created if missing), e.g. /usr/local/share/man/man1.
+        #[arg(long, value_name = "DIR")]
+        dir: Option<std::path::PathBuf>,
+    },
 }
 
 /// `jobqueue cron ...`.
@@ -96,7 +121,11 @@ pub(crate) enum Command {
 pub(crate) enum CronCommand {
     /// Every schedule: expression, time zone, last and next slot, paused,
     /// orphaned (no runner declares it any more).
-    List,
+    List {
+        /// Print one JSON document (fields in the guide).
+        #[arg(long)]
+        json: bool,
+    },
     /// Stop a schedule firing, durably (across every runner's restarts).
     Pause {
         /// The schedule.
@@ -118,9 +147,14 @@ pub(crate) enum CronCommand {
 /// `jobqueue queue ...`.
 #[derive(Debug, Subcommand)]
 pub(crate) enum QueueCommand {
-    /// Every queue with settings or live jobs: paused or not, due,
-    /// scheduled, unhandled and held jobs, oldest due age, global limit.
-    List,
+    /// Every queue with settings or live jobs: paused, backing off or
+    /// active, due, scheduled, unhandled and held jobs, oldest due age,
+    /// global limit, rate limit and the starts in its window.
+    List {
+        /// Print one JSON document (fields in the guide).
+        #[arg(long)]
+        json: bool,
+    },
     /// Stop every runner claiming from a queue (its jobs stay pending,
     /// running ones finish, enqueues go on). A queue no job names yet may
     /// be paused: the pause waits for its first jobs.
@@ -135,6 +169,26 @@ pub(crate) enum QueueCommand {
     },
     /// Cap the jobs of a queue held at once by all runners together.
     Limit(LimitArgs),
+    /// Cap how many jobs of a queue start per period, by all runners
+    /// together (a sliding window: no window of the period holds more).
+    Rate(RateArgs),
+}
+
+/// `jobqueue queue rate`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct RateArgs {
+    /// The queue (one that has jobs, settings, a schedule or a runner).
+    pub(crate) name: String,
+    /// Most starts per period, as STARTS/PERIOD: 50/1s, 100/1m, 10/250ms.
+    #[arg(
+        value_parser = crate::rate::parse_rate,
+        allow_hyphen_values = true,
+        required_unless_present = "none"
+    )]
+    pub(crate) rate: Option<jobqueue_core::RateLimit>,
+    /// Remove the rate limit.
+    #[arg(long, conflicts_with = "rate")]
+    pub(crate) none: bool,
 }
 
 /// `jobqueue queue limit`.
@@ -397,6 +451,9 @@ pub(crate) struct ListArgs {
     /// At most this many.
     #[arg(long, default_value_t = 50, allow_negative_numbers = true)]
     pub(crate) limit: i64,
+    /// Print one JSON object per job, one per line (fields in the guide).
+    #[arg(long)]
+    pub(crate) json: bool,
 }
 
 /// `jobqueue retry`.

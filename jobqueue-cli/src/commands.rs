@@ -16,6 +16,8 @@ use crate::CliError;
 use crate::args::{
     Command, CronCommand, EnqueueArgs, ListArgs, PruneArgs, QueueCommand, RetryArgs, WorkArgs,
 };
+use crate::json;
+use crate::output::{json_document, json_line, outln};
 use crate::terminal::shown;
 
 type Result<T, E = CliError> = std::result::Result<T, E>;
@@ -29,17 +31,19 @@ pub(crate) fn run(url: &str, command: Command, registry: Registry) -> Result<()>
         Command::Work(work_args) => work(url, work_args, registry),
         Command::Enqueue(enqueue_args) => enqueue(url, enqueue_args, &registry),
         Command::List(list_args) => list(url, list_args),
-        Command::Show { id } => show(url, &id),
-        Command::Stats { history } => stats(url, history),
+        Command::Show { id, json } => show(url, &id, json),
+        Command::Stats { history, json } => stats(url, history, json),
         Command::Retry(retry_args) => retry(url, retry_args),
         Command::Cancel { id } => cancel(url, &id),
         Command::Delete { id } => delete(url, &id),
         Command::Prune(prune_args) => prune(url, prune_args),
         Command::Queue(queue_command) => queue(url, queue_command),
         Command::Cron(cron_command) => cron(url, cron_command),
-        Command::Runners => runners(url),
+        Command::Runners { json } => runners(url, json),
         Command::Doctor(doctor_args) => crate::doctor::run(url, doctor_args),
         Command::Dashboard(dashboard_args) => crate::dashboard::run(url, dashboard_args),
+        // Never here: `Cli::main_with` answers them without a database.
+        Command::Completions { .. } | Command::Man { .. } => Ok(()),
     }
 }
 
@@ -72,13 +76,13 @@ fn hours(name: &str, value: f64) -> Result<Duration> {
 fn migrate(url: &str) -> Result<()> {
     let applied = jobqueue_core::run_migrations(&mut connect(url)?)?;
     if applied.is_empty() {
-        println!("schema is up to date");
+        outln!("schema is up to date")?;
     } else {
-        println!(
+        outln!(
             "applied {} migration(s): {}",
             applied.len(),
             applied.join(", ")
-        );
+        )?;
     }
     Ok(())
 }
@@ -267,9 +271,9 @@ fn enqueue(url: &str, args: EnqueueArgs, registry: &Registry) -> Result<()> {
                 "not enqueued: live job {} already holds unique key `{}`",
                 duplicate.existing, duplicate.unique_key
             );
-            println!("{}", duplicate.existing);
+            outln!("{}", duplicate.existing)?;
         }
-        inserted => println!("{}", inserted.id()),
+        inserted => outln!("{}", inserted.id())?,
     }
     Ok(())
 }
@@ -370,10 +374,22 @@ fn list(url: &str, args: ListArgs) -> Result<()> {
         ..JobQuery::default()
     };
     let jobs = newest_jobs(&mut connect(url)?, query, args.limit)?;
-    println!(
+    if args.json {
+        for job in &jobs {
+            json_line(&json::JobSummary::of(job))?;
+        }
+        return Ok(());
+    }
+    outln!(
         "{:<36}  {:<20} {:<12} {:<9} {:>4} {:>7}  {:<20}  last error",
-        "id", "type", "queue", "status", "prio", "tries", "run at"
-    );
+        "id",
+        "type",
+        "queue",
+        "status",
+        "prio",
+        "tries",
+        "run at"
+    )?;
     for job in jobs {
         let error = match (&job.last_error, job.status) {
             (None, _) => String::new(),
@@ -382,7 +398,7 @@ fn list(url: &str, args: ListArgs) -> Result<()> {
         };
         let error: String = error.chars().take(60).collect();
         let error = shown(&error);
-        println!(
+        outln!(
             "{:<36}  {:<20} {:<12} {:<9} {:>4} {:>7}  {:<20}  {}",
             job.id,
             shown(&job.job_type),
@@ -392,12 +408,12 @@ fn list(url: &str, args: ListArgs) -> Result<()> {
             format!("{}/{}", job.attempts, job.max_attempts),
             job.run_at.format("%Y-%m-%d %H:%M:%S"),
             error
-        );
+        )?;
     }
     Ok(())
 }
 
-fn show(url: &str, id: &str) -> Result<()> {
+fn show(url: &str, id: &str, json: bool) -> Result<()> {
     let id = parse_id(id)?;
     let job = match jobqueue_core::get_job(&mut connect(url)?, id)? {
         JobLookup::Found(job) => job,
@@ -408,49 +424,56 @@ fn show(url: &str, id: &str) -> Result<()> {
         }
         JobLookup::NotFound(missing) => return Err(CliError::Refused(missing.to_string())),
     };
+    if json {
+        return json_document(&json::JobDetail::of(&job));
+    }
     let time = |t: Option<chrono::DateTime<chrono::Utc>>| {
         t.map(|t| t.to_rfc3339()).unwrap_or_else(|| "-".into())
     };
-    println!("id:            {}", job.id);
-    println!("type:          {}", shown(&job.job_type));
-    println!("queue:         {}", shown(&job.queue));
-    println!("status:        {}", job.status);
-    println!("priority:      {}", job.priority);
-    println!("attempts:      {} of {}", job.attempts, job.max_attempts);
-    println!(
+    outln!("id:            {}", job.id)?;
+    outln!("type:          {}", shown(&job.job_type))?;
+    outln!("queue:         {}", shown(&job.queue))?;
+    outln!("status:        {}", job.status)?;
+    outln!("priority:      {}", job.priority)?;
+    outln!("attempts:      {} of {}", job.attempts, job.max_attempts)?;
+    outln!(
         "unique key:    {}",
         shown(job.unique_key.as_deref().unwrap_or("-"))
-    );
-    println!("created at:    {}", job.created_at.to_rfc3339());
-    println!("run at:        {}", job.run_at.to_rfc3339());
-    println!("claimed at:    {}", time(job.claimed_at));
-    println!("started at:    {}", time(job.started_at));
-    println!("finished at:   {}", time(job.finished_at));
-    println!(
+    )?;
+    outln!("created at:    {}", job.created_at.to_rfc3339())?;
+    outln!("run at:        {}", job.run_at.to_rfc3339())?;
+    outln!("claimed at:    {}", time(job.claimed_at))?;
+    outln!("started at:    {}", time(job.started_at))?;
+    outln!("finished at:   {}", time(job.finished_at))?;
+    outln!(
         "worker:        {}",
         shown(job.worker_id.as_deref().unwrap_or("-"))
-    );
-    println!("lease expires: {}", time(job.lease_expires_at));
-    println!(
+    )?;
+    outln!("lease expires: {}", time(job.lease_expires_at))?;
+    outln!(
         "progress:      {}% {} ({} events)",
         job.progress,
         shown(job.current_stage.as_deref().unwrap_or("")),
         job.events_count
-    );
+    )?;
     if job.cancel_requested {
-        println!("cancel:        requested");
+        outln!("cancel:        requested")?;
     }
-    println!("last error:    {}", shown(&last_error(&job)));
-    println!("payload:       {}", job.payload);
+    outln!("last error:    {}", shown(&last_error(&job)))?;
+    outln!(
+        "traceparent:   {}",
+        shown(job.traceparent.as_deref().unwrap_or("-"))
+    )?;
+    outln!("payload:       {}", job.payload)?;
     if let Some(errors) = job.errors.as_array().filter(|e| !e.is_empty()) {
-        println!("errors:");
+        outln!("errors:")?;
         for error in errors {
-            println!(
+            outln!(
                 "  attempt {} at {}: {}",
                 error["attempt"],
                 error["at"].as_str().unwrap_or("?"),
                 shown(error["error"].as_str().unwrap_or("?"))
-            );
+            )?;
         }
     }
     Ok(())
@@ -471,24 +494,63 @@ fn last_error(job: &jobqueue_core::JobRow) -> String {
 
 use jobqueue_core::browse::human_duration as human;
 
-fn stats(url: &str, history: bool) -> Result<()> {
+fn stats(url: &str, history: bool, json: bool) -> Result<()> {
     let mut conn = connect(url)?;
     let counting = if history {
         jobqueue_core::Counting::WithHistory
     } else {
         jobqueue_core::Counting::Live
     };
-    let queues = jobqueue_core::list_queues(&mut conn, counting)?;
+    // Queues without jobs (named only by a setting, a schedule or a
+    // runner) are `queue list`'s.
+    let queues: Vec<_> = jobqueue_core::list_queues(&mut conn, counting)?
+        .into_iter()
+        .filter(|q| !q.counts.is_empty())
+        .collect();
+    let completed = json::Completed {
+        last_hour: jobqueue_core::engine::completed_within(&mut conn, Duration::from_secs(3600))?,
+        last_day: jobqueue_core::engine::completed_within(
+            &mut conn,
+            Duration::from_secs(24 * 3600),
+        )?,
+    };
+    let types = jobqueue_core::type_stats(&mut conn)?;
+    let runners: Vec<_> = if types.is_empty() {
+        Vec::new()
+    } else {
+        jobqueue_core::list_runners(&mut conn)?
+            .into_iter()
+            .filter(|r| !r.is_gone())
+            .collect()
+    };
+    let handled =
+        |t: &jobqueue_core::TypeStats| runners.iter().any(|r| r.job_types.contains(&t.job_type));
+    let live: Vec<JobStatus> = JobStatus::ALL
+        .into_iter()
+        .filter(|s| !s.is_finished())
+        .collect();
+    if json {
+        return json_document(&json::Stats {
+            history,
+            queues: queues
+                .iter()
+                .map(|q| json::QueueCounts::of(q, history))
+                .collect(),
+            completed,
+            types: types
+                .iter()
+                .map(|t| json::TypeCounts::of(t, &live, handled(t)))
+                .collect(),
+        });
+    }
     let header = JobStatus::ALL.map(JobStatus::as_str);
-    println!(
+    outln!(
         "{:<16} {}{:>12}",
         "queue",
         header.map(|h| format!("{h:>10}")).concat(),
         "oldest due"
-    );
-    // Queues without jobs (named only by a setting, a schedule or a
-    // runner) are `queue list`'s.
-    for q in queues.iter().filter(|q| !q.counts.is_empty()) {
+    )?;
+    for q in &queues {
         let age = q.oldest_due_age().map(human).unwrap_or_else(|| "-".into());
         let counts = JobStatus::ALL.map(|s| {
             if history || !matches!(s, JobStatus::Completed | JobStatus::Cancelled) {
@@ -497,48 +559,38 @@ fn stats(url: &str, history: bool) -> Result<()> {
                 format!("{:>10}", "-")
             }
         });
-        println!("{:<16} {}{:>12}", shown(&q.queue), counts.concat(), age);
+        outln!("{:<16} {}{:>12}", shown(&q.queue), counts.concat(), age)?;
     }
-    let hour = jobqueue_core::engine::completed_within(&mut conn, Duration::from_secs(3600))?;
-    let day = jobqueue_core::engine::completed_within(&mut conn, Duration::from_secs(24 * 3600))?;
-    println!(
-        "\ncompleted: {hour} in the last hour, {day} in the last day \
+    outln!(
+        "\ncompleted: {} in the last hour, {} in the last day \
          (counted as they complete; their rows are kept only by runners \
-         started with --retain-completed-hours)"
-    );
-    let types = jobqueue_core::type_stats(&mut conn)?;
+         started with --retain-completed-hours)",
+        completed.last_hour,
+        completed.last_day
+    )?;
     if !types.is_empty() {
-        let live: Vec<JobStatus> = JobStatus::ALL
-            .into_iter()
-            .filter(|s| !s.is_finished())
-            .collect();
-        println!(
+        outln!(
             "\n{:<32} {}",
             "live jobs by type",
             live.iter()
                 .map(|h| format!("{:>10}", h.as_str()))
                 .collect::<String>()
-        );
-        let runners: Vec<_> = jobqueue_core::list_runners(&mut conn)?
-            .into_iter()
-            .filter(|r| !r.is_gone())
-            .collect();
-        for t in types {
+        )?;
+        for t in &types {
             let counts: String = live
                 .iter()
                 .map(|s| format!("{:>10}", t.counts.get(s).copied().unwrap_or(0)))
                 .collect();
-            let handled = runners.iter().any(|r| r.job_types.contains(&t.job_type));
-            println!(
+            outln!(
                 "{:<32} {}{}",
                 shown(&t.job_type),
                 counts,
-                if handled {
+                if handled(t) {
                     ""
                 } else {
                     "  (no live runner handles this type)"
                 }
-            );
+            )?;
         }
     }
     Ok(())
@@ -548,11 +600,11 @@ fn retry(url: &str, args: RetryArgs) -> Result<()> {
     let mut conn = connect(url)?;
     if args.failed {
         let ids = jobqueue_core::retry_failed(&mut conn, None, None)?;
-        println!("requeued {} failed job(s)", ids.len());
+        outln!("requeued {} failed job(s)", ids.len())?;
     } else if let Some(id) = args.id {
         let id = parse_id(&id)?;
         jobqueue_core::retry_job(&mut conn, id)?;
-        println!("requeued {id}");
+        outln!("requeued {id}")?;
     }
     Ok(())
 }
@@ -560,19 +612,19 @@ fn retry(url: &str, args: RetryArgs) -> Result<()> {
 fn cancel(url: &str, id: &str) -> Result<()> {
     let id = parse_id(id)?;
     match jobqueue_core::cancel(&mut connect(url)?, id)? {
-        CancelOutcome::Cancelled => println!("cancelled {id}"),
+        CancelOutcome::Cancelled => outln!("cancelled {id}")?,
         CancelOutcome::Requested => {
-            println!("cancel requested: {id} is running; its handler will be told")
+            outln!("cancel requested: {id} is running; its handler will be told")?
         }
         CancelOutcome::AlreadyFinished(JobStatus::Cancelled) => {
-            println!("{id} was already cancelled");
+            outln!("{id} was already cancelled")?;
         }
         CancelOutcome::AlreadyFinished(status) => {
             return Err(CliError::Refused(format!(
                 "job {id} already finished: {status}; only waiting or running jobs can be cancelled"
             )));
         }
-        other => println!("{id}: {other:?}"),
+        other => outln!("{id}: {other:?}")?,
     }
     Ok(())
 }
@@ -581,7 +633,7 @@ fn delete(url: &str, id: &str) -> Result<()> {
     let id = parse_id(id)?;
     match jobqueue_core::browse::delete_finished_job(&mut connect(url)?, id) {
         Ok(()) => {
-            println!("deleted {id}");
+            outln!("deleted {id}")?;
             Ok(())
         }
         Err(jobqueue_core::Error::WrongStatus { status, .. }) => Err(CliError::Refused(format!(
@@ -597,37 +649,39 @@ fn prune(url: &str, args: PruneArgs) -> Result<()> {
         .failed(Some(hours("failed-hours", args.failed_hours)?))
         .cancelled(Some(hours("cancelled-hours", args.cancelled_hours)?));
     let pruned = jobqueue_core::engine::prune(&mut connect(url)?, &retention)?;
-    println!(
+    outln!(
         "pruned {} completed, {} failed, {} cancelled job(s)",
-        pruned.completed, pruned.failed, pruned.cancelled
-    );
+        pruned.completed,
+        pruned.failed,
+        pruned.cancelled
+    )?;
     Ok(())
 }
 
 fn queue(url: &str, command: QueueCommand) -> Result<()> {
     let mut conn = connect(url)?;
     match command {
-        QueueCommand::List => queue_list(&mut conn),
+        QueueCommand::List { json } => queue_list(&mut conn, json),
         QueueCommand::Pause { name } => {
             let change = jobqueue_core::pause_queue(&mut conn, &name)?;
             match (change.was_paused, change.known) {
-                (true, _) => println!("queue {name} was already paused"),
-                (false, true) => println!(
+                (true, _) => outln!("queue {name} was already paused")?,
+                (false, true) => outln!(
                     "paused queue {name}: runners claim none of its jobs until `jobqueue queue resume {name}`"
-                ),
-                (false, false) => println!(
+                )?,
+                (false, false) => outln!(
                     "paused queue {name}; no job names it yet (queues come into being when used): \
                      its jobs will wait from the first"
-                ),
+                )?,
             }
             Ok(())
         }
         QueueCommand::Resume { name } => {
             let change = jobqueue_core::resume_queue(&mut conn, &name)?;
             if change.was_paused {
-                println!("resumed queue {name}");
+                outln!("resumed queue {name}")?;
             } else {
-                println!("queue {name} was not paused");
+                outln!("queue {name} was not paused")?;
             }
             Ok(())
         }
@@ -647,36 +701,70 @@ fn queue(url: &str, command: QueueCommand) -> Result<()> {
             let change = jobqueue_core::set_queue_limit(&mut conn, &args.name, limit)?;
             let name = &args.name;
             match limit {
-                Some(n) => println!(
+                Some(n) => outln!(
                     "queue {name}: at most {n} jobs held at once by all runners together{}",
                     if change.known {
                         ""
                     } else {
                         " (no job names it yet)"
                     }
-                ),
-                None => println!("queue {name}: no limit"),
+                )?,
+                None => outln!("queue {name}: no limit")?,
+            }
+            Ok(())
+        }
+        QueueCommand::Rate(args) => {
+            let rate = if args.none { None } else { args.rate };
+            jobqueue_core::set_queue_rate_limit(&mut conn, &args.name, rate)?;
+            let name = &args.name;
+            match rate {
+                Some(rate) => outln!(
+                    "queue {name}: at most {} jobs started per {} by all runners together",
+                    rate.starts(),
+                    rate.period_text()
+                )?,
+                None => outln!("queue {name}: no rate limit")?,
             }
             Ok(())
         }
     }
 }
 
-fn queue_list(conn: &mut PgConnection) -> Result<()> {
+fn queue_list(conn: &mut PgConnection, json: bool) -> Result<()> {
     let queues = jobqueue_core::list_queues(conn, jobqueue_core::Counting::Live)?;
+    if json {
+        return json_document(&json::Queues {
+            queues: queues.iter().map(json::QueueLine::of).collect(),
+        });
+    }
     if queues.is_empty() {
-        println!("no queues: no live or failed jobs, nothing paused or limited");
+        outln!("no queues: no live or failed jobs, nothing paused or limited")?;
         return Ok(());
     }
-    println!(
-        "{:<20} {:<8} {:>10} {:>10} {:>10} {:>8} {:>10} {:>12} {:>8}",
-        "queue", "state", "due", "scheduled", "unhandled", "held", "failed", "oldest due", "limit"
-    );
+    outln!(
+        "{:<20} {:<8} {:>10} {:>10} {:>10} {:>8} {:>10} {:>12} {:>8} {:>12} {:>8}",
+        "queue",
+        "state",
+        "due",
+        "scheduled",
+        "unhandled",
+        "held",
+        "failed",
+        "oldest due",
+        "limit",
+        "rate",
+        "started"
+    )?;
     for q in queues {
-        println!(
-            "{:<20} {:<8} {:>10} {:>10} {:>10} {:>8} {:>10} {:>12} {:>8}",
+        let state = match (q.paused, q.backoff_left()) {
+            (true, _) => "paused",
+            (false, Some(_)) => "backoff",
+            (false, None) => "active",
+        };
+        outln!(
+            "{:<20} {:<8} {:>10} {:>10} {:>10} {:>8} {:>10} {:>12} {:>8} {:>12} {:>8}",
             shown(&q.queue),
-            if q.paused { "paused" } else { "active" },
+            state,
             q.count(JobStatus::Pending),
             q.count(JobStatus::Scheduled),
             q.count(JobStatus::Unhandled),
@@ -686,7 +774,15 @@ fn queue_list(conn: &mut PgConnection) -> Result<()> {
             q.global_limit
                 .map(|n| n.to_string())
                 .unwrap_or_else(|| "-".into()),
-        );
+            q.rate_limit
+                .map(|rate| rate.to_string())
+                .unwrap_or_else(|| "-".into()),
+            if q.rate_limit.is_some() {
+                q.rate_used.to_string()
+            } else {
+                "-".into()
+            },
+        )?;
     }
     Ok(())
 }
@@ -694,75 +790,95 @@ fn queue_list(conn: &mut PgConnection) -> Result<()> {
 fn cron(url: &str, command: CronCommand) -> Result<()> {
     let mut conn = connect(url)?;
     match command {
-        CronCommand::List => cron_list(&mut conn),
+        CronCommand::List { json } => cron_list(&mut conn, json),
         CronCommand::Pause { name } => {
             if jobqueue_core::set_schedule_paused(&mut conn, &name, true)? {
-                println!("schedule {name} was already paused");
+                outln!("schedule {name} was already paused")?;
             } else {
-                println!(
+                outln!(
                     "paused schedule {name}: it fires nothing until `jobqueue cron resume {name}`"
-                );
+                )?;
             }
             Ok(())
         }
         CronCommand::Resume { name } => {
             if jobqueue_core::set_schedule_paused(&mut conn, &name, false)? {
-                println!("resumed schedule {name}: it fires from its next slot");
+                outln!("resumed schedule {name}: it fires from its next slot")?;
             } else {
-                println!("schedule {name} was not paused");
+                outln!("schedule {name} was not paused")?;
             }
             Ok(())
         }
         CronCommand::Run { name } => {
             let id = jobqueue_core::run_schedule_now(&mut conn, &name)?;
-            println!("{id}");
+            outln!("{id}")?;
             Ok(())
         }
     }
 }
 
-fn cron_list(conn: &mut PgConnection) -> Result<()> {
+fn cron_list(conn: &mut PgConnection, json: bool) -> Result<()> {
     let schedules = jobqueue_core::list_schedules(conn)?;
+    if json {
+        return json_document(&json::Schedules {
+            schedules: schedules.iter().map(json::Schedule::of).collect(),
+        });
+    }
     if schedules.is_empty() {
-        println!("no schedules: a worker binary declares its own when it starts");
+        outln!("no schedules: a worker binary declares its own when it starts")?;
         return Ok(());
     }
     let time =
         |t: chrono::DateTime<chrono::Utc>| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
-    println!(
+    outln!(
         "{:<24} {:<18} {:<16} {:<22} {:<22} state",
-        "schedule", "cron", "time zone", "last slot", "next slot"
-    );
+        "schedule",
+        "cron",
+        "time zone",
+        "last slot",
+        "next slot"
+    )?;
     for s in schedules {
-        let state = match (s.paused, s.is_orphaned()) {
-            (_, true) => "orphaned (no runner declares it)",
-            (true, false) => "paused",
-            (false, false) => "active",
+        let state = match json::schedule_state(&s) {
+            "orphaned" => "orphaned (no runner declares it)",
+            state => state,
         };
-        println!(
+        outln!(
             "{:<24} {:<18} {:<16} {:<22} {:<22} {state}",
             shown(&s.name),
             shown(&s.cron),
-            shown(s.time_zone.as_deref().unwrap_or("UTC")),
+            shown(json::schedule_zone(&s)),
             time(s.last_slot),
             s.next_slot().map(time).unwrap_or_else(|| "-".into()),
-        );
+        )?;
     }
     Ok(())
 }
 
-fn runners(url: &str) -> Result<()> {
+fn runners(url: &str, json: bool) -> Result<()> {
     let runners = jobqueue_core::list_runners(&mut connect(url)?)?;
+    if json {
+        return json_document(&json::Runners {
+            runners: runners.iter().map(json::Runner::of).collect(),
+        });
+    }
     if runners.is_empty() {
-        println!("no runners registered");
+        outln!("no runners registered")?;
         return Ok(());
     }
-    println!(
+    outln!(
         "{:<32} {:<16} {:>8} {:<8} {:>7} {:<20} {:>10} {:<5} job types",
-        "runner", "host", "pid", "version", "workers", "queues", "last seen", "state"
-    );
+        "runner",
+        "host",
+        "pid",
+        "version",
+        "workers",
+        "queues",
+        "last seen",
+        "state"
+    )?;
     for r in runners {
-        println!(
+        outln!(
             "{:<32} {:<16} {:>8} {:<8} {:>7} {:<20} {:>10} {:<5} {}",
             shown(&r.worker_id),
             shown(&r.host),
@@ -775,9 +891,9 @@ fn runners(url: &str) -> Result<()> {
                 shown(&r.queues.join(",")).into_owned()
             },
             format!("{} ago", human(r.silent_for())),
-            if r.is_gone() { "gone" } else { "live" },
+            json::runner_state(&r),
             shown(&r.job_types.join(",")),
-        );
+        )?;
     }
     Ok(())
 }

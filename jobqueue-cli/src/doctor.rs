@@ -7,6 +7,7 @@ use std::time::Duration;
 use jobqueue_core::{Check, CheckStatus, DoctorOptions};
 
 use crate::CliError;
+use crate::output::{json_document, outln};
 
 /// `jobqueue doctor`. The defaults are [`DoctorOptions::default`]'s.
 #[derive(Debug, clap::Args)]
@@ -102,41 +103,29 @@ pub(crate) fn run(url: &str, args: DoctorArgs) -> Result<(), CliError> {
         .map(|check| check.status)
         .max()
         .unwrap_or(CheckStatus::Ok);
-    if args.json {
+    // The checks ran whatever becomes of the output: a failed one keeps
+    // its exit code even when the reader went away before the end.
+    let printed = if args.json {
         /// The JSON printed: the worst status, then every check.
         #[derive(serde::Serialize)]
         struct Report<'a> {
             status: CheckStatus,
             checks: &'a [Check],
         }
-        let report = Report {
+        json_document(&Report {
             status: worst,
             checks: &checks,
-        };
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&report).map_err(|e| CliError::Extra(Box::new(e)))?
-        );
+        })
     } else {
-        for check in &checks {
-            print_check(check);
-        }
-        let count = |status| checks.iter().filter(|c| c.status == status).count();
-        println!(
-            "{} checks: {} ok, {} warn, {} fail",
-            checks.len(),
-            count(CheckStatus::Ok),
-            count(CheckStatus::Warn),
-            count(CheckStatus::Fail)
-        );
-    }
+        print_checks(&checks)
+    };
     let failed: Vec<&str> = checks
         .iter()
         .filter(|check| check.status == CheckStatus::Fail)
         .map(|check| check.name)
         .collect();
     if failed.is_empty() {
-        Ok(())
+        printed
     } else {
         Err(CliError::Refused(format!(
             "{} of {} checks failed: {}",
@@ -147,19 +136,35 @@ pub(crate) fn run(url: &str, args: DoctorArgs) -> Result<(), CliError> {
     }
 }
 
+/// One line per check, then the count of each status.
+fn print_checks(checks: &[Check]) -> Result<(), CliError> {
+    for check in checks {
+        print_check(check)?;
+    }
+    let count = |status| checks.iter().filter(|c| c.status == status).count();
+    outln!(
+        "{} checks: {} ok, {} warn, {} fail",
+        checks.len(),
+        count(CheckStatus::Ok),
+        count(CheckStatus::Warn),
+        count(CheckStatus::Fail)
+    )
+}
+
 /// `ok    vacuum horizon    oldest transaction 200ms (pid 123, psql)`,
 /// then for a warning or a failure `      -> what to do`.
-fn print_check(check: &Check) {
-    println!(
+fn print_check(check: &Check) -> Result<(), CliError> {
+    outln!(
         "{:<6}{:<19}{}",
         check.status.as_str(),
         check.name,
         // Evidence quotes the server: application names, slot names.
         crate::terminal::shown(&check.evidence)
-    );
+    )?;
     if check.status != CheckStatus::Ok && !check.advice.is_empty() {
-        println!("{:<6}-> {}", "", crate::terminal::shown(&check.advice));
+        outln!("{:<6}-> {}", "", crate::terminal::shown(&check.advice))?;
     }
+    Ok(())
 }
 
 /// A duration given as numbers with units, e.g. `500ms`, `30s`, `5m`,

@@ -1,7 +1,9 @@
 //! The `jobqueue` command line for an application's own worker binary:
 //! `migrate`, `work`, `enqueue`, `list`, `show`, `stats`, `retry`, `cancel`,
 //! `prune`, `queue` (pause, resume, limit, list), `doctor`, `dashboard`, with the
-//! application's handlers for `work`.
+//! application's handlers for `work`; `--json` on the read commands; and
+//! `completions` and `man`, the shell completion scripts and man pages of
+//! the binary, made from the same command definitions.
 //!
 //! ```no_run
 //! use jobqueue_core::Job;
@@ -32,6 +34,10 @@ mod commands;
 mod dashboard;
 mod doctor;
 mod error;
+mod generate;
+mod json;
+mod output;
+mod rate;
 mod terminal;
 
 use std::ffi::OsString;
@@ -40,7 +46,7 @@ use std::process::ExitCode;
 use clap::{ArgMatches, CommandFactory, FromArgMatches, Subcommand};
 use jobqueue_runner::{Perform, Registry};
 
-pub use error::CliError;
+pub use error::{CliError, EXIT_BAD_INPUT, EXIT_FAILED, EXIT_SUCCESS, EXIT_UNREACHABLE};
 
 /// This crate's version, which `--version` prints (the workspace versions
 /// its crates together: see `jobqueue_core::VERSION`).
@@ -127,9 +133,11 @@ impl Cli {
     }
 
     /// Parses the process's arguments, runs the command, and returns the
-    /// exit code: 0 on success, 2 when the command line is wrong (one line
-    /// on stderr saying what and how to fix it), 1 on any other error (one
-    /// line on stderr); see [`CliError::exit_code`].
+    /// exit code: 0 on success (and when the output's reader went away
+    /// early, as `| head` does), 2 when the command line is wrong, 3 when
+    /// the database cannot be reached, 1 on any other error (a failed
+    /// `doctor` check among them); each error is one line on stderr saying
+    /// what and how to fix it. See [`CliError::exit_code`].
     pub fn main(self) -> ExitCode {
         self.main_with::<NoExtra, _, _>(std::env::args_os())
     }
@@ -151,8 +159,9 @@ impl Cli {
         I: IntoIterator<Item = T>,
         T: Into<OsString> + Clone,
     {
+        let args: Vec<OsString> = args.into_iter().map(Into::into).collect();
         let parsed = E::augment_subcommands(Args::command())
-            .try_get_matches_from(args)
+            .try_get_matches_from(&args)
             .and_then(|matches| parse::<E>(&matches));
         let (global, command) = match parsed {
             Ok(parsed) => parsed,
@@ -169,17 +178,30 @@ impl Cli {
         init_logging(global.verbose);
         let result = match command {
             Parsed::Extra(extra) => extra.run(global.database_url),
-            Parsed::Ops(command) => match global.database_url {
-                Some(url) => commands::run(&url, *command, self.registry),
+            Parsed::Ops(command) => match (*command, global.database_url) {
+                // Made from the command definitions: no database needed.
+                (args::Command::Completions { shell }, _) => generate::completions(
+                    E::augment_subcommands(Args::command()),
+                    &generate::bin_name(args.first()),
+                    shell,
+                ),
+                (args::Command::Man { dir }, _) => generate::man(
+                    E::augment_subcommands(Args::command()),
+                    &generate::bin_name(args.first()),
+                    dir.as_deref(),
+                ),
+                (command, Some(url)) => commands::run(&url, command, self.registry),
                 // A worker missing its configuration must not look healthy
                 // while working some other database.
-                None => Err(CliError::Usage(
+                (_, None) => Err(CliError::Usage(
                     "no database given: set DATABASE_URL or pass --database-url".into(),
                 )),
             },
         };
         match result {
             Ok(()) => ExitCode::SUCCESS,
+            // The reader took what it wanted (`| head`): nothing to say.
+            Err(e) if e.is_closed_pipe() => ExitCode::from(e.exit_code()),
             Err(e) => {
                 eprintln!("jobqueue: error: {e}");
                 ExitCode::from(e.exit_code())

@@ -9,7 +9,7 @@ use diesel::sql_types::{Array, BigInt, Double, Integer, Nullable, Text, Timestam
 
 use crate::isolation::{Scope, in_transaction, scoped};
 use crate::prepared::{Prepared, Statement, prepared};
-use crate::{Error, JobId, JobRow, Result, limits, sql};
+use crate::{Error, JobId, JobRow, JobStatus, Result, limits, sql};
 
 /// The most queues a claim of every queue takes jobs from (see
 /// [`Claim::start_after`]). A claim that took jobs from this many queues
@@ -282,6 +282,25 @@ impl Claim {
 /// The claim's cost depends on its own queues' due jobs only: other queues'
 /// backlogs, scheduled jobs and set-aside jobs are not in its index range.
 pub fn claim(conn: &mut PgConnection, claim: &Claim) -> Result<Vec<JobRow>> {
+    Ok(claim_in(conn, Scope::Own, claim)?.rows)
+}
+
+/// What a claim took, and when a queue its rate limit held back gets room.
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub struct Claimed {
+    /// The jobs claimed (and set aside), as [`claim`] returns them.
+    pub rows: Vec<JobRow>,
+    /// When one of the claim's queues that has due jobs, and whose rate
+    /// limit left it less than this claim could take, gets room again, from
+    /// the claim: the soonest its window drops a start. `None` when no rate
+    /// limit held the claim back.
+    pub rate_room_in: Option<Duration>,
+}
+
+/// [`claim`], also saying when a rate limit that held it back gives room
+/// again: a claimer that found nothing can sleep until then.
+pub fn claim_paced(conn: &mut PgConnection, claim: &Claim) -> Result<Claimed> {
     claim_in(conn, Scope::Own, claim)
 }
 
@@ -309,15 +328,14 @@ pub(crate) fn query<'a, S: Statement>(claim: &'a Claim, locked: &'a [String]) ->
         .bind::<BigInt, _>(MAX_CLAIM_QUEUES)
 }
 
-pub(crate) fn claim_in(
-    conn: &mut PgConnection,
-    scope: Scope,
-    claim: &Claim,
-) -> Result<Vec<JobRow>> {
+pub(crate) fn claim_in(conn: &mut PgConnection, scope: Scope, claim: &Claim) -> Result<Claimed> {
     claim.validate()?;
-    let mut rows = match (claim.global_limits, scope) {
+    let mut claimed = match (claim.global_limits, scope) {
         (GlobalLimits::Skip, _) => scoped(conn, scope, sql::HOT_PATH_BEGIN, |conn| {
-            run(conn, claim, &[])
+            Ok(Claimed {
+                rows: run(conn, claim, &[])?,
+                rate_room_in: None,
+            })
         })?,
         (GlobalLimits::Honour, Scope::Own) => scoped(conn, scope, sql::HOT_PATH_BEGIN, |conn| {
             claim_limited(conn, claim)
@@ -331,13 +349,13 @@ pub(crate) fn claim_in(
         }
     };
     // UPDATE ... RETURNING does not keep the CTE's order.
-    rows.sort_by(|a, b| {
+    claimed.rows.sort_by(|a, b| {
         b.priority
             .cmp(&a.priority)
             .then(a.run_at.cmp(&b.run_at))
             .then(a.id.cmp(&b.id))
     });
-    Ok(rows)
+    Ok(claimed)
 }
 
 /// Runs the claim statement.
@@ -354,12 +372,91 @@ fn run(conn: &mut PgConnection, claim: &Claim, locked: &[String]) -> Result<Vec<
 struct Limited {
     #[diesel(sql_type = Text)]
     name: String,
-    #[diesel(sql_type = Integer)]
-    global_limit: i32,
+    #[diesel(sql_type = Nullable<Integer>)]
+    global_limit: Option<i32>,
     #[diesel(sql_type = Nullable<Integer>)]
     held_counted: Option<i32>,
     #[diesel(sql_type = Integer)]
     claimed_since: i32,
+    #[diesel(sql_type = Nullable<Integer>)]
+    rate_starts: Option<i32>,
+    #[diesel(sql_type = Nullable<Double>)]
+    rate_secs: Option<f64>,
+    #[diesel(sql_type = Array<Timestamptz>)]
+    rate_at: Vec<DateTime<Utc>>,
+    #[diesel(sql_type = Array<Integer>)]
+    rate_jobs: Vec<i32>,
+    #[diesel(sql_type = Timestamptz)]
+    now_at: DateTime<Utc>,
+}
+
+impl Limited {
+    /// How many jobs the queue's global limit lets this claim take, at most
+    /// `limit`: its limit minus its held jobs (counted again, in
+    /// `conn`'s transaction, only when the bound the row keeps leaves less
+    /// room than `limit`).
+    fn held_room(&self, conn: &mut PgConnection, limit: i64) -> Result<i64> {
+        let Some(global_limit) = self.global_limit.map(i64::from) else {
+            return Ok(limit);
+        };
+        let bound = self
+            .held_counted
+            .map(|held| i64::from(held) + i64::from(self.claimed_since));
+        let held = match bound {
+            Some(bound) if bound + limit <= global_limit => bound,
+            _ => {
+                let counted = diesel::sql_query(sql::QUEUE_COUNT_HELD)
+                    .bind::<Text, _>(&self.name)
+                    .get_result::<Held>(conn)?;
+                counted.held_counted.map_or(global_limit, i64::from)
+            }
+        };
+        Ok((global_limit - held).max(0))
+    }
+
+    /// How many jobs the queue's rate limit lets a claim made after
+    /// `now_at` take (its starts per period minus the starts in the window
+    /// that ends at `now_at`: no fewer than in the window that ends at the
+    /// claim), and when the window next drops a start, from `now_at`.
+    fn rate_room(&self) -> (Option<i64>, Option<Duration>) {
+        let (Some(starts), Some(secs)) = (self.rate_starts, self.rate_secs) else {
+            return (None, None);
+        };
+        let period = chrono::Duration::microseconds((secs * 1e6) as i64);
+        let since = self.now_at - period;
+        let mut used = 0i64;
+        let mut first: Option<DateTime<Utc>> = None;
+        for (at, jobs) in self.rate_at.iter().zip(&self.rate_jobs) {
+            if *at > since {
+                used += i64::from(*jobs);
+                first = Some(first.map_or(*at, |first| first.min(*at)));
+            }
+        }
+        let room_in =
+            first.map(|first| (first + period - self.now_at).to_std().unwrap_or_default());
+        ((i64::from(starts) - used).max(0).into(), room_in)
+    }
+
+    /// The time a claim made at `claimed_at` is kept under in the queue's
+    /// window: the end of its slot, a thousandth of the period long on a
+    /// fixed grid, so that the claims of one slot share an entry and the
+    /// window holds at most about a thousand. Never before `claimed_at`:
+    /// a start counts no shorter than its period. (Any time without a rate
+    /// limit: the entry is not kept.)
+    fn window_entry(&self, claimed_at: DateTime<Utc>) -> DateTime<Utc> {
+        let Some(secs) = self.rate_secs else {
+            return claimed_at;
+        };
+        let slot = ((secs * 1e6) as i64 / 1000).max(1);
+        let micros = claimed_at.timestamp_micros();
+        let end = micros.div_euclid(slot) * slot
+            + if micros.rem_euclid(slot) == 0 {
+                0
+            } else {
+                slot
+            };
+        DateTime::from_timestamp_micros(end).unwrap_or(claimed_at)
+    }
 }
 
 #[derive(QueryableByName)]
@@ -378,45 +475,107 @@ struct Held {
 /// claims); they are counted again only when that bound leaves less room
 /// than this claim could take, so a limit far above what is held costs no
 /// count.
-fn claim_limited(conn: &mut PgConnection, claim: &Claim) -> Result<Vec<JobRow>> {
+fn claim_limited(conn: &mut PgConnection, claim: &Claim) -> Result<Claimed> {
     let limited = prepared::<sql::QueueLockLimited>()
         .bind::<Array<Text>, _>(&claim.queues)
         .load::<Limited>(conn)?;
     if limited.is_empty() {
-        return run(conn, claim, &[]);
+        return Ok(Claimed {
+            rows: run(conn, claim, &[])?,
+            rate_room_in: None,
+        });
     }
     let mut capped = claim.clone();
+    let mut rate_room_in: Option<Duration> = None;
     for queue in &limited {
-        let bound = queue
-            .held_counted
-            .map(|held| i64::from(held) + i64::from(queue.claimed_since));
-        let held = match bound {
-            Some(bound) if bound + claim.limit <= i64::from(queue.global_limit) => bound,
-            _ => {
-                let counted = diesel::sql_query(sql::QUEUE_COUNT_HELD)
-                    .bind::<Text, _>(&queue.name)
-                    .get_result::<Held>(conn)?;
-                i64::from(counted.held_counted.unwrap_or(queue.global_limit))
+        let mut allowance = queue.held_room(conn, claim.limit)?;
+        if let (Some(rate_room), room_in) = queue.rate_room() {
+            if rate_room < claim.limit.min(allowance) {
+                rate_room_in = match (rate_room_in, room_in) {
+                    (Some(soonest), Some(room_in)) => Some(soonest.min(room_in)),
+                    (soonest, room_in) => soonest.or(room_in),
+                };
             }
-        };
-        let allowance = (i64::from(queue.global_limit) - held).max(0);
+            allowance = allowance.min(rate_room);
+        }
         capped.cap_queue(&queue.name, allowance);
     }
     let locked: Vec<String> = limited.iter().map(|q| q.name.clone()).collect();
     let rows = run(conn, &capped, &locked)?;
-    let (names, counts): (Vec<&str>, Vec<i32>) = limited
-        .iter()
-        .map(|queue| {
-            let took = rows.iter().filter(|row| row.queue == queue.name).count();
-            (queue.name.as_str(), i32::try_from(took).unwrap_or(i32::MAX))
-        })
-        .filter(|(_, took)| *took > 0)
-        .unzip();
+    // The jobs claimed, not those set aside; every one has the claim
+    // statement's time.
+    let claimed = || rows.iter().filter(|row| row.status == JobStatus::Claimed);
+    let Some(claimed_at) = claimed().find_map(|row| row.claimed_at) else {
+        return Ok(Claimed { rows, rate_room_in });
+    };
+    let mut names = Vec::new();
+    let mut counts = Vec::new();
+    let mut entries = Vec::new();
+    for queue in &limited {
+        let took = claimed().filter(|row| row.queue == queue.name).count();
+        if took > 0 {
+            names.push(queue.name.as_str());
+            counts.push(i32::try_from(took).unwrap_or(i32::MAX));
+            entries.push(queue.window_entry(claimed_at));
+        }
+    }
     if !names.is_empty() {
         diesel::sql_query(sql::QUEUE_NOTE_CLAIMED)
             .bind::<Array<Text>, _>(names)
             .bind::<Array<Integer>, _>(counts)
+            .bind::<Array<Timestamptz>, _>(entries)
+            .bind::<Timestamptz, _>(claimed_at)
             .execute(conn)?;
     }
-    Ok(rows)
+    Ok(Claimed { rows, rate_room_in })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn limited(rate_secs: Option<f64>) -> Limited {
+        Limited {
+            name: "q".into(),
+            global_limit: None,
+            held_counted: None,
+            claimed_since: 0,
+            rate_starts: rate_secs.map(|_| 10),
+            rate_secs,
+            rate_at: Vec::new(),
+            rate_jobs: Vec::new(),
+            now_at: DateTime::from_timestamp_micros(0).expect("a time"),
+        }
+    }
+
+    fn at(micros: i64) -> DateTime<Utc> {
+        DateTime::from_timestamp_micros(micros).expect("a time")
+    }
+
+    #[test]
+    fn a_claim_is_kept_at_the_end_of_its_slot_never_before_it() {
+        // A period of 1 s: slots of 1 ms.
+        let queue = limited(Some(1.0));
+        assert_eq!(queue.window_entry(at(1_000_000)), at(1_000_000));
+        assert_eq!(queue.window_entry(at(1_000_001)), at(1_001_000));
+        assert_eq!(queue.window_entry(at(1_000_999)), at(1_001_000));
+        // Claims of one slot share it; the next slot's do not, however
+        // close (no chain of merges that keeps moving an entry on).
+        assert_eq!(queue.window_entry(at(1_001_001)), at(1_002_000));
+        // A 1 ms period has 1 µs slots; no rate limit keeps the time.
+        assert_eq!(limited(Some(0.001)).window_entry(at(7)), at(7));
+        assert_eq!(limited(None).window_entry(at(1_234)), at(1_234));
+    }
+
+    #[test]
+    fn the_room_left_counts_the_window_ending_now_and_says_when_it_frees() {
+        let mut queue = limited(Some(1.0));
+        queue.now_at = at(10_000_000);
+        queue.rate_at = vec![at(8_500_000), at(9_200_000), at(9_900_000)];
+        queue.rate_jobs = vec![5, 3, 4];
+        // The entry 1.5 s ago left the window: 7 of 10 used.
+        let (room, room_in) = queue.rate_room();
+        assert_eq!(room, Some(3));
+        assert_eq!(room_in, Some(Duration::from_millis(200)));
+    }
 }

@@ -44,7 +44,9 @@ pub mod connection {
     pub use crate::connection::*;
 }
 
-pub use crate::claim::{Claim, DEFAULT_LEASE, GlobalLimits, MAX_CLAIM_QUEUES, Resume, claim};
+pub use crate::claim::{
+    Claim, Claimed, DEFAULT_LEASE, GlobalLimits, MAX_CLAIM_QUEUES, Resume, claim, claim_paced,
+};
 pub use crate::connection::{backend_pid, server_version};
 pub use crate::database_url::{
     DEFAULT_CONNECT_TIMEOUT, connectable_url, join_options, split_options, with_default_options,

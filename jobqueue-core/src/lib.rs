@@ -80,6 +80,7 @@ mod prepared;
 mod prune;
 mod queue_head;
 mod queues;
+mod rate_limit;
 mod ready;
 mod redact;
 mod rescue;
@@ -155,6 +156,9 @@ pub use periodic::{
 pub use prune::Retention;
 pub use queues::{
     Counting, QueueChange, QueueInfo, list_queues, pause_queue, resume_queue, set_queue_limit,
+};
+pub use rate_limit::{
+    MAX_RATE_PERIOD, MAX_RATE_STARTS, MIN_RATE_PERIOD, RateLimit, set_queue_rate_limit,
 };
 pub use redact::redact_url;
 pub use retry_policy::RetryPolicy;

@@ -15,7 +15,7 @@ use diesel::sql_types::{BigInt, Bool, Double, Integer, Nullable, Text};
 
 use crate::isolation::read_committed;
 use crate::stats::one_per_key;
-use crate::{Error, JobStatus, Result, limits, sql};
+use crate::{Error, JobStatus, RateLimit, Result, limits, sql};
 
 /// What a pause, resume or limit change found and did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, QueryableByName)]
@@ -55,6 +55,11 @@ pub struct QueueInfo {
     paused_secs: Option<f64>,
     /// Most jobs held at once by all runners together, if limited.
     pub global_limit: Option<i32>,
+    /// Most jobs started per period by all runners together, if limited.
+    pub rate_limit: Option<RateLimit>,
+    /// Jobs started within the rate limit's current window (0 without one).
+    pub rate_used: i64,
+    backoff_secs: Option<f64>,
     /// Jobs per status (statuses with no job are absent; completed and
     /// cancelled only with [`Counting::WithHistory`]). Retries waiting out
     /// their backoff are `scheduled`; `failed` is the dead letter, until
@@ -80,6 +85,14 @@ impl QueueInfo {
             .map(|secs| Duration::from_secs_f64(secs.max(0.0)))
     }
 
+    /// How long the queue's runners still hold back after a handler's
+    /// "rate limited, retry after" (`None`: they don't).
+    pub fn backoff_left(&self) -> Option<Duration> {
+        self.backoff_secs
+            .filter(|secs| *secs > 0.0)
+            .map(Duration::from_secs_f64)
+    }
+
     /// How long the queue has been paused.
     pub fn paused_for(&self) -> Option<Duration> {
         self.paused_secs
@@ -98,6 +111,14 @@ struct QueueRow {
     paused_secs: Option<f64>,
     #[diesel(sql_type = Nullable<Integer>)]
     global_limit: Option<i32>,
+    #[diesel(sql_type = Nullable<Integer>)]
+    rate_starts: Option<i32>,
+    #[diesel(sql_type = Nullable<Double>)]
+    rate_secs: Option<f64>,
+    #[diesel(sql_type = Nullable<BigInt>)]
+    rate_used: Option<i64>,
+    #[diesel(sql_type = Nullable<Double>)]
+    backoff_secs: Option<f64>,
     #[diesel(sql_type = Nullable<Text>)]
     status: Option<JobStatus>,
     #[diesel(sql_type = Nullable<BigInt>)]
@@ -192,6 +213,9 @@ pub fn list_queues(conn: &mut PgConnection, counting: Counting) -> Result<Vec<Qu
             paused: row.paused,
             paused_secs: row.paused_secs,
             global_limit: row.global_limit,
+            rate_limit: RateLimit::stored(row.rate_starts, row.rate_secs),
+            rate_used: row.rate_used.unwrap_or(0),
+            backoff_secs: row.backoff_secs,
             counts: BTreeMap::new(),
             oldest_due_secs: None,
         },
@@ -220,7 +244,7 @@ pub(crate) fn any_global_limit(conn: &mut PgConnection, queues: &[String]) -> Re
 
 /// [`Error::UnknownQueue`] for `queue`, listing the queues known now (the
 /// list is best effort: an error reading it leaves it empty).
-fn unknown(conn: &mut PgConnection, queue: &str) -> Error {
+pub(crate) fn unknown(conn: &mut PgConnection, queue: &str) -> Error {
     let known = list_queues(conn, Counting::Live)
         .map(|queues| queues.into_iter().map(|q| q.queue).collect())
         .unwrap_or_default();

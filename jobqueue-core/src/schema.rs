@@ -71,5 +71,15 @@ diesel::table! {
         global_limit -> Nullable<Int4>,
         /// When the row last changed.
         updated_at -> Timestamptz,
+        /// Most jobs started per `rate_period`, fleet-wide.
+        rate_starts -> Nullable<Int4>,
+        /// The rate limit's window.
+        rate_period -> Nullable<Interval>,
+        /// Times of the claims within the last window.
+        rate_at -> Array<Timestamptz>,
+        /// Jobs each of those claims took.
+        rate_jobs -> Array<Int4>,
+        /// No claims before this time (a handler's "retry after").
+        backoff_until -> Nullable<Timestamptz>,
     }
 }

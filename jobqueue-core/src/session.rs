@@ -85,6 +85,11 @@ impl QueueSession {
 
     /// [`crate::claim::claim`], in one round trip.
     pub fn claim(&mut self, claim: &Claim) -> Result<Vec<JobRow>> {
+        Ok(crate::claim::claim_in(&mut self.conn, Scope::Session, claim)?.rows)
+    }
+
+    /// [`crate::claim::claim_paced`], in one round trip.
+    pub fn claim_paced(&mut self, claim: &Claim) -> Result<crate::claim::Claimed> {
         crate::claim::claim_in(&mut self.conn, Scope::Session, claim)
     }
 

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use diesel::prelude::*;
-use diesel::sql_types::{Array, Double, Integer, Uuid};
+use diesel::sql_types::{Array, Bool, Double, Integer, Uuid};
 
 use crate::id_rows::IdStatusRow;
 use crate::isolation::{Scope, scoped};
@@ -23,6 +23,9 @@ pub struct Snooze {
     pub lease: Lease,
     /// How long from now (by the database's clock).
     pub delay: Duration,
+    /// Also hold the job's whole queue back for `delay`, on every runner
+    /// (the called service said "retry after"): its `backoff_until`.
+    pub queue_backoff: bool,
 }
 
 /// What [`snooze_many`] did with each job.
@@ -68,11 +71,13 @@ pub(crate) fn snooze_many_in(
     let ids: Vec<JobId> = sorted.iter().map(|s| s.lease.job_id).collect();
     let tokens: Vec<i32> = sorted.iter().map(|s| s.lease.token).collect();
     let delays: Vec<f64> = sorted.iter().map(|s| s.delay.as_secs_f64()).collect();
+    let backoffs: Vec<bool> = sorted.iter().map(|s| s.queue_backoff).collect();
     let query = prepared::<sql::JobSnoozeMany>()
         .bind::<Array<Uuid>, _>(ids.clone())
         .bind::<Array<Integer>, _>(tokens)
         .bind::<Array<Double>, _>(delays)
-        .bind::<Integer, _>(max_snoozes);
+        .bind::<Integer, _>(max_snoozes)
+        .bind::<Array<Bool>, _>(backoffs);
     let rows = scoped(conn, scope, sql::HOT_PATH_BEGIN, |conn| {
         Ok(query.load::<IdStatusRow>(conn)?)
     })?;

@@ -1,7 +1,7 @@
 //! Which page or action a request asks for, and the answer's headers.
 //! (Who may ask is settled before, in `admission`.)
 
-use jobqueue_core::{Error, JobId};
+use jobqueue_core::{Error, JobId, RateLimit};
 
 use crate::form::{Params, split};
 use crate::pages;
@@ -164,20 +164,71 @@ fn named(form: &Params) -> Result<&str, Refusal> {
         .ok_or_else(|| Refusal::new(400, "this action names no queue or schedule (`name`)"))
 }
 
-/// Pauses or resumes queue `name`: where to go back to, and what to say.
+/// Acts on queue `name`: pauses or resumes it, sets or removes its rate
+/// limit (`rate` in the form, `STARTS/PERIOD`) or its global limit
+/// (`limit`). Where to go back to, and what to say.
 fn queue_action(
     conn: &mut diesel::PgConnection,
     name: &str,
     action: &str,
+    form: &Params,
 ) -> Result<(String, String), Refusal> {
-    let pause = pausing(action)?;
-    let change = if pause {
-        jobqueue_core::pause_queue(conn, name)?
-    } else {
-        jobqueue_core::resume_queue(conn, name)?
+    let notice = match action {
+        "rate" => {
+            let rate: RateLimit = form.exact("rate").unwrap_or_default().parse()?;
+            jobqueue_core::set_queue_rate_limit(conn, name, Some(rate))?;
+            format!(
+                "queue {name}: at most {} jobs started per {} by all runners together",
+                rate.starts(),
+                rate.period_text()
+            )
+        }
+        "remove-rate" => {
+            jobqueue_core::set_queue_rate_limit(conn, name, None)?;
+            format!("queue {name}: no rate limit")
+        }
+        "limit" => {
+            let limit = global_limit(form)?;
+            let change = jobqueue_core::set_queue_limit(conn, name, Some(limit))?;
+            let unused = if change.known {
+                ""
+            } else {
+                " (no job names it yet)"
+            };
+            format!(
+                "queue {name}: at most {limit} jobs held at once by all runners together{unused}"
+            )
+        }
+        "remove-limit" => {
+            jobqueue_core::set_queue_limit(conn, name, None)?;
+            format!("queue {name}: no global limit")
+        }
+        _ => {
+            let pause = pausing(action)?;
+            let change = if pause {
+                jobqueue_core::pause_queue(conn, name)?
+            } else {
+                jobqueue_core::resume_queue(conn, name)?
+            };
+            paused_notice(&format!("queue {name}"), pause, change.was_paused)
+        }
     };
-    let notice = paused_notice(&format!("queue {name}"), pause, change.was_paused);
     Ok(("/".to_owned(), notice))
+}
+
+/// The global limit a form gives (`limit`): a whole number; its range is
+/// the library's to check.
+fn global_limit(form: &Params) -> Result<i32, Refusal> {
+    let text = form.get("limit").unwrap_or_default();
+    text.parse().map_err(|_| {
+        Refusal::new(
+            400,
+            format!(
+                "invalid queue limit: `{text}` is not a whole number: give the most jobs held at \
+                 once by all runners together, e.g. 5 (to lift the limit, remove it)"
+            ),
+        )
+    })
 }
 
 /// Pauses, resumes or runs schedule `name` now.
@@ -296,8 +347,8 @@ fn post(
                 _ => return Err(Refusal::new(404, format!("no action {action}"))),
             }
         }
-        ["queues", action] => queue_action(conn, named(form)?, action)?,
-        ["queues", name, action] => queue_action(conn, name, action)?,
+        ["queues", action] => queue_action(conn, named(form)?, action, form)?,
+        ["queues", name, action] => queue_action(conn, name, action, form)?,
         ["schedules", action] => schedule_action(conn, named(form)?, action)?,
         ["schedules", name, action] => schedule_action(conn, name, action)?,
         ["failed", "retry"] => {

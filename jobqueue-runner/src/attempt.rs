@@ -43,6 +43,9 @@ pub enum Outcome {
     /// The handler asked to run again after this long, without using up
     /// an attempt ([`JobError::Snooze`]).
     Snoozed(Duration),
+    /// The called service is rate limiting ([`JobError::RateLimited`]): a
+    /// snooze of this long, and the job's queue held back as long.
+    RateLimited(Duration),
     /// The handler stopped on a cancel request ([`JobError::Cancelled`]).
     Cancelled,
     /// The handler found the job no longer held ([`JobError::LeaseLost`]):
@@ -63,6 +66,7 @@ impl Outcome {
             Outcome::Retry { error, .. } => ("retry", Some(error)),
             Outcome::Permanent { error } => ("permanent", Some(error)),
             Outcome::Snoozed(_) => ("snoozed", None),
+            Outcome::RateLimited(_) => ("rate_limited", None),
             Outcome::Cancelled => ("cancelled", None),
             Outcome::LeaseLost => ("lease_lost", None),
             Outcome::Unhandled => ("unhandled", None),
@@ -112,6 +116,7 @@ fn attempt(
         Ok(Err(JobError::Retry(error))) => Outcome::Retry { error, policy },
         Ok(Err(JobError::Permanent(error))) => Outcome::Permanent { error },
         Ok(Err(JobError::Snooze(delay))) => Outcome::Snoozed(delay),
+        Ok(Err(JobError::RateLimited(delay))) => Outcome::RateLimited(delay),
         Ok(Err(JobError::Cancelled)) => Outcome::Cancelled,
         Ok(Err(JobError::LeaseLost)) => Outcome::LeaseLost,
         Err(panic) => {

@@ -127,6 +127,12 @@ fn write_all(shared: &Shared, claimer: &Claimer, db: &mut Db, pending: &mut Vec<
             OutcomeKind::Snooze(delay) => snoozes.push(jobqueue_core::engine::Snooze {
                 lease,
                 delay: *delay,
+                queue_backoff: false,
+            }),
+            OutcomeKind::RateLimited(delay) => snoozes.push(jobqueue_core::engine::Snooze {
+                lease,
+                delay: *delay,
+                queue_backoff: true,
             }),
             OutcomeKind::Fail { error, retry } => failures.push(match retry {
                 Some(policy) => Failure::retry(lease, error.clone(), policy),
@@ -233,7 +239,8 @@ fn write_all(shared: &Shared, claimer: &Claimer, db: &mut Db, pending: &mut Vec<
             _ => Ended::Snoozed,
         };
         let ended = each_ended(&done.outcomes, ended);
-        let is_snooze = |k: &OutcomeKind| matches!(k, OutcomeKind::Snooze(_));
+        let is_snooze =
+            |k: &OutcomeKind| matches!(k, OutcomeKind::Snooze(_) | OutcomeKind::RateLimited(_));
         reported(
             pending,
             is_snooze,
@@ -260,7 +267,10 @@ fn write_progress(shared: &Shared, db: &mut Db, pending: &[Outcome]) {
         .iter()
         .filter(|outcome| match outcome.kind {
             OutcomeKind::Complete => !deletes,
-            OutcomeKind::Fail { .. } | OutcomeKind::Snooze(_) | OutcomeKind::Cancelled => true,
+            OutcomeKind::Fail { .. }
+            | OutcomeKind::Snooze(_)
+            | OutcomeKind::RateLimited(_)
+            | OutcomeKind::Cancelled => true,
             // Never started, parked, completed by the handler (with its
             // progress), or not ours.
             OutcomeKind::Release | OutcomeKind::Park | OutcomeKind::Handled | OutcomeKind::Lost => {

@@ -41,6 +41,12 @@ pub enum JobError {
     /// rate limit's window). Its history records the snooze; a job that
     /// snoozed `max_snoozes` times (the runner's, default 100) fails instead.
     Snooze(std::time::Duration),
+    /// The service the job calls said "too many requests, retry after
+    /// this long" (HTTP 429 with `Retry-After`): the job runs again after
+    /// it, without using up an attempt (a snooze, counted as one), and
+    /// every runner holds back the job's whole queue until then, so the
+    /// other jobs of the queue do not hit the same limit.
+    RateLimited(std::time::Duration),
     /// The handler stopped because the job was cancelled: `cancelled`.
     Cancelled,
     /// The worker no longer holds the job (its lease expired and it was
@@ -60,6 +66,13 @@ impl JobError {
         JobError::Snooze(delay)
     }
 
+    /// The called service is rate limiting: run the job again after
+    /// `retry_after`, and start no job of its queue until then, on any
+    /// runner (see [`JobError::RateLimited`]).
+    pub fn rate_limited(retry_after: std::time::Duration) -> Self {
+        JobError::RateLimited(retry_after)
+    }
+
     /// A failure retrying cannot fix.
     pub fn permanent(error: impl fmt::Display) -> Self {
         JobError::Permanent(error.to_string())
@@ -72,6 +85,7 @@ impl fmt::Display for JobError {
             JobError::Retry(e) => write!(f, "{e}"),
             JobError::Permanent(e) => write!(f, "{e} (permanent)"),
             JobError::Snooze(delay) => write!(f, "snoozed for {delay:?}"),
+            JobError::RateLimited(delay) => write!(f, "rate limited: retry after {delay:?}"),
             JobError::Cancelled => f.write_str("cancelled"),
             JobError::LeaseLost => {
                 f.write_str("lease lost: the job was recovered by another worker")

@@ -48,6 +48,8 @@ pub(crate) enum OutcomeKind {
     },
     /// The handler asked to run again after this long (no attempt used).
     Snooze(std::time::Duration),
+    /// A snooze of this long that also holds the job's queue back as long.
+    RateLimited(std::time::Duration),
     /// The handler stopped on a cancel request.
     Cancelled,
     /// Claimed but never started (shutdown, shedding): hand it back.
@@ -72,6 +74,7 @@ impl From<crate::attempt::Outcome> for OutcomeKind {
             },
             Outcome::Permanent { error } => OutcomeKind::Fail { error, retry: None },
             Outcome::Snoozed(delay) => OutcomeKind::Snooze(delay),
+            Outcome::RateLimited(delay) => OutcomeKind::RateLimited(delay),
             Outcome::Cancelled => OutcomeKind::Cancelled,
             Outcome::LeaseLost => OutcomeKind::Lost,
             Outcome::Unhandled => OutcomeKind::Park,

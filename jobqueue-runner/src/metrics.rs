@@ -154,6 +154,19 @@ pub(crate) struct QueueGaugeFamilies {
     pub(crate) oldest_due: Family<QueueLabels, Gauge<f64, AtomicU64>>,
     /// 1 for a paused queue.
     pub(crate) paused: Family<QueueLabels, Gauge>,
+    /// Seconds left of a queue's back-off after a handler's "rate
+    /// limited, retry after" (0 when not backing off).
+    pub(crate) backoff: Family<QueueLabels, Gauge<f64, AtomicU64>>,
+    /// A queue's global limit: only queues with one.
+    pub(crate) global_limit: Family<QueueLabels, Gauge>,
+    /// A queue's rate limit, its starts per period: only rate-limited
+    /// queues.
+    pub(crate) rate_starts: Family<QueueLabels, Gauge>,
+    /// A queue's rate limit, its period: only rate-limited queues.
+    pub(crate) rate_period: Family<QueueLabels, Gauge<f64, AtomicU64>>,
+    /// Jobs started within a rate limit's current window: only
+    /// rate-limited queues.
+    pub(crate) rate_started: Family<QueueLabels, Gauge>,
     /// 1 while this runner computes the table-wide gauges.
     pub(crate) leader: Gauge,
     /// How long the last computation took.
@@ -288,6 +301,20 @@ impl Metrics {
                 "How long the oldest due job of each queue has waited past its run_at (0: none due)";
             "queue_paused" => queues.paused,
                 "1 for a paused queue";
+            "queue_backoff" in Seconds => queues.backoff,
+                "How long each queue's runners still hold back after a handler's \"rate \
+                 limited, retry after\" (0: not backing off)";
+            "queue_global_limit" => queues.global_limit,
+                "Most jobs of the queue held at once by all runners together (only queues \
+                 with a global limit)";
+            "queue_rate_limit_starts" => queues.rate_starts,
+                "Most jobs of the queue started per rate-limit period by all runners \
+                 together (only rate-limited queues)";
+            "queue_rate_limit_period" in Seconds => queues.rate_period,
+                "The period of the queue's rate limit (only rate-limited queues)";
+            "queue_rate_started" => queues.rate_started,
+                "Jobs of the queue started within its rate limit's current window (only \
+                 rate-limited queues)";
             "queue_gauges_leader" => queues.leader,
                 "1 while this runner computes the table-wide queue gauges";
             "queue_gauges_refresh" in Seconds => queues.refresh,

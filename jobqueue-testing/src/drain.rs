@@ -201,7 +201,10 @@ impl<'r> Drain<'r> {
             (attempt.outcome.clone(), Some(attempt))
         };
         let now = jobqueue_core::get_job(conn, row.id)?.found();
-        let ended = Ended::of(now.as_ref(), matches!(outcome, Outcome::Snoozed(_)));
+        let ended = Ended::of(
+            now.as_ref(),
+            matches!(outcome, Outcome::Snoozed(_) | Outcome::RateLimited(_)),
+        );
         let (reports, rolled_back) =
             attempt.map_or((Vec::new(), false), |a| (a.reports, a.rolled_back));
         Ok(Worked {

@@ -31,6 +31,7 @@ pub(crate) fn outcome(
         Outcome::Retry { .. }
         | Outcome::Permanent { .. }
         | Outcome::Snoozed(_)
+        | Outcome::RateLimited(_)
         | Outcome::Cancelled => true,
         _ => false,
     };
@@ -46,10 +47,11 @@ pub(crate) fn outcome(
         Outcome::Permanent { error } => {
             engine::fail(conn, &Failure::permanent(*lease, error.clone())).map(drop)
         }
-        Outcome::Snoozed(delay) => {
+        Outcome::Snoozed(delay) | Outcome::RateLimited(delay) => {
             let snooze = Snooze {
                 lease: *lease,
                 delay: *delay,
+                queue_backoff: matches!(attempt.outcome, Outcome::RateLimited(_)),
             };
             engine::snooze_many(conn, &[snooze], writing.max_snoozes).map(drop)
         }

@@ -230,12 +230,16 @@ macro_rules! quota_range {
 /// that may be claimed from, best first within each queue, and claims them
 /// for worker `$3` with a lease of `$4` seconds.
 ///
-/// A queue is left out while paused (`jobqueue_queues.paused`), and while
-/// it has a global limit unless it is named in `$5`, the queues whose
-/// `jobqueue_queues` row this transaction locked first
-/// ([`QUEUE_LOCK_LIMITED`](super::QUEUE_LOCK_LIMITED); the caller then caps its part through `$6`/`$7`
-/// at its limit minus its jobs held anywhere, so concurrent claims never
-/// take more than the limit together). `$6`/`$7` (names, counts) cap a
+/// A queue is left out while paused (`jobqueue_queues.paused`), while
+/// backed off (`backoff_until`, a handler's "retry after"), and while it
+/// has a global limit or a rate limit unless it is named in `$5`, the
+/// queues whose `jobqueue_queues` row this transaction locked first
+/// ([`QUEUE_LOCK_LIMITED`](super::QUEUE_LOCK_LIMITED); the caller then caps
+/// its part through `$6`/`$7` at its limit minus its jobs held anywhere,
+/// and at its rate limit minus its starts in the window, so concurrent
+/// claims never take more than the limits together). A claimed job's
+/// `claimed_at` is the claim statement's time: a rate-limited queue's
+/// starts are counted by it. `$6`/`$7` (names, counts) cap a
 /// queue's part for this claim (also a runner's own per-queue concurrency).
 ///
 /// Each queue's part is one ordered range of `jobqueue_jobs_fetch_idx`, so
@@ -264,8 +268,10 @@ macro_rules! claim_from_ready {
             LEFT JOIN jobqueue_queues AS c ON c.name = f.queue
             LEFT JOIN unnest($6::text[], $7::int8[]) AS r(queue, room) ON r.queue = f.queue
             WHERE c.paused IS NOT TRUE
+              AND NOT coalesce(c.backoff_until > now(), false)
               AND coalesce(r.room, $2::int8) > 0
-              AND (c.global_limit IS NULL OR f.queue = ANY($5::text[]))
+              AND ((c.global_limit IS NULL AND c.rate_starts IS NULL)
+                   OR f.queue = ANY($5::text[]))
         ),
         share AS (
             SELECT ceil($2::float8 / greatest(count(*), 1))::int8 AS n FROM ready
@@ -309,9 +315,9 @@ macro_rules! claim_from_ready {
                 worker_id = $3,
                 attempts = j.attempts + 1,
                 claim_count = j.claim_count + 1,
-                claimed_at = now(),
-                heartbeat_at = now(),
-                lease_expires_at = now() + make_interval(secs => $4),
+                claimed_at = statement_timestamp(),
+                heartbeat_at = statement_timestamp(),
+                lease_expires_at = statement_timestamp() + make_interval(secs => $4),
                 started_at = NULL,
                 progress = 0,
                 current_stage = NULL
@@ -376,8 +382,9 @@ macro_rules! claimable {
                          WHERE c.name = ",
             $q,
             "
-                           AND (c.paused OR (c.global_limit IS NOT NULL
-                                             AND NOT ",
+                           AND (c.paused OR coalesce(c.backoff_until > now(), false)
+                                OR ((c.global_limit IS NOT NULL OR c.rate_starts IS NOT NULL)
+                                    AND NOT ",
             $q,
             " = ANY($5::text[]))))
               AND coalesce((SELECT r.room FROM unnest($6::text[], $7::int8[]) AS r(queue, room)
@@ -800,11 +807,13 @@ pub(crate) const JOB_RELEASE_MANY: &str = concat!(
 /// Snoozes held jobs: each goes back to `pending` (or `scheduled`) at
 /// `now() + delay` without using up its attempt, its history recording the
 /// snooze; a job already snoozed `$4` times fails instead. Arrays `$1`
-/// ids, `$2` tokens, `$3` delays in seconds. A job with a cancel request is
+/// ids, `$2` tokens, `$3` delays in seconds, `$5` whether the job's queue
+/// backs off for its delay too (its `backoff_until` moved to at least
+/// `now() + delay`: a rate-limited call). A job with a cancel request is
 /// cancelled. Returns the ids and new statuses.
 pub(crate) const JOB_SNOOZE_MANY: &str = concat!(
     "WITH next AS (
-        SELECT j.id, l.delay,
+        SELECT j.id, l.delay, j.queue, l.backoff,
                CASE WHEN j.cancel_requested THEN 'cancelled'
                     WHEN j.snoozes >= $4 THEN 'failed'
                     WHEN l.delay <= 0 THEN 'pending'
@@ -815,8 +824,16 @@ pub(crate) const JOB_SNOOZE_MANY: &str = concat!(
                     ELSE format('snoozed for %s s (snooze %s of at most %s; no attempt used)',
                                 round(l.delay::numeric, 3), j.snoozes + 1, $4) END AS note
         ",
-    held_with_delays!(""),
+    held_with_delays!(", ($5::bool[])[i] AS backoff"),
     "
+    ),
+    backoff AS (
+        INSERT INTO jobqueue_queues AS c (name, backoff_until)
+        SELECT queue, now() + make_interval(secs => max(delay))
+        FROM next WHERE backoff
+        GROUP BY queue
+        ON CONFLICT (name) DO UPDATE
+        SET backoff_until = greatest(c.backoff_until, EXCLUDED.backoff_until)
     ),
     ",
     update_by_id!("delay", "note"),

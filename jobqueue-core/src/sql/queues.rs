@@ -12,16 +12,22 @@
 //! `jobqueue_schedules` and `jobqueue_runners`.
 
 /// Locks, for the rest of the claim's transaction, the `jobqueue_queues`
-/// rows of the queues with a global limit among `$1` (all queues if empty)
-/// that have due jobs, in name order; returns them with their limit and
-/// what bounds their held jobs (`held_counted + claimed_since`). Under any
-/// isolation but READ COMMITTED it locks and returns nothing: a count of
-/// held jobs would not see claims committed while it waited, so the claim
-/// leaves limited queues alone.
+/// rows of the queues with a global limit or a rate limit among `$1` (all
+/// queues if empty) that have due jobs, in name order; returns them with
+/// their limit and what bounds their held jobs (`held_counted +
+/// claimed_since`), their rate limit (`rate_starts` per `rate_secs`) and
+/// its window (`rate_at`, `rate_jobs`, as of the lock: a row updated while
+/// this waited is read as the update left it), and `now_at`, this
+/// statement's time (no later than the claim's). Under any isolation but
+/// READ COMMITTED it locks and returns nothing: a count of held jobs would
+/// not see claims committed while it waited, so the claim leaves limited
+/// queues alone.
 pub(crate) const QUEUE_LOCK_LIMITED: &str = "
-    SELECT c.name, c.global_limit, c.held_counted, c.claimed_since
+    SELECT c.name, c.global_limit, c.held_counted, c.claimed_since, c.rate_starts,
+           EXTRACT(EPOCH FROM c.rate_period)::float8 AS rate_secs, c.rate_at, c.rate_jobs,
+           statement_timestamp() AS now_at
     FROM jobqueue_queues AS c
-    WHERE c.global_limit IS NOT NULL
+    WHERE (c.global_limit IS NOT NULL OR c.rate_starts IS NOT NULL)
       AND (cardinality($1::text[]) = 0 OR c.name = ANY($1::text[]))
       AND current_setting('transaction_isolation') = 'read committed'
       AND EXISTS (SELECT 1 FROM jobqueue_jobs AS p WHERE p.status = 'pending' AND p.queue = c.name)
@@ -38,20 +44,38 @@ pub(crate) const QUEUE_COUNT_HELD: &str = "
     WHERE c.name = $1
     RETURNING c.held_counted";
 
-/// Adds what a claim took to the `claimed_since` of limited queues (rows
-/// locked by the caller): names `$1`, counts `$2`.
+/// Notes what a claim made at `$4` (its rows' `claimed_at`) took from
+/// limited queues (rows locked by the caller), names `$1`, counts `$2`:
+/// adds it to the `claimed_since` of a queue with a global limit, and to
+/// the window of one with a rate limit under the time `$3` gives the queue
+/// (the end of the claim's slot: claims of one slot share an entry),
+/// dropping the entries that left the window of a claim at `$4`.
 pub(crate) const QUEUE_NOTE_CLAIMED: &str = "
     UPDATE jobqueue_queues AS c
-    SET claimed_since = c.claimed_since + n.n
-    FROM unnest($1::text[], $2::int4[]) AS n(name, n)
+    SET claimed_since = c.claimed_since
+                        + CASE WHEN c.global_limit IS NULL THEN 0 ELSE n.n END,
+        (rate_at, rate_jobs) = (
+            SELECT coalesce(array_agg(w.at ORDER BY w.at), '{}'),
+                   coalesce(array_agg(w.jobs ORDER BY w.at), '{}')
+            FROM (
+                SELECT r.at, sum(r.jobs)::int4 AS jobs
+                FROM (SELECT e.at, e.jobs FROM unnest(c.rate_at, c.rate_jobs) AS e(at, jobs)
+                      UNION ALL
+                      SELECT n.at, n.n) AS r
+                WHERE c.rate_starts IS NOT NULL AND r.at > $4 - c.rate_period
+                GROUP BY r.at
+            ) AS w
+        )
+    FROM unnest($1::text[], $2::int4[], $3::timestamptz[]) AS n(name, n, at)
     WHERE c.name = n.name";
 
-/// Whether any queue among `$1` (all queues if empty) has a global limit:
-/// a runner asks every poll interval, to know whether its claims must lock.
+/// Whether any queue among `$1` (all queues if empty) has a global limit
+/// or a rate limit: a runner asks every poll interval, to know whether its
+/// claims must lock.
 pub(crate) const QUEUE_ANY_LIMITED: &str = "
     SELECT EXISTS (
         SELECT 1 FROM jobqueue_queues AS c
-        WHERE c.global_limit IS NOT NULL
+        WHERE (c.global_limit IS NOT NULL OR c.rate_starts IS NOT NULL)
           AND (cardinality($1::text[]) = 0 OR c.name = ANY($1::text[]))) AS limited";
 
 /// The end of the queue-settings statements: whether queue `$1` was
@@ -133,6 +157,40 @@ pub(crate) const QUEUE_SET_LIMIT: &str = concat!(
     queue_change!("wake")
 );
 
+/// Sets (or with NULL `$2` and `$3` removes) the rate limit of queue `$1`,
+/// `$2` starts per `$3`, if the queue is known (a row, a job of any status,
+/// a schedule or a runner names it), and wakes its runners on channel
+/// `$4`. The window of recent starts is kept across a change (a lowered
+/// limit waits for it to empty) and cleared with the limit. Returns
+/// whether the queue was paused, whether it was known, and whether the
+/// setting was written.
+pub(crate) const QUEUE_SET_RATE: &str = "
+    WITH before AS (
+        SELECT paused FROM jobqueue_queues WHERE name = $1
+    ),
+    known AS (
+        SELECT EXISTS (SELECT 1 FROM before)
+               OR EXISTS (SELECT 1 FROM jobqueue_jobs WHERE queue = $1)
+               OR EXISTS (SELECT 1 FROM jobqueue_schedules WHERE queue = $1)
+               OR EXISTS (SELECT 1 FROM jobqueue_runners WHERE $1 = ANY(queues)) AS known
+    ),
+    upsert AS (
+        INSERT INTO jobqueue_queues AS c (name, rate_starts, rate_period)
+        SELECT $1, $2, $3 FROM known WHERE known.known
+        ON CONFLICT (name) DO UPDATE
+        SET rate_starts = $2, rate_period = $3,
+            rate_at = CASE WHEN $2 IS NULL THEN '{}' ELSE c.rate_at END,
+            rate_jobs = CASE WHEN $2 IS NULL THEN '{}' ELSE c.rate_jobs END,
+            updated_at = now()
+        RETURNING c.name
+    ),
+    wake AS (
+        SELECT pg_notify($4, name) FROM upsert
+    )
+    SELECT coalesce((SELECT paused FROM before), false) AS was_paused,
+           (SELECT known FROM known) AS known,
+           (SELECT count(*) FROM wake) AS changed";
+
 /// Every known queue (with a row, jobs counted by `$counts`, a schedule,
 /// or a runner that names it), with its settings: one row per queue and
 /// status counted (`status`, `jobs`, and on the `pending` row
@@ -158,6 +216,11 @@ macro_rules! queue_list {
                    coalesce(c.paused, false) AS paused,
                    EXTRACT(EPOCH FROM now() - c.paused_at)::float8 AS paused_secs,
                    c.global_limit,
+                   c.rate_starts,
+                   EXTRACT(EPOCH FROM c.rate_period)::float8 AS rate_secs,
+                   (SELECT sum(r.jobs) FROM unnest(c.rate_at, c.rate_jobs) AS r(at, jobs)
+                    WHERE r.at > now() - c.rate_period)::int8 AS rate_used,
+                   EXTRACT(EPOCH FROM c.backoff_until - now())::float8 AS backoff_secs,
                    counts.kind AS status,
                    counts.n AS jobs,
                    counts.oldest_due_secs

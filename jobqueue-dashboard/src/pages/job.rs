@@ -108,6 +108,7 @@ pub(crate) fn render(
             dt { "heartbeat" } dd { (when_opt(job.heartbeat_at)) }
             dt { "cancel requested" } dd { (if job.cancel_requested { "yes" } else { "no" }) }
             dt { "unique key" } dd #unique-key { (job.unique_key.as_deref().unwrap_or("-")) }
+            dt { "traceparent" } dd #traceparent { (job.traceparent.as_deref().unwrap_or("-")) }
             dt { "last error" } dd.error #last-error { (job.last_error.as_deref().unwrap_or("-")) }
         }
         h2 { "Timeline" }

@@ -46,13 +46,18 @@ impl<'a> Ctx<'a> {
         let danger = matches!(label, "Cancel" | "Delete" | "Pause");
         html! {
             form.inline method="post" action=(self.link(path)) {
-                input type="hidden" name="csrf" value=(self.dashboard.csrf);
+                (self.csrf_field())
                 @for (name, value) in extra {
                     input type="hidden" name=(name) value=(value);
                 }
                 button.danger[danger] type="submit" { (label) }
             }
         }
+    }
+
+    /// The hidden field that carries the CSRF token in an action's form.
+    pub(crate) fn csrf_field(&self) -> Markup {
+        html! { input type="hidden" name="csrf" value=(self.dashboard.csrf); }
     }
 }
 

@@ -3,7 +3,7 @@
 
 use chrono::{Duration, DurationRound, Utc};
 use diesel::PgConnection;
-use jobqueue_core::JobStatus;
+use jobqueue_core::{JobStatus, QueueInfo};
 use maud::{Markup, html};
 
 use super::layout::{Section, page};
@@ -28,28 +28,38 @@ pub(crate) fn render(
                 thead { tr {
                     th { "queue" } th { "state" } th.num { "due" } th.num { "scheduled" }
                     th.num { "unhandled" } th.num { "held" } th.num { "failed" }
-                    th.num { "oldest due" } th.num { "limit" } th {}
+                    th.num { "oldest due" } th.num { "limit" } th.num { "rate" } th {}
                 } }
                 tbody {
                     @for q in &queues {
                         tr data-queue=(q.queue) {
                             td { a href=(ctx.link(&format!("/jobs?{}", crate::form::query(&[("queue", Some(&q.queue))])))) { (q.queue) } }
-                            td.state { (status(if q.paused { "paused" } else { "active" })) }
+                            td.state { (state(q)) }
                             td.num { (q.count(JobStatus::Pending)) } td.num { (q.count(JobStatus::Scheduled)) }
                             td.num { (q.count(JobStatus::Unhandled)) } td.num { (q.held()) }
                             td.num { a href=(ctx.link(&format!("/failed?{}", crate::form::query(&[("queue", Some(&q.queue))])))) { (q.count(JobStatus::Failed)) } }
                             td.num { (q.oldest_due_age().map(human).unwrap_or_else(|| "-".into())) }
-                            td.num { (q.global_limit.map(|n| n.to_string()).unwrap_or_else(|| "-".into())) }
+                            td.num.limit { (q.global_limit.map(|n| n.to_string()).unwrap_or_else(|| "-".into())) }
+                            td.num.rate { (rate(q)) }
                             td {
                                 @if q.paused {
                                     (ctx.action("/queues/resume", "Resume", &[("name", &q.queue)]))
                                 } @else {
                                     (ctx.action("/queues/pause", "Pause", &[("name", &q.queue)]))
                                 }
+                                @if q.global_limit.is_some() {
+                                    " " (ctx.action("/queues/remove-limit", "Remove limit", &[("name", &q.queue)]))
+                                }
+                                @if q.rate_limit.is_some() {
+                                    " " (ctx.action("/queues/remove-rate", "Remove rate", &[("name", &q.queue)]))
+                                }
                             }
                         }
                     }
                 }
+            }
+            @if !ctx.read_only() {
+                (limit_forms(ctx, &queues))
             }
         }
         h2 { "Last hour" }
@@ -93,6 +103,72 @@ pub(crate) fn render(
         notice(params).as_deref(),
         content,
     ))
+}
+
+/// A queue's state: paused, backing off after a handler's "rate limited,
+/// retry after" (with the time left), or active.
+fn state(q: &QueueInfo) -> Markup {
+    match (q.paused, q.backoff_left()) {
+        (true, _) => status("paused"),
+        (false, Some(left)) => html! {
+            (status("backoff")) " " span.note title="after a handler's \"rate limited, retry after\"" {
+                (human(left)) " left"
+            }
+        },
+        (false, None) => status("active"),
+    }
+}
+
+/// A queue's rate limit with the starts in its current window (`37 of
+/// 50/1s`), `-` without one.
+fn rate(q: &QueueInfo) -> Markup {
+    match q.rate_limit {
+        Some(limit) => html! {
+            span title={ (q.rate_used) " jobs started in the current window; at most " (limit.starts())
+                " per " (format!("{:?}", limit.period())) " by all runners together" } {
+                (q.rate_used) " of " (limit)
+            }
+        },
+        None => html! { "-" },
+    }
+}
+
+/// The forms that set a queue's rate limit and its global limit.
+fn limit_forms(ctx: &Ctx<'_>, queues: &[QueueInfo]) -> Markup {
+    // One form per limit: the queue, the limit's field, its button.
+    let form = |id: &str, path: &str, field: Markup, button: &str| {
+        html! {
+            form.filters id=(id) method="post" action=(ctx.link(path)) {
+                (ctx.csrf_field())
+                label { "queue"
+                    select name="name" {
+                        @for q in queues { option value=(q.queue) { (q.queue) } }
+                    }
+                }
+                (field)
+                button type="submit" { (button) }
+            }
+        }
+    };
+    html! {
+        h2 { "Limits" }
+        (form("set-rate", "/queues/rate", html! {
+            label { "rate limit (starts/period)"
+                input type="text" name="rate" placeholder="50/1s" size="10" required;
+            }
+        }, "Set rate limit"))
+        (form("set-limit", "/queues/limit", html! {
+            label { "global limit (jobs held at once)"
+                input type="number" name="limit" min="1" placeholder="5" required;
+            }
+        }, "Set global limit"))
+        p.note {
+            "Both hold for all runners together. A rate limit is jobs started per period: "
+            code { "50/1s" } ", " code { "100/1m" } ", " code { "10/250ms" }
+            " (units ms, s, m, h, d; " code { "50/s" } " is 50 a second). A global limit is jobs held "
+            "(claimed or running) at once. Remove either with its button in the queue's row."
+        }
+    }
 }
 
 /// Sixty bars, one a minute, the last at the right: completed jobs, with

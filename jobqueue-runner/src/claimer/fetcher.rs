@@ -6,7 +6,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender, select};
-use jobqueue_core::engine::{Claim, MAX_CLAIM_QUEUES};
+use jobqueue_core::engine::{Claim, Claimed, MAX_CLAIM_QUEUES};
 
 use super::Claimer;
 use super::deliver::Delivery;
@@ -20,6 +20,10 @@ use crate::messages::{Outcome, OutcomeKind};
 use crate::shared::Shared;
 use crate::sync::lock;
 use crate::trace::ClaimSpan;
+
+/// The least wait for a rate limit's room: its window drops a start at a
+/// time the claim could only estimate.
+const RATE_ROOM_SLACK: Duration = Duration::from_millis(1);
 
 /// First re-poll after a claim that found work.
 const QUICK_REPOLL: Duration = Duration::from_millis(2);
@@ -282,8 +286,10 @@ pub(super) fn run(
         leave_to_early(shared, claimer, &jobs, &mut claim, &found_in);
         let started = Instant::now();
         let span = ClaimSpan::enter("fetcher", &claim);
-        match db.run(&shared.health, |session| session.claim(&claim)) {
-            Ok(rows) => {
+        match db.run(&shared.health, |session| session.claim_paced(&claim)) {
+            Ok(Claimed {
+                rows, rate_room_in, ..
+            }) => {
                 span.claimed(rows.len());
                 backoff.reset();
                 let took = started.elapsed();
@@ -323,10 +329,17 @@ pub(super) fn run(
                 let more_queues =
                     claim.queues.is_empty() && found_in.len() as i64 >= MAX_CLAIM_QUEUES;
                 if got < room && !more_queues {
-                    // The queue ran dry: finishing jobs cannot bring more.
+                    // The queue ran dry, or a rate limit held the claim
+                    // back: finishing jobs cannot bring more. A rate limit
+                    // gives room when its window drops a start: claim
+                    // again then, whatever the re-poll's pace.
                     claimer.room.ran_dry();
                     limits.refresh_if_older(shared, &claimer.limits, &mut db, config.poll_interval);
-                    if !wait(&wake, &stop, repoll.min(config.poll_interval)) {
+                    let pause = match rate_room_in {
+                        Some(room_in) => room_in.max(RATE_ROOM_SLACK),
+                        None => repoll,
+                    };
+                    if !wait(&wake, &stop, pause.min(config.poll_interval)) {
                         break;
                     }
                 }

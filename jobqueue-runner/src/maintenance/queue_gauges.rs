@@ -1,5 +1,6 @@
-//! The table-wide queue gauges (depth by state, oldest due age, paused) of
-//! every known queue, computed by one runner at a time.
+//! The table-wide queue gauges (depth by state, oldest due age, paused,
+//! back-off, limits and the starts in a rate limit's window) of every
+//! known queue, computed by one runner at a time.
 //!
 //! Every runner serving metrics tries, on a connection of its own, to take
 //! a session-level advisory lock (`jobqueue_core::engine::try_lead_queue_gauges`).
@@ -12,14 +13,15 @@
 //!
 //! A queue this runner reported once, or claimed jobs from, and that no
 //! longer shows in the table (emptied, its failed jobs pruned) reads 0,
-//! never its last value.
+//! never its last value. A limit's gauges exist only while the queue has
+//! that limit: a limit removed takes its series with it.
 
 use std::collections::BTreeSet;
 use std::fmt;
 use std::time::{Duration, Instant};
 
 use diesel::PgConnection;
-use jobqueue_core::JobStatus;
+use jobqueue_core::{JobStatus, QueueInfo, RateLimit};
 
 use super::context::ServiceContext;
 use super::service::{Cadence, PassReport, Service};
@@ -182,35 +184,56 @@ fn refresh(
     let queues = jobqueue_core::list_queues(conn, jobqueue_core::Counting::Live)?;
     let mut seen = BTreeSet::new();
     for q in &queues {
-        let counts = [
-            q.count(JobStatus::Pending),
-            q.count(JobStatus::Scheduled),
-            q.count(JobStatus::Unhandled),
-            q.held(),
-            q.count(JobStatus::Failed),
-        ];
-        set(
-            gauges,
-            &q.queue,
-            counts,
-            q.oldest_due_age().map_or(0.0, |a| a.as_secs_f64()),
-            q.paused,
-        );
+        set(gauges, &q.queue, &Reading::of(q));
         seen.insert(q.queue.clone());
     }
     // Queues this runner claimed from are known too, even if they emptied
     // before any refresh saw them.
     known.extend(metrics.queues_claimed());
     for gone in known.difference(&seen) {
-        set(gauges, gone, [0; 5], 0.0, false);
+        set(gauges, gone, &Reading::default());
     }
     known.extend(seen);
     gauges.refresh.set(started.elapsed().as_secs_f64());
     Ok(Some(known.len()))
 }
 
-fn set(gauges: &QueueGaugeFamilies, queue: &str, counts: [i64; 5], oldest_due: f64, paused: bool) {
-    for (state, n) in STATES.into_iter().zip(counts) {
+/// One queue's gauges as a refresh read them (the default: a queue that
+/// no longer shows in the table, at 0 and without limits).
+#[derive(Debug, Default)]
+struct Reading {
+    /// Jobs in each of [`STATES`].
+    counts: [i64; 5],
+    oldest_due: f64,
+    paused: bool,
+    backoff: f64,
+    global_limit: Option<i32>,
+    rate_limit: Option<RateLimit>,
+    rate_started: i64,
+}
+
+impl Reading {
+    fn of(q: &QueueInfo) -> Self {
+        Reading {
+            counts: [
+                q.count(JobStatus::Pending),
+                q.count(JobStatus::Scheduled),
+                q.count(JobStatus::Unhandled),
+                q.held(),
+                q.count(JobStatus::Failed),
+            ],
+            oldest_due: q.oldest_due_age().map_or(0.0, |a| a.as_secs_f64()),
+            paused: q.paused,
+            backoff: q.backoff_left().map_or(0.0, |left| left.as_secs_f64()),
+            global_limit: q.global_limit,
+            rate_limit: q.rate_limit,
+            rate_started: q.rate_used,
+        }
+    }
+}
+
+fn set(gauges: &QueueGaugeFamilies, queue: &str, reading: &Reading) {
+    for (state, n) in STATES.into_iter().zip(reading.counts) {
         gauges
             .jobs
             .get_or_create(&QueueStateLabels {
@@ -222,12 +245,56 @@ fn set(gauges: &QueueGaugeFamilies, queue: &str, counts: [i64; 5], oldest_due: f
     let labels = QueueLabels {
         queue: queue.to_owned(),
     };
-    gauges.oldest_due.get_or_create(&labels).set(oldest_due);
-    gauges.paused.get_or_create(&labels).set(i64::from(paused));
+    gauges
+        .oldest_due
+        .get_or_create(&labels)
+        .set(reading.oldest_due);
+    gauges
+        .paused
+        .get_or_create(&labels)
+        .set(i64::from(reading.paused));
+    gauges.backoff.get_or_create(&labels).set(reading.backoff);
+    match reading.global_limit {
+        Some(limit) => {
+            gauges
+                .global_limit
+                .get_or_create(&labels)
+                .set(i64::from(limit));
+        }
+        None => {
+            gauges.global_limit.remove(&labels);
+        }
+    }
+    match reading.rate_limit {
+        Some(rate) => {
+            gauges
+                .rate_starts
+                .get_or_create(&labels)
+                .set(i64::from(rate.starts()));
+            gauges
+                .rate_period
+                .get_or_create(&labels)
+                .set(rate.period().as_secs_f64());
+            gauges
+                .rate_started
+                .get_or_create(&labels)
+                .set(reading.rate_started);
+        }
+        None => {
+            gauges.rate_starts.remove(&labels);
+            gauges.rate_period.remove(&labels);
+            gauges.rate_started.remove(&labels);
+        }
+    }
 }
 
 fn clear(gauges: &QueueGaugeFamilies) {
     gauges.jobs.clear();
     gauges.oldest_due.clear();
     gauges.paused.clear();
+    gauges.backoff.clear();
+    gauges.global_limit.clear();
+    gauges.rate_starts.clear();
+    gauges.rate_period.clear();
+    gauges.rate_started.clear();
 }

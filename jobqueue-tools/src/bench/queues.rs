@@ -1,6 +1,8 @@
 //! Queue control's costs. `limit`: burn-down of one queue with a global
 //! limit far above what is held (the claim locks the queue's row and counts
-//! its held jobs) against the same queue without one, run after run.
+//! its held jobs), and with a rate limit far above the burn-down's rate
+//! (the claim locks the row, reads its window and adds to it), each
+//! against the same queue without one, run after run.
 //! `fair`: a queue with a backlog drained by an 8-worker runner while a
 //! trickle of jobs arrives in another queue: the trickle's pickup latency
 //! against the same runner's once the backlog is gone (idle), and the
@@ -27,6 +29,8 @@ use crate::ToolError;
 const WORKERS: usize = 8;
 /// A global limit no burn-down comes near.
 const LOOSE_LIMIT: i32 = 1_000_000;
+/// A rate limit no burn-down comes near: starts per second.
+const LOOSE_RATE: u32 = 1_000_000;
 /// Between two jobs of the trickle.
 const TRICKLE_EVERY: Duration = Duration::from_millis(10);
 /// The pickup floor's queue, which the runner does not work.
@@ -74,24 +78,42 @@ fn burn(url: &str, n: usize) -> Result<f64, ToolError> {
 pub(crate) fn limit_cost(url: &str, sizes: &Sizes, runs: usize) -> Result<Vec<Row>, ToolError> {
     let mut conn = PgConnection::establish(url).map_err(db)?;
     let n = sizes.burn_jobs;
+    let rate = jobqueue_core::RateLimit::new(LOOSE_RATE, Duration::from_secs(1))?;
     let (mut limited, mut ratios) = (Vec::new(), Vec::new());
+    let (mut rated, mut rate_ratios) = (Vec::new(), Vec::new());
     let result = (|| {
         for _ in 0..runs {
-            let mut rates = [0.0; 2];
-            for (i, limit) in [None, Some(LOOSE_LIMIT)].into_iter().enumerate() {
+            let mut rates = [0.0; 3];
+            let settings = [(None, None), (Some(LOOSE_LIMIT), None), (None, Some(rate))];
+            for (i, (limit, rate)) in settings.into_iter().enumerate() {
                 reset(&mut conn)?;
-                jobqueue_core::set_queue_limit(&mut conn, "default", limit)?;
                 insert(&mut conn, &backlog(n, "default")?)?;
+                jobqueue_core::set_queue_limit(&mut conn, "default", limit)?;
+                jobqueue_core::set_queue_rate_limit(&mut conn, "default", rate)?;
                 rates[i] = burn(url, n)?;
             }
             limited.push(rates[1]);
             ratios.push(rates[1] / rates[0]);
+            rated.push(rates[2]);
+            rate_ratios.push(rates[2] / rates[0]);
         }
         Ok::<_, ToolError>(())
     })();
     jobqueue_core::set_queue_limit(&mut conn, "default", None)?;
+    jobqueue_core::set_queue_rate_limit(&mut conn, "default", None)?;
     result?;
     Ok(vec![
+        Row::new(
+            format!("burn-down, {WORKERS} workers, {n} jobs, rate limit {LOOSE_RATE}/1s"),
+            "jobs/s",
+            rated,
+        ),
+        Row::new(
+            "burn-down, rate limit not binding / no limit",
+            "ratio",
+            rate_ratios,
+        )
+        .note("same run, alternated; target ≥ 0.95"),
         Row::new(
             format!("burn-down, {WORKERS} workers, {n} jobs, global limit {LOOSE_LIMIT}"),
             "jobs/s",

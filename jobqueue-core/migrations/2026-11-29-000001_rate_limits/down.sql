@@ -1,0 +1,10 @@
+ALTER TABLE jobqueue_queues
+    DROP CONSTRAINT rate_window_pairs,
+    DROP CONSTRAINT rate_period_range,
+    DROP CONSTRAINT rate_starts_positive,
+    DROP CONSTRAINT rate_limit_whole,
+    DROP COLUMN backoff_until,
+    DROP COLUMN rate_jobs,
+    DROP COLUMN rate_at,
+    DROP COLUMN rate_period,
+    DROP COLUMN rate_starts;

@@ -1,0 +1,52 @@
+//! The package's examples as processes, for the tests that run them.
+
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+
+/// Example `name`'s executable, built (or found up to date) by cargo with
+/// the test's own profile and target directory: `cargo test --test X`
+/// alone does not build the package's examples.
+pub fn example_binary(name: &str) -> PathBuf {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let mut command = Command::new(cargo);
+    // What cargo set for this test's own process is not the build's: a
+    // build script that reads one (ring's reads CARGO_MANIFEST_DIR) would
+    // see it changed and rebuild, here and again in the next `cargo test`.
+    for (var, _) in std::env::vars_os() {
+        let var = var.to_string_lossy();
+        if var.starts_with("CARGO_PKG_")
+            || var.starts_with("CARGO_MANIFEST_")
+            || var.starts_with("CARGO_BIN_")
+            || [
+                "CARGO_CRATE_NAME",
+                "CARGO_PRIMARY_PACKAGE",
+                "CARGO_TARGET_TMPDIR",
+                "OUT_DIR",
+            ]
+            .contains(&var.as_ref())
+        {
+            command.env_remove(var.as_ref());
+        }
+    }
+    let output = command
+        .args([
+            "build",
+            "--package",
+            "jobqueue-tests",
+            "--example",
+            name,
+            "--message-format",
+            "json-render-diagnostics",
+        ])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .stderr(Stdio::inherit())
+        .output()
+        .expect("run cargo build");
+    assert!(output.status.success(), "cargo build --example {name}");
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .filter(|message| message["target"]["name"] == name)
+        .find_map(|message| message["executable"].as_str().map(PathBuf::from))
+        .expect("cargo names the example's executable")
+}

@@ -1,0 +1,297 @@
+//! Rate limits, fleet-wide: four runner processes work a backlog of a queue
+//! limited to 50 starts per second, one of them SIGKILLed and replaced
+//! midway with jobs in hand (recovered when their leases expire, and
+//! started again); every claim of every process is logged by a trigger (a
+//! start is a claim). No one-second window holds more than 50 starts, and the queue
+//! runs at no less than 95 % of its limit. Also: a handler's "rate limited,
+//! retry after D" holds the whole queue back for D without using an
+//! attempt, and bad limits are refused with errors that say why.
+
+use std::time::Duration;
+
+use diesel::prelude::*;
+use jobqueue_core::{
+    Error, Job, JobOptions, NewJob, RateLimit, enqueue_many, set_queue_rate_limit,
+};
+use jobqueue_runner::{JobContext, JobError, Perform, RunnerConfig};
+use jobqueue_tests::fault::{Proc, runner_flags};
+use jobqueue_tests::jobs::{Noop, Sleep};
+use jobqueue_tests::{TestDb, count_where, exec, scalar, start_runner, wait_count, wait_for};
+use serde::{Deserialize, Serialize};
+
+const WORKER: &str = env!("CARGO_BIN_EXE_jobqueue-test-worker");
+const LIMIT: i64 = 50;
+const JOBS: usize = 500;
+
+/// Logs every claim of a job (each new fencing token) with its time and
+/// claimer into `claims_log`.
+fn log_claims(conn: &mut PgConnection) {
+    exec(
+        conn,
+        "CREATE TABLE claims_log (id uuid, claimed_at timestamptz, worker text);
+         CREATE FUNCTION log_claim() RETURNS trigger LANGUAGE plpgsql AS $$
+         BEGIN
+             INSERT INTO claims_log VALUES (NEW.id, NEW.claimed_at, NEW.worker_id);
+             RETURN NEW;
+         END $$;
+         CREATE TRIGGER log_claim AFTER UPDATE ON jobqueue_jobs FOR EACH ROW
+             WHEN (NEW.claim_count <> OLD.claim_count) EXECUTE FUNCTION log_claim();",
+    );
+}
+
+/// The most claims logged in any window of `period` (each window ending at
+/// a claim: the count of a sliding window grows only at claims).
+fn most_in_window(conn: &mut PgConnection, period: &str) -> i64 {
+    scalar(
+        conn,
+        &format!(
+            "SELECT coalesce(max(w.n), 0) AS n FROM claims_log AS c
+             CROSS JOIN LATERAL (
+                 SELECT count(*) AS n FROM claims_log AS o
+                 WHERE o.claimed_at > c.claimed_at - interval '{period}'
+                   AND o.claimed_at <= c.claimed_at
+             ) AS w"
+        ),
+    )
+}
+
+#[test]
+fn four_processes_and_a_kill_never_start_more_than_the_limit_per_window() {
+    let (db, mut conn) = TestDb::with_side_tables();
+    log_claims(&mut conn);
+    // Each job takes 300 ms: the runner killed midway holds some.
+    let jobs: Vec<NewJob> = (0..JOBS)
+        .map(|_| NewJob::from_job(&Sleep { ms: 300 }, JobOptions::new().queue("rated")))
+        .collect::<Result<_, _>>()
+        .expect("build");
+    enqueue_many(&mut conn, &jobs).expect("enqueue");
+    let limit = RateLimit::new(LIMIT as u32, Duration::from_secs(1)).expect("a limit");
+    set_queue_rate_limit(&mut conn, "rated", Some(limit)).expect("set the limit");
+
+    let flags = runner_flags(&[("concurrency", "8"), ("lease-secs", "2")]);
+    let mut runners: Vec<Proc> = (0..4)
+        .map(|i| Proc::runner(WORKER, &db.url, &format!("rated-{i}"), &flags))
+        .collect();
+    // Midway, one runner dies holding what it claimed; another replaces it.
+    wait_for("a third of the jobs done", Duration::from_secs(60), || {
+        count_where(&mut conn, "status = 'completed'") >= JOBS as i64 / 3
+    });
+    let mut victim = runners.swap_remove(1);
+    victim.signal("KILL");
+    victim.wait_exit(Duration::from_secs(10));
+    runners.push(Proc::runner(WORKER, &db.url, "rated-4", &flags));
+    wait_count(&mut conn, "status = 'completed'", JOBS as i64);
+    for runner in &mut runners {
+        runner.terminate(Duration::from_secs(30));
+    }
+
+    let claims = scalar(&mut conn, "SELECT count(*) AS n FROM claims_log");
+    let most = most_in_window(&mut conn, "1 second");
+    // The rate while the backlog lasted: the claims in the whole windows
+    // from the first claim up to the last job's first claim (the dead
+    // runner's jobs, started again once their leases expired, came after,
+    // with no other job left to start), per second.
+    let per_sec_milli = scalar(
+        &mut conn,
+        "WITH firsts AS (SELECT min(claimed_at) AS at FROM claims_log GROUP BY id),
+              span AS (SELECT min(at) AS first,
+                              floor(EXTRACT(EPOCH FROM max(at) - min(at)))::int AS windows
+                       FROM firsts)
+         SELECT (count(*) * 1000 / span.windows)::int8 AS n
+         FROM claims_log, span
+         WHERE claimed_at < span.first + span.windows * interval '1 second'
+         GROUP BY span.windows",
+    );
+    let processes = scalar(
+        &mut conn,
+        "SELECT count(DISTINCT worker) AS n FROM claims_log",
+    );
+    eprintln!(
+        "{claims} claims of {JOBS} jobs by {processes} runners; most in a 1 s window: {most} \
+         (limit {LIMIT}); rate {:.1}/s",
+        per_sec_milli as f64 / 1000.0
+    );
+    assert!(
+        claims > JOBS as i64,
+        "the killed runner's jobs were claimed again, and counted again"
+    );
+    assert!(processes >= 4, "every runner took part");
+    assert!(
+        most <= LIMIT,
+        "{most} starts in one window over the limit of {LIMIT}"
+    );
+    assert!(
+        per_sec_milli as f64 / 1000.0 >= 0.95 * LIMIT as f64,
+        "the queue ran at {:.1}/s, under 95 % of {LIMIT}/s",
+        per_sec_milli as f64 / 1000.0
+    );
+}
+
+#[test]
+fn bad_limits_and_unknown_queues_are_refused_with_the_reason() {
+    let (_db, mut conn) = TestDb::connected();
+    let zero = RateLimit::new(0, Duration::from_secs(1)).expect_err("zero starts");
+    assert!(zero.to_string().contains("1 to 1000000"), "{zero}");
+    let instant = RateLimit::new(5, Duration::ZERO).expect_err("a zero period");
+    assert!(instant.to_string().contains("1 ms to 1 day"), "{instant}");
+    let long = RateLimit::new(5, Duration::from_secs(86_401)).expect_err("over a day");
+    assert!(long.to_string().contains("1 ms to 1 day"), "{long}");
+    let fraction = RateLimit::new(5, Duration::from_micros(1500)).expect_err("a fraction");
+    assert!(
+        fraction.to_string().contains("whole milliseconds"),
+        "{fraction}"
+    );
+
+    Noop { n: 1 }.enqueue(&mut conn).expect("enqueue");
+    let limit = RateLimit::new(10, Duration::from_secs(60)).expect("a limit");
+    match set_queue_rate_limit(&mut conn, "defualt", Some(limit)) {
+        Err(Error::UnknownQueue { queue, known }) => {
+            assert_eq!(queue, "defualt");
+            assert_eq!(known, vec!["default".to_owned()]);
+        }
+        other => panic!("a limit on an unknown queue: {other:?}"),
+    }
+    assert_eq!(count_where(&mut conn, "true"), 1);
+    assert_eq!(
+        scalar(&mut conn, "SELECT count(*) AS n FROM jobqueue_queues"),
+        0
+    );
+    let bad_name =
+        set_queue_rate_limit(&mut conn, "no spaces", Some(limit)).expect_err("a bad name");
+    assert!(bad_name.to_string().contains("queue"), "{bad_name}");
+
+    // On a known queue: set, shown, removed.
+    set_queue_rate_limit(&mut conn, "default", Some(limit)).expect("set");
+    let queues = jobqueue_core::list_queues(&mut conn, Default::default()).expect("list");
+    assert_eq!(queues[0].rate_limit, Some(limit));
+    assert_eq!(queues[0].rate_used, 0);
+    set_queue_rate_limit(&mut conn, "default", None).expect("remove");
+    let queues = jobqueue_core::list_queues(&mut conn, Default::default()).expect("list");
+    assert_eq!(queues[0].rate_limit, None);
+}
+
+/// Calls a service that answers its first call with 429 and "retry after
+/// 2 s".
+#[derive(Serialize, Deserialize, Job)]
+#[job(type = "test.throttled", queue = "api")]
+struct Throttled {}
+
+impl Perform for Throttled {
+    fn perform(&self, ctx: &mut JobContext<'_>) -> Result<(), JobError> {
+        if ctx.row().snoozes == 0 {
+            return Err(JobError::rate_limited(Duration::from_secs(2)));
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn a_429_holds_the_whole_queue_back_without_using_an_attempt() {
+    let (db, mut conn) = TestDb::with_side_tables();
+    let throttled = Throttled {}.enqueue(&mut conn).expect("enqueue").id();
+    let registry = jobqueue_tests::jobs::registry().register::<Throttled>();
+    let config = RunnerConfig::new(&db.url)
+        .keep_completed(jobqueue_tests::KEEP_COMPLETED)
+        .concurrency(4)
+        .poll_interval(Duration::from_millis(100));
+    let runner = start_runner(config, registry);
+    wait_for("the queue to back off", Duration::from_secs(30), || {
+        scalar(
+            &mut conn,
+            "SELECT count(*) AS n FROM jobqueue_queues WHERE name = 'api' AND backoff_until > now()",
+        ) == 1
+    });
+    // Enqueued during the back-off: the queue's jobs wait it out; another
+    // queue's job runs at once.
+    let api: Vec<NewJob> = (0..5)
+        .map(|n| NewJob::from_job(&Noop { n }, JobOptions::new().queue("api")))
+        .collect::<Result<_, _>>()
+        .expect("build");
+    enqueue_many(&mut conn, &api).expect("enqueue");
+    let other = Noop { n: 9 }.enqueue(&mut conn).expect("enqueue").id();
+    wait_for("the other queue's job", Duration::from_secs(30), || {
+        count_where(
+            &mut conn,
+            &format!("id = '{other}' AND status = 'completed'"),
+        ) == 1
+    });
+    assert_eq!(
+        count_where(&mut conn, "queue = 'api' AND status = 'completed'"),
+        0,
+        "nothing of the backed-off queue started"
+    );
+    wait_count(&mut conn, "queue = 'api' AND status = 'completed'", 6);
+    runner.shutdown();
+
+    // Every job of the queue started after the back-off; the throttled one
+    // used one attempt in all, and its history says why it waited.
+    assert_eq!(
+        count_where(
+            &mut conn,
+            "queue = 'api' AND claimed_at < (SELECT backoff_until FROM jobqueue_queues WHERE name = 'api')"
+        ),
+        0
+    );
+    let row = jobqueue_tests::read_job(&mut conn, throttled);
+    assert_eq!((row.attempts, row.snoozes), (1, 1));
+    assert!(
+        row.errors.to_string().contains("snoozed for 2"),
+        "{}",
+        row.errors
+    );
+    assert_eq!(
+        count_where(
+            &mut conn,
+            &format!(
+                "id = '{other}' AND claimed_at < (SELECT backoff_until FROM jobqueue_queues WHERE name = 'api')"
+            )
+        ),
+        1
+    );
+}
+
+#[test]
+fn the_command_line_sets_shows_and_refuses_rates() {
+    let (db, mut conn) = TestDb::connected();
+    Noop { n: 1 }.enqueue(&mut conn).expect("enqueue");
+    let run = |args: &[&str]| jobqueue_tests::run_cli(WORKER, &db.url, args);
+
+    let (code, out, _) = run(&["queue", "rate", "default", "50/1s"]);
+    assert_eq!(code, Some(0), "{out}");
+    assert!(out.contains("at most 50 jobs started per 1s"), "{out}");
+    let (code, out, _) = run(&["queue", "list"]);
+    assert_eq!(code, Some(0));
+    let line = out
+        .lines()
+        .find(|l| l.starts_with("default"))
+        .expect("a line");
+    assert!(line.contains("50/1s"), "{out}");
+
+    // Bad input is exit code 2 and says what to write; an unknown queue
+    // names the known ones; nothing changed.
+    for (rate, says) in [
+        ("0/1s", "1 to 1000000"),
+        ("-5/1s", "not a whole number"),
+        ("50", "e.g. 50/1s"),
+        ("5/2d", "1 ms to 1 day"),
+        ("5/fortnight", "not a unit"),
+    ] {
+        let (code, _, err) = run(&["queue", "rate", "default", rate]);
+        assert_eq!(code, Some(2), "{rate}: {err}");
+        assert!(err.contains(says), "{rate}: {err}");
+    }
+    let (code, _, err) = run(&["queue", "rate", "defualt", "5/1s"]);
+    assert_ne!(code, Some(0), "{err}");
+    assert!(err.contains("defualt") && err.contains("default"), "{err}");
+    let queues = jobqueue_core::list_queues(&mut conn, Default::default()).expect("list");
+    assert_eq!(queues.len(), 1);
+    assert_eq!(
+        queues[0].rate_limit.map(|r| r.to_string()).as_deref(),
+        Some("50/1s")
+    );
+
+    let (code, out, _) = run(&["queue", "rate", "default", "--none"]);
+    assert_eq!(code, Some(0), "{out}");
+    let queues = jobqueue_core::list_queues(&mut conn, Default::default()).expect("list");
+    assert_eq!(queues[0].rate_limit, None);
+}
