@@ -311,6 +311,38 @@ fn a_request_trace_goes_through_its_jobs() {
     let flaky_first = attempt_run(&spans, &flaky_id.to_string(), 0);
     assert_eq!(attribute(flaky_first, "outcome").as_deref(), Some("retry"));
 
+    // A schedule's job, even one fired from inside a traced span, and a
+    // job enqueued from the command line carry no context: their attempts
+    // start traces of their own.
+    {
+        let _request = tracing::info_span!("request", route = "/admin/run-now").entered();
+        let nightly = jobqueue_core::Periodic::new("nightly", "0 3 * * *", &Step { n: 50 });
+        jobqueue_core::engine::declare_schedules(&mut conn, &[nightly]).expect("declare");
+        let fired = jobqueue_core::run_schedule_now(&mut conn, "nightly").expect("run now");
+        assert_eq!(
+            scalar(
+                &mut conn,
+                &format!(
+                    "SELECT count(*) AS n FROM jobqueue_jobs WHERE id = '{fired}' AND traceparent IS NULL"
+                ),
+            ),
+            1
+        );
+    }
+    let (code, out, err) = jobqueue_tests::run_cli(
+        env!("CARGO_BIN_EXE_jobqueue-test-worker"),
+        &db.url,
+        &["enqueue", "test.noop", r#"{"n": 7}"#],
+    );
+    assert_eq!(code, Some(0), "{out}{err}");
+    assert_eq!(
+        scalar(
+            &mut conn,
+            "SELECT count(*) AS n FROM jobqueue_jobs WHERE job_type = 'test.noop' AND traceparent IS NULL",
+        ),
+        1
+    );
+
     // Enqueued outside any span: no enqueue span; the attempt is the root
     // of a trace of its own.
     assert!(spans_with(&spans, "enqueue", "job_id", &outside_id.to_string()).is_empty());
