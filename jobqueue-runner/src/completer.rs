@@ -111,6 +111,12 @@ fn flush(shared: &Shared, claimer: &Claimer, db: &mut Db, pending: &mut Vec<Outc
 
 /// [`flush`], inside its span.
 fn write_all(shared: &Shared, claimer: &Claimer, db: &mut Db, pending: &mut Vec<Outcome>) {
+    if !write_progress(shared, db, pending) {
+        // The notes go first: an outcome written without them (on the
+        // connection opened again after this one failed) would leave its
+        // row showing older progress for good. Both wait for the next flush.
+        return;
+    }
     let mut complete = Vec::new();
     let mut release = Vec::new();
     let mut cancel = Vec::new();
@@ -142,7 +148,6 @@ fn write_all(shared: &Shared, claimer: &Claimer, db: &mut Db, pending: &mut Vec<
             OutcomeKind::Lost => Counters::add(&shared.counters.lost, 1),
         }
     }
-    write_progress(shared, db, pending);
     let counters = &shared.counters;
     let written = |pending: &mut Vec<Outcome>, done: fn(&OutcomeKind) -> bool| {
         pending.retain(|outcome| {
@@ -260,8 +265,9 @@ fn write_all(shared: &Shared, claimer: &Claimer, db: &mut Db, pending: &mut Vec<
 /// Writes, in one heartbeat statement before the outcomes, the progress
 /// that handlers noted and no heartbeat wrote yet, of the jobs whose rows
 /// the outcomes keep (a completion that deletes its row leaves nothing to
-/// show it on). If the statement fails the notes stay for the next flush.
-fn write_progress(shared: &Shared, db: &mut Db, pending: &[Outcome]) {
+/// show it on). If the statement fails the notes stay for the next flush;
+/// false if it failed for want of a connection: the outcomes wait too.
+fn write_progress(shared: &Shared, db: &mut Db, pending: &[Outcome]) -> bool {
     let deletes = shared.config.retention.deletes_completed();
     let beats: Vec<(&Outcome, Beat)> = pending
         .iter()
@@ -289,7 +295,7 @@ fn write_progress(shared: &Shared, db: &mut Db, pending: &[Outcome]) {
         })
         .collect();
     if beats.is_empty() {
-        return;
+        return true;
     }
     let (outcomes, beats): (Vec<&Outcome>, Vec<Beat>) = beats.into_iter().unzip();
     let written = db.run(&shared.health, |session| {
@@ -297,7 +303,11 @@ fn write_progress(shared: &Shared, db: &mut Db, pending: &[Outcome]) {
     });
     if written.is_err() {
         put_back_progress(outcomes.into_iter().map(|outcome| &*outcome.state), beats);
+        // Without a connection nothing else would be written either; an
+        // error of the statement itself must not hold the outcomes back.
+        return !db.lost_connection();
     }
+    true
 }
 
 fn is_handled_or_lost(kind: &OutcomeKind) -> bool {
