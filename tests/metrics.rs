@@ -214,7 +214,9 @@ fn the_queue_gauges_show_each_limit_its_use_and_a_back_off() {
     let runner = MetricsRunner::start(&db, "metrics-limits");
     let rated = [("queue", "rated")];
     let capped = [("queue", "capped")];
-    wait_for("two starts in the window", Duration::from_secs(10), || {
+    // A runner process that starts, claims and publishes its gauges on a
+    // machine busy with other tests: given time.
+    wait_for("two starts in the window", Duration::from_secs(30), || {
         let page = runner.scrape();
         page.value("jobqueue_queue_rate_started", &rated) == Some(2.0)
             && page.value("jobqueue_queue_jobs", &[rated[0], ("state", "due")]) == Some(3.0)
@@ -248,7 +250,7 @@ fn the_queue_gauges_show_each_limit_its_use_and_a_back_off() {
         .execute(&mut conn)
         .expect("end the back-off");
     wait_no_live_jobs(&mut conn, Duration::from_secs(30));
-    wait_for("no stale limit gauges", Duration::from_secs(10), || {
+    wait_for("no stale limit gauges", Duration::from_secs(30), || {
         let page = runner.scrape();
         page.value("jobqueue_queue_backoff_seconds", &capped) == Some(0.0)
             && page.value("jobqueue_queue_global_limit", &capped).is_none()
