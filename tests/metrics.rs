@@ -198,7 +198,9 @@ fn a_runner_serves_what_it_did_by_queue_and_type_and_the_queue_gauges() {
 
 #[test]
 fn the_queue_gauges_show_each_limit_its_use_and_a_back_off() {
-    let (db, mut conn) = TestDb::connected();
+    // The side tables: the jobs' handler records its runs, and succeeds
+    // (without them each attempt would fail and come back due).
+    let (db, mut conn) = TestDb::with_side_tables();
     // Five jobs under two starts a day: two start, three wait on the rate.
     put_many(&mut conn, &noops(5), &JobOptions::new().queue("rated"));
     let daily = RateLimit::new(2, Duration::from_secs(86_400)).expect("a limit");
@@ -214,9 +216,7 @@ fn the_queue_gauges_show_each_limit_its_use_and_a_back_off() {
     let runner = MetricsRunner::start(&db, "metrics-limits");
     let rated = [("queue", "rated")];
     let capped = [("queue", "capped")];
-    // A runner process that starts, claims and publishes its gauges on a
-    // machine busy with other tests: given time.
-    wait_for("two starts in the window", Duration::from_secs(30), || {
+    wait_for("two starts in the window", Duration::from_secs(10), || {
         let page = runner.scrape();
         page.value("jobqueue_queue_rate_started", &rated) == Some(2.0)
             && page.value("jobqueue_queue_jobs", &[rated[0], ("state", "due")]) == Some(3.0)
@@ -250,7 +250,7 @@ fn the_queue_gauges_show_each_limit_its_use_and_a_back_off() {
         .execute(&mut conn)
         .expect("end the back-off");
     wait_no_live_jobs(&mut conn, Duration::from_secs(30));
-    wait_for("no stale limit gauges", Duration::from_secs(30), || {
+    wait_for("no stale limit gauges", Duration::from_secs(10), || {
         let page = runner.scrape();
         page.value("jobqueue_queue_backoff_seconds", &capped) == Some(0.0)
             && page.value("jobqueue_queue_global_limit", &capped).is_none()
