@@ -380,8 +380,8 @@ struct Limited {
     claimed_since: i32,
     #[diesel(sql_type = Nullable<Integer>)]
     rate_starts: Option<i32>,
-    #[diesel(sql_type = Nullable<Double>)]
-    rate_secs: Option<f64>,
+    #[diesel(sql_type = Nullable<BigInt>)]
+    rate_micros: Option<i64>,
     #[diesel(sql_type = Array<Timestamptz>)]
     rate_at: Vec<DateTime<Utc>>,
     #[diesel(sql_type = Array<Integer>)]
@@ -419,10 +419,10 @@ impl Limited {
     /// that ends at `now_at`: no fewer than in the window that ends at the
     /// claim), and when the window next drops a start, from `now_at`.
     fn rate_room(&self) -> (Option<i64>, Option<Duration>) {
-        let (Some(starts), Some(secs)) = (self.rate_starts, self.rate_secs) else {
+        let (Some(starts), Some(micros)) = (self.rate_starts, self.rate_micros) else {
             return (None, None);
         };
-        let period = chrono::Duration::microseconds((secs * 1e6) as i64);
+        let period = chrono::Duration::microseconds(micros);
         let since = self.now_at - period;
         let mut used = 0i64;
         let mut first: Option<DateTime<Utc>> = None;
@@ -444,17 +444,11 @@ impl Limited {
     /// a start counts no shorter than its period. (Any time without a rate
     /// limit: the entry is not kept.)
     fn window_entry(&self, claimed_at: DateTime<Utc>) -> DateTime<Utc> {
-        let Some(secs) = self.rate_secs else {
+        let Some(period) = self.rate_micros else {
             return claimed_at;
         };
-        let slot = ((secs * 1e6) as i64 / 1000).max(1);
-        let micros = claimed_at.timestamp_micros();
-        let end = micros.div_euclid(slot) * slot
-            + if micros.rem_euclid(slot) == 0 {
-                0
-            } else {
-                slot
-            };
+        let slot = (period / 1000).max(1);
+        let end = (claimed_at.timestamp_micros() + slot - 1).div_euclid(slot) * slot;
         DateTime::from_timestamp_micros(end).unwrap_or(claimed_at)
     }
 }
@@ -534,14 +528,14 @@ fn claim_limited(conn: &mut PgConnection, claim: &Claim) -> Result<Claimed> {
 mod tests {
     use super::*;
 
-    fn limited(rate_secs: Option<f64>) -> Limited {
+    fn limited(rate_micros: Option<i64>) -> Limited {
         Limited {
             name: "q".into(),
             global_limit: None,
             held_counted: None,
             claimed_since: 0,
-            rate_starts: rate_secs.map(|_| 10),
-            rate_secs,
+            rate_starts: rate_micros.map(|_| 10),
+            rate_micros,
             rate_at: Vec::new(),
             rate_jobs: Vec::new(),
             now_at: DateTime::from_timestamp_micros(0).expect("a time"),
@@ -555,7 +549,7 @@ mod tests {
     #[test]
     fn a_claim_is_kept_at_the_end_of_its_slot_never_before_it() {
         // A period of 1 s: slots of 1 ms.
-        let queue = limited(Some(1.0));
+        let queue = limited(Some(1_000_000));
         assert_eq!(queue.window_entry(at(1_000_000)), at(1_000_000));
         assert_eq!(queue.window_entry(at(1_000_001)), at(1_001_000));
         assert_eq!(queue.window_entry(at(1_000_999)), at(1_001_000));
@@ -563,13 +557,13 @@ mod tests {
         // close (no chain of merges that keeps moving an entry on).
         assert_eq!(queue.window_entry(at(1_001_001)), at(1_002_000));
         // A 1 ms period has 1 µs slots; no rate limit keeps the time.
-        assert_eq!(limited(Some(0.001)).window_entry(at(7)), at(7));
+        assert_eq!(limited(Some(1_000)).window_entry(at(7)), at(7));
         assert_eq!(limited(None).window_entry(at(1_234)), at(1_234));
     }
 
     #[test]
     fn the_room_left_counts_the_window_ending_now_and_says_when_it_frees() {
-        let mut queue = limited(Some(1.0));
+        let mut queue = limited(Some(1_000_000));
         queue.now_at = at(10_000_000);
         queue.rate_at = vec![at(8_500_000), at(9_200_000), at(9_900_000)];
         queue.rate_jobs = vec![5, 3, 4];

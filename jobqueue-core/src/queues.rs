@@ -234,7 +234,8 @@ struct Limited {
     limited: bool,
 }
 
-/// Whether any of `queues` (all if empty) has a global limit.
+/// Whether any of `queues` (all if empty) has a global limit or a rate
+/// limit: claims from it lock its row.
 pub(crate) fn any_global_limit(conn: &mut PgConnection, queues: &[String]) -> Result<bool> {
     Ok(diesel::sql_query(sql::QUEUE_ANY_LIMITED)
         .bind::<diesel::sql_types::Array<Text>, _>(queues)

@@ -182,8 +182,9 @@ impl QueueSession {
         fenced_update::<sql::JobCancelHeldMany>(&mut self.conn, Scope::Session, leases)
     }
 
-    /// Whether any of `queues` (all queues if empty) has a global limit
-    /// (see [`crate::set_queue_limit`]): a claim that may take from such a
+    /// Whether any of `queues` (all queues if empty) has a global limit or
+    /// a rate limit (see [`crate::set_queue_limit`],
+    /// [`crate::set_queue_rate_limit`]): a claim that may take from such a
     /// queue needs [`crate::claim::GlobalLimits::Honour`].
     pub fn any_global_limit(&mut self, queues: &[String]) -> Result<bool> {
         crate::queues::any_global_limit(&mut self.conn, queues)

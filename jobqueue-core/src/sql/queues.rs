@@ -15,7 +15,7 @@
 /// rows of the queues with a global limit or a rate limit among `$1` (all
 /// queues if empty) that have due jobs, in name order; returns them with
 /// their limit and what bounds their held jobs (`held_counted +
-/// claimed_since`), their rate limit (`rate_starts` per `rate_secs`) and
+/// claimed_since`), their rate limit (`rate_starts` per `rate_micros`) and
 /// its window (`rate_at`, `rate_jobs`, as of the lock: a row updated while
 /// this waited is read as the update left it), and `now_at`, this
 /// statement's time (no later than the claim's). Under any isolation but
@@ -24,7 +24,8 @@
 /// queues alone.
 pub(crate) const QUEUE_LOCK_LIMITED: &str = "
     SELECT c.name, c.global_limit, c.held_counted, c.claimed_since, c.rate_starts,
-           EXTRACT(EPOCH FROM c.rate_period)::float8 AS rate_secs, c.rate_at, c.rate_jobs,
+           (EXTRACT(EPOCH FROM c.rate_period) * 1000000)::int8 AS rate_micros,
+           c.rate_at, c.rate_jobs,
            statement_timestamp() AS now_at
     FROM jobqueue_queues AS c
     WHERE (c.global_limit IS NOT NULL OR c.rate_starts IS NOT NULL)

@@ -239,7 +239,7 @@ pub(super) fn run(
         .lease(config.lease)
         .handled_types(shared.job_types.iter().cloned());
     let mut delivery = Delivery::new(jobs.clone(), hand_back.outcomes.clone(), false);
-    // Whether some of this runner's queues have a global limit, and when
+    // Whether some of this runner's queues have a global or rate limit, and when
     // that was last read: checked while the fetcher goes idle (not between
     // a wake-up and its claim), and at least every other poll interval.
     let mut limits = LimitsRead::default();

@@ -1,5 +1,5 @@
-//! Whether the runner's queues have global limits (across the fleet), as
-//! the fetcher last read it, and what claims do about it.
+//! Whether the runner's queues have global or rate limits (across the
+//! fleet), as the fetcher last read it, and what claims do about it.
 
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::time::{Duration, Instant};
@@ -11,7 +11,7 @@ use crate::shared::Shared;
 
 /// Not read yet.
 const UNKNOWN: u8 = 0;
-/// None of the runner's queues has a global limit.
+/// None of the runner's queues has a global or rate limit.
 const NONE: u8 = 1;
 /// Some of the runner's queues have one.
 const SOME: u8 = 2;
@@ -43,7 +43,8 @@ impl LimitsSeen {
     }
 }
 
-/// When the fetcher last read whether its queues have global limits.
+/// When the fetcher last read whether its queues have global or rate
+/// limits.
 #[derive(Default)]
 pub(super) struct LimitsRead {
     read_at: Option<Instant>,
