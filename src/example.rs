@@ -1,7 +1,9 @@
 //! The package's examples as processes, for the tests that run them.
 
+use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc::{self, Receiver};
 
 /// Example `name`'s executable, built (or found up to date) by cargo with
 /// the test's own profile and target directory: `cargo test --test X`
@@ -49,4 +51,18 @@ pub fn example_binary(name: &str) -> PathBuf {
         .filter(|message| message["target"]["name"] == name)
         .find_map(|message| message["executable"].as_str().map(PathBuf::from))
         .expect("cargo names the example's executable")
+}
+
+/// The lines `child` writes to its piped stdout, as they come, read on a
+/// thread of their own (the channel closes when the child's stdout does).
+pub fn stdout_lines(child: &mut Child) -> Receiver<String> {
+    let stdout = child.stdout.take().expect("a piped stdout");
+    let (lines, received) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { return };
+            let _ = lines.send(line);
+        }
+    });
+    received
 }

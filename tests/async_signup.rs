@@ -3,13 +3,11 @@
 //! the same process; a request that fails after its enqueue keeps neither;
 //! SIGTERM stops the server and the runner, and the process exits 0.
 
-use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
 
-use jobqueue_tests::example::example_binary;
+use jobqueue_tests::example::{example_binary, stdout_lines};
 use jobqueue_tests::raw_http::{RawResponse, exchange, form};
 use jobqueue_tests::{TestDb, WAIT_LIMIT, count_where, poll_until, scalar, wait_for};
 
@@ -39,14 +37,7 @@ impl Service {
             .stderr(std::fs::File::create(&stderr).expect("create the stderr file"))
             .spawn()
             .expect("start the example");
-        let stdout = child.stdout.take().expect("piped stdout");
-        let (lines, first) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { return };
-                let _ = lines.send(line);
-            }
-        });
+        let first = stdout_lines(&mut child);
         let line = first.recv_timeout(WAIT_LIMIT).unwrap_or_else(|e| {
             panic!(
                 "no address from the example ({e}); stderr:\n{}",

@@ -4,11 +4,9 @@
 //! job's attempt in the same trace, a child of that enqueue, with the
 //! handler's span under it. What crosses between them is the job's row.
 
-use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
-use std::sync::mpsc;
 
-use jobqueue_tests::example::example_binary;
+use jobqueue_tests::example::{example_binary, stdout_lines};
 use jobqueue_tests::{TestDb, WAIT_LIMIT, assert_success};
 
 /// A span as OpenTelemetry's stdout exporter prints it.
@@ -92,14 +90,7 @@ fn a_signup_trace_continues_in_the_worker_process() {
         .stderr(Stdio::null())
         .spawn()
         .expect("start the worker");
-    let stdout = worker.stdout.take().expect("piped stdout");
-    let (lines, received) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines() {
-            let Ok(line) = line else { return };
-            let _ = lines.send(line);
-        }
-    });
+    let received = stdout_lines(&mut worker);
     let mut worker_output = String::new();
     let attempt = loop {
         let line = received.recv_timeout(WAIT_LIMIT).unwrap_or_else(|e| {
