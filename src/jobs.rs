@@ -117,6 +117,37 @@ impl Perform for Sleep {
     }
 }
 
+/// Records `start`, sleeps, then on its first attempt stumbles as `first`
+/// says (`fail`: a failure to retry 20 ms later; `snooze`: a snooze of 50
+/// ms) and records it; any other attempt, or `first` empty, records `done`.
+#[derive(Debug, Serialize, Deserialize, Job)]
+#[job(type = "test.stumble", backoff_base_ms = 20, backoff_max_secs = 1)]
+pub struct Stumble {
+    /// How long each attempt takes, in milliseconds.
+    pub ms: u64,
+    /// What the first attempt does: `fail`, `snooze`, or `` (nothing).
+    pub first: String,
+}
+
+impl Perform for Stumble {
+    fn perform(&self, ctx: &mut JobContext<'_>) -> Result<(), JobError> {
+        record(ctx, "start")?;
+        std::thread::sleep(Duration::from_millis(self.ms));
+        let first = ctx.attempt() == 1 && ctx.row().snoozes == 0;
+        match self.first.as_str() {
+            "fail" if first => {
+                record(ctx, "fail")?;
+                Err(JobError::retry("stumbled on the first attempt"))
+            }
+            "snooze" if first => {
+                record(ctx, "snooze")?;
+                Err(JobError::snooze(Duration::from_millis(50)))
+            }
+            _ => record(ctx, "done"),
+        }
+    }
+}
+
 /// Panics on every attempt.
 #[derive(Debug, Serialize, Deserialize, Job)]
 #[job(type = "test.panic", max_attempts = 2)]
@@ -348,6 +379,7 @@ pub fn registry() -> jobqueue_runner::Registry {
     jobqueue_runner::Registry::new()
         .register::<Noop>()
         .register::<Sleep>()
+        .register::<Stumble>()
         .register::<Panic>()
         .register::<Effect>()
         .register::<Cancellable>()

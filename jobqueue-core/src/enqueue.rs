@@ -241,7 +241,7 @@ fn enqueue_traced(
 ) -> Result<EnqueueOutcome> {
     let notify = notify_now(&*conn, job);
     let Some(key) = &job.unique_key else {
-        if notify {
+        if needs_full_insert(job, notify) {
             insert_one(conn, job, notify, traceparent)?;
         } else {
             job_columns::<sql::JobInsertQuiet>(job)
@@ -269,6 +269,14 @@ fn enqueue_traced(
 pub(crate) fn notify_now<C>(conn: &C, job: &NewJob) -> bool {
     let due_later = job.delay_secs > 0.0 || job.run_at.is_some_and(|at| at > Utc::now());
     !due_later && should_notify(conn, &job.queue)
+}
+
+/// Whether an enqueue of `job` without a unique key takes
+/// [`sql::JOB_INSERT`] rather than the quiet insert: when it wakes its
+/// queue (`notify`), and for a keyed job, which may be inserted `waiting`
+/// and always wakes the runners' admission.
+pub(crate) fn needs_full_insert(job: &NewJob, notify: bool) -> bool {
+    notify || job.concurrency_key.is_some()
 }
 
 /// The outcome of `job`, whose unique `key` the live job `existing` holds.
@@ -319,6 +327,7 @@ pub(crate) fn insert_one_statement<'j>(
         .bind::<Text, _>(NOTIFY_CHANNEL)
         .bind::<Bool, _>(notify)
         .bind::<Nullable<Text>, _>(traceparent)
+        .bind::<Nullable<Text>, _>(job.concurrency_key.as_deref())
 }
 
 /// The live jobs holding `keys`, by key.
@@ -343,7 +352,7 @@ const COPY_THRESHOLD: usize = 256;
 
 /// Inserts many jobs in ONE statement.
 ///
-/// A large batch of jobs due now without unique keys streams through
+/// A large batch of jobs due now without unique or concurrency keys streams through
 /// `COPY ... FROM STDIN` (the fastest way into PostgreSQL), followed by one
 /// `pg_notify` per distinct queue; any other batch is one
 /// `INSERT ... SELECT FROM unnest(...) ON CONFLICT DO NOTHING`. A job whose
@@ -369,6 +378,7 @@ fn enqueue_many_traced(
     let keyed = jobs.iter().any(|job| job.unique_key.is_some());
     let copyable = jobs.len() >= COPY_THRESHOLD
         && !keyed
+        && jobs.iter().all(|job| job.concurrency_key.is_none())
         && jobs
             .iter()
             .all(|job| job.run_at.is_none() && job.delay_secs == 0.0);
@@ -399,7 +409,8 @@ fn push_field(line: &mut String, field: &str) {
     }
 }
 
-/// `COPY` the jobs (all due now, none with a unique key), then wake their queues.
+/// `COPY` the jobs (all due now, none with a unique or concurrency key),
+/// then wake their queues.
 fn copy_many(
     conn: &mut PgConnection,
     jobs: &[NewJob],
@@ -495,6 +506,7 @@ pub(crate) struct BatchColumns<'j> {
     delays: Vec<f64>,
     keys: Vec<Option<&'j str>>,
     traceparent: Option<&'j str>,
+    concurrency_keys: Vec<Option<&'j str>>,
 }
 
 impl<'j> BatchColumns<'j> {
@@ -511,6 +523,10 @@ impl<'j> BatchColumns<'j> {
             delays: jobs.iter().map(|job| job.delay_secs).collect(),
             keys: jobs.iter().map(|job| job.unique_key.as_deref()).collect(),
             traceparent,
+            concurrency_keys: jobs
+                .iter()
+                .map(|job| job.concurrency_key.as_deref())
+                .collect(),
         }
     }
 
@@ -529,6 +545,7 @@ impl<'j> BatchColumns<'j> {
             .bind::<Text, _>(NOTIFY_CHANNEL)
             .bind::<Bool, _>(true)
             .bind::<Nullable<Text>, _>(self.traceparent)
+            .bind::<Array<Nullable<Text>>, _>(&self.concurrency_keys)
     }
 }
 

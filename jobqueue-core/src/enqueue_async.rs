@@ -16,7 +16,8 @@ use diesel_async::{AnsiTransactionManager, AsyncPgConnection, RunQueryDsl, Trans
 
 use crate::enqueue::{
     BatchColumns, BatchRest, HolderRow, InsertedRow, Slot, UNIQUE_RETRIES, by_key, duplicate,
-    insert_one_statement, job_columns, key_kept_changing, live_holders_query, notified, notify_now,
+    insert_one_statement, job_columns, key_kept_changing, live_holders_query, needs_full_insert,
+    notified, notify_now,
 };
 use crate::id_rows::IdRow;
 use crate::trace_context::EnqueueTrace;
@@ -46,7 +47,7 @@ async fn enqueue_traced(
 ) -> Result<EnqueueOutcome> {
     let notify = notify_now(&*conn, job);
     let Some(key) = &job.unique_key else {
-        if notify {
+        if needs_full_insert(job, notify) {
             insert_one(conn, job, notify, traceparent).await?;
         } else {
             job_columns::<sql::JobInsertQuiet>(job)

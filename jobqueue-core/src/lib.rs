@@ -47,6 +47,7 @@
 extern crate self as jobqueue_core;
 
 mod admin;
+mod admission;
 pub mod browse;
 mod cancel;
 mod claim;
@@ -68,6 +69,7 @@ mod id_rows;
 mod index_rebuild;
 mod isolation;
 mod job;
+mod key_limit;
 mod lease;
 pub mod limits;
 mod lookup;
@@ -146,6 +148,7 @@ pub use job::{EnqueueBuilder, Job};
 /// `#[job(type = "...", crate = "my_app::jobqueue")]`.
 #[cfg(feature = "derive")]
 pub use jobqueue_derive::Job;
+pub use key_limit::{KeyLimit, set_queue_key_limit};
 pub use lookup::{ID_CLOCK_TOLERANCE, JobLookup, Missing, MissingJob, get_job};
 pub use migrate::{MIGRATIONS, pending_migrations, run_migrations};
 pub use new_job::NewJob;

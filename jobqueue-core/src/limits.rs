@@ -92,6 +92,34 @@ pub fn check_max_attempts(max_attempts: i32) -> Result<()> {
     }
 }
 
+/// Longest concurrency key, in characters.
+pub const MAX_CONCURRENCY_KEY_LEN: usize = 255;
+
+/// Checks a concurrency key: 1 to [`MAX_CONCURRENCY_KEY_LEN`] characters,
+/// no NUL.
+pub fn check_concurrency_key(key: &str) -> Result<()> {
+    let len = key.chars().count();
+    if len == 0 || len > MAX_CONCURRENCY_KEY_LEN {
+        return Err(Error::invalid(
+            "key",
+            format!(
+                "a concurrency key must be 1 to {MAX_CONCURRENCY_KEY_LEN} characters long \
+                 (it has {len}); use an id such as `customer:42`, or a hash of a longer name"
+            ),
+        ));
+    }
+    if key.contains('\0') {
+        return Err(Error::invalid(
+            "key",
+            "a concurrency key must not contain NUL characters",
+        ));
+    }
+    Ok(())
+}
+
+/// Most jobs of one key a queue's key limit may admit at once.
+pub const MAX_KEY_LIMIT: i32 = 10_000;
+
 /// Checks a unique key: 1 to 255 characters, no NUL.
 pub fn check_unique_key(key: &str) -> Result<()> {
     let len = key.chars().count();

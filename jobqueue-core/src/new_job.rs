@@ -27,6 +27,7 @@ pub struct NewJob {
     pub(crate) run_at: Option<DateTime<Utc>>,
     pub(crate) delay_secs: f64,
     pub(crate) unique_key: Option<String>,
+    pub(crate) concurrency_key: Option<String>,
 }
 
 impl NewJob {
@@ -103,6 +104,9 @@ impl NewJob {
         if let Some(key) = &options.unique_key {
             limits::check_unique_key(key)?;
         }
+        if let Some(key) = &options.key {
+            limits::check_concurrency_key(key)?;
+        }
         let (run_at, delay_secs) = match options.due {
             Due::Now => (None, 0.0),
             Due::At(at) => (Some(at), 0.0),
@@ -127,6 +131,7 @@ impl NewJob {
             run_at,
             delay_secs,
             unique_key: options.unique_key,
+            concurrency_key: options.key,
         })
     }
 

@@ -1,4 +1,5 @@
-//! Per-enqueue options: priority, queue, when due, attempts, unique key.
+//! Per-enqueue options: priority, queue, when due, attempts, unique key,
+//! concurrency key.
 
 use std::time::Duration;
 
@@ -43,6 +44,7 @@ pub struct JobOptions {
     pub(crate) due: Due,
     pub(crate) max_attempts: Option<i32>,
     pub(crate) unique_key: Option<String>,
+    pub(crate) key: Option<String>,
     pub(crate) max_payload_bytes: Option<usize>,
 }
 
@@ -74,6 +76,15 @@ impl JobOptions {
         /// ([`crate::EnqueueOutcome::Duplicate`]). Finished jobs do not hold
         /// their key.
         unique_key(key: impl Into<String>) => unique_key = Some(key.into());
+
+        /// Concurrency key, 1 to 255 characters (`customer:42`): in a queue
+        /// with a key limit ([`crate::set_queue_key_limit`]), at most that
+        /// many of the key's jobs run at once, fleet-wide, and in an ordered
+        /// queue the key's jobs run one at a time in enqueue order. Without
+        /// a key limit on the queue, the key changes nothing. Default: the
+        /// job's own ([`crate::Job::concurrency_key`], e.g. from
+        /// `#[job(key = "field")]`), else none.
+        key(key: impl Into<String>) => key = Some(key.into());
 
         /// Largest serialized payload accepted, in bytes. Default: the job type's (1 MiB).
         max_payload_bytes(limit: usize) => max_payload_bytes = Some(limit);

@@ -15,7 +15,7 @@ use diesel::sql_types::{BigInt, Bool, Double, Integer, Nullable, Text};
 
 use crate::isolation::read_committed;
 use crate::stats::one_per_key;
-use crate::{Error, JobStatus, RateLimit, Result, limits, sql};
+use crate::{Error, JobStatus, KeyLimit, RateLimit, Result, limits, sql};
 
 /// What a pause, resume or limit change found and did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, QueryableByName)]
@@ -60,6 +60,12 @@ pub struct QueueInfo {
     /// Jobs started within the rate limit's current window (0 without one).
     pub rate_used: i64,
     backoff_secs: Option<f64>,
+    /// Most jobs of one concurrency key at once, fleet-wide, if limited.
+    pub key_limit: Option<KeyLimit>,
+    /// Keys with jobs admitted and not finished (0 without a key limit);
+    /// the jobs waiting for a key's room are `waiting` in
+    /// [`QueueInfo::counts`].
+    pub keys_held: i64,
     /// Jobs per status (statuses with no job are absent; completed and
     /// cancelled only with [`Counting::WithHistory`]). Retries waiting out
     /// their backoff are `scheduled`; `failed` is the dead letter, until
@@ -119,6 +125,12 @@ struct QueueRow {
     rate_used: Option<i64>,
     #[diesel(sql_type = Nullable<Double>)]
     backoff_secs: Option<f64>,
+    #[diesel(sql_type = Nullable<Integer>)]
+    key_limit: Option<i32>,
+    #[diesel(sql_type = Bool)]
+    key_ordered: bool,
+    #[diesel(sql_type = Nullable<BigInt>)]
+    keys_held: Option<i64>,
     #[diesel(sql_type = Nullable<Text>)]
     status: Option<JobStatus>,
     #[diesel(sql_type = Nullable<BigInt>)]
@@ -216,6 +228,8 @@ pub fn list_queues(conn: &mut PgConnection, counting: Counting) -> Result<Vec<Qu
             rate_limit: RateLimit::stored(row.rate_starts, row.rate_secs),
             rate_used: row.rate_used.unwrap_or(0),
             backoff_secs: row.backoff_secs,
+            key_limit: KeyLimit::stored(row.key_limit, row.key_ordered),
+            keys_held: row.keys_held.unwrap_or(0),
             counts: BTreeMap::new(),
             oldest_due_secs: None,
         },

@@ -66,6 +66,9 @@ pub struct JobRow {
     /// `tracing`): its first attempt's parent; `None` if it was enqueued
     /// outside a sampled span.
     pub traceparent: Option<String>,
+    /// The concurrency key its queue's key limit counts it under, if any
+    /// (see [`crate::JobOptions::key`]).
+    pub concurrency_key: Option<String>,
 }
 
 impl JobRow {
@@ -120,6 +123,7 @@ impl JobRow {
             finished_at: None,
             snoozes: 0,
             traceparent: None,
+            concurrency_key: job.concurrency_key.clone(),
         })
     }
 

@@ -55,6 +55,8 @@ diesel::table! {
         snoozes -> Int4,
         /// W3C `traceparent` of the span that enqueued the job, if any.
         traceparent -> Nullable<Text>,
+        /// The key whose jobs a queue's key limit counts together, if any.
+        concurrency_key -> Nullable<Text>,
     }
 }
 
@@ -81,5 +83,9 @@ diesel::table! {
         rate_jobs -> Array<Int4>,
         /// No claims before this time (a handler's "retry after").
         backoff_until -> Nullable<Timestamptz>,
+        /// Most jobs of one concurrency key admitted at once, fleet-wide.
+        key_limit -> Nullable<Int4>,
+        /// Each key's jobs start in enqueue order, one at a time.
+        key_ordered -> Bool,
     }
 }

@@ -136,6 +136,28 @@ impl QueueSession {
         )
     }
 
+    /// [`crate::admission::admit_keys`]: one transaction.
+    pub fn admit_keys(&mut self, keys: &[crate::admission::QueueKey]) -> Result<i64> {
+        crate::admission::admit_keys(&mut self.conn, keys)
+    }
+
+    /// [`crate::admission::admit_new`]: a read, then one transaction if
+    /// it found jobs.
+    pub fn admit_new(&mut self, queues: &[String], limit: i64) -> Result<(i64, usize)> {
+        crate::admission::admit_new(&mut self.conn, queues, limit)
+    }
+
+    /// [`crate::admission::sweep_keys`]: a read, then one transaction if
+    /// some key has room.
+    pub fn sweep_keys(
+        &mut self,
+        queues: &[String],
+        after: Option<&crate::admission::QueueKey>,
+        limit: i64,
+    ) -> Result<crate::admission::Sweep> {
+        crate::admission::sweep_keys(&mut self.conn, queues, after, limit)
+    }
+
     /// [`crate::ready::promote_due`], in one round trip.
     pub fn promote_due(&mut self, limit: i64) -> Result<i64> {
         crate::ready::promote_due_in(&mut self.conn, Scope::Session, limit)

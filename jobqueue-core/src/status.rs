@@ -14,6 +14,11 @@ use diesel::sql_types::Text;
 #[diesel(sql_type = Text)]
 #[non_exhaustive]
 pub enum JobStatus {
+    /// In line behind its concurrency key: a keyed job of a queue with a
+    /// key limit, admitted (to `pending`, or `scheduled` while its `run_at`
+    /// is ahead) once fewer than the limit of its key's jobs are admitted
+    /// and unfinished.
+    Waiting,
     /// Waiting for its `run_at` (a delayed job, or a retry's backoff); moved
     /// to `pending` by a runner once due by the database's clock.
     Scheduled,
@@ -37,7 +42,8 @@ pub enum JobStatus {
 
 impl JobStatus {
     /// Every status, in lifecycle order.
-    pub const ALL: [JobStatus; 8] = [
+    pub const ALL: [JobStatus; 9] = [
+        JobStatus::Waiting,
         JobStatus::Scheduled,
         JobStatus::Pending,
         JobStatus::Unhandled,
@@ -51,6 +57,7 @@ impl JobStatus {
     /// The name stored in the database.
     pub fn as_str(self) -> &'static str {
         match self {
+            JobStatus::Waiting => "waiting",
             JobStatus::Scheduled => "scheduled",
             JobStatus::Pending => "pending",
             JobStatus::Unhandled => "unhandled",
@@ -70,11 +77,12 @@ impl JobStatus {
         )
     }
 
-    /// Whether the job waits to run (scheduled, pending or unhandled).
+    /// Whether the job waits to run (waiting, scheduled, pending or
+    /// unhandled).
     pub fn is_waiting(self) -> bool {
         matches!(
             self,
-            JobStatus::Scheduled | JobStatus::Pending | JobStatus::Unhandled
+            JobStatus::Waiting | JobStatus::Scheduled | JobStatus::Pending | JobStatus::Unhandled
         )
     }
 
@@ -101,8 +109,8 @@ impl FromStr for JobStatus {
                 crate::Error::invalid(
                     "status",
                     format!(
-                        "`{s}` is not a status (expected one of scheduled, pending, unhandled, \
-                         claimed, running, completed, failed, cancelled)"
+                        "`{s}` is not a status (expected one of waiting, scheduled, pending, \
+                         unhandled, claimed, running, completed, failed, cancelled)"
                     ),
                 )
             })

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, select};
-use jobqueue_core::engine::{Beat, FailOutcome, Failure, Fenced};
+use jobqueue_core::engine::{Beat, FailOutcome, Failure, Fenced, QueueKey};
 use jobqueue_core::{JobId, JobStatus};
 
 use crate::backoff::Backoff;
@@ -105,8 +105,36 @@ pub(crate) fn run(shared: Arc<Shared>, claimer: &Claimer, outcomes: Receiver<Out
 fn flush(shared: &Shared, claimer: &Claimer, db: &mut Db, pending: &mut Vec<Outcome>) {
     let before = pending.len();
     let span = FlushSpan::enter(before);
+    let keys = keys_of(pending);
     write_all(shared, claimer, db, pending);
     span.written(before - pending.len());
+    if !keys.is_empty() {
+        admit_next(shared, claimer, db, &keys);
+    }
+}
+
+/// The concurrency keys of the jobs of `pending`, each once.
+fn keys_of(pending: &[Outcome]) -> Vec<QueueKey> {
+    let mut keys: Vec<QueueKey> = pending
+        .iter()
+        .filter_map(|outcome| outcome.state.key.clone())
+        .collect();
+    keys.sort_unstable();
+    keys.dedup();
+    keys
+}
+
+/// Admits the next jobs of `keys`, whose jobs just got their outcomes (an
+/// outcome that keeps its job's place, a retry or a snooze, admits
+/// nothing), in one transaction after the outcomes'. The statement wakes
+/// the queues that got due jobs; this runner's fetcher is woken here too.
+/// A failure leaves them to the maintenance's admission pass.
+fn admit_next(shared: &Shared, claimer: &Claimer, db: &mut Db, keys: &[QueueKey]) {
+    match db.run(&shared.health, |session| session.admit_keys(keys)) {
+        Ok(admitted) if admitted > 0 => claimer.wake(),
+        Ok(_) => {}
+        Err(e) => log::debug!("admitting the next jobs of {} keys failed: {e}", keys.len()),
+    }
 }
 
 /// [`flush`], inside its span.

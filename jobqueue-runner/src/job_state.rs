@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use jobqueue_core::JobId;
-use jobqueue_core::engine::{Beat, Lease};
+use jobqueue_core::engine::{Beat, Lease, QueueKey};
 
 use crate::progress_note::ProgressNote;
 use crate::sync::lock;
@@ -23,6 +23,9 @@ pub(crate) struct JobState {
     pub(crate) early: bool,
     /// The metrics of its queue and type, when metrics are kept.
     pub(crate) metrics: Option<Arc<crate::metrics::JobMetrics>>,
+    /// Its queue and concurrency key, if it has one: once it finishes, the
+    /// key's next jobs may be admitted.
+    pub(crate) key: Option<QueueKey>,
     /// How long it waited from due to claimed (by the database's clock),
     /// and when the claim returned (by this machine's): its queue time is
     /// the one plus the time since the other when its handler starts.
@@ -63,6 +66,7 @@ impl JobState {
             queue_slot,
             early,
             metrics: None,
+            key: None,
             waited_at_claim: Duration::ZERO,
             claim_returned: Instant::now(),
             cancel: AtomicBool::new(false),

@@ -39,6 +39,11 @@ const STOP_CHECK: Duration = Duration::from_millis(250);
 /// the server still answers.
 const QUIET_CHECK: Duration = Duration::from_secs(5);
 
+/// The start of a notification's payload that announces jobs waiting for
+/// their concurrency key's room, rather than due jobs (see
+/// `jobqueue_core`'s `KEY_ADMIT` and the inserts): no queue name has a space.
+const WAITING_PREFIX: &str = "waiting ";
+
 pub(crate) fn run(shared: Arc<Shared>, claimer: &Claimer, stop: Receiver<()>) {
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -88,13 +93,22 @@ pub(crate) fn run(shared: Arc<Shared>, claimer: &Claimer, stop: Receiver<()>) {
                 heard = Instant::now();
             }
             match next_message(&runtime, &mut messages) {
-                Some(Ok(queue)) => {
+                Some(Ok(payload)) => {
                     heard = Instant::now();
+                    // `waiting <queue>`: keyed jobs wait for admission.
+                    let (queue, waiting) = match payload.strip_prefix(WAITING_PREFIX) {
+                        Some(queue) => (queue.to_owned(), true),
+                        None => (payload, false),
+                    };
                     if shared.config.queues.is_empty() || shared.config.queues.contains(&queue) {
                         if let Some(metrics) = &shared.metrics {
                             metrics.wakeups.inc();
                         }
-                        claimer.announce(queue);
+                        if waiting {
+                            claimer.announce_waiting();
+                        } else {
+                            claimer.announce(queue);
+                        }
                     }
                 }
                 Some(Err(e)) => {

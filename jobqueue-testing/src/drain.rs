@@ -11,6 +11,9 @@ use jobqueue_runner::{Registry, RunnerConfig};
 use crate::drained::{Drained, Ended, Stop, Worked};
 use crate::write::{self, WORKER_ID, Writing};
 
+/// Keys with waiting jobs one admission statement looks at.
+const KEYS_PER_SWEEP: i64 = 1000;
+
 /// Most jobs one claim takes (the engine's bound).
 const CLAIM_MOST: usize = 10_000;
 
@@ -122,6 +125,7 @@ impl<'r> Drain<'r> {
                 break;
             }
             self.promote(conn)?;
+            self.admit(conn)?;
             let claimed = self.claim_round(conn, &types, room)?;
             if claimed.is_empty() {
                 return Ok(Drained {
@@ -153,6 +157,20 @@ impl<'r> Drain<'r> {
             };
             if moved < DEFAULT_PROMOTE_BATCH {
                 return Ok(());
+            }
+        }
+    }
+
+    /// Admits the keyed jobs waiting for their key's room that it has (as a
+    /// runner's completions and sweeps do): a key limited to one job at a
+    /// time has one job worked per round.
+    fn admit(&self, conn: &mut PgConnection) -> Result<()> {
+        let mut after = None;
+        loop {
+            let sweep = engine::sweep_keys(conn, &self.queues, after.as_ref(), KEYS_PER_SWEEP)?;
+            match sweep.next {
+                Some(next) => after = Some(next),
+                None => return Ok(()),
             }
         }
     }

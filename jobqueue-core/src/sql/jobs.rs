@@ -55,7 +55,7 @@
 macro_rules! live_predicate {
     () => {
         "unique_key IS NOT NULL \
-         AND status IN ('scheduled', 'pending', 'unhandled', 'claimed', 'running')"
+         AND status IN ('waiting', 'scheduled', 'pending', 'unhandled', 'claimed', 'running')"
     };
 }
 
@@ -65,6 +65,24 @@ macro_rules! status_for_run_at {
     ($run_at:literal) => {
         concat!(
             "CASE WHEN ",
+            $run_at,
+            " <= now() THEN 'pending' ELSE 'scheduled' END"
+        )
+    };
+}
+
+/// The status of a job inserted into queue `$queue` with run_at `$run_at`
+/// and concurrency key `$key` (SQL expressions): `waiting` if it has a key
+/// and its queue a key limit (admitted when its key has room, see
+/// `keys.rs`), else as `status_for_run_at!`.
+macro_rules! status_for_keyed {
+    ($run_at:literal, $queue:literal, $key:literal) => {
+        concat!(
+            "CASE WHEN ",
+            $key,
+            " IS NOT NULL AND EXISTS (SELECT 1 FROM jobqueue_queues AS kq WHERE kq.name = ",
+            $queue,
+            " AND kq.key_limit IS NOT NULL) THEN 'waiting' WHEN ",
             $run_at,
             " <= now() THEN 'pending' ELSE 'scheduled' END"
         )
@@ -85,17 +103,23 @@ macro_rules! push_error {
 }
 
 /// Wakes idle workers: one `pg_notify(channel, queue)` per distinct queue
-/// that just got a due job. PostgreSQL folds identical notifications of one
-/// transaction into one, so a transaction wakes each queue at most once.
-/// `$10` is the channel (`NOTIFY_CHANNEL`), a bound parameter;
-/// `$11` false skips the notification (see `enqueue.rs`: debounce). Each
-/// row also names the database and server, which the debounce is kept by.
+/// that just got a due job, and one `pg_notify(channel, 'waiting ' ||
+/// queue)` per queue that got a job waiting for its key (for the runners'
+/// admission of keyed jobs; never debounced). PostgreSQL folds identical
+/// notifications of one transaction into one, so a transaction wakes each
+/// queue at most once. `$10` is the channel (`NOTIFY_CHANNEL`), a bound
+/// parameter; `$11` false skips the notification of due jobs (see
+/// `enqueue.rs`: debounce). Each row also names the database and server,
+/// which the debounce is kept by.
 macro_rules! notify_and_return_ids {
     () => {
         "),
         wake AS (
             SELECT count(pg_notify($10, q.queue)) AS notified
-            FROM (SELECT DISTINCT queue FROM inserted WHERE $11 AND status = 'pending') AS q
+            FROM (SELECT DISTINCT queue FROM inserted WHERE $11 AND status = 'pending'
+                  UNION
+                  SELECT DISTINCT 'waiting ' || queue FROM inserted WHERE status = 'waiting')
+                 AS q
         )
         SELECT inserted.id, (current_database() || '@'
                              || coalesce(host(inet_server_addr()), 'socket') || ':'
@@ -126,15 +150,16 @@ macro_rules! unless_key_held {
 /// `$1` id, `$2` job_type, `$3` queue, `$4` priority, `$5` payload (JSON text),
 /// `$6` max_attempts, `$7` run_at (nullable), `$8` delay in seconds (used when
 /// `$7` is null), `$9` unique_key (nullable), `$10` notify channel, `$11`
-/// whether to notify, `$12` traceparent (nullable).
+/// whether to notify, `$12` traceparent (nullable), `$13` concurrency key
+/// (nullable).
 pub(crate) const JOB_INSERT: &str = concat!(
     "WITH inserted AS (
         INSERT INTO jobqueue_jobs
             (id, job_type, queue, priority, payload, max_attempts, run_at, status, unique_key,
-             traceparent)
+             traceparent, concurrency_key)
         SELECT $1, $2, $3, $4, CAST($5 AS jsonb), $6, t.run_at, ",
-    status_for_run_at!("t.run_at"),
-    ", $9, $12
+    status_for_keyed!("t.run_at", "$3", "$13::text"),
+    ", $9, $12, $13
         FROM (SELECT COALESCE($7, now() + make_interval(secs => $8)) AS run_at) AS t",
     unless_key_held!()
 );
@@ -152,24 +177,25 @@ pub(crate) const JOB_INSERT_QUIET: &str = concat!(
 );
 
 /// Inserts many jobs in one statement from parallel arrays (same order as
-/// [`JOB_INSERT`]'s parameters; `$12`, the one traceparent of them all) and
-/// wakes their queues; returns the ids actually inserted.
+/// [`JOB_INSERT`]'s parameters; `$12`, the one traceparent of them all;
+/// `$13` the concurrency keys) and wakes their queues; returns the ids
+/// actually inserted.
 pub(crate) const JOB_INSERT_MANY: &str = concat!(
     "WITH inserted AS (
         INSERT INTO jobqueue_jobs
             (id, job_type, queue, priority, payload, max_attempts, run_at, status, unique_key,
-             traceparent)
+             traceparent, concurrency_key)
         SELECT t.id, t.job_type, t.queue, t.priority, CAST(t.payload AS jsonb), t.max_attempts,
                t.run_at, ",
-    status_for_run_at!("t.run_at"),
-    ", t.unique_key, $12::text
+    status_for_keyed!("t.run_at", "t.queue", "t.concurrency_key"),
+    ", t.unique_key, $12::text, t.concurrency_key
         FROM (SELECT u.id, u.job_type, u.queue, u.priority, u.payload, u.max_attempts,
                      COALESCE(u.run_at, now() + make_interval(secs => u.delay)) AS run_at,
-                     u.unique_key
+                     u.unique_key, u.concurrency_key
               FROM unnest($1::uuid[], $2::text[], $3::text[], $4::int4[], $5::text[],
-                          $6::int4[], $7::timestamptz[], $8::float8[], $9::text[])
+                          $6::int4[], $7::timestamptz[], $8::float8[], $9::text[], $13::text[])
                    AS u(id, job_type, queue, priority, payload, max_attempts, run_at, delay,
-                        unique_key)) AS t",
+                        unique_key, concurrency_key)) AS t",
     unless_key_held!()
 );
 
@@ -748,7 +774,7 @@ pub(crate) const JOB_PROGRESS: &str = "
       AND j.status IN ('claimed', 'running')
     RETURNING j.cancel_requested";
 
-/// Cancels job `$1`: a waiting job (scheduled, pending, unhandled) at once,
+/// Cancels job `$1`: a job not held (waiting, scheduled, pending, unhandled) at once,
 /// a held one by raising its cancel flag (its handler sees it; its runner
 /// finishes it as `cancelled`). Returns the resulting status; no row if the
 /// job is finished or unknown.
@@ -758,7 +784,7 @@ pub(crate) const JOB_CANCEL: &str = "
         finished_at = CASE WHEN j.status IN ('claimed', 'running') THEN j.finished_at ELSE now() END,
         cancel_requested = j.status IN ('claimed', 'running')
     WHERE j.id = $1
-      AND j.status IN ('scheduled', 'pending', 'unhandled', 'claimed', 'running')
+      AND j.status IN ('waiting', 'scheduled', 'pending', 'unhandled', 'claimed', 'running')
     RETURNING j.status";
 
 /// Marks held jobs as cancelled (their handler stopped after a cancel request).
@@ -1028,10 +1054,14 @@ pub(crate) const JOB_PRUNE: &str = "
     DELETE FROM jobqueue_jobs AS j
     WHERE j.id = ANY(ARRAY(SELECT id FROM doomed))";
 
-/// Counts live jobs (scheduled, pending, unhandled, claimed, running) by job
-/// type and status: a type no runner handles shows up as unhandled here.
+/// Counts live jobs (waiting, scheduled, pending, unhandled, claimed,
+/// running) by job type and status: a type no runner handles shows up as
+/// unhandled here.
 pub(crate) const JOB_STATS_BY_TYPE: &str = "
-    SELECT job_type, 'pending' AS status, count(*) AS jobs
+    SELECT job_type, 'waiting' AS status, count(*) AS jobs
+    FROM jobqueue_jobs WHERE status = 'waiting' GROUP BY job_type
+    UNION ALL
+    SELECT job_type, 'pending', count(*) AS jobs
     FROM jobqueue_jobs WHERE status = 'pending' GROUP BY job_type
     UNION ALL
     SELECT job_type, 'scheduled', count(*)
@@ -1064,9 +1094,10 @@ pub(crate) const JOB_GET: &str = "SELECT * FROM jobqueue_jobs WHERE id = $1";
 /// Reads the status of one job by id.
 pub(crate) const JOB_GET_STATUS: &str = "SELECT status FROM jobqueue_jobs WHERE id = $1";
 
-/// Puts the finished jobs `j` for which `$where` holds back to `pending`,
-/// due now, with their attempts reset (their error history is kept), and
-/// wakes their queues on the channel bound as `$channel`. A job whose
+/// Puts the finished jobs `j` for which `$where` holds back to `pending`
+/// (a keyed job of a queue with a key limit: `waiting`, for its key to
+/// admit it), due now, with their attempts reset (their error history is
+/// kept), and wakes their queues on the channel bound as `$channel`. A job whose
 /// unique key is held by a live job meanwhile is left alone. Returns the
 /// ids requeued.
 macro_rules! requeue_where {
@@ -1074,7 +1105,10 @@ macro_rules! requeue_where {
         concat!(
             "WITH requeued AS (
                 UPDATE jobqueue_jobs AS j
-                SET status = 'pending',
+                SET status = ",
+            status_for_keyed!("now()", "j.queue", "j.concurrency_key"),
+            ",
+                    key_checked = NULL,
                     run_at = now(),
                     attempts = 0,
                     finished_at = NULL,
@@ -1089,14 +1123,17 @@ macro_rules! requeue_where {
                   AND (j.unique_key IS NULL OR NOT EXISTS (
                         SELECT 1 FROM jobqueue_jobs AS live
                         WHERE live.unique_key = j.unique_key
-                          AND live.status IN ('scheduled', 'pending', 'unhandled', 'claimed', 'running')))
-                RETURNING j.id, j.queue
+                          AND live.status IN ('waiting', 'scheduled', 'pending', 'unhandled',
+                                              'claimed', 'running')))
+                RETURNING j.id, j.queue, j.status
             ),
             wake AS (
                 SELECT count(pg_notify(",
             $channel,
             ", q.queue)) AS notified
-                FROM (SELECT DISTINCT queue FROM requeued) AS q
+                FROM (SELECT DISTINCT CASE WHEN status = 'waiting' THEN 'waiting ' || queue
+                                           ELSE queue END AS queue
+                      FROM requeued) AS q
             )
             SELECT requeued.id FROM requeued, wake"
         )

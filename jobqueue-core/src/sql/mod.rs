@@ -9,6 +9,8 @@
 //!   prepared hot-path statements' marker types (`sql::JobInsert`, ...).
 //! - `queues.rs`: `jobqueue_queues`, each queue's pause and global limit
 //!   (`QUEUE_*`).
+//! - `keys.rs`: the admission of keyed jobs under their queue's key limit
+//!   (`KEY_*`).
 //! - `schedules.rs`: `jobqueue_schedules`, the periodic jobs (`SCHEDULE_*`).
 //! - `runners.rs`: `jobqueue_runners`, the registry of running runners
 //!   (`RUNNER_*`).
@@ -40,6 +42,9 @@ macro_rules! live_counts {
          SELECT queue, 'scheduled', count(*), NULL
          FROM jobqueue_jobs WHERE status = 'scheduled' GROUP BY queue
          UNION ALL
+         SELECT queue, 'waiting', count(*), NULL
+         FROM jobqueue_jobs WHERE status = 'waiting' GROUP BY queue
+         UNION ALL
          SELECT queue, 'unhandled', count(*), NULL
          FROM jobqueue_jobs WHERE status = 'unhandled' GROUP BY queue
          UNION ALL
@@ -54,6 +59,7 @@ macro_rules! live_counts {
 mod completions;
 mod doctor;
 mod jobs;
+mod keys;
 mod queues;
 mod runners;
 mod schedules;
@@ -62,6 +68,7 @@ mod session;
 pub(crate) use completions::*;
 pub(crate) use doctor::*;
 pub(crate) use jobs::*;
+pub(crate) use keys::*;
 pub(crate) use queues::*;
 pub(crate) use runners::*;
 pub(crate) use schedules::*;

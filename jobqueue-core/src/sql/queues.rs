@@ -158,14 +158,12 @@ pub(crate) const QUEUE_SET_LIMIT: &str = concat!(
     queue_change!("wake")
 );
 
-/// Sets (or with NULL `$2` and `$3` removes) the rate limit of queue `$1`,
-/// `$2` starts per `$3`, if the queue is known (a row, a job of any status,
-/// a schedule or a runner names it), and wakes its runners on channel
-/// `$4`. The window of recent starts is kept across a change (a lowered
-/// limit waits for it to empty) and cleared with the limit. Returns
-/// whether the queue was paused, whether it was known, and whether the
-/// setting was written.
-pub(crate) const QUEUE_SET_RATE: &str = "
+/// The start of a setting that needs queue `$1` known: CTEs `before`
+/// (its row, if any) and `known` (a row, a job of any status, a schedule
+/// or a runner names it), and a comma.
+macro_rules! known_queue {
+    () => {
+        "
     WITH before AS (
         SELECT paused FROM jobqueue_queues WHERE name = $1
     ),
@@ -174,7 +172,35 @@ pub(crate) const QUEUE_SET_RATE: &str = "
                OR EXISTS (SELECT 1 FROM jobqueue_jobs WHERE queue = $1)
                OR EXISTS (SELECT 1 FROM jobqueue_schedules WHERE queue = $1)
                OR EXISTS (SELECT 1 FROM jobqueue_runners WHERE $1 = ANY(queues)) AS known
-    ),
+    ),"
+    };
+}
+
+/// The end of a `known_queue!` setting: whether the queue was paused,
+/// whether it was known, and how many rows CTE `$written` wrote.
+macro_rules! known_queue_change {
+    ($written:literal) => {
+        concat!(
+            "
+    SELECT coalesce((SELECT paused FROM before), false) AS was_paused,
+           (SELECT known FROM known) AS known,
+           (SELECT count(*) FROM ",
+            $written,
+            ") AS changed"
+        )
+    };
+}
+
+/// Sets (or with NULL `$2` and `$3` removes) the rate limit of queue `$1`,
+/// `$2` starts per `$3`, if the queue is known (a row, a job of any status,
+/// a schedule or a runner names it), and wakes its runners on channel
+/// `$4`. The window of recent starts is kept across a change (a lowered
+/// limit waits for it to empty) and cleared with the limit. Returns
+/// whether the queue was paused, whether it was known, and whether the
+/// setting was written.
+pub(crate) const QUEUE_SET_RATE: &str = concat!(
+    known_queue!(),
+    "
     upsert AS (
         INSERT INTO jobqueue_queues AS c (name, rate_starts, rate_period)
         SELECT $1, $2, $3 FROM known WHERE known.known
@@ -187,16 +213,36 @@ pub(crate) const QUEUE_SET_RATE: &str = "
     ),
     wake AS (
         SELECT pg_notify($4, name) FROM upsert
-    )
-    SELECT coalesce((SELECT paused FROM before), false) AS was_paused,
-           (SELECT known FROM known) AS known,
-           (SELECT count(*) FROM wake) AS changed";
+    )",
+    known_queue_change!("wake")
+);
+
+/// Sets (or with NULL `$2` removes) the key limit of queue `$1`: `$2` jobs
+/// of one concurrency key admitted at once, one at a time in enqueue order
+/// if `$3`, if the queue is known (as [`QUEUE_SET_RATE`]). The jobs its
+/// new limit admits are the caller's to admit, in the same transaction
+/// (`keys.rs`). Returns whether the queue was paused, whether it was
+/// known, and whether the setting was written.
+pub(crate) const QUEUE_SET_KEY_LIMIT: &str = concat!(
+    known_queue!(),
+    "
+    upsert AS (
+        INSERT INTO jobqueue_queues AS c (name, key_limit, key_ordered)
+        SELECT $1, $2, $3 FROM known WHERE known.known
+        ON CONFLICT (name) DO UPDATE
+        SET key_limit = $2, key_ordered = $3, updated_at = now()
+        RETURNING c.name
+    )",
+    known_queue_change!("upsert")
+);
 
 /// Every known queue (with a row, jobs counted by `$counts`, a schedule,
 /// or a runner that names it), with its settings: one row per queue and
 /// status counted (`status`, `jobs`, and on the `pending` row
 /// `oldest_due_secs`), or one row with a null status for a queue with
-/// none. `$counts` gives rows of `queue`, `kind` (a status), `n` and
+/// none. A queue with a key limit also counts its keys with admitted,
+/// unfinished jobs (`keys_held`, through `jobqueue_jobs_key_held_idx`).
+/// `$counts` gives rows of `queue`, `kind` (a status), `n` and
 /// `oldest_due_secs`, as `live_counts` does.
 macro_rules! queue_list {
     ($($counts:tt)+) => {
@@ -222,6 +268,13 @@ macro_rules! queue_list {
                    (SELECT sum(r.jobs) FROM unnest(c.rate_at, c.rate_jobs) AS r(at, jobs)
                     WHERE r.at > now() - c.rate_period)::int8 AS rate_used,
                    EXTRACT(EPOCH FROM c.backoff_until - now())::float8 AS backoff_secs,
+                   c.key_limit,
+                   coalesce(c.key_ordered, false) AS key_ordered,
+                   (SELECT count(DISTINCT h.concurrency_key) FROM jobqueue_jobs AS h
+                    WHERE c.key_limit IS NOT NULL AND h.queue = names.name
+                      AND h.concurrency_key IS NOT NULL
+                      AND h.status IN ('scheduled', 'pending', 'unhandled', 'claimed', 'running')
+                   )::int8 AS keys_held,
                    counts.kind AS status,
                    counts.n AS jobs,
                    counts.oldest_due_secs

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crossbeam_channel::Sender;
+use jobqueue_core::engine::QueueKey;
 use jobqueue_core::{JobRow, JobStatus};
 
 use super::Claimer;
@@ -67,6 +68,10 @@ impl Delivery {
             let queue_slot = claimer.room.take_queue_slot(&row.queue);
             let mut state =
                 JobState::new(row.lease(), row.job_type.clone(), queue_slot, self.early);
+            state.key = row.concurrency_key.clone().map(|key| QueueKey {
+                queue: row.queue.clone(),
+                key,
+            });
             if let Some(metrics) = &shared.metrics {
                 let job = metrics.job(&row.queue, &row.job_type);
                 job.claimed();

@@ -257,6 +257,7 @@ pub(super) fn run(
         claim.global_limits = claimer.limits.policy();
         claim.queue_limits = claimer.room.queue_room();
         shed(shared, &jobs, &hand_back, last_claim);
+        super::waiting::admit_announced(shared, claimer, &mut db);
         let job_micros = shared.job_micros.load(Ordering::Relaxed);
         let capacity = config.concurrency + prefetch(config, job_micros, claim_micros);
         // Claim in chunks: wait until at least this much room, unless idle.

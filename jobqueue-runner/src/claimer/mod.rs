@@ -19,7 +19,9 @@
 //! Every claim names the job types the runner has handlers for: the claim
 //! statement sets aside the other jobs it meets instead of claiming them,
 //! and [`Claimer::take_unhandled_met`] passes their queues and types to
-//! the maintenance service that sets aside the rest of such a backlog. A
+//! the maintenance service that sets aside the rest of such a backlog.
+//! Keyed jobs announced as waiting for their key's room ([`waiting`]) are
+//! admitted by the fetcher before its next claim. A
 //! claim of every queue walks at most `MAX_CLAIM_QUEUES` queues with due
 //! jobs, starting after the last queue the fetcher's claim before took from
 //! (`Claim::rotate`), so claims go round the queues in turn.
@@ -32,6 +34,7 @@ mod limits;
 mod queue_limits;
 mod resume;
 mod room;
+mod waiting;
 
 use std::collections::{BTreeSet, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -74,6 +77,9 @@ pub(crate) struct Claimer {
     /// here) since the set-aside service last took them: that service
     /// sets aside the rest of each queue's backlog of the type.
     unhandled_met: Mutex<BTreeSet<(String, String)>>,
+    /// Whether keyed jobs were announced as waiting for their key's room
+    /// (the fetcher admits them before its next claim: `waiting.rs`).
+    waiting: waiting::Announced,
     /// Wakes the fetcher (capacity 1: wake-ups coalesce, none is lost).
     wake_fetcher: Sender<()>,
     /// Wakes the early claims (capacity 1).
@@ -106,6 +112,7 @@ impl Claimer {
             limits: limits::LimitsSeen::default(),
             every_queue: config.queues.is_empty(),
             unhandled_met: Mutex::default(),
+            waiting: waiting::Announced::default(),
             wake_fetcher,
             wake_early,
         };
@@ -175,6 +182,13 @@ impl Claimer {
         if state.free_slot() && self.room.freed(state) {
             self.wake();
         }
+    }
+
+    /// Keyed jobs of one of this runner's queues wait for their key's room:
+    /// wakes the fetcher, which admits them before it claims.
+    pub(crate) fn announce_waiting(&self) {
+        self.waiting.set();
+        self.wake();
     }
 
     /// A claim set aside a job of `job_type` in `queue`: no handler here.

@@ -4,6 +4,7 @@
 //! | service | file | a pass | every |
 //! | --- | --- | --- | --- |
 //! | [`Promote`] | `promote.rs` | moves scheduled jobs that became due to `pending` | `poll_interval`, from the start |
+//! | [`AdmitKeys`] | `admit_keys.rs` | admits waiting keyed jobs whose key has room that no completion or notification admitted | `poll_interval` from the start; its sweep of every key, `rescue_interval` |
 //! | [`Reclaim`] | `reclaim.rs` | takes back jobs set aside as unhandled that this runner handles | `rescue_interval`, from the start |
 //! | [`Rescue`] | `rescue.rs` | recovers jobs whose lease expired | `rescue_interval` |
 //! | [`Prune`] | `prune.rs` | deletes finished jobs past their retention | `prune_interval` |
@@ -25,6 +26,7 @@
 //! [`RunnerConfig`](crate::RunnerConfig): what a test or a tool uses to run
 //! one pass and look at its report.
 
+mod admit_keys;
 mod batches;
 mod context;
 mod index_upkeep;
@@ -40,6 +42,7 @@ mod set_aside;
 mod vacuum;
 mod vacuum_pacing;
 
+pub use admit_keys::{AdmitKeys, KeysAdmitted};
 pub use context::ServiceContext;
 pub use index_upkeep::{IndexUpkeep, IndexUpkeepReport, IndexUpkept, Kept, Upkeep};
 pub use periodic::{PeriodicJobs, PeriodicReport};

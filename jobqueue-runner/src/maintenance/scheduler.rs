@@ -17,6 +17,7 @@ use crossbeam_channel::Receiver;
 use super::context::ServiceContext;
 use super::index_upkeep::IndexUpkeep;
 use super::periodic::PeriodicJobs;
+use super::admit_keys::AdmitKeys;
 use super::promote::Promote;
 use super::prune::Prune;
 use super::queue_gauges::QueueGauges;
@@ -37,6 +38,7 @@ pub(crate) fn run(shared: Arc<Shared>, claimer: Arc<Claimer>, stop: Receiver<()>
     let config = cx.config();
     let mut scheduler = Scheduler::default();
     scheduler.add(Promote::new(config));
+    scheduler.add(AdmitKeys::new(config));
     scheduler.add(Reclaim::new(config));
     scheduler.add(Rescue::new(config));
     scheduler.add(Prune::new(config));

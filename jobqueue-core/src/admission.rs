@@ -1,0 +1,189 @@
+//! The admission of keyed jobs: moving `waiting` jobs (keyed jobs of a
+//! queue with a key limit) to `pending` when their key has room.
+//!
+//! Three passes admit, each safe to run from any number of processes at
+//! once (the statements are in `sql/keys.rs`):
+//!
+//! - [`admit_keys`]: after jobs of some keys finished (a runner's
+//!   completions), the next jobs of those keys;
+//! - [`admit_new`]: the waiting jobs no admission looked at yet (new
+//!   enqueues, jobs that came due), each of whose key may have room;
+//! - [`sweep_keys`]: a walk through every key with waiting jobs, for the
+//!   room no completion announced (a holder cancelled or recovered as
+//!   failed by another process, a raised limit, a runner that died between
+//!   a completion and its admission).
+
+use diesel::prelude::*;
+use diesel::sql_types::{Array, BigInt, Bool, Nullable, Text, Uuid};
+
+use crate::isolation::read_committed;
+use crate::prepared::prepared;
+use crate::{JobId, Result, limits, sql};
+
+/// A concurrency key of a queue: keys are counted per queue.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct QueueKey {
+    /// The queue.
+    pub queue: String,
+    /// The concurrency key.
+    pub key: String,
+}
+
+/// What [`sweep_keys`] did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Sweep {
+    /// Keys with waiting jobs it looked at.
+    pub keys: usize,
+    /// Jobs it admitted.
+    pub admitted: i64,
+    /// Where the next sweep starts (`None`: the walk reached the last key,
+    /// the next one starts from the first).
+    pub next: Option<QueueKey>,
+}
+
+#[derive(QueryableByName)]
+struct Count {
+    #[diesel(sql_type = BigInt)]
+    n: i64,
+}
+
+#[derive(QueryableByName)]
+struct NewRow {
+    #[diesel(sql_type = Uuid)]
+    id: JobId,
+    #[diesel(sql_type = Text)]
+    queue: String,
+    #[diesel(sql_type = Text)]
+    key: String,
+}
+
+#[derive(QueryableByName)]
+struct SweepRow {
+    #[diesel(sql_type = Text)]
+    queue: String,
+    #[diesel(sql_type = Text)]
+    key: String,
+    #[diesel(sql_type = Bool)]
+    has_room: bool,
+}
+
+/// Admits the next waiting jobs of `keys`, up to each key's room, in a
+/// transaction of its own (or the caller's, which must be READ
+/// COMMITTED); returns how many it admitted. Keys of queues without a key
+/// limit (any more) have all their waiting jobs admitted.
+pub fn admit_keys(conn: &mut PgConnection, keys: &[QueueKey]) -> Result<i64> {
+    admit(conn, keys, &[])
+}
+
+/// Admits what it can of up to `limit` due waiting jobs no admission looked
+/// at yet, of `queues` (every queue if empty), and marks the others as
+/// looked at: they wait for a holder of their key to finish. Returns how
+/// many it admitted and how many it looked at.
+pub fn admit_new(conn: &mut PgConnection, queues: &[String], limit: i64) -> Result<(i64, usize)> {
+    limits::check_batch(limit)?;
+    let rows = prepared::<sql::KeyNew>()
+        .bind::<Array<Text>, _>(queues)
+        .bind::<BigInt, _>(limit)
+        .load::<NewRow>(conn)?;
+    if rows.is_empty() {
+        return Ok((0, 0));
+    }
+    let ids: Vec<JobId> = rows.iter().map(|row| row.id).collect();
+    let mut keys: Vec<QueueKey> = rows
+        .into_iter()
+        .map(|row| QueueKey {
+            queue: row.queue,
+            key: row.key,
+        })
+        .collect();
+    keys.sort_unstable();
+    keys.dedup();
+    Ok((admit(conn, &keys, &ids)?, ids.len()))
+}
+
+/// Looks at up to `limit` keys with waiting jobs of `queues` (every queue
+/// if empty), after `after` (from the first if `None`), and admits the
+/// jobs of those with room.
+pub fn sweep_keys(
+    conn: &mut PgConnection,
+    queues: &[String],
+    after: Option<&QueueKey>,
+    limit: i64,
+) -> Result<Sweep> {
+    limits::check_batch(limit)?;
+    let rows = diesel::sql_query(sql::KEY_SWEEP)
+        .bind::<Nullable<Text>, _>(after.map(|at| at.queue.as_str()))
+        .bind::<Nullable<Text>, _>(after.map(|at| at.key.as_str()))
+        .bind::<Array<Text>, _>(queues)
+        .bind::<BigInt, _>(limit)
+        .load::<SweepRow>(conn)?;
+    let looked = rows.len();
+    let next = (looked as i64 >= limit)
+        .then(|| rows.last())
+        .flatten()
+        .map(|row| QueueKey {
+            queue: row.queue.clone(),
+            key: row.key.clone(),
+        });
+    let with_room: Vec<QueueKey> = rows
+        .into_iter()
+        .filter(|row| row.has_room)
+        .map(|row| QueueKey {
+            queue: row.queue,
+            key: row.key,
+        })
+        .collect();
+    let admitted = if with_room.is_empty() {
+        0
+    } else {
+        admit(conn, &with_room, &[])?
+    };
+    Ok(Sweep {
+        keys: looked,
+        admitted,
+        next,
+    })
+}
+
+/// Admits the waiting jobs of queue `queue` that its key limit (as now
+/// stored) has room for: after the limit changed.
+pub(crate) fn admit_queue(conn: &mut PgConnection, queue: &str) -> Result<i64> {
+    #[derive(QueryableByName)]
+    struct KeyRow {
+        #[diesel(sql_type = Text)]
+        key: String,
+    }
+    let keys: Vec<QueueKey> = diesel::sql_query(sql::KEY_WAITING_OF_QUEUE)
+        .bind::<Text, _>(queue)
+        .load::<KeyRow>(conn)?
+        .into_iter()
+        .map(|row| QueueKey {
+            queue: queue.to_owned(),
+            key: row.key,
+        })
+        .collect();
+    if keys.is_empty() {
+        return Ok(0);
+    }
+    admit(conn, &keys, &[])
+}
+
+/// Takes the admission locks of the queues of `keys`, then admits their
+/// next jobs and marks the jobs `checked` not admitted as looked at (see
+/// [`sql::KEY_ADMIT`]).
+fn admit(conn: &mut PgConnection, keys: &[QueueKey], checked: &[JobId]) -> Result<i64> {
+    let queues: Vec<&str> = keys.iter().map(|k| k.queue.as_str()).collect();
+    let names: Vec<&str> = keys.iter().map(|k| k.key.as_str()).collect();
+    read_committed(conn, |conn| {
+        prepared::<sql::KeyLockQueues>()
+            .bind::<Array<Text>, _>(&queues)
+            .get_result::<Count>(conn)?;
+        Ok(prepared::<sql::KeyAdmit>()
+            .bind::<Array<Text>, _>(&queues)
+            .bind::<Array<Text>, _>(&names)
+            .bind::<Array<Uuid>, _>(checked)
+            .bind::<Text, _>(crate::enqueue::NOTIFY_CHANNEL)
+            .get_result::<Count>(conn)?
+            .n)
+    })
+}

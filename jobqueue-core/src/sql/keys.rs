@@ -1,0 +1,159 @@
+//! The admission of keyed jobs: the statements that move `waiting` jobs
+//! (keyed jobs of a queue with a key limit, see the `concurrency_keys`
+//! migration) to `pending` when their key has room.
+//!
+//! A key's "holders" are its jobs in the live statuses other than
+//! `waiting` (`key_holders!`): admitted and not finished. An admission
+//! of a queue's keys runs in a transaction of its own that first takes the
+//! queue's advisory lock ([`KEY_LOCK_QUEUES`]) and then, in a second
+//! statement (whose snapshot sees every admission committed before the
+//! lock was granted), counts each key's holders and admits its oldest
+//! waiting jobs up to the limit ([`KEY_ADMIT`]). Admissions of one queue
+//! thus never overlap, and a key never has more holders than its limit
+//! (unless the limit was lowered, or set while more were live).
+//!
+//! What the statements rely on: `jobqueue_jobs_key_waiting_idx` (`queue,
+//! concurrency_key, id` of the waiting jobs: a key's line, and the keys
+//! with waiting jobs), `jobqueue_jobs_key_held_idx` (`queue,
+//! concurrency_key` of the holders) and `jobqueue_jobs_key_new_idx`
+//! (`run_at` of the waiting jobs no admission looked at yet).
+
+/// The advisory-lock class of the admissions of a queue (the second key is
+/// `hashtext` of the queue's name): the ASCII of `jqky`, a number no other
+/// jobqueue lock uses. Two-key advisory locks never meet an application's
+/// one-key (`bigint`) locks.
+macro_rules! admission_lock_class {
+    () => {
+        "1785817977"
+    };
+}
+
+/// The holders of key `$key` of queue `$queue` (SQL expressions): its jobs
+/// admitted and not finished.
+macro_rules! key_holders {
+    ($queue:literal, $key:literal) => {
+        concat!(
+            "(SELECT count(*) FROM jobqueue_jobs AS h
+              WHERE h.queue = ",
+            $queue,
+            " AND h.concurrency_key = ",
+            $key,
+            "
+                AND h.concurrency_key IS NOT NULL
+                AND h.status IN ('scheduled', 'pending', 'unhandled', 'claimed', 'running'))"
+        )
+    };
+}
+
+/// Takes, until the end of the transaction, the admission lock of each
+/// queue in `$1`, in name order (so two admissions never wait on each
+/// other in a circle).
+pub(crate) const KEY_LOCK_QUEUES: &str = concat!(
+    "SELECT count(pg_advisory_xact_lock(",
+    admission_lock_class!(),
+    ", hashtext(q.queue)))::int8 AS n
+    FROM (SELECT DISTINCT queue FROM unnest($1::text[]) AS a(queue) ORDER BY queue) AS q"
+);
+
+/// Admits, for each key of arrays `$1` (queues) and `$2` (keys), its
+/// oldest waiting jobs (by id: enqueue order) up to its queue's key limit
+/// less its holders; all of them when the queue has no key limit (any
+/// more: it was removed). An ordered queue admits the head of each key's
+/// line whatever its `run_at` (the jobs behind it wait for it); another
+/// only the due ones. An admitted job becomes `pending`, or `scheduled`
+/// while its `run_at` is ahead. Marks the waiting jobs of `$3` (ids) not
+/// admitted as looked at (`key_checked`), and wakes the queues that got
+/// due jobs on channel `$4`. Run after [`KEY_LOCK_QUEUES`] of the queues,
+/// in the same transaction. Returns how many jobs it admitted.
+pub(crate) const KEY_ADMIT: &str = concat!(
+    "WITH asked AS (
+        SELECT DISTINCT a.queue, a.key FROM unnest($1::text[], $2::text[]) AS a(queue, key)
+    ),
+    room AS (
+        SELECT asked.queue, asked.key, coalesce(c.key_ordered, false) AS ordered,
+               CASE WHEN c.key_limit IS NULL THEN 2147483647
+                    ELSE c.key_limit - ",
+    key_holders!("asked.queue", "asked.key"),
+    " END AS n
+        FROM asked
+        LEFT JOIN jobqueue_queues AS c ON c.name = asked.queue
+    ),
+    picked AS (
+        SELECT w.id
+        FROM room
+        CROSS JOIN LATERAL (
+            SELECT w.id FROM jobqueue_jobs AS w
+            WHERE w.status = 'waiting' AND w.queue = room.queue AND w.concurrency_key = room.key
+              AND (room.ordered OR w.run_at <= now())
+            ORDER BY w.id
+            LIMIT greatest(room.n, 0)
+        ) AS w
+    ),
+    admitted AS (
+        UPDATE jobqueue_jobs AS j
+        SET status = CASE WHEN j.run_at <= now() THEN 'pending' ELSE 'scheduled' END,
+            key_checked = NULL
+        WHERE j.id = ANY(ARRAY(SELECT id FROM picked)) AND j.status = 'waiting'
+        RETURNING j.queue, j.status
+    ),
+    checked AS (
+        UPDATE jobqueue_jobs AS j
+        SET key_checked = true
+        WHERE j.id = ANY($3::uuid[]) AND j.status = 'waiting' AND j.key_checked IS NOT TRUE
+          AND j.id <> ALL(ARRAY(SELECT id FROM picked))
+    ),
+    wake AS (
+        SELECT count(pg_notify($4, q.queue)) AS notified
+        FROM (SELECT DISTINCT queue FROM admitted WHERE status = 'pending') AS q
+    )
+    SELECT count(*)::int8 AS n FROM admitted, wake"
+);
+
+/// Up to `$2` waiting jobs no admission looked at yet that are due, of the
+/// queues in `$1` (every queue if empty), soonest due first: `id`,
+/// `queue`, `key`.
+pub(crate) const KEY_NEW: &str = "
+    SELECT id, queue, concurrency_key AS key
+    FROM jobqueue_jobs
+    WHERE status = 'waiting' AND key_checked IS NOT TRUE AND run_at <= now()
+      AND (cardinality($1::text[]) = 0 OR queue = ANY($1::text[]))
+    ORDER BY run_at
+    LIMIT $2";
+
+/// The keys with waiting jobs, of the queues in `$3` (every queue if
+/// empty), after key `$2` of queue `$1` (from the first if `$1` is null),
+/// at most `$4`, in (queue, key) order: `queue`, `key`, and whether the
+/// key has room (fewer holders than its queue's key limit, or no limit).
+pub(crate) const KEY_SWEEP: &str = concat!(
+    "WITH keys AS (
+        SELECT queue, concurrency_key AS key
+        FROM jobqueue_jobs
+        WHERE status = 'waiting'
+          AND ($1::text IS NULL OR (queue, concurrency_key) > ($1::text, $2::text))
+          AND (cardinality($3::text[]) = 0 OR queue = ANY($3::text[]))
+        GROUP BY queue, concurrency_key
+        ORDER BY queue, concurrency_key
+        LIMIT $4
+    )
+    SELECT k.queue, k.key,
+           (c.key_limit IS NULL OR c.key_limit > ",
+    key_holders!("k.queue", "k.key"),
+    ") AS has_room
+    FROM keys AS k
+    LEFT JOIN jobqueue_queues AS c ON c.name = k.queue
+    ORDER BY k.queue, k.key"
+);
+
+/// The keys of queue `$1` with waiting jobs: what a change of its key
+/// limit admits from.
+pub(crate) const KEY_WAITING_OF_QUEUE: &str = "
+    SELECT DISTINCT concurrency_key AS key
+    FROM jobqueue_jobs
+    WHERE status = 'waiting' AND queue = $1";
+
+// The hot-path statements of the admission, run prepared (see `prepared.rs`).
+crate::prepared::statements! {
+    KeyLockQueues => KEY_LOCK_QUEUES,
+    KeyAdmit => KEY_ADMIT,
+    KeyNew => KEY_NEW,
+}

@@ -1,0 +1,101 @@
+//! Admitting keyed jobs that wait for their concurrency key's room, when
+//! no completion or notification did.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use jobqueue_core::engine::QueueKey;
+
+use super::context::ServiceContext;
+use super::service::{Cadence, PassReport, Service};
+use crate::RunnerConfig;
+
+/// Waiting jobs looked at, or keys swept, per statement.
+const BATCH: i64 = 1000;
+
+/// Admits the waiting keyed jobs of the runner's queues whose key has
+/// room: every `poll_interval` from the start, the jobs no admission looked
+/// at yet (their notification was lost, or they came due since); every
+/// `rescue_interval`, the next [`BATCH`] keys with waiting jobs in turn,
+/// whatever announced their room or did not (a holder cancelled, deleted
+/// or recovered as failed, a runner that died between a job's completion
+/// and its key's admission, a raised limit). The statements wake the
+/// queues that got due jobs.
+#[derive(Debug)]
+pub struct AdmitKeys {
+    interval: Duration,
+    sweep_every: Duration,
+    swept_at: Option<Instant>,
+    /// Where the next sweep starts (`None`: at the first key).
+    cursor: Option<QueueKey>,
+}
+
+impl AdmitKeys {
+    /// The service as `config` paces it.
+    pub fn new(config: &RunnerConfig) -> Self {
+        AdmitKeys {
+            interval: config.poll_interval,
+            sweep_every: config.rescue_interval,
+            swept_at: None,
+            cursor: None,
+        }
+    }
+}
+
+/// What a pass of [`AdmitKeys`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct KeysAdmitted {
+    /// Jobs admitted.
+    pub jobs: i64,
+    /// Keys the sweep looked at (0 when the pass did not sweep).
+    pub keys_swept: usize,
+}
+
+impl fmt::Display for KeysAdmitted {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "admitted {} keyed jobs whose key had room (swept {} keys)",
+            self.jobs, self.keys_swept
+        )
+    }
+}
+
+impl PassReport for KeysAdmitted {
+    fn log_level(&self) -> Option<log::Level> {
+        (self.jobs > 0).then_some(log::Level::Debug)
+    }
+}
+
+impl Service for AdmitKeys {
+    type Report = KeysAdmitted;
+
+    fn cadence(&self) -> Cadence {
+        Cadence::from_start("admitting keyed jobs", self.interval)
+    }
+
+    fn run_once(&mut self, cx: &mut ServiceContext) -> jobqueue_core::Result<KeysAdmitted> {
+        let shared = Arc::clone(&cx.shared);
+        let queues = &shared.config.queues;
+        let mut jobs = 0;
+        loop {
+            let (admitted, looked) = cx.run(|session| session.admit_new(queues, BATCH))?;
+            jobs += admitted;
+            if (looked as i64) < BATCH {
+                break;
+            }
+        }
+        let mut keys_swept = 0;
+        if self.swept_at.is_none_or(|at| at.elapsed() >= self.sweep_every) {
+            self.swept_at = Some(Instant::now());
+            let after = self.cursor.take();
+            let sweep = cx.run(|session| session.sweep_keys(queues, after.as_ref(), BATCH))?;
+            jobs += sweep.admitted;
+            keys_swept = sweep.keys;
+            self.cursor = sweep.next;
+        }
+        Ok(KeysAdmitted { jobs, keys_swept })
+    }
+}

@@ -1,0 +1,352 @@
+//! Per-key concurrency and order, fleet-wide: four runner processes work
+//! 4,000 jobs of 1,000 keys (ten of them busy: 100 jobs each) in a queue
+//! limited to two jobs per key, one of
+//! them SIGKILLed and replaced midway with jobs in hand; a sampler reads
+//! the jobs held per key throughout. An ordered queue starts each key's
+//! jobs in enqueue order, one at a time, through a retry and a snooze of a
+//! key's head. Also: limits raised, removed and swept, what the queue list
+//! shows, and bad input refused with the reason.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use diesel::prelude::*;
+use jobqueue_core::{
+    Counting, Error, Job, JobOptions, JobStatus, KeyLimit, NewJob, enqueue_many, list_queues,
+    set_queue_key_limit,
+};
+use jobqueue_runner::RunnerConfig;
+use jobqueue_tests::fault::{Proc, runner_flags};
+use jobqueue_tests::jobs::{Noop, Sleep, Stumble, registry};
+use jobqueue_tests::{TestDb, count_where, scalar, start_runner, wait_count, wait_for};
+
+const WORKER: &str = env!("CARGO_BIN_EXE_jobqueue-test-worker");
+
+/// `n` jobs of `job` in `queue`, the i-th keyed by `key(i)`.
+fn keyed<J: Job>(
+    n: usize,
+    queue: &str,
+    job: impl Fn(usize) -> J,
+    key: impl Fn(usize) -> String,
+) -> Vec<NewJob> {
+    (0..n)
+        .map(|i| NewJob::from_job(&job(i), JobOptions::new().queue(queue).key(key(i))))
+        .collect::<Result<_, _>>()
+        .expect("build")
+}
+
+/// Makes `queue` known (a job names it) and sets its key limit.
+fn limit_queue(conn: &mut PgConnection, queue: &str, limit: KeyLimit) {
+    Noop { n: 0 }
+        .options()
+        .queue(queue)
+        .enqueue(conn)
+        .expect("enqueue");
+    set_queue_key_limit(conn, queue, Some(limit)).expect("set the key limit");
+}
+
+/// The most jobs of one key of `queue` in `statuses` (an SQL list), in one
+/// snapshot.
+fn most_per_key(conn: &mut PgConnection, queue: &str, statuses: &str) -> i64 {
+    scalar(
+        conn,
+        &format!(
+            "SELECT coalesce(max(n), 0) AS n FROM (
+                 SELECT count(*) AS n FROM jobqueue_jobs
+                 WHERE queue = '{queue}' AND concurrency_key IS NOT NULL
+                   AND status IN ({statuses})
+                 GROUP BY concurrency_key) AS per_key"
+        ),
+    )
+}
+
+/// Reads, until stopped, the most jobs of one key held (claimed or
+/// running) and admitted (every live status but `waiting`) at once.
+struct Sampler {
+    stop: Arc<AtomicBool>,
+    thread: std::thread::JoinHandle<(i64, i64, usize)>,
+}
+
+impl Sampler {
+    fn start(url: &str, queue: &'static str) -> Sampler {
+        let stop = Arc::new(AtomicBool::new(false));
+        let (flag, url) = (Arc::clone(&stop), url.to_owned());
+        let thread = std::thread::spawn(move || {
+            let mut conn = PgConnection::establish(&url).expect("connect the sampler");
+            let (mut held, mut admitted, mut samples) = (0, 0, 0);
+            while !flag.load(Ordering::Relaxed) {
+                held = held.max(most_per_key(&mut conn, queue, "'claimed', 'running'"));
+                admitted = admitted.max(most_per_key(
+                    &mut conn,
+                    queue,
+                    "'scheduled', 'pending', 'unhandled', 'claimed', 'running'",
+                ));
+                samples += 1;
+            }
+            (held, admitted, samples)
+        });
+        Sampler { stop, thread }
+    }
+
+    /// The most held, the most admitted, the number of samples.
+    fn finish(self) -> (i64, i64, usize) {
+        self.stop.store(true, Ordering::Relaxed);
+        self.thread.join().expect("the sampler")
+    }
+}
+
+#[test]
+fn four_processes_and_a_kill_never_hold_more_than_the_limit_of_a_key() {
+    const JOBS: usize = 4000;
+    const KEYS: usize = 1000;
+    const LIMIT: i64 = 2;
+    let (db, mut conn) = TestDb::with_side_tables();
+    limit_queue(&mut conn, "keyed", KeyLimit::per_key(LIMIT as u32).expect("a limit"));
+    // A quarter of the jobs belong to ten busy keys (100 jobs each), the
+    // rest to 990 keys of 3 or 4 jobs each.
+    let key = |i: usize| match i % 4 {
+        0 => format!("busy:{}", i % 10),
+        _ => format!("customer:{}", i % (KEYS - 10)),
+    };
+    let jobs = keyed(JOBS, "keyed", |_| Sleep { ms: 40 }, key);
+    enqueue_many(&mut conn, &jobs).expect("enqueue");
+    assert_eq!(
+        count_where(&mut conn, "status = 'waiting'"),
+        JOBS as i64,
+        "keyed jobs of a key-limited queue wait for admission"
+    );
+
+    let sampler = Sampler::start(&db.url, "keyed");
+    let flags = runner_flags(&[("concurrency", "8"), ("lease-secs", "2")]);
+    let mut runners: Vec<Proc> = (0..4)
+        .map(|i| Proc::runner(WORKER, &db.url, &format!("keyed-{i}"), &flags))
+        .collect();
+    wait_for("a third of the jobs done", Duration::from_secs(60), || {
+        count_where(&mut conn, "status = 'completed' AND concurrency_key IS NOT NULL")
+            >= JOBS as i64 / 3
+    });
+    let mut victim = runners.swap_remove(1);
+    victim.signal("KILL");
+    victim.wait_exit(Duration::from_secs(10));
+    runners.push(Proc::runner(WORKER, &db.url, "keyed-4", &flags));
+    wait_count(
+        &mut conn,
+        "status = 'completed' AND concurrency_key IS NOT NULL",
+        JOBS as i64,
+    );
+    let (held, admitted, samples) = sampler.finish();
+    for runner in &mut runners {
+        runner.terminate(Duration::from_secs(30));
+    }
+    let restarted = scalar(
+        &mut conn,
+        "SELECT count(DISTINCT job_id) AS n FROM test_effects
+         WHERE kind = 'start' AND attempt > 1",
+    );
+    eprintln!(
+        "{JOBS} jobs of {KEYS} keys, limit {LIMIT} per key, 4 runners and a kill: most held \
+         per key {held}, most admitted per key {admitted}, over {samples} samples; \
+         {restarted} jobs started again after the kill"
+    );
+    assert!(samples >= 20, "only {samples} samples");
+    assert!(held <= LIMIT, "{held} jobs of one key held at once");
+    assert!(admitted <= LIMIT, "{admitted} jobs of one key admitted at once");
+    assert_eq!(held, LIMIT, "keys ran their limit of jobs at once");
+    assert!(restarted > 0, "the killed runner held jobs, started again");
+}
+
+/// Per key of `queue`, the jobs by enqueue order (id), each with the time
+/// of its first start and of its `done`, as `(key, id, first start, done)`
+/// rows: for the order checks.
+fn starts_and_ends(conn: &mut PgConnection) -> i64 {
+    // A job starts after the one before it in its key's line has finished,
+    // and its line is enqueue order: count the jobs that break either.
+    scalar(
+        conn,
+        "WITH runs AS (
+             SELECT k.key, k.seq, k.id,
+                    (SELECT min(at) FROM test_effects AS e
+                     WHERE e.job_id = k.id AND e.kind = 'start') AS first_start,
+                    (SELECT max(at) FROM test_effects AS e
+                     WHERE e.job_id = k.id AND e.kind = 'done') AS done
+             FROM line AS k
+         ),
+         ordered AS (
+             SELECT r.*, lag(r.done) OVER w AS before_done,
+                    lag(r.first_start) OVER w AS before_start
+             FROM runs AS r
+             WINDOW w AS (PARTITION BY r.key ORDER BY r.seq)
+         )
+         SELECT count(*) AS n FROM ordered
+         WHERE first_start IS NULL OR done IS NULL
+            OR (before_done IS NOT NULL AND first_start < before_done)
+            OR (before_start IS NOT NULL AND first_start < before_start)",
+    )
+}
+
+#[test]
+fn an_ordered_queue_starts_each_keys_jobs_in_order_one_at_a_time_through_a_retry_and_a_snooze()
+{
+    const KEYS: usize = 20;
+    const PER_KEY: usize = 8;
+    let (db, mut conn) = TestDb::with_side_tables();
+    limit_queue(&mut conn, "ledger", KeyLimit::ordered());
+    // Key 0's head fails its first attempt (retried 20 ms later), key 1's
+    // head snoozes: the jobs behind each wait for it.
+    let first = |i: usize| match i {
+        0 => "fail",
+        1 => "snooze",
+        _ => "",
+    };
+    let jobs = keyed(
+        KEYS * PER_KEY,
+        "ledger",
+        |i| Stumble {
+            ms: 5,
+            first: first(i).to_owned(),
+        },
+        |i| format!("account:{}", i % KEYS),
+    );
+    diesel::sql_query("CREATE TABLE line (key text, seq int, id uuid)")
+        .execute(&mut conn)
+        .expect("create line");
+    for (i, job) in jobs.iter().enumerate() {
+        diesel::sql_query("INSERT INTO line VALUES ($1, $2, $3)")
+            .bind::<diesel::sql_types::Text, _>(format!("account:{}", i % KEYS))
+            .bind::<diesel::sql_types::Integer, _>(i as i32)
+            .bind::<diesel::sql_types::Uuid, _>(job.id())
+            .execute(&mut conn)
+            .expect("note the line");
+    }
+    enqueue_many(&mut conn, &jobs).expect("enqueue");
+
+    let config = || {
+        RunnerConfig::new(&db.url)
+            .concurrency(8)
+            .queues(["ledger"])
+            .poll_interval(Duration::from_millis(200))
+            .keep_completed(Duration::from_secs(3600))
+    };
+    let runners = [
+        start_runner(config(), registry()),
+        start_runner(config(), registry()),
+    ];
+    wait_count(
+        &mut conn,
+        "status = 'completed' AND queue = 'ledger' AND concurrency_key IS NOT NULL",
+        (KEYS * PER_KEY) as i64,
+    );
+    for runner in runners {
+        runner.shutdown();
+    }
+    let out_of_order = starts_and_ends(&mut conn);
+    let stumbles = scalar(
+        &mut conn,
+        "SELECT count(*) AS n FROM test_effects WHERE kind IN ('fail', 'snooze')",
+    );
+    let overlapping_keys = scalar(
+        &mut conn,
+        "SELECT count(*) AS n FROM (
+             SELECT DISTINCT a.key FROM line AS a JOIN line AS b
+                 ON a.key <> b.key
+             JOIN test_effects AS ea ON ea.job_id = a.id AND ea.kind = 'start'
+             JOIN test_effects AS eb ON eb.job_id = b.id AND eb.kind = 'start'
+             WHERE abs(EXTRACT(EPOCH FROM ea.at - eb.at)) < 0.004
+             LIMIT 5) AS concurrent_keys",
+    );
+    eprintln!(
+        "{} jobs of {KEYS} ordered keys: {out_of_order} out of order or overlapping their \
+         key's previous job; {stumbles} first attempts stumbled (a retry, a snooze)",
+        KEYS * PER_KEY
+    );
+    assert_eq!(stumbles, 2, "the two heads stumbled once each");
+    assert_eq!(
+        out_of_order, 0,
+        "every job started after the one before it in its key finished"
+    );
+    assert!(overlapping_keys > 0, "different keys ran at the same time");
+}
+
+#[test]
+fn a_raised_or_removed_limit_admits_at_once_and_a_cancelled_holder_frees_its_key() {
+    let (db, mut conn) = TestDb::with_side_tables();
+    limit_queue(&mut conn, "tenants", KeyLimit::per_key(1).expect("a limit"));
+    let jobs = keyed(6, "tenants", |_| Sleep { ms: 1 }, |_| "tenant:1".to_owned());
+    enqueue_many(&mut conn, &jobs).expect("enqueue");
+    // No runner: the enqueue admitted nothing itself.
+    assert_eq!(count_where(&mut conn, "status = 'waiting'"), 6);
+    // A raised limit admits at once, oldest first.
+    set_queue_key_limit(&mut conn, "tenants", Some(KeyLimit::per_key(2).expect("2")))
+        .expect("raise");
+    assert_eq!(count_where(&mut conn, "status = 'pending' AND concurrency_key IS NOT NULL"), 2);
+    let admitted: Vec<bool> = jobs
+        .iter()
+        .map(|job| {
+            jobqueue_tests::read_job(&mut conn, job.id()).status == JobStatus::Pending
+        })
+        .collect();
+    assert_eq!(admitted, [true, true, false, false, false, false]);
+    let queue = list_queues(&mut conn, Counting::Live)
+        .expect("list")
+        .into_iter()
+        .find(|q| q.queue == "tenants")
+        .expect("the queue");
+    assert_eq!(queue.key_limit, KeyLimit::per_key(2).ok());
+    assert_eq!(queue.keys_held, 1);
+    assert_eq!(queue.count(JobStatus::Waiting), 4);
+
+    // A holder cancelled by hand frees its place: a runner's sweep admits
+    // the next (no completion of a runner announced it). The queue is
+    // paused, so what is admitted stays pending.
+    jobqueue_core::pause_queue(&mut conn, "tenants").expect("pause");
+    jobqueue_core::cancel(&mut conn, jobs[0].id()).expect("cancel");
+    let runner = start_runner(
+        RunnerConfig::new(&db.url)
+            .queues(["tenants"])
+            .poll_interval(Duration::from_millis(100))
+            .rescue_interval(Duration::from_millis(200)),
+        registry(),
+    );
+    wait_for("the sweep to admit the next job", Duration::from_secs(30), || {
+        count_where(&mut conn, "status = 'waiting'") == 3
+    });
+    assert_eq!(
+        count_where(&mut conn, "status = 'pending' AND concurrency_key IS NOT NULL"),
+        2
+    );
+    runner.shutdown();
+
+    // The limit removed: every waiting job is admitted.
+    set_queue_key_limit(&mut conn, "tenants", None).expect("remove");
+    assert_eq!(count_where(&mut conn, "status = 'waiting'"), 0);
+    assert_eq!(count_where(&mut conn, "status = 'pending' AND concurrency_key IS NOT NULL"), 5);
+}
+
+#[test]
+fn bad_keys_limits_and_unknown_queues_are_refused_with_the_reason() {
+    let (_db, mut conn) = TestDb::connected();
+    let long = "k".repeat(256);
+    let error = NewJob::from_job(&Noop { n: 0 }, JobOptions::new().key(long)).expect_err("too long");
+    assert!(
+        matches!(&error, Error::InvalidOption { .. }) && error.to_string().contains("1 to 255"),
+        "{error}"
+    );
+    let empty = NewJob::from_job(&Noop { n: 0 }, JobOptions::new().key("")).expect_err("empty");
+    assert!(empty.to_string().contains("it has 0"), "{empty}");
+    let zero = KeyLimit::per_key(0).expect_err("zero");
+    assert!(zero.to_string().contains("give 1 to 10000"), "{zero}");
+    let negative = "-3".parse::<KeyLimit>().expect_err("negative");
+    assert!(negative.to_string().contains("-3 jobs per key"), "{negative}");
+    let unknown = set_queue_key_limit(&mut conn, "no-such-queue", Some(KeyLimit::ordered()))
+        .expect_err("an unknown queue");
+    assert!(
+        matches!(&unknown, Error::UnknownQueue { queue, .. } if queue == "no-such-queue"),
+        "{unknown}"
+    );
+    assert_eq!(
+        scalar(&mut conn, "SELECT count(*) AS n FROM jobqueue_queues"),
+        0,
+        "nothing was written"
+    );
+}
