@@ -28,7 +28,7 @@ pub enum JobOrder {
     #[default]
     Newest,
     /// By when they are (or were) due, soonest first. Only for a live
-    /// status (scheduled, pending, unhandled, claimed, running): the
+    /// status (waiting, scheduled, pending, unhandled, claimed, running): the
     /// finished history has no index by `run_at`.
     RunAt,
     /// By when they finished, latest first. Only for a finished status
@@ -128,8 +128,8 @@ impl JobQuery {
         if self.order == JobOrder::RunAt && self.status.is_none_or(|s| s.is_finished()) {
             return Err(Error::invalid(
                 "order",
-                "ordering by run_at needs a live status (scheduled, pending, unhandled, \
-                 claimed or running): the finished history has no index by run_at",
+                "ordering by run_at needs a live status (waiting, scheduled, pending, \
+                 unhandled, claimed or running): the finished history has no index by run_at",
             ));
         }
         if self.order == JobOrder::Finished && !self.status.is_some_and(|s| s.is_finished()) {

@@ -10,7 +10,8 @@ use crate::enqueued::Enqueued;
 use crate::listing::{self, time};
 
 /// The statuses looked at unless told otherwise: the jobs waiting to run.
-const WAITING: [JobStatus; 3] = [
+const WAITING: [JobStatus; 4] = [
+    JobStatus::Waiting,
     JobStatus::Scheduled,
     JobStatus::Pending,
     JobStatus::Unhandled,
@@ -31,7 +32,8 @@ const OTHERS_LISTED: usize = 20;
 /// [`refute_enqueued`](Self::refute_enqueued)) or read
 /// ([`find`](Self::find)).
 ///
-/// It looks at the jobs waiting to run (scheduled, pending or unhandled)
+/// It looks at the jobs waiting to run (waiting, scheduled, pending or
+/// unhandled)
 /// unless [`status`](Self::status) names others, on the connection given:
 /// inside a test transaction, the test's own uncommitted jobs.
 ///
@@ -401,7 +403,8 @@ impl<'p, T: Job> Expect<'p, T> {
     }
 }
 
-/// "scheduled, pending or unhandled", or whichever statuses are looked at.
+/// "waiting, scheduled, pending or unhandled", or whichever statuses are
+/// looked at.
 fn statuses_text(statuses: &[JobStatus]) -> String {
     let names: Vec<&str> = statuses.iter().map(|s| s.as_str()).collect();
     match names.split_last() {

@@ -150,7 +150,7 @@ struct Counts {
     scheduled: i64,
 }
 
-/// `job types`: waiting jobs (scheduled, pending, unhandled) whose type no
+/// `job types`: waiting jobs (waiting on a key, scheduled, pending, unhandled) whose type no
 /// live runner working their queue handles. Due ones (pending, unhandled)
 /// fail; scheduled ones warn (a runner may be deployed before they are due).
 pub(super) fn job_types(conn: &mut PgConnection, live: &[&RunnerRow]) -> Result<Check> {

@@ -106,8 +106,8 @@ pub(crate) const DOCTOR_HELD: &str = "
     GROUP BY worker_id
     ORDER BY worker_id";
 
-/// Waiting jobs (scheduled, pending, unhandled) by type, queue and status,
-/// each status read from its partial index.
+/// Jobs waiting to run (waiting on a key, scheduled, pending, unhandled)
+/// by type, queue and status, each status read from its partial index.
 pub(crate) const DOCTOR_WAITING: &str = "
     SELECT job_type, queue, status, count(*) AS jobs
     FROM (
@@ -116,6 +116,8 @@ pub(crate) const DOCTOR_WAITING: &str = "
         SELECT job_type, queue, status FROM jobqueue_jobs WHERE status = 'scheduled'
         UNION ALL
         SELECT job_type, queue, status FROM jobqueue_jobs WHERE status = 'unhandled'
+        UNION ALL
+        SELECT job_type, queue, status FROM jobqueue_jobs WHERE status = 'waiting'
     ) AS waiting
     GROUP BY job_type, queue, status
     ORDER BY job_type, queue, status";
