@@ -42,6 +42,19 @@ struct Tiny {
     text: String,
 }
 
+#[derive(Debug, Serialize, Deserialize, Job)]
+#[job(type = "invoice.send", key = "customer")]
+struct SendInvoice {
+    customer: u64,
+    amount: u64,
+}
+
+#[derive(Debug, Serialize, Deserialize, Job)]
+#[job(type = "invoice.remind", key = "customer")]
+struct Remind {
+    customer: Option<u64>,
+}
+
 /// Enqueues `job` with its type's defaults and reads its row back.
 fn enqueued<J: Job>(conn: &mut diesel::PgConnection, job: &J) -> JobRow {
     let id = job.enqueue(conn).expect("enqueue").id();
@@ -153,5 +166,25 @@ fn payload_limit_from_the_attribute() {
     assert!(
         matches!(refused, Err(Error::PayloadTooLarge { limit: 32, .. })),
         "{refused:?}"
+    );
+}
+
+#[test]
+fn concurrency_key_from_the_attribute() {
+    let invoice = SendInvoice {
+        customer: 42,
+        amount: 100,
+    };
+    assert_eq!(invoice.concurrency_key().as_deref(), Some("42"));
+    let remind = Remind { customer: Some(7) };
+    assert_eq!(remind.concurrency_key().as_deref(), Some("7"));
+    assert_eq!(Remind { customer: None }.concurrency_key(), None);
+    let email = SendEmail {
+        to: "a@example.com".into(),
+    };
+    assert_eq!(
+        email.concurrency_key(),
+        None,
+        "no `key`, no concurrency key"
     );
 }

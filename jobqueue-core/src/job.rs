@@ -59,6 +59,16 @@ pub trait Job: Serialize + DeserializeOwned {
     /// runner's policy.
     const RETRY_POLICY: Option<RetryPolicy> = None;
 
+    /// This job's concurrency key (e.g. `customer:42`) when it is enqueued
+    /// without an explicit `.key(...)` option: a queue may limit how many
+    /// jobs of one key run at once. `#[job(key = "field")]` derives it as
+    /// the field's value as text (`None` when the field is an `Option`
+    /// holding `None`). At most 255 characters, checked when the job is
+    /// built. Default: no key.
+    fn concurrency_key(&self) -> Option<String> {
+        None
+    }
+
     /// Enqueues this job with its type's defaults, on `conn`: inside the
     /// caller's open transaction if there is one, so the job exists if and
     /// only if that transaction commits. See [`crate::enqueue`] for the

@@ -39,6 +39,8 @@ pub struct JobAttrs {
     pub backoff_base_ms: Option<IntLit>,
     /// `backoff_max_secs = N`.
     pub backoff_max_secs: Option<IntLit>,
+    /// `key = "field"`: the field named, not yet looked up (`valid.rs` does).
+    pub key: Option<LitStr>,
     /// `crate = "path"`, parsed.
     pub krate: Option<Path>,
     /// `crate = "..."` was given but is not a path.
@@ -247,6 +249,7 @@ impl JobAttrs {
             match key {
                 symbol::TYPE => self.job_type = Some(lit),
                 symbol::QUEUE => self.queue = Some(lit),
+                symbol::KEY => self.key = Some(lit),
                 _ => match lit.parse_with(Path::parse_mod_style) {
                     Ok(path) => self.krate = Some(path),
                     Err(_) => {

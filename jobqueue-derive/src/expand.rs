@@ -2,8 +2,8 @@
 //! so that uses of the type do not pile further errors on the real ones.
 
 use proc_macro2::TokenStream;
-use quote::{ToTokens, quote};
-use syn::{Data, DeriveInput, LitStr};
+use quote::{ToTokens, quote, quote_spanned};
+use syn::{Data, DeriveInput, GenericArgument, LitStr, PathArguments, Type};
 
 use crate::attr::JobAttrs;
 use crate::ctxt::Ctxt;
@@ -69,6 +69,7 @@ fn impl_job(input: &DeriveInput, attrs: &JobAttrs, job_type: &LitStr) -> TokenSt
         quote!(const MAX_PAYLOAD_BYTES: usize = #lit;)
     });
     let retry_policy = retry_policy(attrs);
+    let concurrency_key = concurrency_key(input, attrs);
     impl_block(
         input,
         attrs,
@@ -79,6 +80,7 @@ fn impl_job(input: &DeriveInput, attrs: &JobAttrs, job_type: &LitStr) -> TokenSt
             #max_attempts
             #max_payload_bytes
             #retry_policy
+            #concurrency_key
         },
     )
 }
@@ -111,6 +113,54 @@ fn retry_policy(attrs: &JobAttrs) -> Option<TokenStream> {
                 max: #max,
                 jitter: #core::RetryPolicy::DEFAULT.jitter,
             });
+    })
+}
+
+/// `fn concurrency_key` when `key = "field"` is given: the field's value
+/// as text, or for an `Option<T>` field its value's text when there is one.
+/// Spanned at the literal, so a field type without `Display` is reported
+/// there.
+fn concurrency_key(input: &DeriveInput, attrs: &JobAttrs) -> Option<TokenStream> {
+    let key = attrs.key.as_ref()?;
+    // `valid` has checked that the field exists.
+    let field = valid::key_field(input, key)?;
+    let mut ident = field.ident.clone()?;
+    ident.set_span(key.span());
+    let value = if is_option(&field.ty) {
+        quote_spanned! {key.span()=>
+            self.#ident
+                .as_ref()
+                .map(::std::string::ToString::to_string)
+        }
+    } else {
+        quote_spanned! {key.span()=>
+            ::core::option::Option::Some(::std::string::ToString::to_string(&self.#ident))
+        }
+    };
+    Some(quote! {
+        fn concurrency_key(&self) -> ::core::option::Option<::std::string::String> {
+            #value
+        }
+    })
+}
+
+/// Whether `ty` is written `Option<T>` (any path ending so, as
+/// `std::option::Option<T>`): a field that may hold no key.
+fn is_option(ty: &Type) -> bool {
+    let Type::Path(path) = ty else {
+        return false;
+    };
+    if path.qself.is_some() {
+        return false;
+    }
+    path.path.segments.last().is_some_and(|last| {
+        last.ident == "Option"
+            && matches!(
+                &last.arguments,
+                PathArguments::AngleBracketed(args)
+                    if args.args.len() == 1
+                        && matches!(args.args.first(), Some(GenericArgument::Type(_)))
+            )
     })
 }
 

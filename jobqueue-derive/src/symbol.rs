@@ -26,11 +26,13 @@ pub const MAX_PAYLOAD_BYTES: Symbol = Symbol("max_payload_bytes");
 pub const BACKOFF_BASE_MS: Symbol = Symbol("backoff_base_ms");
 /// `backoff_max_secs = 600`: the longest delay between attempts.
 pub const BACKOFF_MAX_SECS: Symbol = Symbol("backoff_max_secs");
+/// `key = "customer_id"`: the field whose value is the job's concurrency key.
+pub const KEY: Symbol = Symbol("key");
 /// `crate = "my_app::jobqueue"`: where the core crate is, for facades.
 pub const CRATE: Symbol = Symbol("crate");
 
 /// Every key `#[job(...)]` accepts, in the order the docs list them.
-pub const KEYS: [Symbol; 8] = [
+pub const KEYS: [Symbol; 9] = [
     TYPE,
     PRIORITY,
     QUEUE,
@@ -38,6 +40,7 @@ pub const KEYS: [Symbol; 8] = [
     MAX_PAYLOAD_BYTES,
     BACKOFF_BASE_MS,
     BACKOFF_MAX_SECS,
+    KEY,
     CRATE,
 ];
 
@@ -65,6 +68,7 @@ impl Symbol {
             MAX_PAYLOAD_BYTES => "an integer literal of at least 1",
             BACKOFF_BASE_MS => "an integer literal of milliseconds (0 or more)",
             BACKOFF_MAX_SECS => "an integer literal of seconds (1 or more)",
+            KEY => "a string literal naming a field of the struct",
             CRATE => "a string literal holding a path",
             _ => "a literal",
         }
@@ -79,6 +83,7 @@ impl Symbol {
             MAX_PAYLOAD_BYTES => "max_payload_bytes = 65536",
             BACKOFF_BASE_MS => "backoff_base_ms = 500",
             BACKOFF_MAX_SECS => "backoff_max_secs = 600",
+            KEY => "key = \"customer_id\"",
             CRATE => "crate = \"my_app::jobqueue\"",
             _ => "type = \"email.send\"",
         }

@@ -3,7 +3,8 @@
 //! enqueue.
 
 use quote::ToTokens;
-use syn::{Data, DeriveInput, LitStr, Meta};
+use syn::ext::IdentExt;
+use syn::{Data, DeriveInput, Field, Fields, LitStr, Meta};
 
 use crate::attr::{CORRECT_FORM, IntLit, JobAttrs};
 use crate::ctxt::Ctxt;
@@ -48,6 +49,9 @@ pub fn check(cx: &mut Ctxt, input: &DeriveInput, attrs: &JobAttrs) {
         check_range(cx, "max_attempts", max_attempts, 1, MAX_MAX_ATTEMPTS, "");
     }
     check_backoff(cx, attrs);
+    if let Some(key) = &attrs.key {
+        check_key(cx, input, key);
+    }
     if let Some(limit) = &attrs.max_payload_bytes {
         match limit.value() {
             Some(value) if value >= 1 && value <= i128::from(u64::MAX) => {}
@@ -109,6 +113,58 @@ fn check_backoff(cx: &mut Ctxt, attrs: &JobAttrs) {
                 }
             ),
         );
+    }
+}
+
+/// `key = "field"` names one of the struct's named fields.
+fn check_key(cx: &mut Ctxt, input: &DeriveInput, key: &LitStr) {
+    let Some(fields) = named_fields(input) else {
+        // A union is already reported as no payload at all.
+        if !matches!(input.data, Data::Union(_)) {
+            cx.error_spanned_by(
+                key,
+                "`key` names a field: use it on a struct with named fields",
+            );
+        }
+        return;
+    };
+    if key_field(input, key).is_none() {
+        let names: Vec<String> = fields
+            .filter_map(|field| field.ident.as_ref())
+            .map(|ident| format!("`{}`", ident.unraw()))
+            .collect();
+        let known = if names.is_empty() {
+            format!("`{}` has no fields", input.ident)
+        } else {
+            format!("the fields of `{}` are {}", input.ident, names.join(", "))
+        };
+        cx.error_spanned_by(
+            key,
+            format!("invalid key: no field named {:?}; {known}", key.value()),
+        );
+    }
+}
+
+/// The named field `key = "..."` names (written without `r#`), if the
+/// input is a struct with named fields and has it.
+pub fn key_field<'a>(input: &'a DeriveInput, key: &LitStr) -> Option<&'a Field> {
+    let name = key.value();
+    named_fields(input)?.find(|field| {
+        field
+            .ident
+            .as_ref()
+            .is_some_and(|ident| ident.unraw() == name)
+    })
+}
+
+/// The fields of a struct with named fields; `None` for any other input.
+fn named_fields(input: &DeriveInput) -> Option<impl Iterator<Item = &Field>> {
+    match &input.data {
+        Data::Struct(data) => match &data.fields {
+            Fields::Named(fields) => Some(fields.named.iter()),
+            Fields::Unnamed(_) | Fields::Unit => None,
+        },
+        Data::Enum(_) | Data::Union(_) => None,
     }
 }
 

@@ -1,0 +1,23 @@
+use jobqueue_core::Job;
+use serde::{Deserialize, Serialize};
+
+#[derive(Serialize, Deserialize, Job)]
+#[job(type = "a.b", key = customer)]
+struct NotALiteral {
+    customer: u64,
+}
+
+#[derive(Serialize, Deserialize, Job)]
+#[job(type = "a.c", key = 42)]
+struct NotAString {
+    customer: u64,
+}
+
+#[derive(Serialize, Deserialize, Job)]
+#[job(type = "a.d", key = "customer", key = "region")]
+struct GivenTwice {
+    customer: u64,
+    region: String,
+}
+
+fn main() {}

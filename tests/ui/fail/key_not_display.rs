@@ -1,0 +1,21 @@
+use jobqueue_core::Job;
+use serde::{Deserialize, Serialize};
+
+#[derive(Serialize, Deserialize)]
+struct Customer {
+    id: u64,
+}
+
+#[derive(Serialize, Deserialize, Job)]
+#[job(type = "a.b", key = "customer")]
+struct KeyWithoutDisplay {
+    customer: Customer,
+}
+
+#[derive(Serialize, Deserialize, Job)]
+#[job(type = "a.c", key = "customer")]
+struct OptionalKeyWithoutDisplay {
+    customer: Option<Customer>,
+}
+
+fn main() {}

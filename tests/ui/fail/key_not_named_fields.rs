@@ -1,0 +1,19 @@
+use jobqueue_core::Job;
+use serde::{Deserialize, Serialize};
+
+#[derive(Serialize, Deserialize, Job)]
+#[job(type = "report.build", key = "month")]
+enum Report {
+    Daily,
+    Monthly { month: u32 },
+}
+
+#[derive(Serialize, Deserialize, Job)]
+#[job(type = "image.resize", key = "0")]
+struct Resize(String, u32);
+
+#[derive(Serialize, Deserialize, Job)]
+#[job(type = "cache.flush", key = "cache")]
+struct FlushCache;
+
+fn main() {}
