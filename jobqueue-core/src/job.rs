@@ -171,6 +171,7 @@ impl<J: Job> EnqueueBuilder<'_, J> {
         delay(delay: std::time::Duration);
         max_attempts(max_attempts: i32);
         unique_key(key: impl Into<String>);
+        key(key: impl Into<String>);
         max_payload_bytes(limit: usize);
     }
 

@@ -45,9 +45,13 @@ impl NewJob {
         Self::build(job_type, payload_json.to_owned(), options, &defaults)
     }
 
-    /// The job `job`, using `J`'s defaults for anything `options` leaves unset.
-    pub fn from_job<J: Job>(job: &J, options: JobOptions) -> Result<Self> {
+    /// The job `job`, using `J`'s defaults for anything `options` leaves
+    /// unset (its concurrency key: [`Job::concurrency_key`]).
+    pub fn from_job<J: Job>(job: &J, mut options: JobOptions) -> Result<Self> {
         limits::check_job_type(J::JOB_TYPE)?;
+        if options.key.is_none() {
+            options.key = job.concurrency_key();
+        }
         let payload = serde_json::to_string(job).map_err(|source| Error::Serialize {
             job_type: J::JOB_TYPE.to_owned(),
             source,
@@ -61,14 +65,15 @@ impl NewJob {
     /// ([`Error::InvalidOption`] naming `payload` otherwise) that decodes as
     /// `J` ([`Error::Deserialize`] otherwise, naming the type); it is stored
     /// as given.
-    pub fn from_json<J: Job>(payload_json: &str, options: JobOptions) -> Result<Self> {
+    pub fn from_json<J: Job>(payload_json: &str, mut options: JobOptions) -> Result<Self> {
         limits::check_job_type(J::JOB_TYPE)?;
         check_json(payload_json)?;
-        if let Err(source) = serde_json::from_str::<J>(payload_json) {
-            return Err(Error::Deserialize {
-                job_type: J::JOB_TYPE.to_owned(),
-                source,
-            });
+        let job = serde_json::from_str::<J>(payload_json).map_err(|source| Error::Deserialize {
+            job_type: J::JOB_TYPE.to_owned(),
+            source,
+        })?;
+        if options.key.is_none() {
+            options.key = job.concurrency_key();
         }
         Self::build(
             J::JOB_TYPE,
