@@ -3,9 +3,9 @@
 
 use diesel::PgConnection;
 use jobqueue_core::engine::{RunnerInfo, declare_schedules, register_runner};
-use jobqueue_core::{JobStatus, Periodic};
+use jobqueue_core::{JobOptions, JobStatus, Periodic};
 use jobqueue_tests::jobs::Noop;
-use jobqueue_tests::{TestDb, run_cli};
+use jobqueue_tests::{TestDb, enqueue_all_with, run_cli};
 use serde_json::Value;
 
 /// An application's worker binary: the operational commands.
@@ -236,6 +236,20 @@ fn stats_queue_list_runners_and_cron_list_print_one_document_each() {
     ok(&db, &["queue", "limit", "mail", "5"]);
     ok(&db, &["queue", "pause", "media"]);
     ok(&db, &["queue", "rate", "mail", "100/1m"]);
+    // Queue orders: three jobs of one key wait behind an ordered limit;
+    // raised to 2 per key, two of them are admitted.
+    enqueue_all_with(
+        &mut conn,
+        [Noop { n: 0 }],
+        &JobOptions::new().queue("orders"),
+    );
+    ok(&db, &["queue", "keys", "orders", "ordered"]);
+    enqueue_all_with(
+        &mut conn,
+        (1..=3).map(|n| Noop { n }),
+        &JobOptions::new().queue("orders").key("customer:42"),
+    );
+    ok(&db, &["queue", "keys", "orders", "2"]);
     a_runner_and_a_schedule(&mut conn, "runner-1", Some("Europe/Paris"));
 
     let stats = document(&db, &["stats", "--json"]);
@@ -258,7 +272,14 @@ fn stats_queue_list_runners_and_cron_list_print_one_document_each() {
     let email = named(&stats["types"], "job_type", "email.send");
     assert_fields(
         &email["counts"],
-        &["scheduled", "pending", "unhandled", "claimed", "running"],
+        &[
+            "waiting",
+            "scheduled",
+            "pending",
+            "unhandled",
+            "claimed",
+            "running",
+        ],
     );
     assert_eq!(email["counts"]["pending"], 1);
     assert_eq!(email["handled"], true);
@@ -288,6 +309,9 @@ fn stats_queue_list_runners_and_cron_list_print_one_document_each() {
             "rate_limit",
             "rate_started",
             "backoff_secs",
+            "key_limit",
+            "keys_held",
+            "waiting_on_key",
         ],
     );
     assert_eq!(mail["paused"], false);
@@ -305,6 +329,17 @@ fn stats_queue_list_runners_and_cron_list_print_one_document_each() {
     assert_eq!(media["limit"], Value::Null);
     assert_eq!(media["rate_limit"], Value::Null);
     assert_eq!(media["rate_started"], Value::Null);
+    assert_eq!(media["key_limit"], Value::Null);
+    assert_eq!(media["keys_held"], Value::Null);
+    assert_eq!(media["waiting_on_key"], 0);
+    let orders = named(&queues["queues"], "queue", "orders");
+    assert_eq!(
+        orders["key_limit"],
+        serde_json::json!({"per_key": 2, "ordered": false})
+    );
+    assert_eq!(orders["keys_held"], 1);
+    assert_eq!(orders["waiting_on_key"], 1);
+    assert_eq!(orders["due"], 3, "the unkeyed job and the two admitted");
 
     let runners = document(&db, &["runners", "--json"]);
     assert_fields(&runners, &["runners"]);

@@ -1,13 +1,15 @@
 //! Prometheus metrics: runner processes serve what they did by queue and
 //! type, one of them the table-wide queue gauges (zero-filled, with each
-//! queue's limits, their use and its back-off, handed on when it dies),
+//! queue's limits, their use (keys held, jobs waiting on a key included)
+//! and its back-off, handed on when it dies),
 //! and a metrics address that cannot be bound refuses the start.
 
 use std::time::Duration;
 
 use diesel::RunQueryDsl;
 use jobqueue_core::{
-    JobOptions, NewJob, RateLimit, enqueue_many, set_queue_limit, set_queue_rate_limit,
+    JobOptions, KeyLimit, NewJob, RateLimit, enqueue_many, pause_queue, resume_queue,
+    set_queue_key_limit, set_queue_limit, set_queue_rate_limit,
 };
 use jobqueue_runner::{MetricsMode, Registry, Runner, RunnerConfig};
 use jobqueue_tests::fault::{Proc, runner_flags};
@@ -213,14 +215,25 @@ fn the_queue_gauges_show_each_limit_its_use_and_a_back_off() {
     )
     .execute(&mut conn)
     .expect("back off");
+    // Three jobs of one key behind an ordered key limit, in a paused
+    // queue: the first admitted (its key held), two waiting on the key.
+    put_many(&mut conn, &noops(1), &JobOptions::new().queue("keyed"));
+    pause_queue(&mut conn, "keyed").expect("pause");
+    set_queue_key_limit(&mut conn, "keyed", Some(KeyLimit::ordered())).expect("set the key limit");
+    let one_key = JobOptions::new().queue("keyed").key("customer:42");
+    put_many(&mut conn, &noops(3), &one_key);
+    set_queue_key_limit(&mut conn, "keyed", Some(KeyLimit::ordered())).expect("admit the first");
     let runner = MetricsRunner::start(&db, "metrics-limits");
     let rated = [("queue", "rated")];
     let capped = [("queue", "capped")];
+    let keyed = [("queue", "keyed")];
+    let waiting = [keyed[0], ("state", "waiting")];
     wait_for("two starts in the window", Duration::from_secs(10), || {
         let page = runner.scrape();
         page.value("jobqueue_queue_rate_started", &rated) == Some(2.0)
             && page.value("jobqueue_queue_jobs", &[rated[0], ("state", "due")]) == Some(3.0)
             && page.value("jobqueue_queue_jobs", &[rated[0], ("state", "held")]) == Some(0.0)
+            && page.value("jobqueue_queue_keys_held", &keyed).is_some()
     });
     let page = runner.scrape();
     assert_eq!(page.get("jobqueue_queue_rate_limit_starts", &rated), 2.0);
@@ -232,12 +245,25 @@ fn the_queue_gauges_show_each_limit_its_use_and_a_back_off() {
     let backoff = page.get("jobqueue_queue_backoff_seconds", &capped);
     assert!((3_500.0..=3_600.0).contains(&backoff), "{backoff}");
     assert_eq!(page.get("jobqueue_queue_backoff_seconds", &rated), 0.0);
+    assert_eq!(page.get("jobqueue_queue_key_limit", &keyed), 1.0);
+    assert_eq!(page.get("jobqueue_queue_keys_held", &keyed), 1.0);
+    assert_eq!(page.get("jobqueue_queue_jobs", &waiting), 2.0);
+    assert_eq!(
+        page.get("jobqueue_queue_jobs", &[keyed[0], ("state", "due")]),
+        2.0
+    );
+    assert_eq!(
+        page.get("jobqueue_queue_jobs", &[rated[0], ("state", "waiting")]),
+        0.0
+    );
     // Only the queues that have a limit show it.
     for (name, labels) in [
         ("jobqueue_queue_global_limit", rated),
         ("jobqueue_queue_rate_limit_starts", capped),
         ("jobqueue_queue_rate_limit_period_seconds", capped),
         ("jobqueue_queue_rate_started", capped),
+        ("jobqueue_queue_key_limit", rated),
+        ("jobqueue_queue_keys_held", capped),
     ] {
         assert_eq!(page.value(name, &labels), None, "{name} {labels:?}");
     }
@@ -246,6 +272,8 @@ fn the_queue_gauges_show_each_limit_its_use_and_a_back_off() {
     // reads 0, and the rest of the rated queue runs.
     set_queue_rate_limit(&mut conn, "rated", None).expect("remove the rate");
     set_queue_limit(&mut conn, "capped", None).expect("remove the limit");
+    set_queue_key_limit(&mut conn, "keyed", None).expect("remove the key limit");
+    resume_queue(&mut conn, "keyed").expect("resume");
     diesel::sql_query("UPDATE jobqueue_queues SET backoff_until = NULL WHERE name = 'capped'")
         .execute(&mut conn)
         .expect("end the back-off");
@@ -256,6 +284,7 @@ fn the_queue_gauges_show_each_limit_its_use_and_a_back_off() {
             && page.value("jobqueue_queue_global_limit", &capped).is_none()
             && page.value("jobqueue_queue_rate_started", &rated).is_none()
             && page.value("jobqueue_queue_jobs", &[rated[0], ("state", "due")]) == Some(0.0)
+            && page.value("jobqueue_queue_jobs", &waiting) == Some(0.0)
     });
     let page = runner.scrape();
     for name in [
@@ -263,6 +292,9 @@ fn the_queue_gauges_show_each_limit_its_use_and_a_back_off() {
         "jobqueue_queue_rate_limit_period_seconds",
     ] {
         assert_eq!(page.value(name, &rated), None, "{name}");
+    }
+    for name in ["jobqueue_queue_key_limit", "jobqueue_queue_keys_held"] {
+        assert_eq!(page.value(name, &keyed), None, "{name}");
     }
     runner.proc.signal("TERM");
 }

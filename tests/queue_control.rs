@@ -1,7 +1,8 @@
 //! Queue control: pauses that hold across runner processes and restarts,
 //! a global limit that holds across runners, a runner's own per-queue
 //! concurrency, snoozes, fair turns between queues, and the command line's
-//! answers to bad input.
+//! answers to bad input; key limits set, shown and refused by the command
+//! line.
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
@@ -397,7 +398,7 @@ fn queue_commands_answer_bad_input_clearly() {
     assert_eq!(
         listed_queue(&db, "later"),
         [
-            "later", "paused", "0", "0", "0", "0", "0", "-", "3", "-", "-"
+            "later", "paused", "0", "0", "0", "0", "0", "-", "3", "-", "-", "-", "-"
         ]
     );
     assert!(ok(&db, &["queue", "limit", "later", "--none"]).contains("no limit"));
@@ -407,6 +408,93 @@ fn queue_commands_answer_bad_input_clearly() {
         ok(&db, &["queue", "resume", "later"]).contains("resumed queue later"),
         "a paused queue is known"
     );
+}
+
+#[test]
+fn the_command_line_sets_shows_and_refuses_key_limits() {
+    let (db, mut conn) = TestDb::connected();
+    sleeps(&mut conn, "orders", 1, 1);
+    let keyed = |conn: &mut PgConnection, n: usize| {
+        enqueue_all_with(
+            conn,
+            (0..n).map(|_| Sleep { ms: 1 }),
+            &JobOptions::new().queue("orders").key("customer:42"),
+        );
+    };
+    let key_limit = |conn: &mut PgConnection| {
+        jobqueue_core::list_queues(conn, Default::default()).expect("list")[0].key_limit
+    };
+
+    let out = ok(&db, &["queue", "keys", "orders", "ordered"]);
+    assert!(
+        out.contains("queue orders: one job of a key at a time, in enqueue order"),
+        "{out}"
+    );
+    keyed(&mut conn, 3);
+    assert_eq!(count_where(&mut conn, "status = 'waiting'"), 3);
+    let out = ok(&db, &["queue", "keys", "orders", "2"]);
+    assert!(
+        out.contains("queue orders: at most 2 jobs of one key at once"),
+        "{out}"
+    );
+    // The first line is the header: its last columns are the key limit and
+    // the keyed jobs.
+    let listed = ok(&db, &["queue", "list"]);
+    let header: Vec<&str> = listed
+        .lines()
+        .next()
+        .expect("a header")
+        .split_whitespace()
+        .collect();
+    assert_eq!(header[header.len() - 2..], ["keys", "keyed"], "{listed}");
+    let line = listed_queue(&db, "orders").join(" ");
+    assert!(
+        line.ends_with("2 per key 1 held, 1 waiting"),
+        "{line}\n{listed}"
+    );
+    assert_eq!(
+        key_limit(&mut conn).map(|l| l.to_string()).as_deref(),
+        Some("2 per key")
+    );
+    let waiting = ok(&db, &["list", "--status", "waiting", "--json"]);
+    assert_eq!(waiting.lines().count(), 1, "{waiting}");
+    assert!(waiting.contains("\"status\":\"waiting\""), "{waiting}");
+
+    // Bad input is exit code 2 and says what to write; an unknown queue
+    // names the known ones; nothing changed.
+    for (limit, says) in [
+        ("0", "0 jobs per key is not a limit: give 1 to 10000"),
+        ("-1", "-1 jobs per key is not a limit: give 1 to 10000"),
+        ("10001", "give 1 to 10000"),
+        (
+            "x",
+            "`x` is not a whole number of jobs per key (e.g. 5), nor `ordered`",
+        ),
+    ] {
+        let (code, _, err) = cli(&db, &["queue", "keys", "orders", limit]);
+        assert_eq!(code, Some(2), "{limit}: {err}");
+        assert!(err.contains(says), "{limit}: {err}");
+    }
+    let (code, _, err) = cli(&db, &["queue", "keys", "oders", "5"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("no queue named `oders`") && err.contains("the queues are: orders"),
+        "{err}"
+    );
+    let (code, _, err) = cli(&db, &["queue", "keys", "orders"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert_eq!(
+        key_limit(&mut conn).map(|l| l.to_string()).as_deref(),
+        Some("2 per key")
+    );
+
+    // Removed: the waiting job is admitted at once.
+    let out = ok(&db, &["queue", "keys", "orders", "--none"]);
+    assert!(out.contains("queue orders: no key limit"), "{out}");
+    assert_eq!(key_limit(&mut conn), None);
+    assert_eq!(count_where(&mut conn, "status = 'waiting'"), 0);
+    let listed = listed_queue(&db, "orders");
+    assert_eq!(listed[listed.len() - 2..], ["-", "-"], "{listed:?}");
 }
 
 /// An early claim names only the queues announced to it. A claim that names

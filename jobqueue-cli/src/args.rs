@@ -149,7 +149,8 @@ pub(crate) enum CronCommand {
 pub(crate) enum QueueCommand {
     /// Every queue with settings or live jobs: paused, backing off or
     /// active, due, scheduled, unhandled and held jobs, oldest due age,
-    /// global limit, rate limit and the starts in its window.
+    /// global limit, rate limit and the starts in its window, key limit,
+    /// keys held and the jobs waiting on their key.
     List {
         /// Print one JSON document (fields in the guide).
         #[arg(long)]
@@ -172,6 +173,28 @@ pub(crate) enum QueueCommand {
     /// Cap how many jobs of a queue start per period, by all runners
     /// together (a sliding window: no window of the period holds more).
     Rate(RateArgs),
+    /// Cap how many jobs of one concurrency key run at once, by all
+    /// runners together, or run each key's jobs one at a time in enqueue
+    /// order (`ordered`); keyed jobs beyond it are `waiting`.
+    Keys(KeysArgs),
+}
+
+/// `jobqueue queue keys`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct KeysArgs {
+    /// The queue (one that has jobs, settings, a schedule or a runner).
+    pub(crate) name: String,
+    /// Most jobs of one key at once, 1 to 10000 (`5`, `5 per key`), or
+    /// `ordered`: one at a time in enqueue order.
+    #[arg(
+        value_parser = crate::keys::parse_key_limit,
+        allow_hyphen_values = true,
+        required_unless_present = "none"
+    )]
+    pub(crate) limit: Option<jobqueue_core::KeyLimit>,
+    /// Remove the key limit.
+    #[arg(long, conflicts_with = "limit")]
+    pub(crate) none: bool,
 }
 
 /// `jobqueue queue rate`.
@@ -439,7 +462,8 @@ pub(crate) struct EnqueueArgs {
 /// `jobqueue list`.
 #[derive(Debug, clap::Args)]
 pub(crate) struct ListArgs {
-    /// Only this status (pending, claimed, running, completed, failed, cancelled).
+    /// Only this status (waiting, scheduled, pending, unhandled, claimed,
+    /// running, completed, failed, cancelled).
     #[arg(long)]
     pub(crate) status: Option<String>,
     /// Only this queue.

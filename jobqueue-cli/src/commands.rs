@@ -727,6 +727,26 @@ fn queue(url: &str, command: QueueCommand) -> Result<()> {
             }
             Ok(())
         }
+        QueueCommand::Keys(args) => {
+            let limit = if args.none { None } else { args.limit };
+            jobqueue_core::set_queue_key_limit(&mut conn, &args.name, limit)?;
+            outln!("{}", key_limit_notice(&args.name, limit))?;
+            Ok(())
+        }
+    }
+}
+
+/// What setting `queue`'s key limit to `limit` did, in words.
+fn key_limit_notice(queue: &str, limit: Option<jobqueue_core::KeyLimit>) -> String {
+    match limit {
+        Some(limit) if limit.is_ordered() => format!(
+            "queue {queue}: one job of a key at a time, in enqueue order, by all runners together"
+        ),
+        Some(limit) => format!(
+            "queue {queue}: at most {} jobs of one key at once by all runners together",
+            limit.jobs_per_key()
+        ),
+        None => format!("queue {queue}: no key limit"),
     }
 }
 
@@ -742,7 +762,7 @@ fn queue_list(conn: &mut PgConnection, json: bool) -> Result<()> {
         return Ok(());
     }
     outln!(
-        "{:<20} {:<8} {:>10} {:>10} {:>10} {:>8} {:>10} {:>12} {:>8} {:>12} {:>8}",
+        "{:<20} {:<8} {:>10} {:>10} {:>10} {:>8} {:>10} {:>12} {:>8} {:>12} {:>8} {:>10} {:>22}",
         "queue",
         "state",
         "due",
@@ -753,7 +773,9 @@ fn queue_list(conn: &mut PgConnection, json: bool) -> Result<()> {
         "oldest due",
         "limit",
         "rate",
-        "started"
+        "started",
+        "keys",
+        "keyed"
     )?;
     for q in queues {
         let state = match (q.paused, q.backoff_left()) {
@@ -762,7 +784,7 @@ fn queue_list(conn: &mut PgConnection, json: bool) -> Result<()> {
             (false, None) => "active",
         };
         outln!(
-            "{:<20} {:<8} {:>10} {:>10} {:>10} {:>8} {:>10} {:>12} {:>8} {:>12} {:>8}",
+            "{:<20} {:<8} {:>10} {:>10} {:>10} {:>8} {:>10} {:>12} {:>8} {:>12} {:>8} {:>10} {:>22}",
             shown(&q.queue),
             state,
             q.count(JobStatus::Pending),
@@ -782,9 +804,24 @@ fn queue_list(conn: &mut PgConnection, json: bool) -> Result<()> {
             } else {
                 "-".into()
             },
+            q.key_limit
+                .map(|limit| limit.to_string())
+                .unwrap_or_else(|| "-".into()),
+            keyed(&q),
         )?;
     }
     Ok(())
+}
+
+/// A queue's keyed jobs in `queue list`: `12 held, 340 waiting` (keys
+/// held, jobs waiting on their key), `-` without a key limit or jobs
+/// still waiting from one.
+fn keyed(q: &jobqueue_core::QueueInfo) -> String {
+    let waiting = q.count(JobStatus::Waiting);
+    if q.key_limit.is_none() && waiting == 0 {
+        return "-".into();
+    }
+    format!("{} held, {waiting} waiting", q.keys_held)
 }
 
 fn cron(url: &str, command: CronCommand) -> Result<()> {

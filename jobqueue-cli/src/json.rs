@@ -188,6 +188,16 @@ pub(crate) struct QueueLine<'a> {
     rate_limit: Option<Rate>,
     rate_started: Option<i64>,
     backoff_secs: Option<f64>,
+    key_limit: Option<Keys>,
+    keys_held: Option<i64>,
+    waiting_on_key: i64,
+}
+
+/// A queue's key limit in `queue list --json`.
+#[derive(Serialize)]
+struct Keys {
+    per_key: u32,
+    ordered: bool,
 }
 
 /// A queue's rate limit in `queue list --json`.
@@ -215,6 +225,12 @@ impl<'a> QueueLine<'a> {
             }),
             rate_started: q.rate_limit.map(|_| q.rate_used),
             backoff_secs: q.backoff_left().map(|left| left.as_secs_f64()),
+            key_limit: q.key_limit.map(|limit| Keys {
+                per_key: limit.jobs_per_key(),
+                ordered: limit.is_ordered(),
+            }),
+            keys_held: q.key_limit.map(|_| q.keys_held),
+            waiting_on_key: q.count(JobStatus::Waiting),
         }
     }
 }

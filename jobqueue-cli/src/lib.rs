@@ -36,6 +36,7 @@ mod doctor;
 mod error;
 mod generate;
 mod json;
+mod keys;
 mod output;
 mod rate;
 mod terminal;

@@ -148,7 +148,8 @@ fn seconds_histogram() -> Histogram {
 /// The table-wide queue gauges, set by the runner that computes them.
 #[derive(Debug, Default, Clone)]
 pub(crate) struct QueueGaugeFamilies {
-    /// Jobs by queue and state (due, scheduled, unhandled, held, failed).
+    /// Jobs by queue and state (waiting, due, scheduled, unhandled, held,
+    /// failed).
     pub(crate) jobs: Family<QueueStateLabels, Gauge>,
     /// Age of each queue's oldest due job (0 when none is due).
     pub(crate) oldest_due: Family<QueueLabels, Gauge<f64, AtomicU64>>,
@@ -167,6 +168,12 @@ pub(crate) struct QueueGaugeFamilies {
     /// Jobs started within a rate limit's current window: only
     /// rate-limited queues.
     pub(crate) rate_started: Family<QueueLabels, Gauge>,
+    /// A queue's key limit, its most jobs of one key at once (1 for
+    /// `ordered`): only queues with one.
+    pub(crate) key_limit: Family<QueueLabels, Gauge>,
+    /// Keys of a queue with jobs admitted and not finished: only queues
+    /// with a key limit.
+    pub(crate) keys_held: Family<QueueLabels, Gauge>,
     /// 1 while this runner computes the table-wide gauges.
     pub(crate) leader: Gauge,
     /// How long the last computation took.
@@ -295,8 +302,8 @@ impl Metrics {
             "jobs_rescued" => self.rescued,
                 "Jobs whose lease expired (their runner died or froze), recovered by this runner";
             "queue_jobs" => queues.jobs,
-                "Jobs per queue and state (due, scheduled, unhandled, held, failed), for every \
-                 known queue; exported by the one runner that computes the table-wide gauges";
+                "Jobs per queue and state (waiting: on their concurrency key; due, scheduled, \
+                 unhandled, held, failed), for every known queue; exported by the one runner that computes the table-wide gauges";
             "queue_oldest_due_age" in Seconds => queues.oldest_due,
                 "How long the oldest due job of each queue has waited past its run_at (0: none due)";
             "queue_paused" => queues.paused,
@@ -315,6 +322,12 @@ impl Metrics {
             "queue_rate_started" => queues.rate_started,
                 "Jobs of the queue started within its rate limit's current window (only \
                  rate-limited queues)";
+            "queue_key_limit" => queues.key_limit,
+                "Most jobs of one concurrency key of the queue at once, by all runners together \
+                 (1 for an ordered queue; only queues with a key limit)";
+            "queue_keys_held" => queues.keys_held,
+                "Concurrency keys of the queue with jobs admitted and not finished (only queues \
+                 with a key limit)";
             "queue_gauges_leader" => queues.leader,
                 "1 while this runner computes the table-wide queue gauges";
             "queue_gauges_refresh" in Seconds => queues.refresh,

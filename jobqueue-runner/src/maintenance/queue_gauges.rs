@@ -1,6 +1,7 @@
 //! The table-wide queue gauges (depth by state, oldest due age, paused,
-//! back-off, limits and the starts in a rate limit's window) of every
-//! known queue, computed by one runner at a time.
+//! back-off, limits, the starts in a rate limit's window and the keys
+//! held under a key limit) of every known queue, computed by one runner
+//! at a time.
 //!
 //! Every runner serving metrics tries, on a connection of its own, to take
 //! a session-level advisory lock (`jobqueue_core::engine::try_lead_queue_gauges`).
@@ -21,7 +22,7 @@ use std::fmt;
 use std::time::{Duration, Instant};
 
 use diesel::PgConnection;
-use jobqueue_core::{JobStatus, QueueInfo, RateLimit};
+use jobqueue_core::{JobStatus, KeyLimit, QueueInfo, RateLimit};
 
 use super::context::ServiceContext;
 use super::service::{Cadence, PassReport, Service};
@@ -30,7 +31,7 @@ use crate::health::ConnectFailures;
 use crate::metrics::{Metrics, QueueGaugeFamilies, QueueLabels, QueueStateLabels};
 
 /// The job states of `jobqueue_queue_jobs`.
-const STATES: [&str; 5] = ["due", "scheduled", "unhandled", "held", "failed"];
+const STATES: [&str; 6] = ["waiting", "due", "scheduled", "unhandled", "held", "failed"];
 
 /// Computes the table-wide queue gauges every `metrics_refresh` while this
 /// runner holds the lead, on a connection of its own (the lead is its
@@ -203,19 +204,22 @@ fn refresh(
 #[derive(Debug, Default)]
 struct Reading {
     /// Jobs in each of [`STATES`].
-    counts: [i64; 5],
+    counts: [i64; STATES.len()],
     oldest_due: f64,
     paused: bool,
     backoff: f64,
     global_limit: Option<i32>,
     rate_limit: Option<RateLimit>,
     rate_started: i64,
+    key_limit: Option<KeyLimit>,
+    keys_held: i64,
 }
 
 impl Reading {
     fn of(q: &QueueInfo) -> Self {
         Reading {
             counts: [
+                q.count(JobStatus::Waiting),
                 q.count(JobStatus::Pending),
                 q.count(JobStatus::Scheduled),
                 q.count(JobStatus::Unhandled),
@@ -228,6 +232,8 @@ impl Reading {
             global_limit: q.global_limit,
             rate_limit: q.rate_limit,
             rate_started: q.rate_used,
+            key_limit: q.key_limit,
+            keys_held: q.keys_held,
         }
     }
 }
@@ -286,6 +292,22 @@ fn set(gauges: &QueueGaugeFamilies, queue: &str, reading: &Reading) {
             gauges.rate_started.remove(&labels);
         }
     }
+    match reading.key_limit {
+        Some(limit) => {
+            gauges
+                .key_limit
+                .get_or_create(&labels)
+                .set(i64::from(limit.jobs_per_key()));
+            gauges
+                .keys_held
+                .get_or_create(&labels)
+                .set(reading.keys_held);
+        }
+        None => {
+            gauges.key_limit.remove(&labels);
+            gauges.keys_held.remove(&labels);
+        }
+    }
 }
 
 fn clear(gauges: &QueueGaugeFamilies) {
@@ -297,4 +319,6 @@ fn clear(gauges: &QueueGaugeFamilies) {
     gauges.rate_starts.clear();
     gauges.rate_period.clear();
     gauges.rate_started.clear();
+    gauges.key_limit.clear();
+    gauges.keys_held.clear();
 }
