@@ -3,9 +3,10 @@
 //! runners work the queue. Each entry is a job keyed by its account
 //! (`#[job(key = "account")]`); the queue keeps each key's jobs in order
 //! (`jobqueue queue keys ledger ordered`). With `DATABASE_URL` set:
-//! `cargo run --example ledger -- migrate`, `-- work` (in another
-//! terminal), `-- queue keys ledger ordered`, then `-- post 3 5` (five
-//! entries for each of three accounts).
+//! `cargo run --example ledger -- migrate`, `-- work --queues ledger` (in
+//! another terminal: the runner names the queue, which a limit needs),
+//! `-- queue keys ledger ordered`, then `-- post 3 5` (five entries for
+//! each of three accounts).
 
 use diesel::prelude::*;
 use jobqueue::prelude::*;

@@ -102,7 +102,11 @@ fn four_processes_and_a_kill_never_hold_more_than_the_limit_of_a_key() {
     const KEYS: usize = 1000;
     const LIMIT: i64 = 2;
     let (db, mut conn) = TestDb::with_side_tables();
-    limit_queue(&mut conn, "keyed", KeyLimit::per_key(LIMIT as u32).expect("a limit"));
+    limit_queue(
+        &mut conn,
+        "keyed",
+        KeyLimit::per_key(LIMIT as u32).expect("a limit"),
+    );
     // A quarter of the jobs belong to ten busy keys (100 jobs each), the
     // rest to 990 keys of 3 or 4 jobs each.
     let key = |i: usize| match i % 4 {
@@ -123,8 +127,10 @@ fn four_processes_and_a_kill_never_hold_more_than_the_limit_of_a_key() {
         .map(|i| Proc::runner(WORKER, &db.url, &format!("keyed-{i}"), &flags))
         .collect();
     wait_for("a third of the jobs done", Duration::from_secs(60), || {
-        count_where(&mut conn, "status = 'completed' AND concurrency_key IS NOT NULL")
-            >= JOBS as i64 / 3
+        count_where(
+            &mut conn,
+            "status = 'completed' AND concurrency_key IS NOT NULL",
+        ) >= JOBS as i64 / 3
     });
     let mut victim = runners.swap_remove(1);
     victim.signal("KILL");
@@ -151,7 +157,10 @@ fn four_processes_and_a_kill_never_hold_more_than_the_limit_of_a_key() {
     );
     assert!(samples >= 20, "only {samples} samples");
     assert!(held <= LIMIT, "{held} jobs of one key held at once");
-    assert!(admitted <= LIMIT, "{admitted} jobs of one key admitted at once");
+    assert!(
+        admitted <= LIMIT,
+        "{admitted} jobs of one key admitted at once"
+    );
     assert_eq!(held, LIMIT, "keys ran their limit of jobs at once");
     assert!(restarted > 0, "the killed runner held jobs, started again");
 }
@@ -186,8 +195,7 @@ fn starts_and_ends(conn: &mut PgConnection) -> i64 {
 }
 
 #[test]
-fn an_ordered_queue_starts_each_keys_jobs_in_order_one_at_a_time_through_a_retry_and_a_snooze()
-{
+fn an_ordered_queue_starts_each_keys_jobs_in_order_one_at_a_time_through_a_retry_and_a_snooze() {
     const KEYS: usize = 20;
     const PER_KEY: usize = 8;
     let (db, mut conn) = TestDb::with_side_tables();
@@ -279,12 +287,16 @@ fn a_raised_or_removed_limit_admits_at_once_and_a_cancelled_holder_frees_its_key
     // A raised limit admits at once, oldest first.
     set_queue_key_limit(&mut conn, "tenants", Some(KeyLimit::per_key(2).expect("2")))
         .expect("raise");
-    assert_eq!(count_where(&mut conn, "status = 'pending' AND concurrency_key IS NOT NULL"), 2);
+    assert_eq!(
+        count_where(
+            &mut conn,
+            "status = 'pending' AND concurrency_key IS NOT NULL"
+        ),
+        2
+    );
     let admitted: Vec<bool> = jobs
         .iter()
-        .map(|job| {
-            jobqueue_tests::read_job(&mut conn, job.id()).status == JobStatus::Pending
-        })
+        .map(|job| jobqueue_tests::read_job(&mut conn, job.id()).status == JobStatus::Pending)
         .collect();
     assert_eq!(admitted, [true, true, false, false, false, false]);
     let queue = list_queues(&mut conn, Counting::Live)
@@ -308,11 +320,16 @@ fn a_raised_or_removed_limit_admits_at_once_and_a_cancelled_holder_frees_its_key
             .rescue_interval(Duration::from_millis(200)),
         registry(),
     );
-    wait_for("the sweep to admit the next job", Duration::from_secs(30), || {
-        count_where(&mut conn, "status = 'waiting'") == 3
-    });
+    wait_for(
+        "the sweep to admit the next job",
+        Duration::from_secs(30),
+        || count_where(&mut conn, "status = 'waiting'") == 3,
+    );
     assert_eq!(
-        count_where(&mut conn, "status = 'pending' AND concurrency_key IS NOT NULL"),
+        count_where(
+            &mut conn,
+            "status = 'pending' AND concurrency_key IS NOT NULL"
+        ),
         2
     );
     runner.shutdown();
@@ -320,14 +337,21 @@ fn a_raised_or_removed_limit_admits_at_once_and_a_cancelled_holder_frees_its_key
     // The limit removed: every waiting job is admitted.
     set_queue_key_limit(&mut conn, "tenants", None).expect("remove");
     assert_eq!(count_where(&mut conn, "status = 'waiting'"), 0);
-    assert_eq!(count_where(&mut conn, "status = 'pending' AND concurrency_key IS NOT NULL"), 5);
+    assert_eq!(
+        count_where(
+            &mut conn,
+            "status = 'pending' AND concurrency_key IS NOT NULL"
+        ),
+        5
+    );
 }
 
 #[test]
 fn bad_keys_limits_and_unknown_queues_are_refused_with_the_reason() {
     let (_db, mut conn) = TestDb::connected();
     let long = "k".repeat(256);
-    let error = NewJob::from_job(&Noop { n: 0 }, JobOptions::new().key(long)).expect_err("too long");
+    let error =
+        NewJob::from_job(&Noop { n: 0 }, JobOptions::new().key(long)).expect_err("too long");
     assert!(
         matches!(&error, Error::InvalidOption { .. }) && error.to_string().contains("1 to 255"),
         "{error}"
@@ -337,7 +361,10 @@ fn bad_keys_limits_and_unknown_queues_are_refused_with_the_reason() {
     let zero = KeyLimit::per_key(0).expect_err("zero");
     assert!(zero.to_string().contains("give 1 to 10000"), "{zero}");
     let negative = "-3".parse::<KeyLimit>().expect_err("negative");
-    assert!(negative.to_string().contains("-3 jobs per key"), "{negative}");
+    assert!(
+        negative.to_string().contains("-3 jobs per key"),
+        "{negative}"
+    );
     let unknown = set_queue_key_limit(&mut conn, "no-such-queue", Some(KeyLimit::ordered()))
         .expect_err("an unknown queue");
     assert!(

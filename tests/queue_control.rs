@@ -371,7 +371,8 @@ fn queue_commands_answer_bad_input_clearly() {
     };
     refused(
         &["queue", "resume", "mial"],
-        "no queue named `mial`: no job names it and nothing is set on it; the queues are: mail",
+        "no queue named `mial`: no job, setting, schedule or runner's --queues names it \
+         (a runner of every queue names none); the queues are: mail",
     );
     refused(
         &["queue", "limit", "mail", "0"],

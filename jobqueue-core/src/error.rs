@@ -138,9 +138,11 @@ pub enum Error {
         expected: &'static str,
     },
 
-    /// No queue of this name has settings or jobs (most likely a typo).
+    /// No queue of this name has settings or jobs, nor is named by a
+    /// schedule or a runner's `--queues` (most likely a typo).
     #[error(
-        "no queue named `{queue}`: no job names it and nothing is set on it; {}",
+        "no queue named `{queue}`: no job, setting, schedule or runner's --queues names it \
+         (a runner of every queue names none); {}",
         known_names(.known, "there are no queues yet", "the queues are")
     )]
     UnknownQueue {

@@ -88,7 +88,10 @@ impl Service for AdmitKeys {
             }
         }
         let mut keys_swept = 0;
-        if self.swept_at.is_none_or(|at| at.elapsed() >= self.sweep_every) {
+        if self
+            .swept_at
+            .is_none_or(|at| at.elapsed() >= self.sweep_every)
+        {
             self.swept_at = Some(Instant::now());
             let after = self.cursor.take();
             let sweep = cx.run(|session| session.sweep_keys(queues, after.as_ref(), BATCH))?;

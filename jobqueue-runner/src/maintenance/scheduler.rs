@@ -14,10 +14,10 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::Receiver;
 
+use super::admit_keys::AdmitKeys;
 use super::context::ServiceContext;
 use super::index_upkeep::IndexUpkeep;
 use super::periodic::PeriodicJobs;
-use super::admit_keys::AdmitKeys;
 use super::promote::Promote;
 use super::prune::Prune;
 use super::queue_gauges::QueueGauges;

@@ -1,0 +1,112 @@
+//! The ledger example (`examples/ledger.rs`) as an operator runs it: a
+//! worker process with eight workers, the queue made ordered per key from
+//! the command line, then entries posted for three accounts in one
+//! transaction: each account's entries are applied in posting order,
+//! one at a time, while the accounts' entries interleave.
+
+use std::collections::BTreeMap;
+use std::process::{Command, Output, Stdio};
+
+use jobqueue_tests::example::{example_binary, stdout_lines};
+use jobqueue_tests::{TestDb, WAIT_LIMIT, scalar, wait_for};
+
+const ACCOUNTS: u32 = 3;
+const ENTRIES: u32 = 6;
+
+fn assert_success(what: &str, output: &Output) {
+    assert!(
+        output.status.success(),
+        "{what} failed: {}\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+#[test]
+fn each_accounts_entries_are_applied_in_posting_order() {
+    let (db, mut conn) = TestDb::connected();
+    let example = example_binary("ledger");
+    let run = |args: &[&str]| {
+        Command::new(&example)
+            .args(args)
+            .env("DATABASE_URL", &db.url)
+            .output()
+            .expect("run the example")
+    };
+    let mut worker = Command::new(&example)
+        .args(["work", "--queues", "ledger", "--concurrency", "8"])
+        .env("DATABASE_URL", &db.url)
+        .env("RUST_LOG", "warn")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start the worker");
+    let applied = stdout_lines(&mut worker);
+    // The runner names its queue once registered: then the queue is known.
+    wait_for("the worker registered", WAIT_LIMIT, || {
+        scalar(
+            &mut conn,
+            "SELECT count(*) AS n FROM jobqueue_runners WHERE 'ledger' = ANY(queues)",
+        ) > 0
+    });
+    assert_success(
+        "queue keys ledger ordered",
+        &run(&["queue", "keys", "ledger", "ordered"]),
+    );
+    assert_success(
+        "post",
+        &run(&["post", &ACCOUNTS.to_string(), &ENTRIES.to_string()]),
+    );
+
+    let mut by_account: BTreeMap<u32, Vec<u32>> = BTreeMap::new();
+    let mut lines = Vec::new();
+    for _ in 0..ACCOUNTS * ENTRIES {
+        let line = applied.recv_timeout(WAIT_LIMIT).unwrap_or_else(|e| {
+            let _ = worker.kill();
+            panic!(
+                "not every entry applied ({e}); so far:\n{}",
+                lines.join("\n")
+            )
+        });
+        let mut words = line.split_whitespace();
+        let (Some("account"), Some(account), Some("entry"), Some(entry)) =
+            (words.next(), words.next(), words.next(), words.next())
+        else {
+            panic!("not an entry line: {line}");
+        };
+        by_account
+            .entry(account.parse().expect("an account"))
+            .or_default()
+            .push(entry.parse().expect("an entry"));
+        lines.push(line);
+    }
+    let status = Command::new("kill")
+        .args(["-TERM", &worker.id().to_string()])
+        .status()
+        .expect("run kill");
+    assert!(status.success());
+    assert!(worker.wait().expect("wait for the worker").success());
+
+    println!("applied:\n{}", lines.join("\n"));
+    let in_order: Vec<u32> = (1..=ENTRIES).collect();
+    for account in 1..=ACCOUNTS {
+        assert_eq!(
+            by_account.get(&account),
+            Some(&in_order),
+            "account {account}'s entries, as applied"
+        );
+    }
+    // Accounts are not ordered among themselves: their entries interleave
+    // (run one account after another, the lines would switch account only
+    // twice).
+    let account_of = |line: &String| line.split_whitespace().nth(1).map(str::to_owned);
+    let switches = lines
+        .windows(2)
+        .filter(|pair| account_of(&pair[0]) != account_of(&pair[1]))
+        .count();
+    assert!(
+        switches > (ACCOUNTS - 1) as usize,
+        "the accounts' entries ran one account after another"
+    );
+}
