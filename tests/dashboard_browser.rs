@@ -4,8 +4,8 @@
 //! list shows its row; every action is pressed as a person would (retry
 //! from a job and from the dead letter, retry every matching failed job
 //! after its count, pause and resume a queue and a schedule, set and remove
-//! a queue's rate limit, run a schedule now, cancel, delete), and the
-//! database is checked after each. Hostile
+//! a queue's rate limit and its key limit, run a schedule now, cancel,
+//! delete), and the database is checked after each. Hostile
 //! text in every field the pages show reads back verbatim and runs nothing;
 //! a form without its CSRF token, or any form in a read-only dashboard, is
 //! refused and changes nothing.
@@ -322,7 +322,14 @@ fn assert_overview_matches(tab: &Tab, conn: &mut PgConnection) {
         let rate = q
             .rate_limit
             .map_or("-".into(), |r| format!("{} of {r}", q.rate_used));
-        assert_eq!(row[8..10], [limit, rate], "queue {}", q.queue);
+        let keys = q.key_limit.map_or("-".into(), |k| k.to_string());
+        let waiting = q.count(JobStatus::Waiting);
+        let keyed = if q.key_limit.is_none() && waiting == 0 {
+            "-".into()
+        } else {
+            format!("{} held, {waiting} waiting", q.keys_held)
+        };
+        assert_eq!(row[8..12], [limit, rate, keys, keyed], "queue {}", q.queue);
         let mut actions = if q.paused { "Resume" } else { "Pause" }.to_owned();
         if q.global_limit.is_some() {
             actions.push_str(" Remove limit");
@@ -330,7 +337,10 @@ fn assert_overview_matches(tab: &Tab, conn: &mut PgConnection) {
         if q.rate_limit.is_some() {
             actions.push_str(" Remove rate");
         }
-        assert_eq!(row[10], actions, "queue {}", q.queue);
+        if q.key_limit.is_some() {
+            actions.push_str(" Remove key limit");
+        }
+        assert_eq!(row[12], actions, "queue {}", q.queue);
     }
 }
 
@@ -642,6 +652,63 @@ fn every_action_pressed_in_the_browser_changes_the_database() {
     stop_refresh(&tab);
     assert_eq!(notice(&tab), "queue mail: no rate limit");
     assert_eq!(rate_of(&mut conn), None);
+    assert_overview_matches(&tab, &mut conn);
+
+    // Likewise a key limit: set with its form (a keyed job then waits on
+    // it), refused with the library's reason, removed with the row's
+    // button (the waiting job is admitted).
+    let keys_of = |conn: &mut PgConnection| {
+        jobqueue_core::list_queues(conn, jobqueue_core::Counting::Live)
+            .expect("list queues")
+            .into_iter()
+            .find(|q| q.queue == "mail")
+            .and_then(|q| q.key_limit)
+    };
+    tab.fill("#set-keys select[name=name]", "mail");
+    tab.fill("#set-keys input[name=keys]", "ordered");
+    tab.submit("#set-keys");
+    stop_refresh(&tab);
+    assert_eq!(
+        notice(&tab),
+        "queue mail: one job of a key at a time, in enqueue order, by all runners together"
+    );
+    assert_eq!(
+        keys_of(&mut conn).map(|k| k.to_string()),
+        Some("ordered".into())
+    );
+    let keyed = NewJob::new("mail.send", "{}", JobOptions::new().queue("mail").key("k"))
+        .expect("a keyed job");
+    enqueue_many(&mut conn, &[keyed]).expect("enqueue");
+    open(&tab, &site.url("/"), "Overview");
+    stop_refresh(&tab);
+    assert_eq!(
+        tab.text("#queues tr[data-queue=\"mail\"] td.keys"),
+        "ordered"
+    );
+    assert_eq!(
+        tab.text("#queues tr[data-queue=\"mail\"] td.keyed"),
+        "0 held, 1 waiting"
+    );
+    assert_overview_matches(&tab, &mut conn);
+    tab.screenshot("after-set-keys");
+    tab.fill("#set-keys select[name=name]", "mail");
+    tab.fill("#set-keys input[name=keys]", "0");
+    tab.submit("#set-keys");
+    tab.wait_for_text("main h1", "Not understood");
+    assert_eq!(http_status(&tab), 400);
+    let said = tab.text("p.notice.error");
+    assert!(said.contains("give 1 to 10000"), "{said}");
+    assert_eq!(
+        keys_of(&mut conn).map(|k| k.to_string()),
+        Some("ordered".into())
+    );
+    open(&tab, &site.url("/"), "Overview");
+    stop_refresh(&tab);
+    tab.follow("#queues tr[data-queue=\"mail\"] form[action$=\"/remove-keys\"] button");
+    stop_refresh(&tab);
+    assert_eq!(notice(&tab), "queue mail: no key limit");
+    assert_eq!(keys_of(&mut conn), None);
+    assert_eq!(count_where(&mut conn, "status = 'waiting'"), 0);
     assert_overview_matches(&tab, &mut conn);
 
     // Cancel a pending job from its page.
