@@ -69,6 +69,14 @@ impl Site {
         )
     }
 
+    /// Posts `form` to `path`, expects the action's redirect, and returns
+    /// the page it leads to.
+    fn acted(&self, path: &str, form: &[(&str, &str)]) -> String {
+        let done = self.post(path, form);
+        assert_eq!(done.status, 303, "{path}: {}", done.body);
+        self.get(done.location.as_deref().expect("a redirect")).body
+    }
+
     /// The CSRF token the page at `path` carries in its forms.
     fn csrf(&self, path: &str) -> String {
         jobqueue_tests::csrf_token(&self.get(path).body)
@@ -285,12 +293,10 @@ fn queue_limits_are_shown_and_their_forms_set_and_remove_them() {
     let csrf = jobqueue_tests::csrf_token(&overview);
 
     // Set a rate on mail, a global limit on api; each says what it did.
-    let set = site.post(
+    let back = site.acted(
         "/queues/rate",
         &[("csrf", &csrf), ("name", "mail"), ("rate", "50/1h")],
     );
-    assert_eq!(set.status, 303, "{}", set.body);
-    let back = site.get(set.location.as_deref().expect("a redirect")).body;
     assert_contains(
         &back,
         &["queue mail: at most 50 jobs started per 1h by all runners together"],
@@ -442,12 +448,10 @@ fn key_limits_are_shown_and_their_form_sets_and_removes_them() {
 
     // Ordered, then three jobs of one key wait; raised to 2 per key, two
     // of them are admitted. Each change says what it did.
-    let set = site.post(
+    let back = site.acted(
         "/queues/keys",
         &[("csrf", &csrf), ("name", "orders"), ("keys", "ordered")],
     );
-    assert_eq!(set.status, 303, "{}", set.body);
-    let back = site.get(set.location.as_deref().expect("a redirect")).body;
     assert_contains(
         &back,
         &["queue orders: one job of a key at a time, in enqueue order, by all runners together"],
@@ -464,14 +468,10 @@ fn key_limits_are_shown_and_their_form_sets_and_removes_them() {
         queue_row(&overview, "orders"),
         &["<td class=\"num keys\">ordered</td>", "0 held, 3 waiting"],
     );
-    let raised = site.post(
+    let back = site.acted(
         "/queues/keys",
         &[("csrf", &csrf), ("name", "orders"), ("keys", "2 per key")],
     );
-    assert_eq!(raised.status, 303, "{}", raised.body);
-    let back = site
-        .get(raised.location.as_deref().expect("a redirect"))
-        .body;
     assert_contains(
         &back,
         &["queue orders: at most 2 jobs of one key at once by all runners together"],
@@ -515,14 +515,10 @@ fn key_limits_are_shown_and_their_form_sets_and_removes_them() {
 
     // Removed: the waiting job is admitted, the row shows no limit and no
     // button to remove it.
-    let removed = site.post(
+    let back = site.acted(
         "/queues/remove-keys",
         &[("csrf", &csrf), ("name", "orders")],
     );
-    assert_eq!(removed.status, 303, "{}", removed.body);
-    let back = site
-        .get(removed.location.as_deref().expect("a redirect"))
-        .body;
     assert_contains(&back, &["queue orders: no key limit"]);
     assert_eq!(key_limit_of(&mut conn, "orders"), None);
     assert_eq!(count_where(&mut conn, "status = 'waiting'"), 0);
