@@ -1,11 +1,12 @@
 //! The dashboard over HTTP: every page answers, filters and pages, actions
-//! change the database through the library calls (queue limits shown and
-//! set, bad ones refused with the library's reason), and what must be
-//! refused is: a POST without its CSRF token, any action when read-only, a
-//! request without the access token, a non-loopback address without one.
+//! change the database through the library calls (queue limits, key
+//! limits included, shown and set, bad ones refused with the library's
+//! reason), and what must be refused is: a POST without its CSRF token,
+//! any action when read-only, a request without the access token, a
+//! non-loopback address without one.
 //! Hostile text from the database is escaped.
 
-use jobqueue_core::{JobOptions, JobStatus, NewJob, enqueue_many};
+use jobqueue_core::{JobOptions, JobStatus, KeyLimit, NewJob, enqueue_many};
 use jobqueue_dashboard::{Dashboard, DashboardConfig, DashboardError, DashboardServer, serve};
 use jobqueue_tests::{TestDb, assert_contains, count_where, read_job};
 
@@ -66,6 +67,14 @@ impl Site {
                 .send_form(form.iter().copied())
                 .expect("POST"),
         )
+    }
+
+    /// Posts `form` to `path`, expects the action's redirect, and returns
+    /// the page it leads to.
+    fn acted(&self, path: &str, form: &[(&str, &str)]) -> String {
+        let done = self.post(path, form);
+        assert_eq!(done.status, 303, "{path}: {}", done.body);
+        self.get(done.location.as_deref().expect("a redirect")).body
     }
 
     /// The CSRF token the page at `path` carries in its forms.
@@ -284,12 +293,10 @@ fn queue_limits_are_shown_and_their_forms_set_and_remove_them() {
     let csrf = jobqueue_tests::csrf_token(&overview);
 
     // Set a rate on mail, a global limit on api; each says what it did.
-    let set = site.post(
+    let back = site.acted(
         "/queues/rate",
         &[("csrf", &csrf), ("name", "mail"), ("rate", "50/1h")],
     );
-    assert_eq!(set.status, 303, "{}", set.body);
-    let back = site.get(set.location.as_deref().expect("a redirect")).body;
     assert_contains(
         &back,
         &["queue mail: at most 50 jobs started per 1h by all runners together"],
@@ -399,6 +406,152 @@ fn queue_limits_are_shown_and_their_forms_set_and_remove_them() {
         assert_contains(&refused.body, &["read-only"]);
     }
     assert_eq!(limits_of(&mut conn, "mail"), (Some(hourly), None));
+}
+
+/// The key limit of `queue`, as the library lists it.
+fn key_limit_of(conn: &mut diesel::PgConnection, queue: &str) -> Option<KeyLimit> {
+    let queues = jobqueue_core::list_queues(conn, Default::default()).expect("list");
+    queues
+        .iter()
+        .find(|q| q.queue == queue)
+        .unwrap_or_else(|| panic!("no queue {queue}"))
+        .key_limit
+}
+
+#[test]
+fn key_limits_are_shown_and_their_form_sets_and_removes_them() {
+    let (db, mut conn) = TestDb::connected();
+    put(
+        &mut conn,
+        1,
+        "order.ship",
+        JobOptions::new().queue("orders"),
+    );
+    let site = Site::start(DashboardConfig::new(&db.url));
+    let overview = site.get("/").body;
+    assert_contains(
+        &overview,
+        &["id=\"set-keys\"", "<th class=\"num\">keys</th>"],
+    );
+    assert_contains(
+        queue_row(&overview, "orders"),
+        &[
+            "<td class=\"num keys\">-</td>",
+            "<td class=\"num keyed\">-</td>",
+        ],
+    );
+    assert!(
+        !overview.contains("Remove key limit"),
+        "nothing to remove yet"
+    );
+    let csrf = jobqueue_tests::csrf_token(&overview);
+
+    // Ordered, then three jobs of one key wait; raised to 2 per key, two
+    // of them are admitted. Each change says what it did.
+    let back = site.acted(
+        "/queues/keys",
+        &[("csrf", &csrf), ("name", "orders"), ("keys", "ordered")],
+    );
+    assert_contains(
+        &back,
+        &["queue orders: one job of a key at a time, in enqueue order, by all runners together"],
+    );
+    assert_eq!(key_limit_of(&mut conn, "orders"), Some(KeyLimit::ordered()));
+    put(
+        &mut conn,
+        3,
+        "order.ship",
+        JobOptions::new().queue("orders").key("customer:42"),
+    );
+    let overview = site.get("/").body;
+    assert_contains(
+        queue_row(&overview, "orders"),
+        &["<td class=\"num keys\">ordered</td>", "0 held, 3 waiting"],
+    );
+    let back = site.acted(
+        "/queues/keys",
+        &[("csrf", &csrf), ("name", "orders"), ("keys", "2 per key")],
+    );
+    assert_contains(
+        &back,
+        &["queue orders: at most 2 jobs of one key at once by all runners together"],
+    );
+    let two = KeyLimit::per_key(2).expect("a limit");
+    assert_eq!(key_limit_of(&mut conn, "orders"), Some(two));
+    assert_contains(
+        queue_row(&back, "orders"),
+        &[
+            "<td class=\"num keys\">2 per key</td>",
+            "1 held, 1 waiting",
+            "Remove key limit",
+        ],
+    );
+
+    // Bad input: the library's reason on the page; an unknown queue lists
+    // the known ones; a form without its CSRF token is refused. Nothing
+    // changed.
+    for (value, says) in [
+        ("0", "0 jobs per key is not a limit: give 1 to 10000"),
+        ("-1", "-1 jobs per key is not a limit: give 1 to 10000"),
+        ("x", "`x` is not a whole number of jobs per key"),
+        ("", "no limit given"),
+    ] {
+        let refused = site.post(
+            "/queues/keys",
+            &[("csrf", &csrf), ("name", "orders"), ("keys", value)],
+        );
+        assert_eq!(refused.status, 400, "{value}: {}", refused.body);
+        assert_contains(&refused.body, &[says]);
+    }
+    let unknown = site.post(
+        "/queues/keys",
+        &[("csrf", &csrf), ("name", "oders"), ("keys", "5")],
+    );
+    assert_eq!(unknown.status, 404, "{}", unknown.body);
+    assert_contains(&unknown.body, &["no queue named `oders`", "orders"]);
+    let forged = site.post("/queues/remove-keys", &[("name", "orders")]);
+    assert_eq!(forged.status, 403, "{}", forged.body);
+    assert_eq!(key_limit_of(&mut conn, "orders"), Some(two));
+
+    // Removed: the waiting job is admitted, the row shows no limit and no
+    // button to remove it.
+    let back = site.acted(
+        "/queues/remove-keys",
+        &[("csrf", &csrf), ("name", "orders")],
+    );
+    assert_contains(&back, &["queue orders: no key limit"]);
+    assert_eq!(key_limit_of(&mut conn, "orders"), None);
+    assert_eq!(count_where(&mut conn, "status = 'waiting'"), 0);
+    assert_contains(
+        queue_row(&back, "orders"),
+        &[
+            "<td class=\"num keys\">-</td>",
+            "<td class=\"num keyed\">-</td>",
+        ],
+    );
+    assert!(!back.contains("Remove key limit"), "{back}");
+
+    // Read-only: the limit shows, no form to change it, and a POST is
+    // refused before it changes anything.
+    jobqueue_core::set_queue_key_limit(&mut conn, "orders", Some(two)).expect("set");
+    let mut config = DashboardConfig::new(&db.url);
+    config.read_only = true;
+    let read_only = Site::start(config);
+    let page = read_only.get("/").body;
+    assert_contains(queue_row(&page, "orders"), &["2 per key"]);
+    assert!(
+        !page.contains("set-keys") && !page.contains("Remove key limit"),
+        "{page}"
+    );
+    for (path, value) in [("/queues/keys", "5"), ("/queues/remove-keys", "")] {
+        let refused = read_only.post(
+            path,
+            &[("csrf", &csrf), ("name", "orders"), ("keys", value)],
+        );
+        assert_eq!(refused.status, 403, "{path}");
+        assert_contains(&refused.body, &["read-only"]);
+    }
+    assert_eq!(key_limit_of(&mut conn, "orders"), Some(two));
 }
 
 #[test]

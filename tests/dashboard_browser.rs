@@ -4,8 +4,8 @@
 //! list shows its row; every action is pressed as a person would (retry
 //! from a job and from the dead letter, retry every matching failed job
 //! after its count, pause and resume a queue and a schedule, set and remove
-//! a queue's rate limit, run a schedule now, cancel, delete), and the
-//! database is checked after each. Hostile
+//! a queue's rate limit and its key limit, run a schedule now, cancel,
+//! delete), and the database is checked after each. Hostile
 //! text in every field the pages show reads back verbatim and runs nothing;
 //! a form without its CSRF token, or any form in a read-only dashboard, is
 //! refused and changes nothing.
@@ -322,7 +322,14 @@ fn assert_overview_matches(tab: &Tab, conn: &mut PgConnection) {
         let rate = q
             .rate_limit
             .map_or("-".into(), |r| format!("{} of {r}", q.rate_used));
-        assert_eq!(row[8..10], [limit, rate], "queue {}", q.queue);
+        let keys = q.key_limit.map_or("-".into(), |k| k.to_string());
+        let waiting = q.count(JobStatus::Waiting);
+        let keyed = if q.key_limit.is_none() && waiting == 0 {
+            "-".into()
+        } else {
+            format!("{} held, {waiting} waiting", q.keys_held)
+        };
+        assert_eq!(row[8..12], [limit, rate, keys, keyed], "queue {}", q.queue);
         let mut actions = if q.paused { "Resume" } else { "Pause" }.to_owned();
         if q.global_limit.is_some() {
             actions.push_str(" Remove limit");
@@ -330,7 +337,10 @@ fn assert_overview_matches(tab: &Tab, conn: &mut PgConnection) {
         if q.rate_limit.is_some() {
             actions.push_str(" Remove rate");
         }
-        assert_eq!(row[10], actions, "queue {}", q.queue);
+        if q.key_limit.is_some() {
+            actions.push_str(" Remove key limit");
+        }
+        assert_eq!(row[12], actions, "queue {}", q.queue);
     }
 }
 
@@ -486,6 +496,41 @@ fn every_page_shows_the_database_and_the_job_list_filters_pages_and_opens_jobs()
     assert!(tab.dialogs().is_empty(), "dialogs: {:?}", tab.dialogs());
 }
 
+/// Queue mail as `list_queues` lists it.
+fn mail_queue(conn: &mut PgConnection) -> jobqueue_core::QueueInfo {
+    jobqueue_core::list_queues(conn, jobqueue_core::Counting::Live)
+        .expect("list queues")
+        .into_iter()
+        .find(|q| q.queue == "mail")
+        .expect("queue mail")
+}
+
+/// Submits the limit form `form` (its id) under the overview's table for
+/// queue mail, with `value` in its field `field`.
+fn submit_mail_limit(tab: &Tab, form: &str, field: &str, value: &str) {
+    tab.fill(&format!("#{form} select[name=name]"), "mail");
+    tab.fill(&format!("#{form} input[name={field}]"), value);
+    tab.submit(&format!("#{form}"));
+}
+
+/// Asserts that a form was refused as not understood (400), saying `says`.
+fn assert_not_understood(tab: &Tab, says: &str) {
+    tab.wait_for_text("main h1", "Not understood");
+    assert_eq!(http_status(tab), 400);
+    let said = tab.text("p.notice.error");
+    assert!(said.contains(says), "{said}");
+}
+
+/// Presses the button of queue mail's overview row that posts to `action`.
+fn press_mail_row_button(tab: &Tab, site: &Site, action: &str) {
+    open(tab, &site.url("/"), "Overview");
+    stop_refresh(tab);
+    tab.follow(&format!(
+        "#queues tr[data-queue=\"mail\"] form[action$=\"/{action}\"] button"
+    ));
+    stop_refresh(tab);
+}
+
 #[test]
 fn every_action_pressed_in_the_browser_changes_the_database() {
     let (db, mut conn) = TestDb::connected();
@@ -600,48 +645,61 @@ fn every_action_pressed_in_the_browser_changes_the_database() {
     // Set a rate limit on mail with the form under the table; the row shows
     // it with the starts in its window. A rate that is not one gets the
     // library's reason; the row's button removes the limit.
-    let rate_of = |conn: &mut PgConnection| {
-        jobqueue_core::list_queues(conn, jobqueue_core::Counting::Live)
-            .expect("list queues")
-            .into_iter()
-            .find(|q| q.queue == "mail")
-            .and_then(|q| q.rate_limit)
-    };
-    tab.fill("#set-rate select[name=name]", "mail");
-    tab.fill("#set-rate input[name=rate]", "50/1h");
-    tab.submit("#set-rate");
+    let rate_of = |conn: &mut PgConnection| mail_queue(conn).rate_limit.map(|r| r.to_string());
+    submit_mail_limit(&tab, "set-rate", "rate", "50/1h");
     stop_refresh(&tab);
     assert_eq!(
         notice(&tab),
         "queue mail: at most 50 jobs started per 1h by all runners together"
     );
-    assert_eq!(
-        rate_of(&mut conn).map(|r| r.to_string()),
-        Some("50/1h".into())
-    );
+    assert_eq!(rate_of(&mut conn), Some("50/1h".into()));
     assert_eq!(
         tab.text("#queues tr[data-queue=\"mail\"] td.rate"),
         "0 of 50/1h"
     );
     assert_overview_matches(&tab, &mut conn);
     tab.screenshot("after-set-rate");
-    tab.fill("#set-rate select[name=name]", "mail");
-    tab.fill("#set-rate input[name=rate]", "5/fortnight");
-    tab.submit("#set-rate");
-    tab.wait_for_text("main h1", "Not understood");
-    assert_eq!(http_status(&tab), 400);
-    let said = tab.text("p.notice.error");
-    assert!(said.contains("`fortnight` is not a unit"), "{said}");
-    assert_eq!(
-        rate_of(&mut conn).map(|r| r.to_string()),
-        Some("50/1h".into())
-    );
-    open(&tab, &site.url("/"), "Overview");
-    stop_refresh(&tab);
-    tab.follow("#queues tr[data-queue=\"mail\"] form[action$=\"/remove-rate\"] button");
-    stop_refresh(&tab);
+    submit_mail_limit(&tab, "set-rate", "rate", "5/fortnight");
+    assert_not_understood(&tab, "`fortnight` is not a unit");
+    assert_eq!(rate_of(&mut conn), Some("50/1h".into()));
+    press_mail_row_button(&tab, &site, "remove-rate");
     assert_eq!(notice(&tab), "queue mail: no rate limit");
     assert_eq!(rate_of(&mut conn), None);
+    assert_overview_matches(&tab, &mut conn);
+
+    // Likewise a key limit: set with its form (a keyed job then waits on
+    // it), refused with the library's reason, removed with the row's
+    // button (the waiting job is admitted).
+    let keys_of = |conn: &mut PgConnection| mail_queue(conn).key_limit.map(|k| k.to_string());
+    submit_mail_limit(&tab, "set-keys", "keys", "ordered");
+    stop_refresh(&tab);
+    assert_eq!(
+        notice(&tab),
+        "queue mail: one job of a key at a time, in enqueue order, by all runners together"
+    );
+    assert_eq!(keys_of(&mut conn), Some("ordered".into()));
+    let keyed = NewJob::new("mail.send", "{}", JobOptions::new().queue("mail").key("k"))
+        .expect("a keyed job");
+    enqueue_many(&mut conn, &[keyed]).expect("enqueue");
+    open(&tab, &site.url("/"), "Overview");
+    stop_refresh(&tab);
+    assert_eq!(
+        tab.text("#queues tr[data-queue=\"mail\"] td.keys"),
+        "ordered"
+    );
+    assert_eq!(
+        tab.text("#queues tr[data-queue=\"mail\"] td.keyed"),
+        "0 held, 1 waiting"
+    );
+    assert_overview_matches(&tab, &mut conn);
+    tab.screenshot("after-set-keys");
+    submit_mail_limit(&tab, "set-keys", "keys", "0");
+    assert_not_understood(&tab, "give 1 to 10000");
+    assert_eq!(keys_of(&mut conn), Some("ordered".into()));
+    press_mail_row_button(&tab, &site, "remove-keys");
+    assert_eq!(notice(&tab), "queue mail: no key limit");
+    assert_eq!(keys_of(&mut conn), None);
+    assert_eq!(count_where(&mut conn, "status = 'waiting'"), 0);
     assert_overview_matches(&tab, &mut conn);
 
     // Cancel a pending job from its page.

@@ -1,7 +1,7 @@
 //! Which page or action a request asks for, and the answer's headers.
 //! (Who may ask is settled before, in `admission`.)
 
-use jobqueue_core::{Error, JobId, RateLimit};
+use jobqueue_core::{Error, JobId, KeyLimit, RateLimit};
 
 use crate::form::{Params, split};
 use crate::pages;
@@ -165,8 +165,9 @@ fn named(form: &Params) -> Result<&str, Refusal> {
 }
 
 /// Acts on queue `name`: pauses or resumes it, sets or removes its rate
-/// limit (`rate` in the form, `STARTS/PERIOD`) or its global limit
-/// (`limit`). Where to go back to, and what to say.
+/// limit (`rate` in the form, `STARTS/PERIOD`), its key limit (`keys`:
+/// `5`, `5 per key` or `ordered`) or its global limit (`limit`). Where to
+/// go back to, and what to say.
 fn queue_action(
     conn: &mut diesel::PgConnection,
     name: &str,
@@ -186,6 +187,25 @@ fn queue_action(
         "remove-rate" => {
             jobqueue_core::set_queue_rate_limit(conn, name, None)?;
             format!("queue {name}: no rate limit")
+        }
+        "keys" => {
+            let limit: KeyLimit = form.exact("keys").unwrap_or_default().parse()?;
+            jobqueue_core::set_queue_key_limit(conn, name, Some(limit))?;
+            if limit.is_ordered() {
+                format!(
+                    "queue {name}: one job of a key at a time, in enqueue order, by all runners \
+                     together"
+                )
+            } else {
+                format!(
+                    "queue {name}: at most {} jobs of one key at once by all runners together",
+                    limit.jobs_per_key()
+                )
+            }
+        }
+        "remove-keys" => {
+            jobqueue_core::set_queue_key_limit(conn, name, None)?;
+            format!("queue {name}: no key limit")
         }
         "limit" => {
             let limit = global_limit(form)?;

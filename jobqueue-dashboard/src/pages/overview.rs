@@ -28,7 +28,8 @@ pub(crate) fn render(
                 thead { tr {
                     th { "queue" } th { "state" } th.num { "due" } th.num { "scheduled" }
                     th.num { "unhandled" } th.num { "held" } th.num { "failed" }
-                    th.num { "oldest due" } th.num { "limit" } th.num { "rate" } th {}
+                    th.num { "oldest due" } th.num { "limit" } th.num { "rate" }
+                    th.num { "keys" } th.num { "keyed" } th {}
                 } }
                 tbody {
                     @for q in &queues {
@@ -41,6 +42,8 @@ pub(crate) fn render(
                             td.num { (q.oldest_due_age().map(human).unwrap_or_else(|| "-".into())) }
                             td.num.limit { (q.global_limit.map(|n| n.to_string()).unwrap_or_else(|| "-".into())) }
                             td.num.rate { (rate(q)) }
+                            td.num.keys { (q.key_limit.map(|limit| limit.to_string()).unwrap_or_else(|| "-".into())) }
+                            td.num.keyed { (keyed(q)) }
                             td {
                                 @if q.paused {
                                     (ctx.action("/queues/resume", "Resume", &[("name", &q.queue)]))
@@ -52,6 +55,9 @@ pub(crate) fn render(
                                 }
                                 @if q.rate_limit.is_some() {
                                     " " (ctx.action("/queues/remove-rate", "Remove rate", &[("name", &q.queue)]))
+                                }
+                                @if q.key_limit.is_some() {
+                                    " " (ctx.action("/queues/remove-keys", "Remove key limit", &[("name", &q.queue)]))
                                 }
                             }
                         }
@@ -133,7 +139,23 @@ fn rate(q: &QueueInfo) -> Markup {
     }
 }
 
-/// The forms that set a queue's rate limit and its global limit.
+/// A queue's keyed jobs: the keys held and the jobs waiting on their key
+/// (`12 held, 340 waiting`), `-` without a key limit or jobs still
+/// waiting from one.
+fn keyed(q: &QueueInfo) -> Markup {
+    let waiting = q.count(JobStatus::Waiting);
+    if q.key_limit.is_none() && waiting == 0 {
+        return html! { "-" };
+    }
+    html! {
+        span title={ (q.keys_held) " keys with jobs admitted and not finished; " (waiting)
+            " jobs waiting for room in their key" } {
+            (q.keys_held) " held, " (waiting) " waiting"
+        }
+    }
+}
+
+/// The forms that set a queue's rate limit, key limit and global limit.
 fn limit_forms(ctx: &Ctx<'_>, queues: &[QueueInfo]) -> Markup {
     // One form per limit: the queue, the limit's field, its button.
     let form = |id: &str, path: &str, field: Markup, button: &str| {
@@ -157,16 +179,23 @@ fn limit_forms(ctx: &Ctx<'_>, queues: &[QueueInfo]) -> Markup {
                 input type="text" name="rate" placeholder="50/1s" size="10" required;
             }
         }, "Set rate limit"))
+        (form("set-keys", "/queues/keys", html! {
+            label { "key limit (jobs of one key at once, or ordered)"
+                input type="text" name="keys" placeholder="5" size="10" required;
+            }
+        }, "Set key limit"))
         (form("set-limit", "/queues/limit", html! {
             label { "global limit (jobs held at once)"
                 input type="number" name="limit" min="1" placeholder="5" required;
             }
         }, "Set global limit"))
         p.note {
-            "Both hold for all runners together. A rate limit is jobs started per period: "
+            "All hold for all runners together. A rate limit is jobs started per period: "
             code { "50/1s" } ", " code { "100/1m" } ", " code { "10/250ms" }
-            " (units ms, s, m, h, d; " code { "50/s" } " is 50 a second). A global limit is jobs held "
-            "(claimed or running) at once. Remove either with its button in the queue's row."
+            " (units ms, s, m, h, d; " code { "50/s" } " is 50 a second). A key limit is jobs of one "
+            "concurrency key at once, 1 to 10000 (" code { "5" } "), or " code { "ordered" }
+            ": one at a time in enqueue order; the keyed jobs beyond it wait. A global limit is jobs "
+            "held (claimed or running) at once. Remove any of them with its button in the queue's row."
         }
     }
 }
