@@ -163,7 +163,8 @@ mod tests {
             never,                   // started_at
             never,                   // finished_at
             0,                       // snoozes
-            none,                    // traceparent
+            none.clone(),            // traceparent
+            none,                    // concurrency_key
         ))
         .expect("a row");
         let state = Arc::new(crate::job_state::JobState::new(

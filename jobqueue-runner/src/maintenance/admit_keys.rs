@@ -17,7 +17,7 @@ const BATCH: i64 = 1000;
 /// Admits the waiting keyed jobs of the runner's queues whose key has
 /// room: every `poll_interval` from the start, the jobs no admission looked
 /// at yet (their notification was lost, or they came due since); every
-/// `rescue_interval`, the next [`BATCH`] keys with waiting jobs in turn,
+/// `rescue_interval`, the next thousand keys with waiting jobs in turn,
 /// whatever announced their room or did not (a holder cancelled, deleted
 /// or recovered as failed, a runner that died between a job's completion
 /// and its key's admission, a raised limit). The statements wake the
