@@ -159,6 +159,8 @@ fn show_prints_the_whole_job() {
             "--force",
             "--unique-key",
             "k1",
+            "--key",
+            "customer:1",
         ],
     );
     let id = id.trim();
@@ -169,6 +171,7 @@ fn show_prints_the_whole_job() {
             &JOB_FIELDS[..],
             &[
                 "unique_key",
+                "concurrency_key",
                 "claimed_at",
                 "started_at",
                 "finished_at",
@@ -187,6 +190,7 @@ fn show_prints_the_whole_job() {
     );
     assert_eq!(job["id"], id);
     assert_eq!(job["unique_key"], "k1");
+    assert_eq!(job["concurrency_key"], "customer:1");
     assert_eq!(job["status"], "pending");
     assert_eq!(job["claimed_at"], Value::Null);
     assert_eq!(job["cancel_requested"], false);

@@ -457,6 +457,11 @@ pub(crate) struct EnqueueArgs {
     /// is inserted, its id is printed and a note goes to stderr (exit 0).
     #[arg(long)]
     pub(crate) unique_key: Option<String>,
+    /// Concurrency key, 1 to 255 characters (default: the type's, from
+    /// its payload): in a queue with a key limit (`queue keys`), at most
+    /// that many of the key's jobs run at once.
+    #[arg(long)]
+    pub(crate) key: Option<String>,
 }
 
 /// `jobqueue list`.

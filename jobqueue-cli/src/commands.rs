@@ -234,6 +234,9 @@ fn enqueue(url: &str, args: EnqueueArgs, registry: &Registry) -> Result<()> {
     if let Some(key) = args.unique_key {
         options = options.unique_key(key);
     }
+    if let Some(key) = args.key {
+        options = options.key(key);
+    }
     if let Some(run_at) = args.run_at {
         options = options.run_at(parse_time("run-at", &run_at)?);
     }
@@ -439,6 +442,10 @@ fn show(url: &str, id: &str, json: bool) -> Result<()> {
     outln!(
         "unique key:    {}",
         shown(job.unique_key.as_deref().unwrap_or("-"))
+    )?;
+    outln!(
+        "key:           {}",
+        shown(job.concurrency_key.as_deref().unwrap_or("-"))
     )?;
     outln!("created at:    {}", job.created_at.to_rfc3339())?;
     outln!("run at:        {}", job.run_at.to_rfc3339())?;

@@ -50,6 +50,7 @@ pub(crate) struct JobDetail<'a> {
     #[serde(flatten)]
     summary: JobSummary<'a>,
     unique_key: Option<&'a str>,
+    concurrency_key: Option<&'a str>,
     claimed_at: Option<DateTime<Utc>>,
     started_at: Option<DateTime<Utc>>,
     finished_at: Option<DateTime<Utc>>,
@@ -69,6 +70,7 @@ impl<'a> JobDetail<'a> {
         JobDetail {
             summary: JobSummary::of(job),
             unique_key: job.unique_key.as_deref(),
+            concurrency_key: job.concurrency_key.as_deref(),
             claimed_at: job.claimed_at,
             started_at: job.started_at,
             finished_at: job.finished_at,
