@@ -13,7 +13,7 @@
 
 use std::time::Duration;
 
-use diesel::{Connection, PgConnection};
+use diesel::{Connection, PgConnection, RunQueryDsl};
 use jobqueue_core::engine::{self, Claim};
 use jobqueue_core::{JobOptions, KeyLimit, NewJob};
 
@@ -36,8 +36,9 @@ const SERIAL_KEYS: usize = 10_000;
 const BUSY_QUEUE: &str = "busy";
 /// The lease of the busy keys' held jobs: longer than any measurement.
 const HELD_LEASE: Duration = Duration::from_secs(3600);
-/// Most jobs the bench admits or claims in one call.
-const SETUP_BATCH: i64 = 10_000;
+/// Most jobs the bench admits or claims in one call (a runner admits 1000
+/// at a time).
+const SETUP_BATCH: i64 = 1000;
 
 /// `n` no-op jobs of `queue`, job `i` carrying key `k{i % keys}` (so each
 /// key's jobs are spread over the enqueue order).
@@ -61,6 +62,16 @@ fn reset_with_key_limit(
     insert(conn, &backlog(1, queue)?)?;
     jobqueue_core::set_queue_key_limit(conn, queue, limit)?;
     reset(conn)
+}
+
+/// Inserts `jobs` and brings the table's statistics up to date (the
+/// server may run without autovacuum), as for every setting compared.
+fn insert_analyzed(conn: &mut PgConnection, jobs: &[NewJob]) -> Result<(), ToolError> {
+    insert(conn, jobs)?;
+    diesel::sql_query("ANALYZE jobqueue_jobs")
+        .execute(conn)
+        .map_err(db)?;
+    Ok(())
 }
 
 /// Keys of the one-at-a-time burn-down of `n` jobs: `SERIAL_KEYS`, or
@@ -93,7 +104,7 @@ fn burn_downs(url: &str, sizes: &Sizes, runs: usize) -> Result<Vec<Row>, ToolErr
                     Some(keys) => keyed_backlog(n, QUEUE, *keys)?,
                     None => backlog(n, QUEUE)?,
                 };
-                insert(&mut conn, &jobs)?;
+                insert_analyzed(&mut conn, &jobs)?;
                 rates[i] = burn(url, n)?;
             }
             plain.push(rates[0]);
@@ -177,7 +188,7 @@ fn busy_keys(conn: &mut PgConnection, keys: usize, waiting: usize) -> Result<(),
             "keys: {admitted} of {keys} busy keys' first jobs admitted, {held} held"
         )));
     }
-    insert(conn, &keyed_backlog(keys * waiting, BUSY_QUEUE, keys)?)?;
+    insert_analyzed(conn, &keyed_backlog(keys * waiting, BUSY_QUEUE, keys)?)?;
     // As a runner leaves them: looked at by an admission, and waiting.
     loop {
         let (now, looked) = engine::admit_new(conn, &busy, SETUP_BATCH)?;
