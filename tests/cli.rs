@@ -657,6 +657,9 @@ fn bench_runs_every_measurement() {
         "queue b pickup p95 while 3000 drain in queue a",
         "pickup floor p95 while 3000 drain in queue a",
         "queue b pickup p95 / pickup floor p95, draining a",
+        "burn-down, key limit not binding / no keys",
+        "burn-down, key limit 1 / no keys",
+        "claim 100 of every queue, 10000 waiting / none",
     ] {
         assert!(out.contains(row), "no `{row}` row in:\n{out}");
     }

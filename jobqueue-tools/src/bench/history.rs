@@ -19,6 +19,18 @@ pub(crate) const BATCH: i64 = 100;
 /// the queue `queue`. Each phase starts vacuumed and from a checkpoint, so
 /// neither pays for the other's autovacuum run or full-page writes.
 pub(crate) fn claim_latency(url: &str, claims: usize, queue: &str) -> Result<f64, ToolError> {
+    let claim = Claim::new("bench-history").limit(BATCH).queues([queue]);
+    claim_latency_of(url, claims, queue, &claim)
+}
+
+/// As [`claim_latency`], each claim being `claim` (of `BATCH` jobs, from
+/// `queue` among others).
+pub(crate) fn claim_latency_of(
+    url: &str,
+    claims: usize,
+    queue: &str,
+    claim: &Claim,
+) -> Result<f64, ToolError> {
     let mut session = QueueSession::establish(url)?;
     let jobs: Vec<NewJob> = (0..claims * BATCH as usize)
         .map(|_| NewJob::from_job(&BenchNoop { seq: 0 }, JobOptions::new().queue(queue)))
@@ -30,11 +42,10 @@ pub(crate) fn claim_latency(url: &str, claims: usize, queue: &str) -> Result<f64
     diesel::sql_query("CHECKPOINT")
         .execute(session.conn())
         .map_err(db)?;
-    let claim = Claim::new("bench-history").limit(BATCH).queues([queue]);
     let mut times = Vec::with_capacity(claims);
     for _ in 0..claims {
         let started = Instant::now();
-        let rows = session.claim(&claim)?;
+        let rows = session.claim(claim)?;
         times.push(started.elapsed().as_secs_f64() * 1000.0);
         let leases: Vec<_> = rows.iter().map(|row| row.lease()).collect();
         session.complete_many(&leases)?;

@@ -16,6 +16,7 @@ mod failover;
 mod footprint;
 mod history;
 mod isolation;
+mod keys;
 mod latency;
 mod many_queues;
 mod noop;
@@ -42,7 +43,7 @@ pub(crate) use trace::PLAIN_BIN_HELP;
 pub use trace_part::TraceVariant;
 
 /// The measurements, by the names `--only` takes.
-pub const MEASUREMENTS: [&str; 21] = [
+pub const MEASUREMENTS: [&str; 22] = [
     "bulk",
     "txn",
     "async",
@@ -57,6 +58,7 @@ pub const MEASUREMENTS: [&str; 21] = [
     "fleet",
     "footprint",
     "limit",
+    "keys",
     "fair",
     "scale",
     "spread",
@@ -80,8 +82,8 @@ pub struct BenchOptions {
     pub quick: bool,
     /// Only these measurements (empty: all but the soak, the failover and
     /// the trace). Names: bulk, txn, burn, metrics, floor, drain, pickup,
-    /// history, isolation, steady, fleet, footprint, limit, fair, scale,
-    /// spread, backlog, soak (minutes long), failover (clusters of its own,
+    /// history, isolation, steady, fleet, footprint, limit, keys, fair,
+    /// scale, spread, backlog, soak (minutes long), failover (clusters of its own,
     /// from the PostgreSQL binaries), trace (the `tracing` feature's cost,
     /// against `plain_bin`): the last three run only when named.
     pub only: Vec<String>,
@@ -124,6 +126,10 @@ pub(crate) struct Sizes {
     pub(crate) footprint_workers: usize,
     pub(crate) idle_window: Duration,
     pub(crate) fair_backlog: usize,
+    /// Busy keys of the `keys` claim cost.
+    pub(crate) key_busy_keys: usize,
+    /// Jobs waiting behind each busy key of the `keys` claim cost.
+    pub(crate) key_busy_waiting: usize,
     pub(crate) scale_finished: usize,
     pub(crate) scale_pending: usize,
     pub(crate) spread_jobs: usize,
@@ -154,6 +160,8 @@ impl Sizes {
                 footprint_workers: 16,
                 idle_window: Duration::from_secs(1),
                 fair_backlog: 3_000,
+                key_busy_keys: 100,
+                key_busy_waiting: 100,
                 scale_finished: 200_000,
                 scale_pending: 10_000,
                 spread_jobs: 5_000,
@@ -181,6 +189,8 @@ impl Sizes {
                 footprint_workers: 128,
                 idle_window: Duration::from_secs(10),
                 fair_backlog: 100_000,
+                key_busy_keys: 1_000,
+                key_busy_waiting: 100,
                 scale_finished: 10_000_000,
                 scale_pending: 100_000,
                 spread_jobs: 20_000,
@@ -436,7 +446,7 @@ pub fn run(server_url: &str, options: &BenchOptions) -> Result<(), ToolError> {
     };
     // The measurements whose rows are printed as they are.
     type Measure<'a> = Box<dyn Fn() -> Result<Vec<Row>, ToolError> + 'a>;
-    let measurements: [(&str, Measure<'_>); 13] = [
+    let measurements: [(&str, Measure<'_>); 14] = [
         (
             "metrics",
             Box::new(|| burn::metrics_cost(&url, &sizes, runs)),
@@ -472,6 +482,7 @@ pub fn run(server_url: &str, options: &BenchOptions) -> Result<(), ToolError> {
             Box::new(|| footprint::measure(&url, &sizes, runs)),
         ),
         ("limit", Box::new(|| queues::limit_cost(&url, &sizes, runs))),
+        ("keys", Box::new(|| keys::measure(&url, &sizes, runs))),
         ("fair", Box::new(|| queues::fair_share(&url, &sizes, runs))),
         ("scale", Box::new(|| scale::at_scale(&url, &sizes, runs))),
         (

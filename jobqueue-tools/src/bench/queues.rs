@@ -26,7 +26,7 @@ use super::pickup_floor::PickupFloor;
 use super::{Row, Sizes, db, quantile, reset};
 use crate::ToolError;
 
-const WORKERS: usize = 8;
+pub(super) const WORKERS: usize = 8;
 /// A global limit no burn-down comes near.
 const LOOSE_LIMIT: i32 = 1_000_000;
 /// A rate limit no burn-down comes near: starts per second.
@@ -36,7 +36,7 @@ const TRICKLE_EVERY: Duration = Duration::from_millis(10);
 /// The pickup floor's queue, which the runner does not work.
 const FLOOR_QUEUE: &str = "floor";
 
-fn backlog(n: usize, queue: &str) -> Result<Vec<NewJob>, ToolError> {
+pub(super) fn backlog(n: usize, queue: &str) -> Result<Vec<NewJob>, ToolError> {
     (0..n)
         .map(|_| {
             NewJob::from_job(&BenchNoop { seq: 0 }, JobOptions::new().queue(queue))
@@ -64,7 +64,7 @@ pub(crate) fn until_completed(
 }
 
 /// One burn-down of `n` jobs of the default queue, 8 workers: jobs/s.
-fn burn(url: &str, n: usize) -> Result<f64, ToolError> {
+pub(super) fn burn(url: &str, n: usize) -> Result<f64, ToolError> {
     let runner = Runner::new(
         RunnerConfig::new(url).concurrency(WORKERS),
         super::registry(),

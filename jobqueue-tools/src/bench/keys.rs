@@ -1,0 +1,265 @@
+//! Per-key concurrency's costs (`keys`). Burn-downs of one queue's no-op
+//! jobs by a runner of 8 workers, three settings alternated within each
+//! run: no keys (the baseline); every job keyed, 10 per key, a key limit
+//! of 10 (never binding: no job waits for another of its key); every job
+//! keyed over many keys, a key limit of 1 (each key's jobs one after
+//! another). Keyed jobs of a key-limited queue are inserted `waiting` and
+//! reach the workers only once a runner admitted them.
+//!
+//! And the claim's cost with jobs waiting behind busy keys: a claim of 100
+//! from an unkeyed backlog while queue `busy` (key limit 1) has one job of
+//! each of its keys claimed and held, with and without a line of waiting
+//! jobs behind each, run after run.
+
+use std::time::Duration;
+
+use diesel::{Connection, PgConnection, RunQueryDsl};
+use jobqueue_core::engine::{self, Claim};
+use jobqueue_core::{JobOptions, KeyLimit, NewJob};
+
+use super::enqueue::insert;
+use super::history::{BATCH, claim_latency_of};
+use super::noop::BenchNoop;
+use super::queues::{WORKERS, backlog, burn};
+use super::{Row, Sizes, db, reset};
+use crate::ToolError;
+
+/// The burn-downs' queue.
+const QUEUE: &str = "default";
+/// Jobs per key of the burn-down whose key limit does not bind, and that
+/// limit.
+const LOOSE_PER_KEY: usize = 10;
+/// Keys of the burn-down one job per key at a time (fewer when the
+/// burn-down has fewer than 5 jobs per key: quick sizes).
+const SERIAL_KEYS: usize = 10_000;
+/// The queue whose keys are busy in the claim-cost measurement.
+const BUSY_QUEUE: &str = "busy";
+/// The lease of the busy keys' held jobs: longer than any measurement.
+const HELD_LEASE: Duration = Duration::from_secs(3600);
+/// Most jobs the bench admits or claims in one call (a runner admits 1000
+/// at a time).
+const SETUP_BATCH: i64 = 1000;
+
+/// `n` no-op jobs of `queue`, job `i` carrying key `k{i % keys}` (so each
+/// key's jobs are spread over the enqueue order).
+fn keyed_backlog(n: usize, queue: &str, keys: usize) -> Result<Vec<NewJob>, ToolError> {
+    (0..n)
+        .map(|i| {
+            let options = JobOptions::new().queue(queue).key(format!("k{}", i % keys));
+            NewJob::from_job(&BenchNoop { seq: 0 }, options).map_err(ToolError::from)
+        })
+        .collect()
+}
+
+/// Empties the jobs table and sets `queue`'s key limit (making the queue
+/// known with a job first, which the table is emptied of again).
+fn reset_with_key_limit(
+    conn: &mut PgConnection,
+    queue: &str,
+    limit: Option<KeyLimit>,
+) -> Result<(), ToolError> {
+    reset(conn)?;
+    insert(conn, &backlog(1, queue)?)?;
+    jobqueue_core::set_queue_key_limit(conn, queue, limit)?;
+    reset(conn)
+}
+
+/// Inserts `jobs` and brings the table's statistics up to date (the
+/// server may run without autovacuum), as for every setting compared.
+fn insert_analyzed(conn: &mut PgConnection, jobs: &[NewJob]) -> Result<(), ToolError> {
+    insert(conn, jobs)?;
+    diesel::sql_query("ANALYZE jobqueue_jobs")
+        .execute(conn)
+        .map_err(db)?;
+    Ok(())
+}
+
+/// Keys of the one-at-a-time burn-down of `n` jobs: `SERIAL_KEYS`, or
+/// fewer so that each key has at least 5 jobs.
+fn serial_keys(n: usize) -> usize {
+    SERIAL_KEYS.min(n / 5).max(1)
+}
+
+/// The three burn-downs, alternated within each run.
+fn burn_downs(url: &str, sizes: &Sizes, runs: usize) -> Result<Vec<Row>, ToolError> {
+    let mut conn = PgConnection::establish(url).map_err(db)?;
+    let n = sizes.burn_jobs;
+    let (loose_keys, one_keys) = ((n / LOOSE_PER_KEY).max(1), serial_keys(n));
+    let settings = [
+        (None, None),
+        (
+            Some(KeyLimit::per_key(LOOSE_PER_KEY as u32)?),
+            Some(loose_keys),
+        ),
+        (Some(KeyLimit::per_key(1)?), Some(one_keys)),
+    ];
+    let (mut plain, mut loose, mut loose_ratios, mut one, mut one_ratios) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let result = (|| {
+        for _ in 0..runs {
+            let mut rates = [0.0; 3];
+            for (i, (limit, keys)) in settings.iter().enumerate() {
+                reset_with_key_limit(&mut conn, QUEUE, *limit)?;
+                let jobs = match keys {
+                    Some(keys) => keyed_backlog(n, QUEUE, *keys)?,
+                    None => backlog(n, QUEUE)?,
+                };
+                insert_analyzed(&mut conn, &jobs)?;
+                rates[i] = burn(url, n)?;
+            }
+            plain.push(rates[0]);
+            loose.push(rates[1]);
+            loose_ratios.push(rates[1] / rates[0]);
+            one.push(rates[2]);
+            one_ratios.push(rates[2] / rates[0]);
+        }
+        Ok::<_, ToolError>(())
+    })();
+    reset_with_key_limit(&mut conn, QUEUE, None)?;
+    result?;
+    Ok(vec![
+        Row::new(
+            format!("burn-down, {WORKERS} workers, {n} jobs, no keys"),
+            "jobs/s",
+            plain,
+        ),
+        Row::new(
+            format!("burn-down, {n} jobs over {loose_keys} keys, key limit {LOOSE_PER_KEY}"),
+            "jobs/s",
+            loose,
+        )
+        .note(format!(
+            "{LOOSE_PER_KEY} jobs per key: the limit never binds"
+        )),
+        Row::new(
+            "burn-down, key limit not binding / no keys",
+            "ratio",
+            loose_ratios,
+        )
+        .note("same run, alternated; target ≥ 0.95"),
+        Row::new(
+            format!("burn-down, {n} jobs over {one_keys} keys, key limit 1"),
+            "jobs/s",
+            one,
+        )
+        .note(format!(
+            "{} jobs per key, one at a time{}",
+            n / one_keys,
+            if one_keys < SERIAL_KEYS {
+                format!(" (keys scaled down from {SERIAL_KEYS}: quick size)")
+            } else {
+                String::new()
+            }
+        )),
+        Row::new("burn-down, key limit 1 / no keys", "ratio", one_ratios)
+            .note("same run, alternated; target ≥ 0.5"),
+    ])
+}
+
+/// Fills queue `busy` (key limit 1): `keys` keys each with one job
+/// admitted, claimed and held by a worker that never finishes it, and
+/// `waiting` jobs of each key behind it.
+fn busy_keys(conn: &mut PgConnection, keys: usize, waiting: usize) -> Result<(), ToolError> {
+    reset_with_key_limit(conn, BUSY_QUEUE, Some(KeyLimit::per_key(1)?))?;
+    insert(conn, &keyed_backlog(keys, BUSY_QUEUE, keys)?)?;
+    let busy = [BUSY_QUEUE.to_owned()];
+    let mut admitted = 0;
+    loop {
+        let (now, looked) = engine::admit_new(conn, &busy, SETUP_BATCH)?;
+        admitted += now;
+        if looked == 0 {
+            break;
+        }
+    }
+    let holder = Claim::new("bench-keys-holder")
+        .queues([BUSY_QUEUE])
+        .limit(SETUP_BATCH)
+        .lease(HELD_LEASE);
+    let mut held = 0;
+    while held < keys {
+        let claimed = engine::claim(conn, &holder)?.len();
+        if claimed == 0 {
+            break;
+        }
+        held += claimed;
+    }
+    if admitted != keys as i64 || held != keys {
+        return Err(ToolError::Usage(format!(
+            "keys: {admitted} of {keys} busy keys' first jobs admitted, {held} held"
+        )));
+    }
+    insert_analyzed(conn, &keyed_backlog(keys * waiting, BUSY_QUEUE, keys)?)?;
+    // As a runner leaves them: looked at by an admission, and waiting.
+    loop {
+        let (now, looked) = engine::admit_new(conn, &busy, SETUP_BATCH)?;
+        if now > 0 {
+            return Err(ToolError::Usage(format!(
+                "keys: {now} jobs behind busy keys were admitted"
+            )));
+        }
+        if looked == 0 {
+            return Ok(());
+        }
+    }
+}
+
+/// The claim's cost with `busy_keys` × `busy_waiting` jobs waiting behind
+/// busy keys against the same busy keys with none waiting, alternated.
+fn claim_cost(url: &str, sizes: &Sizes, runs: usize) -> Result<Vec<Row>, ToolError> {
+    let mut conn = PgConnection::establish(url).map_err(db)?;
+    let (keys, behind) = (sizes.key_busy_keys, sizes.key_busy_waiting);
+    let waiting = keys * behind;
+    let claims = [
+        (
+            "from queue default",
+            Claim::new("bench-keys").limit(BATCH).queues([QUEUE]),
+        ),
+        ("of every queue", Claim::new("bench-keys").limit(BATCH)),
+    ];
+    let mut alone = vec![Vec::new(); claims.len()];
+    let mut ratios = vec![Vec::new(); claims.len()];
+    let result = (|| {
+        for _ in 0..runs {
+            for (i, (_, claim)) in claims.iter().enumerate() {
+                busy_keys(&mut conn, keys, 0)?;
+                let base = claim_latency_of(url, sizes.history_claims, QUEUE, claim)?;
+                busy_keys(&mut conn, keys, behind)?;
+                let loaded = claim_latency_of(url, sizes.history_claims, QUEUE, claim)?;
+                alone[i].push(base);
+                ratios[i].push(loaded / base);
+            }
+        }
+        Ok::<_, ToolError>(())
+    })();
+    reset_with_key_limit(&mut conn, BUSY_QUEUE, None)?;
+    result?;
+    let mut rows = Vec::new();
+    for (((name, _), alone), ratios) in claims.iter().zip(alone).zip(ratios) {
+        rows.push(
+            Row::new(
+                format!("claim {BATCH} {name}, {keys} busy keys (median)"),
+                "ms",
+                alone,
+            )
+            .note("queue busy: key limit 1, one job of each key held, none waiting"),
+        );
+        rows.push(
+            Row::new(
+                format!("claim {BATCH} {name}, {waiting} waiting / none"),
+                "ratio",
+                ratios,
+            )
+            .note(format!(
+                "{behind} jobs waiting behind each busy key; same run, alternated; target ≤ 1.5"
+            )),
+        );
+    }
+    Ok(rows)
+}
+
+/// The `keys` measurement's rows.
+pub(crate) fn measure(url: &str, sizes: &Sizes, runs: usize) -> Result<Vec<Row>, ToolError> {
+    let mut rows = burn_downs(url, sizes, runs)?;
+    rows.extend(claim_cost(url, sizes, runs)?);
+    Ok(rows)
+}
