@@ -48,6 +48,23 @@ struct Count {
 }
 
 #[derive(QueryableByName)]
+struct KeyRow {
+    #[diesel(sql_type = Text)]
+    queue: String,
+    #[diesel(sql_type = Text)]
+    key: String,
+}
+
+impl From<KeyRow> for QueueKey {
+    fn from(row: KeyRow) -> Self {
+        QueueKey {
+            queue: row.queue,
+            key: row.key,
+        }
+    }
+}
+
+#[derive(QueryableByName)]
 struct NewRow {
     #[diesel(sql_type = Uuid)]
     id: JobId,
@@ -70,9 +87,23 @@ struct SweepRow {
 /// Admits the next waiting jobs of `keys`, up to each key's room, in a
 /// transaction of its own (or the caller's, which must be READ
 /// COMMITTED); returns how many it admitted. Keys of queues without a key
-/// limit (any more) have all their waiting jobs admitted.
+/// limit (any more) have all their waiting jobs admitted. Keys without
+/// waiting jobs are left out first, without a lock (the common case when
+/// the limit does not bind: no transaction at all).
 pub fn admit_keys(conn: &mut PgConnection, keys: &[QueueKey]) -> Result<i64> {
-    admit(conn, keys, &[])
+    let queues: Vec<&str> = keys.iter().map(|k| k.queue.as_str()).collect();
+    let names: Vec<&str> = keys.iter().map(|k| k.key.as_str()).collect();
+    let waiting: Vec<QueueKey> = prepared::<sql::KeyWithWaiting>()
+        .bind::<Array<Text>, _>(&queues)
+        .bind::<Array<Text>, _>(&names)
+        .load::<KeyRow>(conn)?
+        .into_iter()
+        .map(QueueKey::from)
+        .collect();
+    if waiting.is_empty() {
+        return Ok(0);
+    }
+    admit(conn, &waiting, &[])
 }
 
 /// Admits what it can of up to `limit` due waiting jobs no admission looked
@@ -169,8 +200,8 @@ pub(crate) fn admit_queue(conn: &mut PgConnection, queue: &str) -> Result<i64> {
 }
 
 /// Takes the admission locks of the queues of `keys`, then admits their
-/// next jobs and marks the jobs `checked` not admitted as looked at (see
-/// [`sql::KEY_ADMIT`]).
+/// next jobs (see [`sql::KEY_ADMIT`]) and marks the jobs `checked` still
+/// waiting as looked at.
 fn admit(conn: &mut PgConnection, keys: &[QueueKey], checked: &[JobId]) -> Result<i64> {
     let queues: Vec<&str> = keys.iter().map(|k| k.queue.as_str()).collect();
     let names: Vec<&str> = keys.iter().map(|k| k.key.as_str()).collect();
@@ -178,12 +209,17 @@ fn admit(conn: &mut PgConnection, keys: &[QueueKey], checked: &[JobId]) -> Resul
         prepared::<sql::KeyLockQueues>()
             .bind::<Array<Text>, _>(&queues)
             .get_result::<Count>(conn)?;
-        Ok(prepared::<sql::KeyAdmit>()
+        let admitted = prepared::<sql::KeyAdmit>()
             .bind::<Array<Text>, _>(&queues)
             .bind::<Array<Text>, _>(&names)
-            .bind::<Array<Uuid>, _>(checked)
             .bind::<Text, _>(crate::enqueue::NOTIFY_CHANNEL)
             .get_result::<Count>(conn)?
-            .n)
+            .n;
+        if !checked.is_empty() {
+            prepared::<sql::KeyMarkChecked>()
+                .bind::<Array<Uuid>, _>(checked)
+                .execute(conn)?;
+        }
+        Ok(admitted)
     })
 }

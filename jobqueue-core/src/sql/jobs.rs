@@ -89,6 +89,33 @@ macro_rules! status_for_keyed {
     };
 }
 
+/// The `key_checked` of a keyed job inserted due (`$run_at`) into queue
+/// `$queue` with key `$key`, `$rank`-th of its key's due jobs in its
+/// batch (SQL expressions): true when a due job of its key is in line
+/// ahead of it (earlier in the batch, or already waiting). Such a job
+/// needs no admission pass of its own: the one ahead of it is admitted
+/// first (by a pass, or when a job of the key finishes), and the
+/// admission that admits it looks at the rest of the line. Read only
+/// while the job is `waiting`.
+macro_rules! key_checked_at_insert {
+    ($run_at:literal, $queue:literal, $key:literal, $rank:literal) => {
+        concat!(
+            "CASE WHEN ",
+            $key,
+            " IS NOT NULL AND ",
+            $run_at,
+            " <= now() AND (",
+            $rank,
+            " > 1 OR EXISTS (SELECT 1 FROM jobqueue_jobs AS kw
+                             WHERE kw.status = 'waiting' AND kw.queue = ",
+            $queue,
+            " AND kw.concurrency_key = ",
+            $key,
+            " AND kw.run_at <= now())) THEN true END"
+        )
+    };
+}
+
 /// Appends one entry to the bounded error history of row `j`.
 /// `$err` is the SQL expression giving the error text.
 macro_rules! push_error {
@@ -156,10 +183,12 @@ pub(crate) const JOB_INSERT: &str = concat!(
     "WITH inserted AS (
         INSERT INTO jobqueue_jobs
             (id, job_type, queue, priority, payload, max_attempts, run_at, status, unique_key,
-             traceparent, concurrency_key)
+             traceparent, concurrency_key, key_checked)
         SELECT $1, $2, $3, $4, CAST($5 AS jsonb), $6, t.run_at, ",
     status_for_keyed!("t.run_at", "$3", "$13::text"),
-    ", $9, $12, $13
+    ", $9, $12, $13, ",
+    key_checked_at_insert!("t.run_at", "$3", "$13::text", "1"),
+    "
         FROM (SELECT COALESCE($7, now() + make_interval(secs => $8)) AS run_at) AS t",
     unless_key_held!()
 );
@@ -184,18 +213,25 @@ pub(crate) const JOB_INSERT_MANY: &str = concat!(
     "WITH inserted AS (
         INSERT INTO jobqueue_jobs
             (id, job_type, queue, priority, payload, max_attempts, run_at, status, unique_key,
-             traceparent, concurrency_key)
+             traceparent, concurrency_key, key_checked)
         SELECT t.id, t.job_type, t.queue, t.priority, CAST(t.payload AS jsonb), t.max_attempts,
                t.run_at, ",
     status_for_keyed!("t.run_at", "t.queue", "t.concurrency_key"),
-    ", t.unique_key, $12::text, t.concurrency_key
-        FROM (SELECT u.id, u.job_type, u.queue, u.priority, u.payload, u.max_attempts,
-                     COALESCE(u.run_at, now() + make_interval(secs => u.delay)) AS run_at,
-                     u.unique_key, u.concurrency_key
-              FROM unnest($1::uuid[], $2::text[], $3::text[], $4::int4[], $5::text[],
-                          $6::int4[], $7::timestamptz[], $8::float8[], $9::text[], $13::text[])
-                   AS u(id, job_type, queue, priority, payload, max_attempts, run_at, delay,
-                        unique_key, concurrency_key)) AS t",
+    ", t.unique_key, $12::text, t.concurrency_key, ",
+    key_checked_at_insert!("t.run_at", "t.queue", "t.concurrency_key", "t.key_rank"),
+    "
+        FROM (SELECT r.*,
+                     row_number() OVER (PARTITION BY r.queue, r.concurrency_key,
+                                                     r.run_at <= now()
+                                        ORDER BY r.id) AS key_rank
+              FROM (SELECT u.id, u.job_type, u.queue, u.priority, u.payload, u.max_attempts,
+                           COALESCE(u.run_at, now() + make_interval(secs => u.delay)) AS run_at,
+                           u.unique_key, u.concurrency_key
+                    FROM unnest($1::uuid[], $2::text[], $3::text[], $4::int4[], $5::text[],
+                                $6::int4[], $7::timestamptz[], $8::float8[], $9::text[],
+                                $13::text[])
+                         AS u(id, job_type, queue, priority, payload, max_attempts, run_at, delay,
+                              unique_key, concurrency_key)) AS r) AS t",
     unless_key_held!()
 );
 

@@ -55,16 +55,26 @@ pub(crate) const KEY_LOCK_QUEUES: &str = concat!(
     FROM (SELECT DISTINCT queue FROM unnest($1::text[]) AS a(queue) ORDER BY queue) AS q"
 );
 
+/// Whether row `j` is (still) `waiting`, written so that the planner
+/// cannot read it as the predicate of the waiting jobs' partial indexes:
+/// the statements that write jobs by id go through the primary key, never
+/// through a walk of a partial index that statistics taken before the
+/// jobs were inserted call small (see `jobs.rs`).
+macro_rules! still_waiting {
+    () => {
+        "(CASE WHEN j.status = 'waiting' THEN true END)"
+    };
+}
+
 /// Admits, for each key of arrays `$1` (queues) and `$2` (keys), its
 /// oldest waiting jobs (by id: enqueue order) up to its queue's key limit
 /// less its holders; all of them when the queue has no key limit (any
 /// more: it was removed). An ordered queue admits the head of each key's
 /// line whatever its `run_at` (the jobs behind it wait for it); another
 /// only the due ones. An admitted job becomes `pending`, or `scheduled`
-/// while its `run_at` is ahead. Marks the waiting jobs of `$3` (ids) not
-/// admitted as looked at (`key_checked`), and wakes the queues that got
-/// due jobs on channel `$4`. Run after [`KEY_LOCK_QUEUES`] of the queues,
-/// in the same transaction. Returns how many jobs it admitted.
+/// while its `run_at` is ahead. Wakes the queues that got due jobs on
+/// channel `$3`. Run after [`KEY_LOCK_QUEUES`] of the queues, in the same
+/// transaction. Returns how many jobs it admitted.
 pub(crate) const KEY_ADMIT: &str = concat!(
     "WITH asked AS (
         SELECT DISTINCT a.queue, a.key FROM unnest($1::text[], $2::text[]) AS a(queue, key)
@@ -93,21 +103,37 @@ pub(crate) const KEY_ADMIT: &str = concat!(
         UPDATE jobqueue_jobs AS j
         SET status = CASE WHEN j.run_at <= now() THEN 'pending' ELSE 'scheduled' END,
             key_checked = NULL
-        WHERE j.id = ANY(ARRAY(SELECT id FROM picked)) AND j.status = 'waiting'
+        WHERE j.id = ANY(ARRAY(SELECT id FROM picked)) AND ",
+    still_waiting!(),
+    "
         RETURNING j.queue, j.status
     ),
-    checked AS (
-        UPDATE jobqueue_jobs AS j
-        SET key_checked = true
-        WHERE j.id = ANY($3::uuid[]) AND j.status = 'waiting' AND j.key_checked IS NOT TRUE
-          AND j.id <> ALL(ARRAY(SELECT id FROM picked))
-    ),
     wake AS (
-        SELECT count(pg_notify($4, q.queue)) AS notified
+        SELECT count(pg_notify($3, q.queue)) AS notified
         FROM (SELECT DISTINCT queue FROM admitted WHERE status = 'pending') AS q
     )
     SELECT count(*)::int8 AS n FROM admitted, wake"
 );
+
+/// Marks the jobs of `$1` (ids) still waiting as looked at by an
+/// admission (`key_checked`): after [`KEY_ADMIT`] of their keys, in the
+/// same transaction, so the jobs it admitted are no longer waiting.
+pub(crate) const KEY_MARK_CHECKED: &str = concat!(
+    "UPDATE jobqueue_jobs AS j SET key_checked = true
+    WHERE j.id = ANY($1::uuid[]) AND ",
+    still_waiting!()
+);
+
+/// The keys of arrays `$1` (queues) and `$2` (keys) that have waiting
+/// jobs, each once: `queue`, `key`. Read without the admission lock: a job
+/// that starts waiting after this read is new, and an admission pass of
+/// new jobs looks at it.
+pub(crate) const KEY_WITH_WAITING: &str = "
+    SELECT DISTINCT a.queue, a.key
+    FROM unnest($1::text[], $2::text[]) AS a(queue, key)
+    WHERE EXISTS (SELECT 1 FROM jobqueue_jobs AS w
+                  WHERE w.status = 'waiting' AND w.queue = a.queue
+                    AND w.concurrency_key = a.key)";
 
 /// Up to `$2` waiting jobs no admission looked at yet that are due, of the
 /// queues in `$1` (every queue if empty), soonest due first: `id`,
@@ -155,5 +181,7 @@ pub(crate) const KEY_WAITING_OF_QUEUE: &str = "
 crate::prepared::statements! {
     KeyLockQueues => KEY_LOCK_QUEUES,
     KeyAdmit => KEY_ADMIT,
+    KeyMarkChecked => KEY_MARK_CHECKED,
+    KeyWithWaiting => KEY_WITH_WAITING,
     KeyNew => KEY_NEW,
 }

@@ -17,8 +17,8 @@ const BATCH: i64 = 1000;
 /// Admits the waiting keyed jobs of the runner's queues whose key has
 /// room: every `poll_interval` from the start, the jobs no admission looked
 /// at yet (their notification was lost, or they came due since); every
-/// `rescue_interval`, the next thousand keys with waiting jobs in turn,
-/// whatever announced their room or did not (a holder cancelled, deleted
+/// `rescue_interval`, every key with waiting jobs, a thousand keys per
+/// statement, whatever announced their room or did not (a holder cancelled, deleted
 /// or recovered as failed, a runner that died between a job's completion
 /// and its key's admission, a raised limit). The statements wake the
 /// queues that got due jobs.
@@ -27,8 +27,6 @@ pub struct AdmitKeys {
     interval: Duration,
     sweep_every: Duration,
     swept_at: Option<Instant>,
-    /// Where the next sweep starts (`None`: at the first key).
-    cursor: Option<QueueKey>,
 }
 
 impl AdmitKeys {
@@ -38,7 +36,6 @@ impl AdmitKeys {
             interval: config.poll_interval,
             sweep_every: config.rescue_interval,
             swept_at: None,
-            cursor: None,
         }
     }
 }
@@ -93,11 +90,16 @@ impl Service for AdmitKeys {
             .is_none_or(|at| at.elapsed() >= self.sweep_every)
         {
             self.swept_at = Some(Instant::now());
-            let after = self.cursor.take();
-            let sweep = cx.run(|session| session.sweep_keys(queues, after.as_ref(), BATCH))?;
-            jobs += sweep.admitted;
-            keys_swept = sweep.keys;
-            self.cursor = sweep.next;
+            let mut after: Option<QueueKey> = None;
+            loop {
+                let sweep = cx.run(|session| session.sweep_keys(queues, after.as_ref(), BATCH))?;
+                jobs += sweep.admitted;
+                keys_swept += sweep.keys;
+                match sweep.next {
+                    Some(next) => after = Some(next),
+                    None => break,
+                }
+            }
         }
         Ok(KeysAdmitted { jobs, keys_swept })
     }
