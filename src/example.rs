@@ -66,3 +66,25 @@ pub fn stdout_lines(child: &mut Child) -> Receiver<String> {
     });
     received
 }
+
+/// The example at `binary` started as `binary work ARGS...` on the database
+/// at `url`, its warnings logged and dropped, its stdout's lines read as
+/// they come: the worker process and the receiver of its lines.
+pub fn start_worker(
+    binary: &std::path::Path,
+    url: &str,
+    args: &[&str],
+) -> (Child, Receiver<String>) {
+    let mut worker = Command::new(binary)
+        .arg("work")
+        .args(args)
+        .env("DATABASE_URL", url)
+        .env("RUST_LOG", "warn")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start the worker");
+    let lines = stdout_lines(&mut worker);
+    (worker, lines)
+}

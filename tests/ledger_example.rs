@@ -5,22 +5,13 @@
 //! one at a time, while the accounts' entries interleave.
 
 use std::collections::BTreeMap;
-use std::process::{Command, Output, Stdio};
+use std::process::Command;
 
-use jobqueue_tests::example::{example_binary, stdout_lines};
-use jobqueue_tests::{TestDb, WAIT_LIMIT, scalar, wait_for};
+use jobqueue_tests::example::{example_binary, start_worker};
+use jobqueue_tests::{TestDb, WAIT_LIMIT, assert_success, scalar, wait_for};
 
 const ACCOUNTS: u32 = 3;
 const ENTRIES: u32 = 6;
-
-fn assert_success(what: &str, output: &Output) {
-    assert!(
-        output.status.success(),
-        "{what} failed: {}\n{}",
-        output.status,
-        String::from_utf8_lossy(&output.stderr)
-    );
-}
 
 #[test]
 fn each_accounts_entries_are_applied_in_posting_order() {
@@ -33,16 +24,11 @@ fn each_accounts_entries_are_applied_in_posting_order() {
             .output()
             .expect("run the example")
     };
-    let mut worker = Command::new(&example)
-        .args(["work", "--queues", "ledger", "--concurrency", "8"])
-        .env("DATABASE_URL", &db.url)
-        .env("RUST_LOG", "warn")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start the worker");
-    let applied = stdout_lines(&mut worker);
+    let (mut worker, applied) = start_worker(
+        &example,
+        &db.url,
+        &["--queues", "ledger", "--concurrency", "8"],
+    );
     // The runner names its queue once registered: then the queue is known.
     wait_for("the worker registered", WAIT_LIMIT, || {
         scalar(

@@ -4,9 +4,9 @@
 //! job's attempt in the same trace, a child of that enqueue, with the
 //! handler's span under it. What crosses between them is the job's row.
 
-use std::process::{Command, Stdio};
+use std::process::Command;
 
-use jobqueue_tests::example::{example_binary, stdout_lines};
+use jobqueue_tests::example::{example_binary, start_worker};
 use jobqueue_tests::{TestDb, WAIT_LIMIT, assert_success};
 
 /// A span as OpenTelemetry's stdout exporter prints it.
@@ -81,16 +81,7 @@ fn a_signup_trace_continues_in_the_worker_process() {
     );
     assert_eq!(enqueue.parent, request.span);
 
-    let mut worker = Command::new(&example)
-        .arg("work")
-        .env("DATABASE_URL", &db.url)
-        .env("RUST_LOG", "warn")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start the worker");
-    let received = stdout_lines(&mut worker);
+    let (mut worker, received) = start_worker(&example, &db.url, &[]);
     let mut worker_output = String::new();
     let attempt = loop {
         let line = received.recv_timeout(WAIT_LIMIT).unwrap_or_else(|e| {
