@@ -12,6 +12,14 @@
 //! thus never overlap, and a key never has more holders than its limit
 //! (unless the limit was lowered, or set while more were live).
 //!
+//! Which waiting jobs a pass must look at: those no admission looked at
+//! yet (`key_checked` not true, [`KEY_NEW`]) — new jobs at the head of
+//! their key's line (an insert marks a job behind a due job of its key as
+//! looked at: the one ahead is admitted first, and the admission that
+//! admits it reads the rest of the line), and jobs that came due — and,
+//! after a job of a key finished, that key's line ([`KEY_WITH_WAITING`]).
+//! A sweep of every key ([`KEY_SWEEP`]) finds the room nothing announced.
+//!
 //! What the statements rely on: `jobqueue_jobs_key_waiting_idx` (`queue,
 //! concurrency_key, id` of the waiting jobs: a key's line, and the keys
 //! with waiting jobs), `jobqueue_jobs_key_held_idx` (`queue,
