@@ -377,3 +377,86 @@ fn bad_keys_limits_and_unknown_queues_are_refused_with_the_reason() {
         "nothing was written"
     );
 }
+
+/// Index entries and table rows this transaction read from `jobqueue_jobs`
+/// (all its indexes, and sequential scans of the table) so far.
+fn entries_read(conn: &mut PgConnection) -> i64 {
+    scalar(
+        conn,
+        "SELECT (coalesce(sum(pg_stat_get_xact_tuples_returned(indexrelid)), 0)
+                 + pg_stat_get_xact_tuples_returned('jobqueue_jobs'::regclass))::int8 AS n
+         FROM pg_index WHERE indrelid = 'jobqueue_jobs'::regclass",
+    )
+}
+
+#[test]
+fn admissions_read_what_they_admit_even_with_statistics_that_call_the_table_empty() {
+    const KEYS: usize = 2000;
+    const JOBS: usize = 20_000;
+    const BATCH: i64 = 1000;
+    let (db, mut conn) = TestDb::connected();
+    limit_queue(&mut conn, "lines", KeyLimit::per_key(1).expect("a limit"));
+    // Statistics taken while the table held one job, and kept.
+    diesel::sql_query("ALTER TABLE jobqueue_jobs SET (autovacuum_enabled = false)")
+        .execute(&mut conn)
+        .expect("no autovacuum");
+    diesel::sql_query("ANALYZE jobqueue_jobs")
+        .execute(&mut conn)
+        .expect("analyze");
+    // Ten jobs per key, a batch per round of keys: each key's first job is
+    // the head of its line, the others wait behind it.
+    for round in 0..JOBS / KEYS {
+        let jobs = keyed(
+            KEYS,
+            "lines",
+            |_| Noop { n: round as u64 },
+            |i| format!("line:{i}"),
+        );
+        enqueue_many(&mut conn, &jobs).expect("enqueue");
+    }
+    assert_eq!(count_where(&mut conn, "status = 'waiting'"), JOBS as i64);
+    let mut session =
+        jobqueue_core::engine::QueueSession::establish(&db.url).expect("a queue session");
+    let (read, admitted) = session
+        .conn()
+        .transaction(|conn| {
+            let before = entries_read(conn);
+            let (admitted, looked) = jobqueue_core::engine::admit_new(conn, &[], BATCH)?;
+            assert_eq!(looked as i64, BATCH, "a full batch of heads looked at");
+            Ok::<_, jobqueue_core::Error>((entries_read(conn) - before, admitted))
+        })
+        .expect("admit the new jobs");
+    eprintln!(
+        "admitting {admitted} of {JOBS} waiting jobs (the heads of {BATCH} keys) read {read} \
+         index entries and rows"
+    );
+    assert_eq!(admitted, BATCH, "each head admitted");
+    assert!(
+        read <= 6 * BATCH,
+        "{read} entries read to admit {BATCH} jobs: a walk of the waiting jobs"
+    );
+    // The heads finish; their keys' next jobs are admitted.
+    let keys: Vec<jobqueue_core::engine::QueueKey> = (0..BATCH)
+        .map(|i| jobqueue_core::engine::QueueKey {
+            queue: "lines".into(),
+            key: format!("line:{i}"),
+        })
+        .collect();
+    diesel::sql_query("DELETE FROM jobqueue_jobs WHERE status = 'pending' AND queue = 'lines'")
+        .execute(&mut conn)
+        .expect("finish the heads");
+    let (read, admitted) = session
+        .conn()
+        .transaction(|conn| {
+            let before = entries_read(conn);
+            let admitted = jobqueue_core::engine::admit_keys(conn, &keys)?;
+            Ok::<_, jobqueue_core::Error>((entries_read(conn) - before, admitted))
+        })
+        .expect("admit the next jobs");
+    eprintln!("admitting the next job of {BATCH} keys read {read} index entries and rows");
+    assert_eq!(admitted, BATCH, "each key's next job admitted");
+    assert!(
+        read <= 8 * BATCH,
+        "{read} entries read to admit {BATCH} jobs: a walk of the waiting jobs"
+    );
+}

@@ -135,13 +135,18 @@ pub(crate) const KEY_MARK_CHECKED: &str = concat!(
 /// The keys of arrays `$1` (queues) and `$2` (keys) that have waiting
 /// jobs, each once: `queue`, `key`. Read without the admission lock: a job
 /// that starts waiting after this read is new, and an admission pass of
-/// new jobs looks at it.
+/// new jobs looks at it. One probe of a key's line per key (a `LATERAL`
+/// with a limit, which the planner cannot turn into a join that reads
+/// every waiting job, as it would with statistics that call the table
+/// empty).
 pub(crate) const KEY_WITH_WAITING: &str = "
-    SELECT DISTINCT a.queue, a.key
-    FROM unnest($1::text[], $2::text[]) AS a(queue, key)
-    WHERE EXISTS (SELECT 1 FROM jobqueue_jobs AS w
-                  WHERE w.status = 'waiting' AND w.queue = a.queue
-                    AND w.concurrency_key = a.key)";
+    SELECT a.queue, a.key
+    FROM (SELECT DISTINCT queue, key FROM unnest($1::text[], $2::text[]) AS u(queue, key)) AS a
+    CROSS JOIN LATERAL (
+        SELECT 1 FROM jobqueue_jobs AS w
+        WHERE w.status = 'waiting' AND w.queue = a.queue AND w.concurrency_key = a.key
+        LIMIT 1
+    ) AS line";
 
 /// Up to `$2` waiting jobs no admission looked at yet that are due, of the
 /// queues in `$1` (every queue if empty), soonest due first: `id`,
