@@ -20,12 +20,15 @@ use crate::isolation::read_committed;
 use crate::prepared::prepared;
 use crate::{JobId, Result, limits, sql};
 
-/// A concurrency key of a queue: keys are counted per queue.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+/// A concurrency key of a queue: keys are counted per queue. Read from
+/// the admission statements' `queue` and `key` columns.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, QueryableByName)]
 pub struct QueueKey {
     /// The queue.
+    #[diesel(sql_type = Text)]
     pub queue: String,
     /// The concurrency key.
+    #[diesel(sql_type = Text)]
     pub key: String,
 }
 
@@ -48,38 +51,17 @@ struct Count {
 }
 
 #[derive(QueryableByName)]
-struct KeyRow {
-    #[diesel(sql_type = Text)]
-    queue: String,
-    #[diesel(sql_type = Text)]
-    key: String,
-}
-
-impl From<KeyRow> for QueueKey {
-    fn from(row: KeyRow) -> Self {
-        QueueKey {
-            queue: row.queue,
-            key: row.key,
-        }
-    }
-}
-
-#[derive(QueryableByName)]
 struct NewRow {
     #[diesel(sql_type = Uuid)]
     id: JobId,
-    #[diesel(sql_type = Text)]
-    queue: String,
-    #[diesel(sql_type = Text)]
-    key: String,
+    #[diesel(embed)]
+    key: QueueKey,
 }
 
 #[derive(QueryableByName)]
 struct SweepRow {
-    #[diesel(sql_type = Text)]
-    queue: String,
-    #[diesel(sql_type = Text)]
-    key: String,
+    #[diesel(embed)]
+    key: QueueKey,
     #[diesel(sql_type = Bool)]
     has_room: bool,
 }
@@ -93,13 +75,10 @@ struct SweepRow {
 pub fn admit_keys(conn: &mut PgConnection, keys: &[QueueKey]) -> Result<i64> {
     let queues: Vec<&str> = keys.iter().map(|k| k.queue.as_str()).collect();
     let names: Vec<&str> = keys.iter().map(|k| k.key.as_str()).collect();
-    let waiting: Vec<QueueKey> = prepared::<sql::KeyWithWaiting>()
+    let waiting = prepared::<sql::KeyWithWaiting>()
         .bind::<Array<Text>, _>(&queues)
         .bind::<Array<Text>, _>(&names)
-        .load::<KeyRow>(conn)?
-        .into_iter()
-        .map(QueueKey::from)
-        .collect();
+        .load::<QueueKey>(conn)?;
     if waiting.is_empty() {
         return Ok(0);
     }
@@ -120,13 +99,7 @@ pub fn admit_new(conn: &mut PgConnection, queues: &[String], limit: i64) -> Resu
         return Ok((0, 0));
     }
     let ids: Vec<JobId> = rows.iter().map(|row| row.id).collect();
-    let mut keys: Vec<QueueKey> = rows
-        .into_iter()
-        .map(|row| QueueKey {
-            queue: row.queue,
-            key: row.key,
-        })
-        .collect();
+    let mut keys: Vec<QueueKey> = rows.into_iter().map(|row| row.key).collect();
     keys.sort_unstable();
     keys.dedup();
     Ok((admit(conn, &keys, &ids)?, ids.len()))
@@ -152,17 +125,11 @@ pub fn sweep_keys(
     let next = (looked as i64 >= limit)
         .then(|| rows.last())
         .flatten()
-        .map(|row| QueueKey {
-            queue: row.queue.clone(),
-            key: row.key.clone(),
-        });
+        .map(|row| row.key.clone());
     let with_room: Vec<QueueKey> = rows
         .into_iter()
         .filter(|row| row.has_room)
-        .map(|row| QueueKey {
-            queue: row.queue,
-            key: row.key,
-        })
+        .map(|row| row.key)
         .collect();
     let admitted = if with_room.is_empty() {
         0
@@ -179,20 +146,9 @@ pub fn sweep_keys(
 /// Admits the waiting jobs of queue `queue` that its key limit (as now
 /// stored) has room for: after the limit changed.
 pub(crate) fn admit_queue(conn: &mut PgConnection, queue: &str) -> Result<i64> {
-    #[derive(QueryableByName)]
-    struct KeyRow {
-        #[diesel(sql_type = Text)]
-        key: String,
-    }
-    let keys: Vec<QueueKey> = diesel::sql_query(sql::KEY_WAITING_OF_QUEUE)
+    let keys = diesel::sql_query(sql::KEY_WAITING_OF_QUEUE)
         .bind::<Text, _>(queue)
-        .load::<KeyRow>(conn)?
-        .into_iter()
-        .map(|row| QueueKey {
-            queue: queue.to_owned(),
-            key: row.key,
-        })
-        .collect();
+        .load::<QueueKey>(conn)?;
     if keys.is_empty() {
         return Ok(0);
     }

@@ -183,10 +183,10 @@ pub(crate) const KEY_SWEEP: &str = concat!(
     ORDER BY k.queue, k.key"
 );
 
-/// The keys of queue `$1` with waiting jobs: what a change of its key
-/// limit admits from.
+/// The keys of queue `$1` with waiting jobs (`queue`, `key`): what a
+/// change of its key limit admits from.
 pub(crate) const KEY_WAITING_OF_QUEUE: &str = "
-    SELECT DISTINCT concurrency_key AS key
+    SELECT DISTINCT queue, concurrency_key AS key
     FROM jobqueue_jobs
     WHERE status = 'waiting' AND queue = $1";
 
