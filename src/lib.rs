@@ -11,6 +11,7 @@ use diesel::sql_types::BigInt;
 pub mod browser;
 pub mod example;
 pub mod jobs;
+pub mod keys;
 pub mod kit_jobs;
 pub mod markdown;
 pub mod raw_http;

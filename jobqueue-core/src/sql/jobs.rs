@@ -373,16 +373,9 @@ macro_rules! claim_from_ready {
         ),
         claimed AS (
             UPDATE jobqueue_jobs AS j
-            SET status = 'claimed',
-                worker_id = $3,
-                attempts = j.attempts + 1,
-                claim_count = j.claim_count + 1,
-                claimed_at = statement_timestamp(),
-                heartbeat_at = statement_timestamp(),
-                lease_expires_at = statement_timestamp() + make_interval(secs => $4),
-                started_at = NULL,
-                progress = 0,
-                current_stage = NULL
+            SET ",
+            claim_set!("$3", "$4"),
+            "
             WHERE j.id = ANY(ARRAY(SELECT id FROM picked WHERE handled))
             RETURNING j.*
         ),
