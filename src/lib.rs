@@ -11,7 +11,6 @@ use diesel::sql_types::BigInt;
 pub mod browser;
 pub mod example;
 pub mod jobs;
-pub mod keys;
 pub mod kit_jobs;
 pub mod markdown;
 pub mod raw_http;

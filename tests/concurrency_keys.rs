@@ -13,16 +13,38 @@ use std::time::Duration;
 
 use diesel::prelude::*;
 use jobqueue_core::{
-    Counting, Error, JobOptions, JobStatus, KeyLimit, NewJob, enqueue_many, list_queues,
+    Counting, Error, Job, JobOptions, JobStatus, KeyLimit, NewJob, enqueue_many, list_queues,
     set_queue_key_limit,
 };
 use jobqueue_runner::RunnerConfig;
 use jobqueue_tests::fault::{Proc, runner_flags};
 use jobqueue_tests::jobs::{Noop, Sleep, Stumble, registry};
-use jobqueue_tests::keys::{keyed, limit_queue};
 use jobqueue_tests::{TestDb, count_where, scalar, start_runner, wait_count, wait_for};
 
 const WORKER: &str = env!("CARGO_BIN_EXE_jobqueue-test-worker");
+
+/// `n` jobs of `job` in `queue`, the i-th keyed by `key(i)`.
+fn keyed<J: Job>(
+    n: usize,
+    queue: &str,
+    job: impl Fn(usize) -> J,
+    key: impl Fn(usize) -> String,
+) -> Vec<NewJob> {
+    (0..n)
+        .map(|i| NewJob::from_job(&job(i), JobOptions::new().queue(queue).key(key(i))))
+        .collect::<Result<_, _>>()
+        .expect("build")
+}
+
+/// Makes `queue` known (a job names it) and sets its key limit.
+fn limit_queue(conn: &mut PgConnection, queue: &str, limit: KeyLimit) {
+    Noop { n: 0 }
+        .options()
+        .queue(queue)
+        .enqueue(conn)
+        .expect("enqueue");
+    set_queue_key_limit(conn, queue, Some(limit)).expect("set the key limit");
+}
 
 /// The most jobs of one key of `queue` in `statuses` (an SQL list), in one
 /// snapshot.

@@ -7,18 +7,15 @@
 //! - [`admit_keys`]: after jobs of some keys finished (a runner's
 //!   completions), the next jobs of those keys;
 //! - [`admit_new`]: the waiting jobs no admission looked at yet (new
-//!   enqueues, jobs that came due), each of whose key may have room (a
-//!   runner leaves those it claims straight from their lines instead:
-//!   [`admit_new_unclaimable`], `waiting_claim.rs`);
-//! - [`sweep_keys`]: a walk through every key whose waiting jobs were
-//!   looked at, for the room no completion announced (a holder cancelled or recovered as
+//!   enqueues, jobs that came due), each of whose key may have room;
+//! - [`sweep_keys`]: a walk through every key with waiting jobs, for the
+//!   room no completion announced (a holder cancelled or recovered as
 //!   failed by another process, a raised limit, a runner that died between
 //!   a completion and its admission).
 
 use diesel::prelude::*;
 use diesel::sql_types::{Array, BigInt, Bool, Nullable, Text, Uuid};
 
-use crate::claim::Claim;
 use crate::isolation::read_committed;
 use crate::prepared::prepared;
 use crate::{JobId, Result, limits, sql};
@@ -93,42 +90,10 @@ pub fn admit_keys(conn: &mut PgConnection, keys: &[QueueKey]) -> Result<i64> {
 /// looked at: they wait for a holder of their key to finish. Returns how
 /// many it admitted and how many it looked at.
 pub fn admit_new(conn: &mut PgConnection, queues: &[String], limit: i64) -> Result<(i64, usize)> {
-    admit_new_in(conn, queues, limit, None)
-}
-
-/// [`admit_new`] of `claim`'s queues, without the jobs that
-/// [`claim_waiting`](crate::engine::claim_waiting) with `claim` takes
-/// straight from their lines: what a runner that claims so admits for
-/// the others (other job types, queues it caps, queues whose keys are
-/// ordered or that other limits hold).
-pub fn admit_new_unclaimable(
-    conn: &mut PgConnection,
-    claim: &Claim,
-    limit: i64,
-) -> Result<(i64, usize)> {
-    admit_new_in(conn, &claim.queues, limit, Some(claim))
-}
-
-fn admit_new_in(
-    conn: &mut PgConnection,
-    queues: &[String],
-    limit: i64,
-    leaving: Option<&Claim>,
-) -> Result<(i64, usize)> {
     limits::check_batch(limit)?;
-    let (types, capped) = match leaving {
-        Some(claim) => (
-            claim.handled_types.as_slice(),
-            claim.queue_limits.iter().map(|(q, _)| q.as_str()).collect(),
-        ),
-        None => (&[][..], Vec::new()),
-    };
     let rows = prepared::<sql::KeyNew>()
         .bind::<Array<Text>, _>(queues)
         .bind::<BigInt, _>(limit)
-        .bind::<Bool, _>(leaving.is_some())
-        .bind::<Array<Text>, _>(types)
-        .bind::<Array<Text>, _>(capped)
         .load::<NewRow>(conn)?;
     if rows.is_empty() {
         return Ok((0, 0));
@@ -142,10 +107,7 @@ fn admit_new_in(
 
 /// Looks at up to `limit` keys with waiting jobs of `queues` (every queue
 /// if empty), after `after` (from the first if `None`), and admits the
-/// jobs of those with room. Keys with a due waiting job no admission
-/// looked at yet are left to [`admit_new`] (or a runner's
-/// [`claim_waiting`](crate::engine::claim_waiting)), which takes their
-/// lines: a sweep is for the lines admissions already looked at.
+/// jobs of those with room.
 pub fn sweep_keys(
     conn: &mut PgConnection,
     queues: &[String],

@@ -44,9 +44,7 @@ pub mod connection {
     pub use crate::connection::*;
 }
 
-pub use crate::admission::{
-    QueueKey, Sweep, admit_keys, admit_new, admit_new_unclaimable, sweep_keys,
-};
+pub use crate::admission::{QueueKey, Sweep, admit_keys, admit_new, sweep_keys};
 pub use crate::claim::{
     Claim, Claimed, DEFAULT_LEASE, GlobalLimits, MAX_CLAIM_QUEUES, Resume, claim, claim_paced,
 };
@@ -83,4 +81,3 @@ pub use crate::snooze::{DEFAULT_MAX_SNOOZES, Snooze, Snoozed, snooze_many};
 pub use crate::stats::completed_within;
 #[cfg(feature = "tracing")]
 pub use crate::trace_context::enqueuer_context;
-pub use crate::waiting_claim::claim_waiting;

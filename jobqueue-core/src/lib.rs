@@ -98,7 +98,6 @@ mod stats;
 mod status;
 mod storable;
 mod trace_context;
-mod waiting_claim;
 
 pub use admin::{retry_failed, retry_job};
 pub use cancel::{CancelOutcome, cancel};

@@ -141,22 +141,10 @@ impl QueueSession {
         crate::admission::admit_keys(&mut self.conn, keys)
     }
 
-    /// [`crate::waiting_claim::claim_waiting`]: a read, then one
-    /// transaction if it found jobs.
-    pub fn claim_waiting(&mut self, claim: &Claim) -> Result<Vec<JobRow>> {
-        crate::waiting_claim::claim_waiting(&mut self.conn, claim)
-    }
-
     /// [`crate::admission::admit_new`]: a read, then one transaction if
     /// it found jobs.
     pub fn admit_new(&mut self, queues: &[String], limit: i64) -> Result<(i64, usize)> {
         crate::admission::admit_new(&mut self.conn, queues, limit)
-    }
-
-    /// [`crate::admission::admit_new_unclaimable`]: a read, then one
-    /// transaction if it found jobs.
-    pub fn admit_new_unclaimable(&mut self, claim: &Claim, limit: i64) -> Result<(i64, usize)> {
-        crate::admission::admit_new_unclaimable(&mut self.conn, claim, limit)
     }
 
     /// [`crate::admission::sweep_keys`]: a read, then one transaction if

@@ -165,12 +165,6 @@ impl<'r> Drain<'r> {
     /// runner's completions and sweeps do): a key limited to one job at a
     /// time has one job worked per round.
     fn admit(&self, conn: &mut PgConnection) -> Result<()> {
-        loop {
-            let (_, looked) = engine::admit_new(conn, &self.queues, KEYS_PER_SWEEP)?;
-            if (looked as i64) < KEYS_PER_SWEEP {
-                break;
-            }
-        }
         let mut after = None;
         loop {
             let sweep = engine::sweep_keys(conn, &self.queues, after.as_ref(), KEYS_PER_SWEEP)?;

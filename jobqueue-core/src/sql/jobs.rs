@@ -373,9 +373,16 @@ macro_rules! claim_from_ready {
         ),
         claimed AS (
             UPDATE jobqueue_jobs AS j
-            SET ",
-            claim_set!("$3", "$4"),
-            "
+            SET status = 'claimed',
+                worker_id = $3,
+                attempts = j.attempts + 1,
+                claim_count = j.claim_count + 1,
+                claimed_at = statement_timestamp(),
+                heartbeat_at = statement_timestamp(),
+                lease_expires_at = statement_timestamp() + make_interval(secs => $4),
+                started_at = NULL,
+                progress = 0,
+                current_stage = NULL
             WHERE j.id = ANY(ARRAY(SELECT id FROM picked WHERE handled))
             RETURNING j.*
         ),

@@ -148,78 +148,21 @@ pub(crate) const KEY_WITH_WAITING: &str = "
         LIMIT 1
     ) AS line";
 
-/// Whether queue row `$c` (of `jobqueue_queues`) lets a runner claim its
-/// waiting keyed jobs straight from their keys' lines (see
-/// [`KEY_CLAIM`]): it has a key limit without order (an ordered queue's
-/// heads are admitted, whatever their `run_at`), and nothing the claim
-/// statement checks stands in the way: not paused, not backed off, no
-/// global or rate limit.
-macro_rules! claims_waiting {
-    ($c:literal) => {
-        concat!(
-            "(",
-            $c,
-            ".key_limit IS NOT NULL AND ",
-            $c,
-            ".key_ordered IS NOT TRUE AND ",
-            $c,
-            ".paused IS NOT TRUE AND ",
-            $c,
-            ".global_limit IS NULL AND ",
-            $c,
-            ".rate_starts IS NULL AND NOT coalesce(",
-            $c,
-            ".backoff_until > now(), false))"
-        )
-    };
-}
-
-/// Whether waiting job `w` is one a runner's [`KEY_CLAIM_HEADS`] takes,
-/// for a runner handling the job types in `$types` (every type if empty)
-/// that leaves out the queues in `$capped` (SQL expressions).
-macro_rules! claimable_waiting {
-    ($types:literal, $capped:literal) => {
-        concat!(
-            "(NOT w.queue = ANY(",
-            $capped,
-            ")
-              AND (cardinality(",
-            $types,
-            ") = 0 OR w.job_type = ANY(",
-            $types,
-            "))
-              AND EXISTS (SELECT 1 FROM jobqueue_queues AS c
-                          WHERE c.name = w.queue AND ",
-            claims_waiting!("c"),
-            "))"
-        )
-    };
-}
-
 /// Up to `$2` waiting jobs no admission looked at yet that are due, of the
 /// queues in `$1` (every queue if empty), soonest due first: `id`,
-/// `queue`, `key`. When `$3`, without the jobs a runner handling the job
-/// types in `$4` that leaves out the queues in `$5` claims straight from
-/// their lines ([`KEY_CLAIM_HEADS`]).
-pub(crate) const KEY_NEW: &str = concat!(
-    "SELECT w.id, w.queue, w.concurrency_key AS key
-    FROM jobqueue_jobs AS w
-    WHERE w.status = 'waiting' AND w.key_checked IS NOT TRUE AND w.run_at <= now()
-      AND (cardinality($1::text[]) = 0 OR w.queue = ANY($1::text[]))
-      AND NOT ($3::bool AND ",
-    claimable_waiting!("$4::text[]", "$5::text[]"),
-    ")
-    ORDER BY w.run_at
-    LIMIT $2"
-);
+/// `queue`, `key`.
+pub(crate) const KEY_NEW: &str = "
+    SELECT id, queue, concurrency_key AS key
+    FROM jobqueue_jobs
+    WHERE status = 'waiting' AND key_checked IS NOT TRUE AND run_at <= now()
+      AND (cardinality($1::text[]) = 0 OR queue = ANY($1::text[]))
+    ORDER BY run_at
+    LIMIT $2";
 
 /// The keys with waiting jobs, of the queues in `$3` (every queue if
 /// empty), after key `$2` of queue `$1` (from the first if `$1` is null),
 /// at most `$4`, in (queue, key) order: `queue`, `key`, and whether the
-/// key has room (fewer holders than its queue's key limit, or no limit)
-/// that this sweep is for: a key with a due waiting job no admission
-/// looked at yet is left to the pass of such jobs ([`KEY_NEW`]) or a
-/// runner's claim of them ([`KEY_CLAIM_HEADS`]), which take its line.
+/// key has room (fewer holders than its queue's key limit, or no limit).
 pub(crate) const KEY_SWEEP: &str = concat!(
     "WITH keys AS (
         SELECT queue, concurrency_key AS key
@@ -234,11 +177,7 @@ pub(crate) const KEY_SWEEP: &str = concat!(
     SELECT k.queue, k.key,
            (c.key_limit IS NULL OR c.key_limit > ",
     key_holders!("k.queue", "k.key"),
-    "
-            AND NOT EXISTS (SELECT 1 FROM jobqueue_jobs AS u
-                            WHERE u.status = 'waiting' AND u.queue = k.queue
-                              AND u.concurrency_key = k.key
-                              AND u.key_checked IS NOT TRUE AND u.run_at <= now())) AS has_room
+    ") AS has_room
     FROM keys AS k
     LEFT JOIN jobqueue_queues AS c ON c.name = k.queue
     ORDER BY k.queue, k.key"
@@ -251,116 +190,6 @@ pub(crate) const KEY_WAITING_OF_QUEUE: &str = "
     FROM jobqueue_jobs
     WHERE status = 'waiting' AND queue = $1";
 
-/// Up to `$4` due waiting jobs no admission looked at yet (the heads of
-/// their keys' lines, as [`KEY_NEW`] reads them) that a runner may claim
-/// straight away: of the queues in `$1` (every queue if empty) but not in
-/// `$2`, of the job types in `$3` (every type if empty), in a queue that
-/// `claims_waiting!`; soonest due first: `id`, `queue`, `key`. Read
-/// without a lock: [`KEY_CLAIM`] decides under it.
-pub(crate) const KEY_CLAIM_HEADS: &str = concat!(
-    "SELECT w.id, w.queue, w.concurrency_key AS key
-    FROM jobqueue_jobs AS w
-    WHERE w.status = 'waiting' AND w.key_checked IS NOT TRUE AND w.run_at <= now()
-      AND (cardinality($1::text[]) = 0 OR w.queue = ANY($1::text[]))
-      AND ",
-    claimable_waiting!("$3::text[]", "$2::text[]"),
-    "
-    ORDER BY w.run_at
-    LIMIT $4"
-);
-
-/// Claims waiting jobs straight from their keys' lines, as an admission
-/// followed by a claim would but with one write per job: for the heads
-/// `$1` (ids) of keys `$2` (queues), `$3` (keys), in that order (from
-/// [`KEY_CLAIM_HEADS`]), each key's oldest due waiting jobs up to its
-/// queue's key limit less its holders, at most `$4` in all: those of the
-/// types in `$7` (every type if empty) for worker `$5` with a lease of
-/// `$6` seconds (`claim_set!`); the others (a line may hold jobs of types
-/// this claimer has no handler for) admitted to `pending`, as
-/// [`KEY_ADMIT`] would, their queues woken on channel `$8`. Heads whose key has no room are marked as
-/// looked at (they wait for a holder to finish, as after an admission);
-/// heads left out for the claim's size, or of a queue that no longer
-/// `claims_waiting!`, are left for the next claim or an admission. Of the
-/// one key the claim's size may cut in the middle of its room, the next
-/// job in line is marked as not looked at (`reopened`): the next claim
-/// finds it as a head, rather than its waiting for a holder to finish. Run
-/// after [`KEY_LOCK_QUEUES`] of the heads' queues, in the same
-/// transaction. Returns the claimed rows.
-pub(crate) const KEY_CLAIM: &str = concat!(
-    "WITH heads AS (
-        SELECT h.id, h.queue, h.key, h.i
-        FROM unnest($1::uuid[], $2::text[], $3::text[]) WITH ORDINALITY AS h(id, queue, key, i)
-    ),
-    asked AS (
-        SELECT queue, key, min(i) AS i FROM heads GROUP BY queue, key
-    ),
-    room AS (
-        SELECT asked.queue, asked.key, asked.i, c.key_limit - ",
-    key_holders!("asked.queue", "asked.key"),
-    " AS n
-        FROM asked
-        JOIN jobqueue_queues AS c ON c.name = asked.queue
-        WHERE ",
-    claims_waiting!("c"),
-    "
-    ),
-    lined AS (
-        SELECT w.id, w.job_type, room.i
-        FROM room
-        CROSS JOIN LATERAL (
-            SELECT w.id, w.job_type FROM jobqueue_jobs AS w
-            WHERE w.status = 'waiting' AND w.queue = room.queue AND w.concurrency_key = room.key
-              AND w.run_at <= now()
-            ORDER BY w.id
-            LIMIT greatest(room.n, 0)
-        ) AS w
-        ORDER BY room.i, w.id
-        LIMIT $4 + 1
-    ),
-    picked AS (
-        SELECT id, i, row_number() OVER (ORDER BY i, id) AS place,
-               cardinality($7::text[]) = 0 OR job_type = ANY($7::text[]) AS handled
-        FROM lined
-    ),
-    claimed AS (
-        UPDATE jobqueue_jobs AS j
-        SET key_checked = NULL, ",
-    claim_set!("$5", "$6"),
-    "
-        WHERE j.id = ANY(ARRAY(SELECT id FROM picked WHERE place <= $4 AND handled)) AND ",
-    still_waiting!(),
-    "
-        RETURNING j.*
-    ),
-    admitted AS (
-        UPDATE jobqueue_jobs AS j
-        SET status = 'pending', key_checked = NULL
-        WHERE j.id = ANY(ARRAY(SELECT id FROM picked WHERE place <= $4 AND NOT handled)) AND ",
-    still_waiting!(),
-    "
-        RETURNING pg_notify($8, j.queue)
-    ),
-    reopened AS (
-        UPDATE jobqueue_jobs AS j SET key_checked = NULL
-        WHERE j.id = ANY(ARRAY(SELECT x.id FROM picked AS x
-                               JOIN picked AS y ON y.place = x.place - 1 AND y.i = x.i
-                               WHERE x.place = $4 + 1))
-          AND ",
-    still_waiting!(),
-    "
-    ),
-    looked AS (
-        UPDATE jobqueue_jobs AS j SET key_checked = true
-        WHERE j.id = ANY(ARRAY(SELECT h.id FROM heads AS h
-                               JOIN room AS r ON r.queue = h.queue AND r.key = h.key
-                               WHERE r.n <= 0))
-          AND ",
-    still_waiting!(),
-    "
-    )
-    SELECT * FROM claimed"
-);
-
 // The hot-path statements of the admission, run prepared (see `prepared.rs`).
 crate::prepared::statements! {
     KeyLockQueues => KEY_LOCK_QUEUES,
@@ -368,6 +197,4 @@ crate::prepared::statements! {
     KeyMarkChecked => KEY_MARK_CHECKED,
     KeyWithWaiting => KEY_WITH_WAITING,
     KeyNew => KEY_NEW,
-    KeyClaimHeads => KEY_CLAIM_HEADS,
-    KeyClaim => KEY_CLAIM,
 }

@@ -56,32 +56,6 @@ macro_rules! live_counts {
     };
 }
 
-/// The columns a claim sets on row `j` for worker `$worker` (an SQL
-/// expression) with a lease of `$lease` seconds: status `claimed`, an
-/// attempt used, a new fencing token, and the claim statement's time as
-/// the claim's, the first heartbeat's and the lease's start (so the
-/// recorded start times of successive claims rise with their order).
-macro_rules! claim_set {
-    ($worker:literal, $lease:literal) => {
-        concat!(
-            "status = 'claimed',
-                worker_id = ",
-            $worker,
-            ",
-                attempts = j.attempts + 1,
-                claim_count = j.claim_count + 1,
-                claimed_at = statement_timestamp(),
-                heartbeat_at = statement_timestamp(),
-                lease_expires_at = statement_timestamp() + make_interval(secs => ",
-            $lease,
-            "),
-                started_at = NULL,
-                progress = 0,
-                current_stage = NULL"
-        )
-    };
-}
-
 mod completions;
 mod doctor;
 mod jobs;

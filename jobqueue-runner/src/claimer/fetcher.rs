@@ -12,7 +12,6 @@ use super::Claimer;
 use super::deliver::Delivery;
 use super::limits::LimitsRead;
 use super::resume::Resumes;
-use super::waiting::Lines;
 use crate::RunnerConfig;
 use crate::backoff::Backoff;
 use crate::db::Db;
@@ -250,8 +249,6 @@ pub(super) fn run(
     let mut found_queues_at = Instant::now();
     // The queues the last claim found jobs in: not left to early claims.
     let mut found_in: HashSet<String> = HashSet::new();
-    // Claims of keyed jobs waiting in their keys' lines.
-    let mut lines = Lines::new(claim.clone());
     loop {
         if shared.is_stopping() {
             break;
@@ -260,7 +257,7 @@ pub(super) fn run(
         claim.global_limits = claimer.limits.policy();
         claim.queue_limits = claimer.room.queue_room();
         shed(shared, &jobs, &hand_back, last_claim);
-        lines.admit_announced(shared, claimer, &mut db);
+        super::waiting::admit_announced(shared, claimer, &mut db);
         let job_micros = shared.job_micros.load(Ordering::Relaxed);
         let capacity = config.concurrency + prefetch(config, job_micros, claim_micros);
         // Claim in chunks: wait until at least this much room, unless idle.
@@ -278,6 +275,7 @@ pub(super) fn run(
             }
             continue;
         }
+        claim.limit = room as i64;
         aim(
             shared,
             claimer,
@@ -287,19 +285,6 @@ pub(super) fn run(
             &mut found_queues_at,
         );
         leave_to_early(shared, claimer, &jobs, &mut claim, &found_in);
-        let Ok(from_lines) = lines.claim(shared, claimer, &mut db, &mut delivery, &claim, room)
-        else {
-            // Every worker is gone: the runner is going down.
-            return;
-        };
-        if from_lines > 0 {
-            found_at = Some(Instant::now());
-        }
-        let room = room - from_lines;
-        if room == 0 {
-            continue;
-        }
-        claim.limit = room as i64;
         let started = Instant::now();
         let span = ClaimSpan::enter("fetcher", &claim);
         match db.run(&shared.health, |session| session.claim_paced(&claim)) {
@@ -316,7 +301,6 @@ pub(super) fn run(
                     (claim_micros * 7 + micros) / 8
                 };
                 let got = rows.len();
-                lines.pending_found(got);
                 claimer.note_backlog(got >= config.early_reserve());
                 found_in.clear();
                 for row in &rows {
@@ -345,7 +329,7 @@ pub(super) fn run(
                 // may have left others with due jobs.
                 let more_queues =
                     claim.queues.is_empty() && found_in.len() as i64 >= MAX_CLAIM_QUEUES;
-                if got < room && !more_queues && !lines.more() {
+                if got < room && !more_queues {
                     // The queue ran dry, or a rate limit held the claim
                     // back: finishing jobs cannot bring more. A rate limit
                     // gives room when its window drops a start: claim

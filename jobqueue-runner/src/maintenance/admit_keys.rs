@@ -5,20 +5,18 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use jobqueue_core::engine::{Claim, QueueKey};
+use jobqueue_core::engine::QueueKey;
 
 use super::context::ServiceContext;
 use super::service::{Cadence, PassReport, Service};
 use crate::RunnerConfig;
-use crate::shared::Shared;
 
 /// Waiting jobs looked at, or keys swept, per statement.
 const BATCH: i64 = 1000;
 
 /// Admits the waiting keyed jobs of the runner's queues whose key has
 /// room: every `poll_interval` from the start, the jobs no admission looked
-/// at yet (their notification was lost, or they came due since) that the
-/// runner's fetcher does not claim straight from their lines; every
+/// at yet (their notification was lost, or they came due since); every
 /// `rescue_interval`, every key with waiting jobs, a thousand keys per
 /// statement, whatever announced their room or did not (a holder cancelled, deleted
 /// or recovered as failed, a runner that died between a job's completion
@@ -78,15 +76,9 @@ impl Service for AdmitKeys {
     fn run_once(&mut self, cx: &mut ServiceContext) -> jobqueue_core::Result<KeysAdmitted> {
         let shared = Arc::clone(&cx.shared);
         let queues = &shared.config.queues;
-        // A runner's fetcher claims the waiting jobs it may straight from
-        // their lines: this pass admits the others.
-        let fetcher = cx.claimer.is_some().then(|| fetcher_claim(&shared));
         let mut jobs = 0;
         loop {
-            let (admitted, looked) = cx.run(|session| match &fetcher {
-                Some(claim) => session.admit_new_unclaimable(claim, BATCH),
-                None => session.admit_new(queues, BATCH),
-            })?;
+            let (admitted, looked) = cx.run(|session| session.admit_new(queues, BATCH))?;
             jobs += admitted;
             if (looked as i64) < BATCH {
                 break;
@@ -111,17 +103,4 @@ impl Service for AdmitKeys {
         }
         Ok(KeysAdmitted { jobs, keys_swept })
     }
-}
-
-/// What a runner's fetcher claims waiting jobs as (its queues, types and
-/// capped queues; the worker and lease only make it a valid claim).
-fn fetcher_claim(shared: &Shared) -> Claim {
-    let config = &shared.config;
-    let mut claim = Claim::new(config.worker_id.clone())
-        .queues(config.queues.iter().cloned())
-        .handled_types(shared.job_types.iter().cloned());
-    for queue in config.queue_concurrency.keys() {
-        claim.cap_queue(queue, 0);
-    }
-    claim
 }
