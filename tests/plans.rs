@@ -5,12 +5,15 @@
 //! of dead rows only, with statistics taken before the jobs were claimed,
 //! and with 1,000,000 rows. Each statement runs under `EXPLAIN ANALYZE` on
 //! a queue session (rolled back); the checks are on the indexes used and
-//! the rows examined, never on time.
+//! the rows examined, never on time. The admission statements of keyed
+//! jobs too, with lines of waiting jobs the statistics know nothing of.
 
 use std::time::Duration;
 
 use diesel::prelude::*;
-use jobqueue_core::engine::{Claim, Failure, HotStatement, Lease, Plan, QueueSession, Resume};
+use jobqueue_core::engine::{
+    Claim, Failure, HotStatement, Lease, Plan, QueueKey, QueueSession, Resume,
+};
 use jobqueue_core::{JobStatus, RetryPolicy};
 use jobqueue_tests::{TestDb, autovacuum_off, exec, scalar};
 
@@ -221,12 +224,87 @@ fn assert_maintenance_bounded(state: &str, db: &TestDb, conn: &mut PgConnection)
     }
 }
 
+/// Keys of queue `keyed` (key limit 1) with waiting jobs, each key's line
+/// `LINE` long: the heads not yet looked at by an admission, the jobs
+/// behind them looked at.
+const KEYS: usize = BATCH;
+const LINE: usize = 10;
+
+/// Queue `keyed` with a key limit of 1 and `KEYS` lines of `LINE` waiting
+/// jobs, inserted after the state's statistics were taken: rows they do
+/// not know of.
+fn key_lines(conn: &mut PgConnection) {
+    exec(
+        conn,
+        "INSERT INTO jobqueue_queues (name, key_limit) VALUES ('keyed', 1)",
+    );
+    exec(
+        conn,
+        &format!(
+            "INSERT INTO jobqueue_jobs (id, job_type, queue, status, run_at, priority,
+                 concurrency_key, key_checked)
+             SELECT gen_random_uuid(), 'plan.job', 'keyed', 'waiting', now(), 100,
+                    'k' || (i % {KEYS}), CASE WHEN i >= {KEYS} THEN true END
+             FROM generate_series(0, {} - 1) AS i
+             ORDER BY i",
+            KEYS * LINE
+        ),
+    );
+}
+
+/// The admission statements read a head or a line's first job per key,
+/// and write by primary key, whatever the statistics say: 1,000 to 2,000
+/// rows here, never the 10,000 waiting jobs (a walk of them).
+fn assert_admissions_bounded(state: &str, db: &TestDb, conn: &mut PgConnection) {
+    let keys: Vec<QueueKey> = (0..KEYS)
+        .map(|i| QueueKey {
+            queue: "keyed".into(),
+            key: format!("k{i}"),
+        })
+        .collect();
+    let behind: Vec<jobqueue_core::JobId> = diesel::sql_query(format!(
+        "SELECT id FROM jobqueue_jobs WHERE status = 'waiting' AND key_checked LIMIT {BATCH}"
+    ))
+    .load::<IdRow>(conn)
+    .expect("waiting jobs")
+    .into_iter()
+    .map(|row| row.id)
+    .collect();
+    let mut session = QueueSession::establish(&db.url).expect("session");
+    let statements = [
+        (
+            "admission of new jobs",
+            HotStatement::AdmitNewRead {
+                queues: &[],
+                limit: BATCH as i64,
+            },
+        ),
+        (
+            "keys with waiting jobs",
+            HotStatement::KeysWithWaiting(&keys),
+        ),
+        ("admission of keys", HotStatement::AdmitKeys(&keys)),
+        ("marking looked-at jobs", HotStatement::MarkChecked(&behind)),
+    ];
+    for (name, statement) in statements {
+        let plan = session.explain(statement).expect("explain");
+        assert_within(state, name, &plan, (3 * BATCH) as f64);
+    }
+}
+
+#[derive(QueryableByName)]
+struct IdRow {
+    #[diesel(sql_type = diesel::sql_types::Uuid)]
+    id: jobqueue_core::JobId,
+}
+
 /// Builds a table state with `prepare` (on a database whose statistics
 /// stay as it leaves them), then checks the plans of every batch statement,
 /// of a claim of 100, and of the maintenance statements in that state.
 fn check_state(state: &str, prepare: impl FnOnce(&mut PgConnection)) {
     let (db, mut conn) = frozen_stats_db();
     prepare(&mut conn);
+    key_lines(&mut conn);
     // The runner's statements are prepared: PostgreSQL plans them for
     // their values at first, then may switch to a generic plan that knows
     // none (the length of the id array included). Both must stay bounded.
@@ -255,6 +333,7 @@ fn check_state(state: &str, prepare: impl FnOnce(&mut PgConnection)) {
             id: uuid::Uuid::nil().into(),
         }]);
         assert_claim_bounded(state, &db, &resuming);
+        assert_admissions_bounded(state, &db, &mut conn);
     }
     assert_maintenance_bounded(&format!("{state}, generic plans"), &db, &mut conn);
 }

@@ -73,8 +73,7 @@ struct SweepRow {
 /// waiting jobs are left out first, without a lock (the common case when
 /// the limit does not bind: no transaction at all).
 pub fn admit_keys(conn: &mut PgConnection, keys: &[QueueKey]) -> Result<i64> {
-    let queues: Vec<&str> = keys.iter().map(|k| k.queue.as_str()).collect();
-    let names: Vec<&str> = keys.iter().map(|k| k.key.as_str()).collect();
+    let (queues, names) = key_columns(keys);
     let waiting = prepared::<sql::KeyWithWaiting>()
         .bind::<Array<Text>, _>(&queues)
         .bind::<Array<Text>, _>(&names)
@@ -159,8 +158,7 @@ pub(crate) fn admit_queue(conn: &mut PgConnection, queue: &str) -> Result<i64> {
 /// next jobs (see [`sql::KEY_ADMIT`]) and marks the jobs `checked` still
 /// waiting as looked at.
 fn admit(conn: &mut PgConnection, keys: &[QueueKey], checked: &[JobId]) -> Result<i64> {
-    let queues: Vec<&str> = keys.iter().map(|k| k.queue.as_str()).collect();
-    let names: Vec<&str> = keys.iter().map(|k| k.key.as_str()).collect();
+    let (queues, names) = key_columns(keys);
     read_committed(conn, |conn| {
         prepared::<sql::KeyLockQueues>()
             .bind::<Array<Text>, _>(&queues)
@@ -178,4 +176,12 @@ fn admit(conn: &mut PgConnection, keys: &[QueueKey], checked: &[JobId]) -> Resul
         }
         Ok(admitted)
     })
+}
+
+/// The queues and the keys of `keys`, as the admission statements take
+/// them (two arrays).
+pub(crate) fn key_columns(keys: &[QueueKey]) -> (Vec<&str>, Vec<&str>) {
+    keys.iter()
+        .map(|k| (k.queue.as_str(), k.key.as_str()))
+        .unzip()
 }

@@ -6,16 +6,17 @@ use std::time::Duration;
 
 use diesel::connection::{AnsiTransactionManager, TransactionManager};
 use diesel::prelude::*;
-use diesel::sql_types::Text;
+use diesel::sql_types::{Array, BigInt, Text, Uuid};
 
+use crate::admission::{QueueKey, key_columns};
 use crate::claim::Claim;
 use crate::finish::{Failure, fail_query, fenced_query, park_query};
 use crate::heartbeat::{Beat, heartbeat_query};
 use crate::lease::Lease;
-use crate::prepared::{EXPLAIN_ANALYZE, ExplainAnalyze, Prepared, Statement};
+use crate::prepared::{EXPLAIN_ANALYZE, ExplainAnalyze, Prepared, Statement, prepared};
 use crate::prune::prune_query;
 use crate::rescue::rescue_query;
-use crate::{JobStatus, Result, sql};
+use crate::{JobId, JobStatus, Result, sql};
 
 /// A statement the runners run on every batch (the hot path) or on every
 /// maintenance pass, with the values it would run with.
@@ -53,6 +54,21 @@ pub enum HotStatement<'a> {
         /// Rows deleted per statement.
         limit: i64,
     },
+    /// The admission of new keyed jobs' read: up to `limit` due waiting
+    /// jobs no admission looked at yet, of `queues` (every queue if empty).
+    AdmitNewRead {
+        /// The queues looked at.
+        queues: &'a [String],
+        /// Jobs read.
+        limit: i64,
+    },
+    /// A completion's look at which of these keys have waiting jobs.
+    KeysWithWaiting(&'a [QueueKey]),
+    /// The admission of the next waiting jobs of these keys (without the
+    /// admission lock that runs before it).
+    AdmitKeys(&'a [QueueKey]),
+    /// Marking these waiting jobs as looked at by an admission.
+    MarkChecked(&'a [JobId]),
 }
 
 /// One plan node that reads `jobqueue_jobs`.
@@ -139,6 +155,35 @@ pub(crate) fn explain(conn: &mut PgConnection, statement: HotStatement<'_>) -> R
         } => rolled_back(conn, |conn| {
             prune_query(&explained(sql::JOB_PRUNE), status, older_than, limit).load(conn)
         })?,
+        HotStatement::AdmitNewRead { queues, limit } => run(
+            conn,
+            &prepared::<sql::KeyNew>()
+                .bind::<Array<Text>, _>(queues)
+                .bind::<BigInt, _>(limit),
+        )?,
+        HotStatement::KeysWithWaiting(keys) => {
+            let (queues, names) = key_columns(keys);
+            run(
+                conn,
+                &prepared::<sql::KeyWithWaiting>()
+                    .bind::<Array<Text>, _>(queues)
+                    .bind::<Array<Text>, _>(names),
+            )?
+        }
+        HotStatement::AdmitKeys(keys) => {
+            let (queues, names) = key_columns(keys);
+            run(
+                conn,
+                &prepared::<sql::KeyAdmit>()
+                    .bind::<Array<Text>, _>(queues)
+                    .bind::<Array<Text>, _>(names)
+                    .bind::<Text, _>(crate::enqueue::NOTIFY_CHANNEL),
+            )?
+        }
+        HotStatement::MarkChecked(ids) => run(
+            conn,
+            &prepared::<sql::KeyMarkChecked>().bind::<Array<Uuid>, _>(ids),
+        )?,
     };
     summarize(&json)
 }
