@@ -1,5 +1,6 @@
 //! `#[derive(Job)]`: what compiles, and what a misuse reports (one file per
-//! misuse under `tests/ui/fail/`, its expected message beside it).
+//! misuse under `tests/ui/fail/`, its expected message beside it). Here in
+//! the core crate, whose dependencies are all trybuild's build compiles.
 
 #[test]
 fn derive_ui() {
