@@ -12,6 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use diesel::prelude::*;
+use jobqueue_core::engine::{QueueKey, QueueSession, admit_keys, admit_new};
 use jobqueue_core::{
     Counting, Error, Job, JobOptions, JobStatus, KeyLimit, NewJob, enqueue_many, list_queues,
     set_queue_key_limit,
@@ -19,7 +20,9 @@ use jobqueue_core::{
 use jobqueue_runner::RunnerConfig;
 use jobqueue_tests::fault::{Proc, runner_flags};
 use jobqueue_tests::jobs::{Noop, Sleep, Stumble, registry};
-use jobqueue_tests::{TestDb, count_where, scalar, start_runner, wait_count, wait_for};
+use jobqueue_tests::{
+    TestDb, autovacuum_off, count_where, exec, scalar, start_runner, wait_count, wait_for,
+};
 
 const WORKER: &str = env!("CARGO_BIN_EXE_jobqueue-test-worker");
 
@@ -389,6 +392,22 @@ fn entries_read(conn: &mut PgConnection) -> i64 {
     )
 }
 
+/// Runs `admission` in a transaction of `session`; returns the index
+/// entries and rows it read (`entries_read`) and what it returned.
+fn read_during<T>(
+    session: &mut QueueSession,
+    admission: impl FnOnce(&mut PgConnection) -> Result<T, Error>,
+) -> (i64, T) {
+    session
+        .conn()
+        .transaction(|conn| {
+            let before = entries_read(conn);
+            let value = admission(conn)?;
+            Ok::<_, Error>((entries_read(conn) - before, value))
+        })
+        .expect("the admission")
+}
+
 #[test]
 fn admissions_read_what_they_admit_even_with_statistics_that_call_the_table_empty() {
     const KEYS: usize = 2000;
@@ -397,12 +416,8 @@ fn admissions_read_what_they_admit_even_with_statistics_that_call_the_table_empt
     let (db, mut conn) = TestDb::connected();
     limit_queue(&mut conn, "lines", KeyLimit::per_key(1).expect("a limit"));
     // Statistics taken while the table held one job, and kept.
-    diesel::sql_query("ALTER TABLE jobqueue_jobs SET (autovacuum_enabled = false)")
-        .execute(&mut conn)
-        .expect("no autovacuum");
-    diesel::sql_query("ANALYZE jobqueue_jobs")
-        .execute(&mut conn)
-        .expect("analyze");
+    autovacuum_off(&mut conn);
+    exec(&mut conn, "ANALYZE jobqueue_jobs");
     // Ten jobs per key, a batch per round of keys: each key's first job is
     // the head of its line, the others wait behind it.
     for round in 0..JOBS / KEYS {
@@ -415,17 +430,9 @@ fn admissions_read_what_they_admit_even_with_statistics_that_call_the_table_empt
         enqueue_many(&mut conn, &jobs).expect("enqueue");
     }
     assert_eq!(count_where(&mut conn, "status = 'waiting'"), JOBS as i64);
-    let mut session =
-        jobqueue_core::engine::QueueSession::establish(&db.url).expect("a queue session");
-    let (read, admitted) = session
-        .conn()
-        .transaction(|conn| {
-            let before = entries_read(conn);
-            let (admitted, looked) = jobqueue_core::engine::admit_new(conn, &[], BATCH)?;
-            assert_eq!(looked as i64, BATCH, "a full batch of heads looked at");
-            Ok::<_, jobqueue_core::Error>((entries_read(conn) - before, admitted))
-        })
-        .expect("admit the new jobs");
+    let mut session = QueueSession::establish(&db.url).expect("a queue session");
+    let (read, (admitted, looked)) = read_during(&mut session, |conn| admit_new(conn, &[], BATCH));
+    assert_eq!(looked as i64, BATCH, "a full batch of heads looked at");
     eprintln!(
         "admitting {admitted} of {JOBS} waiting jobs (the heads of {BATCH} keys) read {read} \
          index entries and rows"
@@ -436,23 +443,17 @@ fn admissions_read_what_they_admit_even_with_statistics_that_call_the_table_empt
         "{read} entries read to admit {BATCH} jobs: a walk of the waiting jobs"
     );
     // The heads finish; their keys' next jobs are admitted.
-    let keys: Vec<jobqueue_core::engine::QueueKey> = (0..BATCH)
-        .map(|i| jobqueue_core::engine::QueueKey {
+    let keys: Vec<QueueKey> = (0..BATCH)
+        .map(|i| QueueKey {
             queue: "lines".into(),
             key: format!("line:{i}"),
         })
         .collect();
-    diesel::sql_query("DELETE FROM jobqueue_jobs WHERE status = 'pending' AND queue = 'lines'")
-        .execute(&mut conn)
-        .expect("finish the heads");
-    let (read, admitted) = session
-        .conn()
-        .transaction(|conn| {
-            let before = entries_read(conn);
-            let admitted = jobqueue_core::engine::admit_keys(conn, &keys)?;
-            Ok::<_, jobqueue_core::Error>((entries_read(conn) - before, admitted))
-        })
-        .expect("admit the next jobs");
+    exec(
+        &mut conn,
+        "DELETE FROM jobqueue_jobs WHERE status = 'pending' AND queue = 'lines'",
+    );
+    let (read, admitted) = read_during(&mut session, |conn| admit_keys(conn, &keys));
     eprintln!("admitting the next job of {BATCH} keys read {read} index entries and rows");
     assert_eq!(admitted, BATCH, "each key's next job admitted");
     assert!(

@@ -17,7 +17,7 @@ use diesel::prelude::*;
 use diesel::sql_types::{Array, BigInt, Bool, Nullable, Text, Uuid};
 
 use crate::isolation::read_committed;
-use crate::prepared::prepared;
+use crate::prepared::{Prepared, prepared};
 use crate::{JobId, Result, limits, sql};
 
 /// A concurrency key of a queue: keys are counted per queue. Read from
@@ -73,11 +73,7 @@ struct SweepRow {
 /// waiting jobs are left out first, without a lock (the common case when
 /// the limit does not bind: no transaction at all).
 pub fn admit_keys(conn: &mut PgConnection, keys: &[QueueKey]) -> Result<i64> {
-    let (queues, names) = key_columns(keys);
-    let waiting = prepared::<sql::KeyWithWaiting>()
-        .bind::<Array<Text>, _>(&queues)
-        .bind::<Array<Text>, _>(&names)
-        .load::<QueueKey>(conn)?;
+    let waiting = with_waiting_query(keys).load::<QueueKey>(conn)?;
     if waiting.is_empty() {
         return Ok(0);
     }
@@ -90,10 +86,7 @@ pub fn admit_keys(conn: &mut PgConnection, keys: &[QueueKey]) -> Result<i64> {
 /// many it admitted and how many it looked at.
 pub fn admit_new(conn: &mut PgConnection, queues: &[String], limit: i64) -> Result<(i64, usize)> {
     limits::check_batch(limit)?;
-    let rows = prepared::<sql::KeyNew>()
-        .bind::<Array<Text>, _>(queues)
-        .bind::<BigInt, _>(limit)
-        .load::<NewRow>(conn)?;
+    let rows = new_query(queues, limit).load::<NewRow>(conn)?;
     if rows.is_empty() {
         return Ok((0, 0));
     }
@@ -158,29 +151,52 @@ pub(crate) fn admit_queue(conn: &mut PgConnection, queue: &str) -> Result<i64> {
 /// next jobs (see [`sql::KEY_ADMIT`]) and marks the jobs `checked` still
 /// waiting as looked at.
 fn admit(conn: &mut PgConnection, keys: &[QueueKey], checked: &[JobId]) -> Result<i64> {
-    let (queues, names) = key_columns(keys);
+    let queues: Vec<&str> = keys.iter().map(|k| k.queue.as_str()).collect();
     read_committed(conn, |conn| {
         prepared::<sql::KeyLockQueues>()
-            .bind::<Array<Text>, _>(&queues)
+            .bind::<Array<Text>, _>(queues)
             .get_result::<Count>(conn)?;
-        let admitted = prepared::<sql::KeyAdmit>()
-            .bind::<Array<Text>, _>(&queues)
-            .bind::<Array<Text>, _>(&names)
-            .bind::<Text, _>(crate::enqueue::NOTIFY_CHANNEL)
-            .get_result::<Count>(conn)?
-            .n;
+        let admitted = admit_query(keys).get_result::<Count>(conn)?.n;
         if !checked.is_empty() {
-            prepared::<sql::KeyMarkChecked>()
-                .bind::<Array<Uuid>, _>(checked)
-                .execute(conn)?;
+            mark_checked_query(checked).execute(conn)?;
         }
         Ok(admitted)
     })
 }
 
+/// [`sql::KEY_NEW`], bound: up to `limit` new waiting jobs of `queues`.
+pub(crate) fn new_query<'a>(queues: &'a [String], limit: i64) -> Prepared<'a, sql::KeyNew> {
+    prepared::<sql::KeyNew>()
+        .bind::<Array<Text>, _>(queues)
+        .bind::<BigInt, _>(limit)
+}
+
+/// [`sql::KEY_WITH_WAITING`], bound: which of `keys` have waiting jobs.
+pub(crate) fn with_waiting_query(keys: &[QueueKey]) -> Prepared<'_, sql::KeyWithWaiting> {
+    let (queues, names) = key_columns(keys);
+    prepared::<sql::KeyWithWaiting>()
+        .bind::<Array<Text>, _>(queues)
+        .bind::<Array<Text>, _>(names)
+}
+
+/// [`sql::KEY_ADMIT`], bound: the next waiting jobs of `keys`, their
+/// queues woken on the enqueue channel.
+pub(crate) fn admit_query(keys: &[QueueKey]) -> Prepared<'_, sql::KeyAdmit> {
+    let (queues, names) = key_columns(keys);
+    prepared::<sql::KeyAdmit>()
+        .bind::<Array<Text>, _>(queues)
+        .bind::<Array<Text>, _>(names)
+        .bind::<Text, _>(crate::enqueue::NOTIFY_CHANNEL)
+}
+
+/// [`sql::KEY_MARK_CHECKED`], bound: `ids` marked as looked at.
+pub(crate) fn mark_checked_query(ids: &[JobId]) -> Prepared<'_, sql::KeyMarkChecked> {
+    prepared::<sql::KeyMarkChecked>().bind::<Array<Uuid>, _>(ids)
+}
+
 /// The queues and the keys of `keys`, as the admission statements take
 /// them (two arrays).
-pub(crate) fn key_columns(keys: &[QueueKey]) -> (Vec<&str>, Vec<&str>) {
+fn key_columns(keys: &[QueueKey]) -> (Vec<&str>, Vec<&str>) {
     keys.iter()
         .map(|k| (k.queue.as_str(), k.key.as_str()))
         .unzip()

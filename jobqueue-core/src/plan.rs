@@ -6,14 +6,14 @@ use std::time::Duration;
 
 use diesel::connection::{AnsiTransactionManager, TransactionManager};
 use diesel::prelude::*;
-use diesel::sql_types::{Array, BigInt, Text, Uuid};
+use diesel::sql_types::Text;
 
-use crate::admission::{QueueKey, key_columns};
+use crate::admission::{QueueKey, admit_query, mark_checked_query, new_query, with_waiting_query};
 use crate::claim::Claim;
 use crate::finish::{Failure, fail_query, fenced_query, park_query};
 use crate::heartbeat::{Beat, heartbeat_query};
 use crate::lease::Lease;
-use crate::prepared::{EXPLAIN_ANALYZE, ExplainAnalyze, Prepared, Statement, prepared};
+use crate::prepared::{EXPLAIN_ANALYZE, ExplainAnalyze, Prepared, Statement};
 use crate::prune::prune_query;
 use crate::rescue::rescue_query;
 use crate::{JobId, JobStatus, Result, sql};
@@ -155,35 +155,10 @@ pub(crate) fn explain(conn: &mut PgConnection, statement: HotStatement<'_>) -> R
         } => rolled_back(conn, |conn| {
             prune_query(&explained(sql::JOB_PRUNE), status, older_than, limit).load(conn)
         })?,
-        HotStatement::AdmitNewRead { queues, limit } => run(
-            conn,
-            &prepared::<sql::KeyNew>()
-                .bind::<Array<Text>, _>(queues)
-                .bind::<BigInt, _>(limit),
-        )?,
-        HotStatement::KeysWithWaiting(keys) => {
-            let (queues, names) = key_columns(keys);
-            run(
-                conn,
-                &prepared::<sql::KeyWithWaiting>()
-                    .bind::<Array<Text>, _>(queues)
-                    .bind::<Array<Text>, _>(names),
-            )?
-        }
-        HotStatement::AdmitKeys(keys) => {
-            let (queues, names) = key_columns(keys);
-            run(
-                conn,
-                &prepared::<sql::KeyAdmit>()
-                    .bind::<Array<Text>, _>(queues)
-                    .bind::<Array<Text>, _>(names)
-                    .bind::<Text, _>(crate::enqueue::NOTIFY_CHANNEL),
-            )?
-        }
-        HotStatement::MarkChecked(ids) => run(
-            conn,
-            &prepared::<sql::KeyMarkChecked>().bind::<Array<Uuid>, _>(ids),
-        )?,
+        HotStatement::AdmitNewRead { queues, limit } => run(conn, &new_query(queues, limit))?,
+        HotStatement::KeysWithWaiting(keys) => run(conn, &with_waiting_query(keys))?,
+        HotStatement::AdmitKeys(keys) => run(conn, &admit_query(keys))?,
+        HotStatement::MarkChecked(ids) => run(conn, &mark_checked_query(ids))?,
     };
     summarize(&json)
 }
