@@ -373,6 +373,55 @@ impl Perform for Blob {
     }
 }
 
+/// A workflow step: records `start`, sleeps `ms`, and records `done` with
+/// a result that is its `n` plus its parents' results (numbers); with
+/// `fail`, its first run ever (the first with no `fail` of its own
+/// recorded) records `fail` instead and fails for good, so a retry of it
+/// completes.
+#[derive(Debug, Serialize, Deserialize, Job)]
+#[job(type = "test.step", max_attempts = 1)]
+pub struct StepJob {
+    /// Its own part of the sum.
+    pub n: i64,
+    /// How long it works, in milliseconds.
+    pub ms: u64,
+    /// Fail for good on its first run.
+    pub fail: bool,
+}
+
+impl Perform for StepJob {
+    fn perform(&self, ctx: &mut JobContext<'_>) -> Result<(), JobError> {
+        record(ctx, "start")?;
+        std::thread::sleep(Duration::from_millis(self.ms));
+        if self.fail {
+            let id = ctx.job_id();
+            let failed_before: i64 = diesel::sql_query(
+                "SELECT count(*) AS n FROM test_effects WHERE job_id = $1 AND kind = 'fail'",
+            )
+            .bind::<Uuid, _>(id)
+            .get_result::<Count>(ctx.conn()?)?
+            .n;
+            if failed_before == 0 {
+                record(ctx, "fail")?;
+                return Err(JobError::permanent("this step fails on its first run"));
+            }
+        }
+        let parents: i64 = ctx
+            .parent_results()?
+            .iter()
+            .filter_map(|(_, result)| result.as_ref().and_then(serde_json::Value::as_i64))
+            .sum();
+        ctx.set_result(&(parents + self.n))?;
+        record(ctx, "done")
+    }
+}
+
+#[derive(QueryableByName)]
+struct Count {
+    #[diesel(sql_type = diesel::sql_types::BigInt)]
+    n: i64,
+}
+
 /// Registers every test job type but [`SendEmail`], which the worker
 /// binary adds the way an application registers its own.
 pub fn registry() -> jobqueue_runner::Registry {
@@ -389,4 +438,5 @@ pub fn registry() -> jobqueue_runner::Registry {
         .register::<Stale>()
         .register::<ClockProbe>()
         .register::<Blob>()
+        .register::<StepJob>()
 }

@@ -81,3 +81,8 @@ pub use crate::snooze::{DEFAULT_MAX_SNOOZES, Snooze, Snoozed, snooze_many};
 pub use crate::stats::completed_within;
 #[cfg(feature = "tracing")]
 pub use crate::trace_context::enqueuer_context;
+pub use crate::workflow_release::{
+    DEFAULT_SETTLE_BATCH, MAX_RESULT_BYTES, Settled, StepDone, check_result, complete_step,
+    complete_steps_many, settle_ended,
+};
+pub use crate::workflow_show::parent_results;

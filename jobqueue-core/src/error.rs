@@ -96,6 +96,16 @@ pub enum Error {
         reason: String,
     },
 
+    /// A workflow cannot be enqueued as built: a cycle, an edge to a step of
+    /// another workflow, two steps of one name, no steps at all.
+    #[error("workflow `{workflow}` refused: {reason}")]
+    InvalidWorkflow {
+        /// The workflow's name.
+        workflow: String,
+        /// What is wrong and what to do.
+        reason: String,
+    },
+
     /// A live job already holds this unique key, where the operation needs it
     /// free: retrying a failed job whose key a newer job took, or an enqueue
     /// whose key's holder kept finishing and being replaced while it looked
@@ -269,6 +279,7 @@ impl Error {
         matches!(
             self,
             Error::InvalidOption { .. }
+                | Error::InvalidWorkflow { .. }
                 | Error::Serialize { .. }
                 | Error::Deserialize { .. }
                 | Error::PayloadTooLarge { .. }

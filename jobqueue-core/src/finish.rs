@@ -13,6 +13,7 @@ use crate::isolation::{Scope, scoped};
 use crate::lease::columns;
 use crate::lease::{Fenced, Lease};
 use crate::prepared::{Prepared, Statement, prepared};
+use crate::workflow_release::StepDone;
 use crate::{Error, JobId, JobStatus, Result, RetryPolicy, limits, sql};
 
 /// One of the `(ids, tokens) -> RETURNING id` statements, bound to
@@ -57,7 +58,7 @@ pub(crate) fn park_query(leases: &[Lease], runner: &str) -> Prepared<'static, sq
     fenced_query::<sql::JobParkMany>(leases).bind::<Text, _>(runner.to_owned())
 }
 
-fn single(lease: &Lease, fenced: Fenced) -> Result<()> {
+pub(crate) fn single(lease: &Lease, fenced: Fenced) -> Result<()> {
     if fenced.applied.contains(&lease.job_id) {
         Ok(())
     } else {
@@ -74,7 +75,10 @@ pub fn start_many(conn: &mut PgConnection, leases: &[Lease]) -> Result<Fenced> {
 }
 
 /// Completes many held jobs in ONE statement. Jobs no longer held under their
-/// token are left alone and listed in [`Fenced::lost`].
+/// token are left alone and listed in [`Fenced::lost`]. For jobs outside
+/// workflows: steps of a workflow complete with
+/// [`crate::engine::complete_steps_many`], which releases the steps after
+/// them.
 ///
 /// Called inside the caller's transaction, the completion commits or rolls
 /// back with the handler's own writes: exactly-once database effects.
@@ -83,26 +87,25 @@ pub fn complete_many(conn: &mut PgConnection, leases: &[Lease]) -> Result<Fenced
 }
 
 /// Completes one held job; [`Error::LeaseLost`] (and no change) if it is no
-/// longer held under `lease`'s token.
+/// longer held under `lease`'s token. A step of a workflow releases the
+/// steps after it in the same statement (with no result; see
+/// [`crate::engine::complete_steps_many`] for one).
 pub fn complete(conn: &mut PgConnection, lease: &Lease) -> Result<()> {
-    single(lease, complete_many(conn, std::slice::from_ref(lease))?)
+    crate::workflow_release::complete_step(conn, &StepDone::new(*lease), false)
 }
 
 /// Completes many held jobs by deleting their rows, in ONE statement: for
 /// completed jobs kept for no time (`Retention::completed` of zero), it
 /// writes no new row version and no index entry and leaves nothing to
 /// prune (the least WAL per job). Fenced like [`complete_many`], and like
-/// it joins the caller's transaction.
+/// it joins the caller's transaction; like it, for jobs outside workflows.
 pub fn complete_and_delete_many(conn: &mut PgConnection, leases: &[Lease]) -> Result<Fenced> {
     fenced_update::<sql::JobCompleteDeleteMany>(conn, Scope::Own, leases)
 }
 
 /// [`complete`], deleting the row ([`complete_and_delete_many`]).
 pub fn complete_and_delete(conn: &mut PgConnection, lease: &Lease) -> Result<()> {
-    single(
-        lease,
-        complete_and_delete_many(conn, std::slice::from_ref(lease))?,
-    )
+    crate::workflow_release::complete_step(conn, &StepDone::new(*lease), true)
 }
 
 /// Hands held jobs back to `pending` without using up an attempt: for a runner

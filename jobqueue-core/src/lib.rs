@@ -98,6 +98,9 @@ mod stats;
 mod status;
 mod storable;
 mod trace_context;
+mod workflow;
+mod workflow_release;
+mod workflow_show;
 
 pub use admin::{retry_failed, retry_job};
 pub use cancel::{CancelOutcome, cancel};
@@ -169,6 +172,10 @@ pub use row::JobRow;
 pub use runners::{RunnerRow, list_runners};
 pub use stats::{TypeStats, type_stats};
 pub use status::JobStatus;
+pub use workflow::{
+    EnqueuedWorkflow, MAX_WORKFLOW_NAME, MAX_WORKFLOW_STEPS, OnFailure, Step, Workflow,
+};
+pub use workflow_show::{StepInfo, WorkflowInfo, get_workflow};
 
 /// What `#[derive(Job)]`'s generated code names; not a public API.
 #[doc(hidden)]

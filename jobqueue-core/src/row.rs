@@ -69,6 +69,8 @@ pub struct JobRow {
     /// The concurrency key its queue's key limit counts it under, if any
     /// (see [`crate::JobOptions::key`]).
     pub concurrency_key: Option<String>,
+    /// The workflow the job is a step of, if any (see [`crate::Workflow`]).
+    pub workflow_id: Option<JobId>,
 }
 
 impl JobRow {
@@ -124,6 +126,7 @@ impl JobRow {
             snoozes: 0,
             traceparent: None,
             concurrency_key: job.concurrency_key.clone(),
+            workflow_id: None,
         })
     }
 

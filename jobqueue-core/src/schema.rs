@@ -57,6 +57,8 @@ diesel::table! {
         traceparent -> Nullable<Text>,
         /// The key whose jobs a queue's key limit counts together, if any.
         concurrency_key -> Nullable<Text>,
+        /// The workflow the job is a step of, if any.
+        workflow_id -> Nullable<Uuid>,
     }
 }
 

@@ -116,6 +116,20 @@ impl QueueSession {
         fenced_update::<sql::JobCompleteDeleteMany>(&mut self.conn, Scope::Session, leases)
     }
 
+    /// [`crate::workflow_release::complete_steps_many`], in one round trip.
+    pub fn complete_steps_many(
+        &mut self,
+        done: &[crate::workflow_release::StepDone],
+        delete: bool,
+    ) -> Result<Fenced> {
+        crate::workflow_release::complete_steps_in(&mut self.conn, Scope::Session, done, delete)
+    }
+
+    /// [`crate::workflow_release::settle_ended`].
+    pub fn settle_ended(&mut self, batch: i64) -> Result<crate::workflow_release::Settled> {
+        crate::workflow_release::settle_ended(&mut self.conn, batch)
+    }
+
     /// [`crate::finish::fail_many`], in one round trip.
     pub fn fail_many(&mut self, failures: &[Failure]) -> Result<FailedMany> {
         crate::finish::fail_many_in(&mut self.conn, Scope::Session, failures)

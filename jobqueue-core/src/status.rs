@@ -14,6 +14,9 @@ use diesel::sql_types::Text;
 #[diesel(sql_type = Text)]
 #[non_exhaustive]
 pub enum JobStatus {
+    /// A step of a workflow waiting for the steps it comes after: due
+    /// (`pending`, `scheduled` or `waiting`) once each of them completed.
+    Blocked,
     /// In line behind its concurrency key: a keyed job of a queue with a
     /// key limit, admitted (to `pending`, or `scheduled` while its `run_at`
     /// is ahead) once fewer than the limit of its key's jobs are admitted
@@ -42,7 +45,8 @@ pub enum JobStatus {
 
 impl JobStatus {
     /// Every status, in lifecycle order.
-    pub const ALL: [JobStatus; 9] = [
+    pub const ALL: [JobStatus; 10] = [
+        JobStatus::Blocked,
         JobStatus::Waiting,
         JobStatus::Scheduled,
         JobStatus::Pending,
@@ -57,6 +61,7 @@ impl JobStatus {
     /// The name stored in the database.
     pub fn as_str(self) -> &'static str {
         match self {
+            JobStatus::Blocked => "blocked",
             JobStatus::Waiting => "waiting",
             JobStatus::Scheduled => "scheduled",
             JobStatus::Pending => "pending",
@@ -77,12 +82,16 @@ impl JobStatus {
         )
     }
 
-    /// Whether the job waits to run (waiting, scheduled, pending or
-    /// unhandled).
+    /// Whether the job waits to run (blocked, waiting, scheduled, pending
+    /// or unhandled).
     pub fn is_waiting(self) -> bool {
         matches!(
             self,
-            JobStatus::Waiting | JobStatus::Scheduled | JobStatus::Pending | JobStatus::Unhandled
+            JobStatus::Blocked
+                | JobStatus::Waiting
+                | JobStatus::Scheduled
+                | JobStatus::Pending
+                | JobStatus::Unhandled
         )
     }
 
@@ -109,7 +118,7 @@ impl FromStr for JobStatus {
                 crate::Error::invalid(
                     "status",
                     format!(
-                        "`{s}` is not a status (expected one of waiting, scheduled, pending, \
+                        "`{s}` is not a status (expected one of blocked, waiting, scheduled, pending, \
                          unhandled, claimed, running, completed, failed, cancelled)"
                     ),
                 )

@@ -106,10 +106,41 @@ fn flush(shared: &Shared, claimer: &Claimer, db: &mut Db, pending: &mut Vec<Outc
     let before = pending.len();
     let span = FlushSpan::enter(before);
     let keys = keys_of(pending);
+    let may_end_steps = pending.iter().any(may_end_step);
     write_all(shared, claimer, db, pending);
     span.written(before - pending.len());
     if !keys.is_empty() {
         admit_next(shared, claimer, db, &keys);
+    }
+    if may_end_steps {
+        settle_step_ends(shared, claimer, db);
+    }
+}
+
+/// Whether `outcome` may end a workflow step otherwise than by completing
+/// it: a failure (for good once attempts run out), a cancellation, a
+/// snooze (failed past the most snoozes).
+fn may_end_step(outcome: &Outcome) -> bool {
+    outcome.state.workflow
+        && matches!(
+            outcome.kind,
+            OutcomeKind::Fail { .. }
+                | OutcomeKind::Cancelled
+                | OutcomeKind::Snooze(_)
+                | OutcomeKind::RateLimited(_)
+        )
+}
+
+/// Settles the workflow steps that failed for good or were cancelled, in
+/// transactions after the outcomes': the steps after them are cancelled,
+/// released or left waiting as their workflows say. A failure leaves them
+/// to the maintenance's pass (`maintenance/workflow_ends.rs`).
+fn settle_step_ends(shared: &Shared, claimer: &Claimer, db: &mut Db) {
+    let batch = jobqueue_core::engine::DEFAULT_SETTLE_BATCH;
+    match db.run(&shared.health, |session| session.settle_ended(batch)) {
+        Ok(settled) if settled.ended > 0 => claimer.wake(),
+        Ok(_) => {}
+        Err(e) => log::debug!("settling the ends of workflow steps failed: {e}"),
     }
 }
 
@@ -146,6 +177,7 @@ fn write_all(shared: &Shared, claimer: &Claimer, db: &mut Db, pending: &mut Vec<
         return;
     }
     let mut complete = Vec::new();
+    let mut steps = Vec::new();
     let mut release = Vec::new();
     let mut cancel = Vec::new();
     let mut park = Vec::new();
@@ -154,6 +186,12 @@ fn write_all(shared: &Shared, claimer: &Claimer, db: &mut Db, pending: &mut Vec<
     for outcome in pending.iter() {
         let lease = outcome.lease();
         match &outcome.kind {
+            OutcomeKind::Complete if outcome.state.workflow => {
+                steps.push(jobqueue_core::engine::StepDone {
+                    lease,
+                    result: crate::sync::lock(&outcome.state.result).clone(),
+                });
+            }
             OutcomeKind::Complete => complete.push(lease),
             OutcomeKind::Release => release.push(lease),
             OutcomeKind::Cancelled => cancel.push(lease),
@@ -177,9 +215,9 @@ fn write_all(shared: &Shared, claimer: &Claimer, db: &mut Db, pending: &mut Vec<
         }
     }
     let counters = &shared.counters;
-    let written = |pending: &mut Vec<Outcome>, done: fn(&OutcomeKind) -> bool| {
+    let written = |pending: &mut Vec<Outcome>, done: fn(&Outcome) -> bool| {
         pending.retain(|outcome| {
-            if done(&outcome.kind) {
+            if done(outcome) {
                 claimer.finished(&shared.inflight, &outcome.state);
                 false
             } else {
@@ -191,7 +229,7 @@ fn write_all(shared: &Shared, claimer: &Claimer, db: &mut Db, pending: &mut Vec<
     // (`done`): counted as `ended` (those lost noted, as `what`s not
     // written), and out of `pending`.
     let fenced = |pending: &mut Vec<Outcome>,
-                  of_kind: fn(&OutcomeKind) -> bool,
+                  of_kind: fn(&Outcome) -> bool,
                   (what, done, ended): (&str, Fenced, Ended)| {
         Counters::add(counters.of(ended), done.applied.len());
         note_lost(shared, what, &done.lost);
@@ -203,7 +241,7 @@ fn write_all(shared: &Shared, claimer: &Claimer, db: &mut Db, pending: &mut Vec<
     // lost noted, as `what`s not written), and out of `pending`.
     let reported =
         |pending: &mut Vec<Outcome>,
-         of_kind: fn(&OutcomeKind) -> bool,
+         of_kind: fn(&Outcome) -> bool,
          (what, ended, lost, usual): (&str, Vec<(JobId, Ended)>, &[JobId], Ended)| {
             for (_, how) in &ended {
                 Counters::add(counters.of(*how), 1);
@@ -230,8 +268,22 @@ fn write_all(shared: &Shared, claimer: &Claimer, db: &mut Db, pending: &mut Vec<
             }
         })
     {
-        let is_complete = |k: &OutcomeKind| matches!(k, OutcomeKind::Complete);
+        let is_complete =
+            |o: &Outcome| matches!(o.kind, OutcomeKind::Complete) && !o.state.workflow;
         fenced(pending, is_complete, ("completion", done, Ended::Completed));
+    }
+    if !steps.is_empty()
+        && let Ok(done) = db.run(&shared.health, |conn| {
+            conn.complete_steps_many(&steps, shared.config.retention.deletes_completed())
+        })
+    {
+        let is_step_complete =
+            |o: &Outcome| matches!(o.kind, OutcomeKind::Complete) && o.state.workflow;
+        fenced(
+            pending,
+            is_step_complete,
+            ("completion", done, Ended::Completed),
+        );
     }
     if !failures.is_empty()
         && let Ok(done) = db.run(&shared.health, |conn| conn.fail_many(&failures))
@@ -242,7 +294,7 @@ fn write_all(shared: &Shared, claimer: &Claimer, db: &mut Db, pending: &mut Vec<
             FailOutcome::Cancelled => Ended::Cancelled,
         };
         let ended = each_ended(&done.outcomes, ended);
-        let is_fail = |k: &OutcomeKind| matches!(k, OutcomeKind::Fail { .. });
+        let is_fail = |o: &Outcome| matches!(o.kind, OutcomeKind::Fail { .. });
         reported(
             pending,
             is_fail,
@@ -252,13 +304,13 @@ fn write_all(shared: &Shared, claimer: &Claimer, db: &mut Db, pending: &mut Vec<
     if !release.is_empty()
         && let Ok(done) = db.run(&shared.health, |conn| conn.release_many(&release))
     {
-        let is_release = |k: &OutcomeKind| matches!(k, OutcomeKind::Release);
+        let is_release = |o: &Outcome| matches!(o.kind, OutcomeKind::Release);
         fenced(pending, is_release, ("release", done, Ended::Released));
     }
     if !cancel.is_empty()
         && let Ok(done) = db.run(&shared.health, |conn| conn.cancel_held_many(&cancel))
     {
-        let is_cancel = |k: &OutcomeKind| matches!(k, OutcomeKind::Cancelled);
+        let is_cancel = |o: &Outcome| matches!(o.kind, OutcomeKind::Cancelled);
         fenced(pending, is_cancel, ("cancellation", done, Ended::Cancelled));
     }
     if !snoozes.is_empty()
@@ -273,7 +325,7 @@ fn write_all(shared: &Shared, claimer: &Claimer, db: &mut Db, pending: &mut Vec<
         };
         let ended = each_ended(&done.outcomes, ended);
         let is_snooze =
-            |k: &OutcomeKind| matches!(k, OutcomeKind::Snooze(_) | OutcomeKind::RateLimited(_));
+            |o: &Outcome| matches!(o.kind, OutcomeKind::Snooze(_) | OutcomeKind::RateLimited(_));
         reported(
             pending,
             is_snooze,
@@ -285,7 +337,7 @@ fn write_all(shared: &Shared, claimer: &Claimer, db: &mut Db, pending: &mut Vec<
             conn.park_many(&park, &shared.config.worker_id)
         })
     {
-        let is_park = |k: &OutcomeKind| matches!(k, OutcomeKind::Park);
+        let is_park = |o: &Outcome| matches!(o.kind, OutcomeKind::Park);
         fenced(pending, is_park, ("set-aside", done, Ended::Unhandled));
     }
 }
@@ -338,8 +390,8 @@ fn write_progress(shared: &Shared, db: &mut Db, pending: &[Outcome]) -> bool {
     true
 }
 
-fn is_handled_or_lost(kind: &OutcomeKind) -> bool {
-    matches!(kind, OutcomeKind::Handled | OutcomeKind::Lost)
+fn is_handled_or_lost(outcome: &Outcome) -> bool {
+    matches!(outcome.kind, OutcomeKind::Handled | OutcomeKind::Lost)
 }
 
 /// Counts in the metrics of each job's queue and type (when kept) what the
@@ -348,14 +400,14 @@ fn is_handled_or_lost(kind: &OutcomeKind) -> bool {
 fn count_ended(
     shared: &Shared,
     pending: &[Outcome],
-    of_kind: impl Fn(&OutcomeKind) -> bool,
+    of_kind: impl Fn(&Outcome) -> bool,
     lost: &[JobId],
     ended: impl Fn(JobId) -> Ended,
 ) {
     if shared.metrics.is_none() {
         return;
     }
-    for outcome in pending.iter().filter(|o| of_kind(&o.kind)) {
+    for outcome in pending.iter().filter(|o| of_kind(o)) {
         if let Some(metrics) = &outcome.state.metrics {
             let id = outcome.state.lease.job_id;
             let lost = matches!(outcome.kind, OutcomeKind::Lost) || lost.contains(&id);

@@ -195,6 +195,68 @@ impl<'a> JobContext<'a> {
         })
     }
 
+    /// The workflow this job is a step of, if any (see
+    /// [`jobqueue_core::Workflow`]).
+    pub fn workflow_id(&self) -> Option<JobId> {
+        self.row.workflow_id
+    }
+
+    /// Records `value` as this step's result, for the steps after it to
+    /// read ([`parent_result`](Self::parent_result)) once it completes; a
+    /// later call replaces an earlier one. Kept with the workflow's steps,
+    /// so it outlives the job's row. A value whose JSON is larger than
+    /// [`MAX_RESULT_BYTES`](jobqueue_core::engine::MAX_RESULT_BYTES) fails
+    /// the attempt for good, as does one that does not serialize; a job
+    /// outside a workflow records nothing.
+    pub fn set_result<T: serde::Serialize + ?Sized>(&self, value: &T) -> Result<(), JobError> {
+        let json = serde_json::to_string(value).map_err(|e| {
+            JobError::permanent(format!("the step's result does not serialize: {e}"))
+        })?;
+        jobqueue_core::engine::check_result(&json).map_err(JobError::permanent)?;
+        *crate::sync::lock(&self.state.result) = Some(json);
+        Ok(())
+    }
+
+    /// The results of the steps this step comes after, by step name in
+    /// name order (`None` for one that recorded none); read from the
+    /// database on the handler's connection. Empty outside a workflow.
+    pub fn parent_results(&mut self) -> Result<Vec<(String, Option<serde_json::Value>)>, JobError> {
+        if self.row.workflow_id.is_none() {
+            return Ok(Vec::new());
+        }
+        let id = self.row.id;
+        let conn = self.conn()?;
+        jobqueue_core::engine::parent_results(conn, id).map_err(JobError::retry)
+    }
+
+    /// The result of the parent step named `step`, decoded as `T`; `None`
+    /// if it recorded none. A name that is not one of this step's parents,
+    /// or a result that does not decode as `T`, fails the attempt for good
+    /// (retrying would read the same).
+    pub fn parent_result<T: serde::de::DeserializeOwned>(
+        &mut self,
+        step: &str,
+    ) -> Result<Option<T>, JobError> {
+        let results = self.parent_results()?;
+        let Some((_, value)) = results.iter().find(|(name, _)| name == step) else {
+            let names: Vec<&str> = results.iter().map(|(name, _)| name.as_str()).collect();
+            return Err(JobError::permanent(format!(
+                "no parent step is named `{step}`; this step comes after [{}]",
+                names.join(", ")
+            )));
+        };
+        value
+            .clone()
+            .map(serde_json::from_value)
+            .transpose()
+            .map_err(|e| {
+                JobError::permanent(format!(
+                    "the result of step `{step}` does not decode as `{}`: {e}",
+                    std::any::type_name::<T>()
+                ))
+            })
+    }
+
     /// Records progress: `percent` done (capped at 100) and the current
     /// stage.
     ///
@@ -311,11 +373,11 @@ impl<'a> JobContext<'a> {
                 jobqueue_core::engine::report_progress(conn, &lease, progress)
             });
             let completed = noted.and_then(|_| {
-                if deletes {
-                    jobqueue_core::engine::complete_and_delete(conn, &lease)
-                } else {
-                    jobqueue_core::engine::complete(conn, &lease)
-                }
+                let done = jobqueue_core::engine::StepDone {
+                    lease,
+                    result: crate::sync::lock(&state.result).clone(),
+                };
+                jobqueue_core::engine::complete_step(conn, &done, deletes)
             });
             match completed {
                 Ok(()) => Ok(value),

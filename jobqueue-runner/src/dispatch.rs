@@ -143,28 +143,29 @@ mod tests {
             queue.to_owned(),
             100, // priority
             jobqueue_core::JobStatus::Claimed,
-            serde_json::Value::Null, // payload
-            now,                     // run_at
-            n,                       // attempts
-            3,                       // max_attempts
-            none.clone(),            // last_error
-            serde_json::Value::Null, // errors
-            none.clone(),            // unique_key
-            none.clone(),            // worker_id
-            1,                       // claim_count
-            never,                   // claimed_at
-            never,                   // heartbeat_at
-            never,                   // lease_expires_at
-            false,                   // cancel_requested
-            0i16,                    // progress
-            none.clone(),            // current_stage
-            0,                       // events_count
-            now,                     // created_at
-            never,                   // started_at
-            never,                   // finished_at
-            0,                       // snoozes
-            none.clone(),            // traceparent
-            none,                    // concurrency_key
+            serde_json::Value::Null,      // payload
+            now,                          // run_at
+            n,                            // attempts
+            3,                            // max_attempts
+            none.clone(),                 // last_error
+            serde_json::Value::Null,      // errors
+            none.clone(),                 // unique_key
+            none.clone(),                 // worker_id
+            1,                            // claim_count
+            never,                        // claimed_at
+            never,                        // heartbeat_at
+            never,                        // lease_expires_at
+            false,                        // cancel_requested
+            0i16,                         // progress
+            none.clone(),                 // current_stage
+            0,                            // events_count
+            now,                          // created_at
+            never,                        // started_at
+            never,                        // finished_at
+            0,                            // snoozes
+            none.clone(),                 // traceparent
+            none,                         // concurrency_key
+            None::<jobqueue_core::JobId>, // workflow_id
         ))
         .expect("a row");
         let state = Arc::new(crate::job_state::JobState::new(

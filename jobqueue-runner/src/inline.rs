@@ -105,6 +105,9 @@ pub struct Attempt {
     /// percent and stage, the events added up), if the handler reported
     /// any that its own completion did not write.
     pub unwritten: Option<Progress>,
+    /// The result the handler recorded for the steps after it (a step of
+    /// a workflow; JSON text), if any.
+    pub result: Option<String>,
     /// The handler panicked (its message is the outcome's error).
     pub panicked: bool,
     /// A statement of the handler failed inside the caller's transaction,
@@ -199,6 +202,7 @@ impl<'a> Inline<'a> {
                 outcome: Outcome::Unhandled,
                 reports: Vec::new(),
                 unwritten: None,
+                result: None,
                 panicked: false,
                 rolled_back: false,
             });
@@ -233,6 +237,7 @@ impl<'a> Inline<'a> {
             outcome: attempted.outcome,
             reports,
             unwritten: state.progress.take(),
+            result: crate::sync::lock(&state.result).take(),
             panicked: attempted.panicked,
             rolled_back,
         })

@@ -26,6 +26,11 @@ pub(crate) struct JobState {
     /// Its queue and concurrency key, if it has one: once it finishes, the
     /// key's next jobs may be admitted.
     pub(crate) key: Option<QueueKey>,
+    /// It is a step of a workflow: its completion releases the steps after
+    /// it, and its end if it fails is settled at once.
+    pub(crate) workflow: bool,
+    /// The result its handler recorded for the steps after it (JSON text).
+    pub(crate) result: Mutex<Option<String>>,
     /// How long it waited from due to claimed (by the database's clock),
     /// and when the claim returned (by this machine's): its queue time is
     /// the one plus the time since the other when its handler starts.
@@ -67,6 +72,8 @@ impl JobState {
             early,
             metrics: None,
             key: None,
+            workflow: false,
+            result: Mutex::new(None),
             waited_at_claim: Duration::ZERO,
             claim_returned: Instant::now(),
             cancel: AtomicBool::new(false),

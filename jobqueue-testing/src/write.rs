@@ -38,9 +38,14 @@ pub(crate) fn outcome(
     if keeps_row && let Some(progress) = &attempt.unwritten {
         engine::report_progress(conn, lease, progress)?;
     }
-    match &attempt.outcome {
-        Outcome::Completed if deletes => engine::complete_and_delete(conn, lease),
-        Outcome::Completed => engine::complete(conn, lease),
+    let written = match &attempt.outcome {
+        Outcome::Completed => {
+            let done = engine::StepDone {
+                lease: *lease,
+                result: attempt.result.clone(),
+            };
+            engine::complete_step(conn, &done, deletes)
+        }
         Outcome::Retry { error, policy } => {
             engine::fail(conn, &Failure::retry(*lease, error.clone(), policy)).map(drop)
         }
@@ -59,5 +64,13 @@ pub(crate) fn outcome(
         Outcome::Unhandled => engine::park_many(conn, &[*lease], WORKER_ID).map(drop),
         // Completed by the handler itself, or no longer held: nothing to write.
         _ => Ok(()),
+    };
+    written?;
+    if !keeps_row || matches!(attempt.outcome, Outcome::Completed) {
+        return Ok(());
     }
+    // A step of a workflow that failed for good or was cancelled: the
+    // steps after it go as its workflow says, as a runner's completer has
+    // them go.
+    engine::settle_ended(conn, engine::DEFAULT_SETTLE_BATCH).map(drop)
 }

@@ -59,36 +59,6 @@ macro_rules! live_predicate {
     };
 }
 
-/// The status of a job inserted with run_at `$run_at` (an SQL expression):
-/// `pending` if it is due by the database's clock, else `scheduled`.
-macro_rules! status_for_run_at {
-    ($run_at:literal) => {
-        concat!(
-            "CASE WHEN ",
-            $run_at,
-            " <= now() THEN 'pending' ELSE 'scheduled' END"
-        )
-    };
-}
-
-/// The status of a job inserted into queue `$queue` with run_at `$run_at`
-/// and concurrency key `$key` (SQL expressions): `waiting` if it has a key
-/// and its queue a key limit (admitted when its key has room, see
-/// `keys.rs`), else as `status_for_run_at!`.
-macro_rules! status_for_keyed {
-    ($run_at:literal, $queue:literal, $key:literal) => {
-        concat!(
-            "CASE WHEN ",
-            $key,
-            " IS NOT NULL AND EXISTS (SELECT 1 FROM jobqueue_queues AS kq WHERE kq.name = ",
-            $queue,
-            " AND kq.key_limit IS NOT NULL) THEN 'waiting' WHEN ",
-            $run_at,
-            " <= now() THEN 'pending' ELSE 'scheduled' END"
-        )
-    };
-}
-
 /// The `key_checked` of a keyed job inserted due (`$run_at`) into queue
 /// `$queue` with key `$key`, `$rank`-th of its key's due jobs in its
 /// batch (SQL expressions): true when a due job of its key is in line
@@ -622,8 +592,7 @@ macro_rules! count_completed {
         GROUP BY queue, job_type
         ON CONFLICT (minute, queue, job_type, backend)
         DO UPDATE SET completed = c.completed + EXCLUDED.completed
-    )
-    SELECT id FROM done"
+    )"
     };
 }
 
@@ -658,7 +627,9 @@ pub(crate) const JOB_COMPLETE_MANY: &str = concat!(
             cancel_requested = false
 ",
     completed_held!(),
-    count_completed!()
+    count_completed!(),
+    "
+    SELECT id FROM done"
 );
 
 /// Completes held jobs by deleting them, and counts them, in one statement:
@@ -672,7 +643,65 @@ pub(crate) const JOB_COMPLETE_DELETE_MANY: &str = concat!(
         DELETE FROM jobqueue_jobs AS j
 ",
     completed_held!(),
-    count_completed!()
+    count_completed!(),
+    "
+    SELECT id FROM done"
+);
+
+/// The steps of the workflow jobs of CTE `done` (completed), marked
+/// `completed` with their results (array `$3`, JSON text parallel to the
+/// ids `$1`; null: none), as CTE `ended`; then their children released
+/// (`release_children!`) and their queues woken on channel `$4`. Returns
+/// the ids completed.
+macro_rules! complete_steps {
+    () => {
+        concat!(
+            ",
+    ended AS (
+        UPDATE jobqueue_workflow_steps AS s
+        SET state = 'completed',
+            ended_at = now(),
+            result = CAST(($3::text[])[width_bucket(s.job_id, $1::uuid[])] AS jsonb)
+        FROM done
+        WHERE s.job_id = done.id AND s.state <> 'completed'
+        RETURNING s.job_id
+    ),",
+            release_children!("true", "$4"),
+            "
+    SELECT done.id FROM done LEFT JOIN wake ON true"
+        )
+    };
+}
+
+/// [`JOB_COMPLETE_MANY`] of jobs of workflows: their steps completed and
+/// their children released in the same statement (`complete_steps!`).
+pub(crate) const JOB_COMPLETE_STEPS_MANY: &str = concat!(
+    "
+    WITH done AS (
+        UPDATE jobqueue_jobs AS j
+        SET status = 'completed',
+            finished_at = now(),
+            started_at = COALESCE(j.started_at, j.claimed_at),
+            progress = 100,
+            lease_expires_at = NULL,
+            cancel_requested = false
+",
+    completed_held!(),
+    count_completed!(),
+    complete_steps!()
+);
+
+/// [`JOB_COMPLETE_DELETE_MANY`] of jobs of workflows: their steps
+/// completed and their children released in the same statement
+/// (`complete_steps!`).
+pub(crate) const JOB_COMPLETE_DELETE_STEPS_MANY: &str = concat!(
+    "
+    WITH done AS (
+        DELETE FROM jobqueue_jobs AS j
+",
+    completed_held!(),
+    count_completed!(),
+    complete_steps!()
 );
 
 /// The jobs of arrays `$1` ids still held under the tokens `$2`, rows
@@ -820,7 +849,8 @@ pub(crate) const JOB_CANCEL: &str = "
         finished_at = CASE WHEN j.status IN ('claimed', 'running') THEN j.finished_at ELSE now() END,
         cancel_requested = j.status IN ('claimed', 'running')
     WHERE j.id = $1
-      AND j.status IN ('waiting', 'scheduled', 'pending', 'unhandled', 'claimed', 'running')
+      AND j.status IN ('blocked', 'waiting', 'scheduled', 'pending', 'unhandled', 'claimed',
+                       'running')
     RETURNING j.status";
 
 /// Marks held jobs as cancelled (their handler stopped after a cancel request).
@@ -1134,16 +1164,21 @@ pub(crate) const JOB_GET_STATUS: &str = "SELECT status FROM jobqueue_jobs WHERE 
 /// (a keyed job of a queue with a key limit: `waiting`, for its key to
 /// admit it), due now, with their attempts reset (their error history is
 /// kept), and wakes their queues on the channel bound as `$channel`. A job whose
-/// unique key is held by a live job meanwhile is left alone. Returns the
-/// ids requeued.
+/// unique key is held by a live job meanwhile is left alone. A workflow
+/// step goes back to `blocked` while a step it comes after has not
+/// settled, and its step is `live` again (its end is settled anew).
+/// Returns the ids requeued.
 macro_rules! requeue_where {
     ($where:literal, $channel:literal) => {
         concat!(
             "WITH requeued AS (
                 UPDATE jobqueue_jobs AS j
-                SET status = ",
+                SET status = CASE WHEN j.workflow_id IS NOT NULL AND EXISTS (
+                                      SELECT 1 FROM jobqueue_workflow_steps AS ws
+                                      WHERE ws.job_id = j.id AND ws.parents_left > 0)
+                                  THEN 'blocked' ELSE ",
             status_for_keyed!("now()", "j.queue", "j.concurrency_key"),
-            ",
+            " END,
                     key_checked = NULL,
                     run_at = now(),
                     attempts = 0,
@@ -1163,13 +1198,19 @@ macro_rules! requeue_where {
                                               'claimed', 'running')))
                 RETURNING j.id, j.queue, j.status
             ),
+            revived AS (
+                UPDATE jobqueue_workflow_steps AS ws
+                SET state = 'live', ended_at = NULL
+                FROM requeued
+                WHERE ws.job_id = requeued.id AND ws.state <> 'live'
+            ),
             wake AS (
                 SELECT count(pg_notify(",
             $channel,
             ", q.queue)) AS notified
                 FROM (SELECT DISTINCT CASE WHEN status = 'waiting' THEN 'waiting ' || queue
                                            ELSE queue END AS queue
-                      FROM requeued) AS q
+                      FROM requeued WHERE status <> 'blocked') AS q
             )
             SELECT requeued.id FROM requeued, wake"
         )
@@ -1303,6 +1344,8 @@ crate::prepared::statements! {
     JobStartMany => JOB_START_MANY,
     JobCompleteMany => JOB_COMPLETE_MANY,
     JobCompleteDeleteMany => JOB_COMPLETE_DELETE_MANY,
+    JobCompleteStepsMany => JOB_COMPLETE_STEPS_MANY,
+    JobCompleteDeleteStepsMany => JOB_COMPLETE_DELETE_STEPS_MANY,
     JobFailMany => JOB_FAIL_MANY,
     JobReleaseMany => JOB_RELEASE_MANY,
     JobParkMany => JOB_PARK_MANY,

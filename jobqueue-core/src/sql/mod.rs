@@ -16,6 +16,9 @@
 //!   (`RUNNER_*`).
 //! - `completions.rs`: `jobqueue_completions`, the per-minute counts of
 //!   completed jobs (`COMPLETIONS_*`).
+//! - `workflows.rs`: `jobqueue_workflows`, `jobqueue_workflow_steps` and
+//!   `jobqueue_workflow_edges`, jobs that wait for other jobs
+//!   (`WORKFLOW_*`); the completions of workflow jobs are in `jobs.rs`.
 //! - `doctor.rs`: the doctor's reads of the statistics views and catalogs
 //!   (`DOCTOR_*`), and the one reading of the xmin horizon (`XMIN_HORIZON`).
 //! - `session.rs`: what opens a queue transaction and sets up a queue
@@ -45,6 +48,9 @@ macro_rules! live_counts {
          SELECT queue, 'waiting', count(*), NULL
          FROM jobqueue_jobs WHERE status = 'waiting' GROUP BY queue
          UNION ALL
+         SELECT queue, 'blocked', count(*), NULL
+         FROM jobqueue_jobs WHERE status = 'blocked' GROUP BY queue
+         UNION ALL
          SELECT queue, 'unhandled', count(*), NULL
          FROM jobqueue_jobs WHERE status = 'unhandled' GROUP BY queue
          UNION ALL
@@ -56,6 +62,87 @@ macro_rules! live_counts {
     };
 }
 
+/// The status of a job inserted with run_at `$run_at` (an SQL expression):
+/// `pending` if it is due by the database's clock, else `scheduled`.
+macro_rules! status_for_run_at {
+    ($run_at:literal) => {
+        concat!(
+            "CASE WHEN ",
+            $run_at,
+            " <= now() THEN 'pending' ELSE 'scheduled' END"
+        )
+    };
+}
+
+/// The status of a job inserted into queue `$queue` with run_at `$run_at`
+/// and concurrency key `$key` (SQL expressions): `waiting` if it has a key
+/// and its queue a key limit (admitted when its key has room, see
+/// `keys.rs`), else as `status_for_run_at!`.
+macro_rules! status_for_keyed {
+    ($run_at:literal, $queue:literal, $key:literal) => {
+        concat!(
+            "CASE WHEN ",
+            $key,
+            " IS NOT NULL AND EXISTS (SELECT 1 FROM jobqueue_queues AS kq WHERE kq.name = ",
+            $queue,
+            " AND kq.key_limit IS NOT NULL) THEN 'waiting' WHEN ",
+            $run_at,
+            " <= now() THEN 'pending' ELSE 'scheduled' END"
+        )
+    };
+}
+
+/// The release of the children of the workflow steps in CTE `ended`
+/// (`job_id`, and what `$settles` reads of it): each unsettled edge out of
+/// them for which `$settles` holds (an SQL condition on the edge `e` and
+/// `ended`) is settled once, its child's count of parents left goes down,
+/// and a child left with none becomes due (`pending`, `scheduled` while
+/// its run_at is ahead, `waiting` behind its concurrency key). Its queue is
+/// woken on channel `$channel`. CTEs `settled`, `counted_down`,
+/// `released` and `wake`. A child is released by the one statement that
+/// takes its count to zero: concurrent releases of one child wait on its
+/// step's row lock, and each counts down from what the last one left.
+macro_rules! release_children {
+    ($settles:literal, $channel:literal) => {
+        concat!(
+            "
+    settled AS (
+        UPDATE jobqueue_workflow_edges AS e
+        SET settled = true
+        FROM ended
+        WHERE e.parent_id = ended.job_id AND NOT e.settled AND (",
+            $settles,
+            ")
+        RETURNING e.child_id
+    ),
+    counted_down AS (
+        UPDATE jobqueue_workflow_steps AS s
+        SET parents_left = s.parents_left - c.n
+        FROM (SELECT child_id, count(*)::int4 AS n FROM settled GROUP BY child_id) AS c
+        WHERE s.job_id = c.child_id
+        RETURNING s.job_id, s.parents_left
+    ),
+    released AS (
+        UPDATE jobqueue_jobs AS j
+        SET status = ",
+            status_for_keyed!("j.run_at", "j.queue", "j.concurrency_key"),
+            "
+        FROM counted_down AS c
+        WHERE j.id = c.job_id AND c.parents_left = 0 AND j.status = 'blocked'
+        RETURNING j.id, j.queue, j.status
+    ),
+    wake AS (
+        SELECT count(pg_notify(",
+            $channel,
+            ", q.queue)) AS notified
+        FROM (SELECT DISTINCT CASE WHEN status = 'waiting' THEN 'waiting ' || queue
+                                   ELSE queue END AS queue
+              FROM released WHERE status <> 'scheduled') AS q
+    )"
+        )
+    };
+}
+
 mod completions;
 mod doctor;
 mod jobs;
@@ -64,6 +151,7 @@ mod queues;
 mod runners;
 mod schedules;
 mod session;
+mod workflows;
 
 pub(crate) use completions::*;
 pub(crate) use doctor::*;
@@ -73,3 +161,4 @@ pub(crate) use queues::*;
 pub(crate) use runners::*;
 pub(crate) use schedules::*;
 pub(crate) use session::*;
+pub(crate) use workflows::*;

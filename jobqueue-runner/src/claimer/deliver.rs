@@ -72,6 +72,7 @@ impl Delivery {
                 queue: row.queue.clone(),
                 key,
             });
+            state.workflow = row.workflow_id.is_some();
             if let Some(metrics) = &shared.metrics {
                 let job = metrics.job(&row.queue, &row.job_type);
                 job.claimed();

@@ -26,6 +26,7 @@ use super::rescue::Rescue;
 use super::service::{PassReport, Service};
 use super::set_aside::SetAsideBacklogs;
 use super::vacuum::Vacuum;
+use super::workflow_ends::WorkflowEnds;
 use crate::backoff::stopped_within;
 use crate::claimer::Claimer;
 use crate::shared::Shared;
@@ -39,6 +40,7 @@ pub(crate) fn run(shared: Arc<Shared>, claimer: Arc<Claimer>, stop: Receiver<()>
     let mut scheduler = Scheduler::default();
     scheduler.add(Promote::new(config));
     scheduler.add(AdmitKeys::new(config));
+    scheduler.add(WorkflowEnds::new(config));
     scheduler.add(Reclaim::new(config));
     scheduler.add(Rescue::new(config));
     scheduler.add(Prune::new(config));

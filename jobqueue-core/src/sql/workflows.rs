@@ -1,0 +1,152 @@
+//! The statements of workflows: `jobqueue_workflows`,
+//! `jobqueue_workflow_steps` and `jobqueue_workflow_edges` (see the
+//! `workflows` migration). A workflow job's completion, which releases its
+//! children, is in `jobs.rs` (`JOB_COMPLETE_STEPS_MANY`); the release
+//! itself is `release_children!` (`mod.rs`).
+//!
+//! What they rely on: the steps' primary key `job_id`, the partial index
+//! `jobqueue_workflow_steps_live_idx` (steps not ended yet: the sweep of
+//! ends), the edges' primary key `(parent_id, child_id)` (a parent's
+//! children) and `jobqueue_workflow_edges_child_idx` (a child's parents).
+
+/// Inserts a workflow, its steps, its edges and its jobs in one statement,
+/// and wakes the queues of the steps due at once.
+///
+/// `$1` workflow id, `$2` name, `$3` on_failure; per step, arrays parallel
+/// to each other: `$4` job ids, `$5` step names, `$6` job types, `$7`
+/// queues, `$8` priorities, `$9` payloads (JSON text), `$10` max attempts,
+/// `$11` run_at (null: `now()` plus `$12`, the delay in seconds), `$13`
+/// concurrency keys, `$14` counts of parents; per edge: `$15` parents,
+/// `$16` children, `$17` kinds; `$18` the traceparent of them all, `$19`
+/// the notify channel. A step with parents is inserted `blocked`; the
+/// others as any job (`status_for_keyed!`). Returns the number of jobs.
+pub(crate) const WORKFLOW_INSERT: &str = concat!(
+    "WITH workflow AS (
+        INSERT INTO jobqueue_workflows (id, name, on_failure)
+        VALUES ($1, $2, $3)
+        RETURNING id
+    ),
+    steps AS (
+        INSERT INTO jobqueue_workflow_steps (job_id, workflow_id, name, job_type, parents_left)
+        SELECT u.id, w.id, u.name, u.job_type, u.parents
+        FROM workflow AS w,
+             unnest($4::uuid[], $5::text[], $6::text[], $14::int4[])
+             AS u(id, name, job_type, parents)
+    ),
+    edges AS (
+        INSERT INTO jobqueue_workflow_edges (parent_id, child_id, workflow_id, kind)
+        SELECT e.parent, e.child, w.id, e.kind
+        FROM workflow AS w,
+             unnest($15::uuid[], $16::uuid[], $17::text[]) AS e(parent, child, kind)
+    ),
+    inserted AS (
+        INSERT INTO jobqueue_jobs
+            (id, job_type, queue, priority, payload, max_attempts, run_at, status,
+             traceparent, concurrency_key, workflow_id)
+        SELECT t.id, t.job_type, t.queue, t.priority, CAST(t.payload AS jsonb),
+               t.max_attempts, t.run_at,
+               CASE WHEN t.parents > 0 THEN 'blocked' ELSE ",
+    status_for_keyed!("t.run_at", "t.queue", "t.concurrency_key"),
+    " END,
+               $18::text, t.concurrency_key, w.id
+        FROM workflow AS w,
+             (SELECT u.id, u.job_type, u.queue, u.priority, u.payload, u.max_attempts,
+                     COALESCE(u.run_at, now() + make_interval(secs => u.delay)) AS run_at,
+                     u.concurrency_key, u.parents
+              FROM unnest($4::uuid[], $6::text[], $7::text[], $8::int4[], $9::text[],
+                          $10::int4[], $11::timestamptz[], $12::float8[], $13::text[],
+                          $14::int4[])
+                   AS u(id, job_type, queue, priority, payload, max_attempts, run_at, delay,
+                        concurrency_key, parents)) AS t
+        RETURNING id, queue, status
+    ),
+    wake AS (
+        SELECT count(pg_notify($19, q.queue)) AS notified
+        FROM (SELECT DISTINCT CASE WHEN status = 'waiting' THEN 'waiting ' || queue
+                                   ELSE queue END AS queue
+              FROM inserted WHERE status IN ('pending', 'waiting')) AS q
+    )
+    SELECT count(*) AS n FROM inserted LEFT JOIN wake ON true"
+);
+
+/// Settles the ends that no completion released: up to `$1` steps still
+/// `live` whose jobs failed for good or were cancelled (by a handler, an
+/// operator, a rescue, or this sweep), each marked with its job's status
+/// (CTE `ended`, with its workflow's `on_failure`), in one statement.
+/// Steps another sweep has locked are skipped.
+///
+/// Their edges of kind `finished`, and all of them under `on_failure =
+/// 'run'`, settle (`release_children!`, waking queues on channel `$2`);
+/// under `cancel`, the blocked children of their other edges are
+/// cancelled, and the next sweep settles those in turn, down the graph;
+/// under `wait`, those edges stay until the job is retried and completes.
+/// Returns how many steps ended and how many children were cancelled.
+pub(crate) const WORKFLOW_SETTLE_ENDED: &str = concat!(
+    "WITH candidate AS (
+        SELECT s.job_id, j.status
+        FROM jobqueue_workflow_steps AS s
+        JOIN jobqueue_jobs AS j ON j.id = s.job_id
+        WHERE s.state = 'live' AND j.status IN ('failed', 'cancelled')
+        LIMIT $1
+        FOR UPDATE OF s SKIP LOCKED
+    ),
+    ended AS (
+        UPDATE jobqueue_workflow_steps AS s
+        SET state = c.status, ended_at = now()
+        FROM candidate AS c, jobqueue_workflows AS w
+        WHERE s.job_id = c.job_id AND w.id = s.workflow_id
+        RETURNING s.job_id, s.name, w.on_failure
+    ),",
+    release_children!("e.kind = 'finished' OR ended.on_failure = 'run'", "$2"),
+    ",
+    doomed AS (
+        UPDATE jobqueue_jobs AS j
+        SET status = 'cancelled',
+            finished_at = now(),
+            last_error = 'cancelled: step `' || ended.name
+                         || '`, which it waits for, did not complete'
+        FROM jobqueue_workflow_edges AS e, ended
+        WHERE e.parent_id = ended.job_id AND NOT e.settled AND e.kind = 'completed'
+          AND ended.on_failure = 'cancel'
+          AND j.id = e.child_id AND j.status = 'blocked'
+        RETURNING j.id
+    )
+    SELECT (SELECT count(*) FROM ended) AS ended,
+           (SELECT count(*) FROM doomed) AS cancelled,
+           (SELECT notified FROM wake) AS notified"
+);
+
+/// The results of the parents of step `$1`: `name`, `result` (JSON text,
+/// null when none was recorded), in name order.
+pub(crate) const WORKFLOW_PARENT_RESULTS: &str = "
+    SELECT s.name, CAST(s.result AS text) AS result
+    FROM jobqueue_workflow_edges AS e
+    JOIN jobqueue_workflow_steps AS s ON s.job_id = e.parent_id
+    WHERE e.child_id = $1
+    ORDER BY s.name";
+
+/// Workflow `$1`: `id`, `name`, `on_failure`, `created_at`.
+pub(crate) const WORKFLOW_GET: &str = "
+    SELECT id, name, on_failure, created_at
+    FROM jobqueue_workflows
+    WHERE id = $1";
+
+/// The steps of workflow `$1` in insert order, each with its job's
+/// current status (null once the row is gone: a completed job deleted, or
+/// a finished one pruned) and the names of its parents.
+pub(crate) const WORKFLOW_STEPS: &str = "
+    SELECT s.job_id, s.name, s.job_type, s.state, s.parents_left,
+           CAST(s.result AS text) AS result, s.ended_at, j.status AS job_status,
+           ARRAY(SELECT p.name
+                 FROM jobqueue_workflow_edges AS e
+                 JOIN jobqueue_workflow_steps AS p ON p.job_id = e.parent_id
+                 WHERE e.child_id = s.job_id
+                 ORDER BY p.name) AS parents
+    FROM jobqueue_workflow_steps AS s
+    LEFT JOIN jobqueue_jobs AS j ON j.id = s.job_id
+    WHERE s.workflow_id = $1
+    ORDER BY s.job_id";
+
+/// The workflow of job `$1`, if it is a step of one.
+pub(crate) const WORKFLOW_OF_STEP: &str = "
+    SELECT workflow_id AS id FROM jobqueue_workflow_steps WHERE job_id = $1";

@@ -1,0 +1,166 @@
+//! The release of workflow steps: a completion that settles the edges out
+//! of its steps in the same statement, and the sweep that settles the ends
+//! no completion saw (failed for good, cancelled).
+
+use diesel::prelude::*;
+use diesel::sql_types::{Array, BigInt, Integer, Nullable, Text, Uuid};
+
+use crate::finish::run_fenced;
+use crate::isolation::Scope;
+use crate::lease::{Fenced, Lease};
+use crate::prepared::{Prepared, Statement, prepared};
+use crate::{Error, Result, sql};
+
+/// Most bytes of a step's result (its JSON text).
+pub const MAX_RESULT_BYTES: usize = 64 * 1024;
+
+/// Steps one round of [`settle_ended`] settles at most.
+pub const DEFAULT_SETTLE_BATCH: i64 = 1_000;
+
+/// One completed workflow job: its lease and the result its handler
+/// recorded (JSON text, at most [`MAX_RESULT_BYTES`]), if any.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StepDone {
+    /// The lease it was worked under.
+    pub lease: Lease,
+    /// Its result, JSON text.
+    pub result: Option<String>,
+}
+
+impl StepDone {
+    /// A job completed under `lease` with no result.
+    pub fn new(lease: Lease) -> Self {
+        StepDone {
+            lease,
+            result: None,
+        }
+    }
+}
+
+/// Checks a step's result before it is recorded: JSON text of at most
+/// [`MAX_RESULT_BYTES`].
+pub fn check_result(result: &str) -> Result<()> {
+    if result.len() > MAX_RESULT_BYTES {
+        return Err(Error::invalid(
+            "result",
+            format!(
+                "{} bytes of JSON; a step's result holds at most {MAX_RESULT_BYTES}: \
+                 store large outputs elsewhere and record where they are",
+                result.len()
+            ),
+        ));
+    }
+    crate::storable::check_storable(result)
+}
+
+/// The completion of `done` (workflow jobs all), bound: ids and tokens
+/// sorted by id, results in the same order, the notify channel.
+fn steps_query<S: Statement>(done: &[StepDone]) -> Prepared<'static, S> {
+    let mut sorted: Vec<&StepDone> = done.iter().collect();
+    sorted.sort_unstable_by_key(|step| step.lease.job_id);
+    prepared::<S>()
+        .bind::<Array<Uuid>, _>(
+            sorted
+                .iter()
+                .map(|step| step.lease.job_id)
+                .collect::<Vec<_>>(),
+        )
+        .bind::<Array<Integer>, _>(
+            sorted
+                .iter()
+                .map(|step| step.lease.token)
+                .collect::<Vec<_>>(),
+        )
+        .bind::<Array<Nullable<Text>>, _>(
+            sorted
+                .iter()
+                .map(|step| step.result.clone())
+                .collect::<Vec<_>>(),
+        )
+        .bind::<Text, _>(crate::enqueue::NOTIFY_CHANNEL)
+}
+
+/// Completes held workflow jobs, recording their results and releasing
+/// the steps that waited only for them, in one statement: a step's
+/// children are released exactly when its completion commits. `delete`
+/// deletes the completed rows (a retention of zero), as
+/// [`crate::engine::complete_and_delete_many`] does; the steps keep what
+/// their children need.
+pub fn complete_steps_many(
+    conn: &mut PgConnection,
+    done: &[StepDone],
+    delete: bool,
+) -> Result<Fenced> {
+    complete_steps_in(conn, Scope::Own, done, delete)
+}
+
+/// Completes one held job, a step of a workflow or not, with its result
+/// (see [`complete_steps_many`]); [`Error::LeaseLost`] (and no change) if it
+/// is no longer held under its lease's token.
+pub fn complete_step(conn: &mut PgConnection, done: &StepDone, delete: bool) -> Result<()> {
+    let fenced = complete_steps_many(conn, std::slice::from_ref(done), delete)?;
+    crate::finish::single(&done.lease, fenced)
+}
+
+pub(crate) fn complete_steps_in(
+    conn: &mut PgConnection,
+    scope: Scope,
+    done: &[StepDone],
+    delete: bool,
+) -> Result<Fenced> {
+    let leases: Vec<Lease> = done.iter().map(|step| step.lease).collect();
+    if delete {
+        run_fenced(
+            conn,
+            scope,
+            &leases,
+            steps_query::<sql::JobCompleteDeleteStepsMany>(done),
+        )
+    } else {
+        run_fenced(
+            conn,
+            scope,
+            &leases,
+            steps_query::<sql::JobCompleteStepsMany>(done),
+        )
+    }
+}
+
+/// What [`settle_ended`] did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Settled {
+    /// Steps whose failure or cancellation it settled.
+    pub ended: i64,
+    /// Steps it cancelled because a step they waited for did not complete
+    /// (under [`crate::OnFailure::Cancel`]).
+    pub cancelled: i64,
+}
+
+#[derive(QueryableByName)]
+struct SettleRow {
+    #[diesel(sql_type = BigInt)]
+    ended: i64,
+    #[diesel(sql_type = BigInt)]
+    cancelled: i64,
+}
+
+/// Settles the workflow steps whose jobs failed for good or were cancelled
+/// (by a handler, an operator, a rescue of an expired lease), as their
+/// workflows' [`crate::OnFailure`] says, rounds of up to `batch` steps,
+/// until none is left: the steps it cancels are settled by the next round,
+/// down the graph. Each step is settled once, whichever runner sweeps.
+pub fn settle_ended(conn: &mut PgConnection, batch: i64) -> Result<Settled> {
+    let mut total = Settled::default();
+    loop {
+        let row = diesel::sql_query(sql::WORKFLOW_SETTLE_ENDED)
+            .bind::<BigInt, _>(batch.max(1))
+            .bind::<Text, _>(crate::enqueue::NOTIFY_CHANNEL)
+            .get_result::<SettleRow>(conn)?;
+        total.ended += row.ended;
+        total.cancelled += row.cancelled;
+        if row.ended == 0 {
+            return Ok(total);
+        }
+    }
+}

@@ -1,0 +1,153 @@
+//! Reading a workflow: its steps, each one's state, parents and result.
+
+use chrono::{DateTime, Utc};
+use diesel::prelude::*;
+use diesel::sql_types::{Array, Integer, Nullable, Text, Timestamptz, Uuid};
+
+use crate::{JobId, JobStatus, Result, sql};
+
+/// A workflow as [`get_workflow`] reads it.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct WorkflowInfo {
+    /// Its id.
+    pub id: JobId,
+    /// Its name.
+    pub name: String,
+    /// What a failed step does to the steps after it (`cancel`, `run`,
+    /// `wait`).
+    pub on_failure: String,
+    /// When it was enqueued.
+    pub created_at: DateTime<Utc>,
+    /// Its steps, in the order they were added.
+    pub steps: Vec<StepInfo>,
+}
+
+impl WorkflowInfo {
+    /// Whether every step ended (completed, failed or cancelled).
+    pub fn is_finished(&self) -> bool {
+        self.steps.iter().all(|step| step.state != "live")
+    }
+}
+
+/// One step of a [`WorkflowInfo`].
+#[derive(Debug, Clone, PartialEq, QueryableByName)]
+#[non_exhaustive]
+pub struct StepInfo {
+    /// Its job's id.
+    #[diesel(sql_type = Uuid)]
+    pub job_id: JobId,
+    /// Its name in the workflow.
+    #[diesel(sql_type = Text)]
+    pub name: String,
+    /// Its job's type.
+    #[diesel(sql_type = Text)]
+    pub job_type: String,
+    /// `live` until its job ends, then `completed`, `failed` or
+    /// `cancelled`.
+    #[diesel(sql_type = Text)]
+    pub state: String,
+    /// Its job's status while the row exists (a completed job's row is
+    /// deleted unless completed jobs are kept).
+    #[diesel(sql_type = Nullable<Text>)]
+    pub job_status: Option<JobStatus>,
+    /// Parents whose edges have not settled yet.
+    #[diesel(sql_type = Integer)]
+    pub parents_left: i32,
+    /// The names of the steps it comes after.
+    #[diesel(sql_type = Array<Text>)]
+    pub parents: Vec<String>,
+    /// The result its handler recorded (JSON text), if any.
+    #[diesel(sql_type = Nullable<Text>)]
+    pub result: Option<String>,
+    /// When it ended.
+    #[diesel(sql_type = Nullable<Timestamptz>)]
+    pub ended_at: Option<DateTime<Utc>>,
+}
+
+#[derive(QueryableByName)]
+struct WorkflowRow {
+    #[diesel(sql_type = Uuid)]
+    id: JobId,
+    #[diesel(sql_type = Text)]
+    name: String,
+    #[diesel(sql_type = Text)]
+    on_failure: String,
+    #[diesel(sql_type = Timestamptz)]
+    created_at: DateTime<Utc>,
+}
+
+#[derive(QueryableByName)]
+struct WorkflowId {
+    #[diesel(sql_type = Uuid)]
+    id: JobId,
+}
+
+/// The workflow with id `id`, or the one whose step has job id `id`;
+/// `None` if neither exists.
+pub fn get_workflow(conn: &mut PgConnection, id: JobId) -> Result<Option<WorkflowInfo>> {
+    crate::isolation::report(conn, |conn| {
+        let mut row = read_workflow(conn, id)?;
+        if row.is_none()
+            && let Some(of_step) = diesel::sql_query(sql::WORKFLOW_OF_STEP)
+                .bind::<Uuid, _>(id)
+                .get_result::<WorkflowId>(conn)
+                .optional()?
+        {
+            row = read_workflow(conn, of_step.id)?;
+        }
+        let Some(row) = row else {
+            return Ok(None);
+        };
+        let steps = diesel::sql_query(sql::WORKFLOW_STEPS)
+            .bind::<Uuid, _>(row.id)
+            .load::<StepInfo>(conn)?;
+        Ok(Some(WorkflowInfo {
+            id: row.id,
+            name: row.name,
+            on_failure: row.on_failure,
+            created_at: row.created_at,
+            steps,
+        }))
+    })
+}
+
+fn read_workflow(conn: &mut PgConnection, id: JobId) -> Result<Option<WorkflowRow>> {
+    Ok(diesel::sql_query(sql::WORKFLOW_GET)
+        .bind::<Uuid, _>(id)
+        .get_result::<WorkflowRow>(conn)
+        .optional()?)
+}
+
+#[derive(QueryableByName)]
+struct ParentResult {
+    #[diesel(sql_type = Text)]
+    name: String,
+    #[diesel(sql_type = Nullable<Text>)]
+    result: Option<String>,
+}
+
+/// The results of the steps that step `job_id` comes after, by step name
+/// (in name order), `None` for a parent that recorded none; empty for a
+/// job outside any workflow.
+pub fn parent_results(
+    conn: &mut PgConnection,
+    job_id: JobId,
+) -> Result<Vec<(String, Option<serde_json::Value>)>> {
+    let rows = diesel::sql_query(sql::WORKFLOW_PARENT_RESULTS)
+        .bind::<Uuid, _>(job_id)
+        .load::<ParentResult>(conn)?;
+    rows.into_iter()
+        .map(|row| {
+            let value = row
+                .result
+                .map(|text| serde_json::from_str(&text))
+                .transpose()
+                .map_err(|source| crate::Error::Deserialize {
+                    job_type: format!("result of step `{}`", row.name),
+                    source,
+                })?;
+            Ok((row.name, value))
+        })
+        .collect()
+}

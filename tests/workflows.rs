@@ -1,0 +1,325 @@
+//! Workflows in one runner process: a step starts only after each step it
+//! comes after completed (from the start and finish times the steps
+//! record), its parents' results reach it after their rows are deleted,
+//! and each failure policy does what it says to the steps after a step
+//! that failed for good or was cancelled. Bad graphs are refused with the
+//! reason, and nothing of them is inserted.
+
+use std::time::Duration;
+
+use diesel::prelude::*;
+use jobqueue_core::{
+    Error, Job, JobId, JobStatus, OnFailure, Workflow, cancel, get_workflow, retry_job,
+};
+use jobqueue_runner::RunnerConfig;
+use jobqueue_tests::jobs::{StepJob, registry};
+use jobqueue_tests::{TestDb, count_where, scalar, start_runner, wait_for};
+
+fn step(n: i64) -> StepJob {
+    StepJob {
+        n,
+        ms: 20,
+        fail: false,
+    }
+}
+
+fn failing(n: i64) -> StepJob {
+    StepJob {
+        n,
+        ms: 20,
+        fail: true,
+    }
+}
+
+fn runner_config(db: &TestDb) -> RunnerConfig {
+    RunnerConfig::new(&db.url)
+        .concurrency(4)
+        .poll_interval(Duration::from_millis(100))
+}
+
+/// Each step's state by name, from `jobqueue workflow show`'s reading.
+fn states(conn: &mut PgConnection, id: JobId) -> Vec<(String, String)> {
+    get_workflow(conn, id)
+        .expect("read the workflow")
+        .expect("the workflow")
+        .steps
+        .into_iter()
+        .map(|step| (step.name, step.state))
+        .collect()
+}
+
+fn state_of(conn: &mut PgConnection, id: JobId, name: &str) -> String {
+    states(conn, id)
+        .into_iter()
+        .find(|(step, _)| step == name)
+        .map(|(_, state)| state)
+        .unwrap_or_else(|| panic!("no step `{name}`"))
+}
+
+fn wait_finished(conn: &mut PgConnection, id: JobId) {
+    wait_for("the workflow to finish", Duration::from_secs(60), || {
+        get_workflow(conn, id)
+            .expect("read the workflow")
+            .is_some_and(|flow| flow.is_finished())
+    });
+}
+
+/// The steps whose `start` came before a parent's `done` (or before it
+/// had one): none, if every step waited for its parents.
+fn early_starts(conn: &mut PgConnection, workflow: JobId) -> i64 {
+    scalar(
+        conn,
+        &format!(
+            "SELECT count(*) AS n
+             FROM jobqueue_workflow_edges AS e
+             JOIN test_effects AS child ON child.job_id = e.child_id AND child.kind = 'start'
+             WHERE e.workflow_id = '{workflow}' AND e.kind = 'completed'
+               AND NOT EXISTS (SELECT 1 FROM test_effects AS parent
+                               WHERE parent.job_id = e.parent_id AND parent.kind = 'done'
+                                 AND parent.at <= child.at)"
+        ),
+    )
+}
+
+#[test]
+fn steps_start_after_their_parents_and_read_their_results() {
+    let (db, mut conn) = TestDb::with_side_tables();
+    // transcode -> (thumbnails, preview, captions) -> publish, and an
+    // independent branch that joins at publish too.
+    let mut flow = Workflow::new("publish video").expect("workflow");
+    let transcode = flow.add("transcode", &step(1)).expect("step");
+    let middle: Vec<_> = (0..3)
+        .map(|i| flow.add(format!("middle-{i}"), &step(10)).expect("step"))
+        .collect();
+    let side = flow.add("side", &step(100)).expect("step");
+    let publish = flow.add("publish", &step(1000)).expect("step");
+    for &m in &middle {
+        flow.after(m, [transcode]).expect("edge");
+    }
+    flow.after(publish, middle.iter().copied().chain([side]))
+        .expect("edge");
+    let enqueued = flow.enqueue(&mut conn).expect("enqueue");
+    assert_eq!(enqueued.steps.len(), 6);
+    assert_eq!(
+        count_where(&mut conn, "status = 'blocked'"),
+        4,
+        "the three middle steps and publish wait"
+    );
+    assert_eq!(count_where(&mut conn, "status = 'pending'"), 2);
+
+    let runner = start_runner(runner_config(&db), registry());
+    wait_finished(&mut conn, enqueued.id);
+    runner.shutdown();
+
+    assert_eq!(early_starts(&mut conn, enqueued.id), 0);
+    assert!(
+        states(&mut conn, enqueued.id)
+            .iter()
+            .all(|(_, state)| state == "completed"),
+        "{:?}",
+        states(&mut conn, enqueued.id)
+    );
+    let flow = get_workflow(&mut conn, enqueued.id)
+        .expect("read")
+        .expect("workflow");
+    let result = |name: &str| {
+        flow.steps
+            .iter()
+            .find(|step| step.name == name)
+            .and_then(|step| step.result.clone())
+    };
+    // Each middle step adds 10 to transcode's 1; publish adds 1000 to the
+    // three middles (11 each) and side (100). The rows are gone by then
+    // (completed jobs are deleted): the results came from the steps.
+    assert_eq!(result("middle-0").as_deref(), Some("11"));
+    assert_eq!(result("publish").as_deref(), Some("1133"));
+    assert_eq!(count_where(&mut conn, "true"), 0, "completed rows deleted");
+    // Each step ran once.
+    assert_eq!(
+        scalar(
+            &mut conn,
+            "SELECT count(*) AS n FROM test_effects WHERE kind = 'start'"
+        ),
+        6
+    );
+    // The workflow is found by a step's id too.
+    let by_step = get_workflow(&mut conn, enqueued.steps[5].1)
+        .expect("read")
+        .expect("found by a step");
+    assert_eq!(by_step.id, enqueued.id);
+}
+
+/// a -> b -> c, and d after a by a "finished" edge, under `policy`, with
+/// `a` failing for good on its first run: its workflow id and step ids.
+fn failing_chain(conn: &mut PgConnection, policy: OnFailure) -> (JobId, [JobId; 4]) {
+    let mut flow = Workflow::new(format!("chain {policy:?}")).expect("workflow");
+    flow.on_failure(policy);
+    let a = flow.add("a", &failing(1)).expect("step");
+    let b = flow.add("b", &step(10)).expect("step");
+    let c = flow.add("c", &step(100)).expect("step");
+    let d = flow.add("d", &step(1000)).expect("step");
+    flow.after(b, [a]).expect("edge");
+    flow.after(c, [b]).expect("edge");
+    flow.after_finished(d, [a]).expect("edge");
+    let enqueued = flow.enqueue(conn).expect("enqueue");
+    (enqueued.id, [a.id(), b.id(), c.id(), d.id()])
+}
+
+#[test]
+fn a_failed_step_cancels_the_steps_after_it_by_default() {
+    let (db, mut conn) = TestDb::with_side_tables();
+    let (id, [a, b, c, d]) = failing_chain(&mut conn, OnFailure::Cancel);
+    let runner = start_runner(runner_config(&db), registry());
+    wait_finished(&mut conn, id);
+    runner.shutdown();
+    let states = states(&mut conn, id);
+    assert_eq!(
+        states,
+        [
+            ("a".to_owned(), "failed".to_owned()),
+            ("b".to_owned(), "cancelled".to_owned()),
+            ("c".to_owned(), "cancelled".to_owned()),
+            ("d".to_owned(), "completed".to_owned()),
+        ]
+    );
+    let b_row = jobqueue_tests::read_job(&mut conn, b);
+    assert_eq!(b_row.status, JobStatus::Cancelled);
+    assert!(
+        b_row
+            .last_error
+            .as_deref()
+            .is_some_and(|e| e.contains("step `a`")),
+        "{:?}",
+        b_row.last_error
+    );
+    for never in [b, c] {
+        assert_eq!(
+            scalar(
+                &mut conn,
+                &format!("SELECT count(*) AS n FROM test_effects WHERE job_id = '{never}'")
+            ),
+            0,
+            "a cancelled step never started"
+        );
+    }
+    let _ = (a, d);
+}
+
+#[test]
+fn under_run_the_steps_after_a_failed_one_run_anyway() {
+    let (db, mut conn) = TestDb::with_side_tables();
+    let (id, _) = failing_chain(&mut conn, OnFailure::Run);
+    let runner = start_runner(runner_config(&db), registry());
+    wait_finished(&mut conn, id);
+    runner.shutdown();
+    let states = states(&mut conn, id);
+    assert_eq!(
+        states.iter().map(|(_, s)| s.as_str()).collect::<Vec<_>>(),
+        ["failed", "completed", "completed", "completed"]
+    );
+}
+
+#[test]
+fn under_wait_the_steps_after_a_failed_one_wait_for_its_retry() {
+    let (db, mut conn) = TestDb::with_side_tables();
+    let (id, [a, b, c, _]) = failing_chain(&mut conn, OnFailure::Wait);
+    let runner = start_runner(runner_config(&db), registry());
+    wait_for("a to fail and d to run", Duration::from_secs(60), || {
+        state_of(&mut conn, id, "a") == "failed" && state_of(&mut conn, id, "d") == "completed"
+    });
+    // Settled, and still waiting: two maintenance passes later b has not
+    // moved.
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(
+        jobqueue_tests::read_job(&mut conn, b).status,
+        JobStatus::Blocked
+    );
+    retry_job(&mut conn, a).expect("retry a");
+    wait_finished(&mut conn, id);
+    runner.shutdown();
+    assert_eq!(
+        states(&mut conn, id)
+            .iter()
+            .map(|(_, s)| s.as_str())
+            .collect::<Vec<_>>(),
+        ["completed", "completed", "completed", "completed"]
+    );
+    assert_eq!(early_starts(&mut conn, id), 0);
+    let _ = c;
+}
+
+#[test]
+fn cancelling_a_waiting_step_cancels_the_steps_after_it() {
+    let (db, mut conn) = TestDb::with_side_tables();
+    let mut flow = Workflow::new("cancelled midway").expect("workflow");
+    let a = flow.add("a", &step(1)).expect("step");
+    let b = flow.add("b", &step(2)).expect("step");
+    let c = flow.add("c", &step(3)).expect("step");
+    flow.after(b, [a]).expect("edge");
+    flow.after(c, [b]).expect("edge");
+    let enqueued = flow.enqueue(&mut conn).expect("enqueue");
+    // An operator cancels b before anything ran.
+    cancel(&mut conn, b.id()).expect("cancel b");
+    let runner = start_runner(runner_config(&db), registry());
+    wait_finished(&mut conn, enqueued.id);
+    runner.shutdown();
+    assert_eq!(
+        states(&mut conn, enqueued.id)
+            .iter()
+            .map(|(_, s)| s.as_str())
+            .collect::<Vec<_>>(),
+        ["completed", "cancelled", "cancelled"]
+    );
+    let _ = c;
+}
+
+#[test]
+fn bad_graphs_are_refused_and_nothing_is_inserted() {
+    let (_db, mut conn) = TestDb::with_side_tables();
+    let mut flow = Workflow::new("loop").expect("workflow");
+    let a = flow.add("a", &step(1)).expect("step");
+    let b = flow.add("b", &step(2)).expect("step");
+    let c = flow.add("c", &step(3)).expect("step");
+    flow.after(b, [a]).expect("edge");
+    flow.after(c, [b]).expect("edge");
+    flow.after(a, [c]).expect("edge");
+    let err = flow.enqueue(&mut conn).expect_err("a cycle");
+    assert!(matches!(err, Error::InvalidWorkflow { .. }), "{err:?}");
+    assert!(err.is_input());
+    let text = err.to_string();
+    assert!(text.contains("workflow `loop` refused"), "{text}");
+    assert!(text.contains("cycle"), "{text}");
+    for name in ["a", "b", "c"] {
+        assert!(text.contains(name), "{text}");
+    }
+
+    let mut one = Workflow::new("one").expect("workflow");
+    let mut other = Workflow::new("other").expect("workflow");
+    let mine = one.add("mine", &step(1)).expect("step");
+    let theirs = other.add("theirs", &step(1)).expect("step");
+    let err = one.after(mine, [theirs]).expect_err("a step of another");
+    assert!(
+        err.to_string().contains("belongs to another workflow"),
+        "{err}"
+    );
+
+    let err = Workflow::new("empty")
+        .expect("workflow")
+        .enqueue(&mut conn)
+        .expect_err("no steps");
+    assert!(err.to_string().contains("no steps"), "{err}");
+
+    let err = Workflow::new("").expect_err("an empty name");
+    assert!(err.to_string().contains("workflow name"), "{err}");
+
+    let mut keyed = Workflow::new("keyed").expect("workflow");
+    let with_key = step(1).options().unique_key("once").build().expect("a job");
+    let err = keyed.add_job("k", with_key).expect_err("a unique key");
+    assert!(err.to_string().contains("unique key"), "{err}");
+
+    assert_eq!(count_where(&mut conn, "true"), 0, "no job inserted");
+    assert_eq!(
+        scalar(&mut conn, "SELECT count(*) AS n FROM jobqueue_workflows"),
+        0
+    );
+}
