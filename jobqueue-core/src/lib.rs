@@ -48,6 +48,7 @@ extern crate self as jobqueue_core;
 
 mod admin;
 mod admission;
+mod batch;
 pub mod browse;
 mod cancel;
 mod claim;
@@ -103,6 +104,7 @@ mod workflow_release;
 mod workflow_show;
 
 pub use admin::{retry_failed, retry_job};
+pub use batch::{Batch, ON_FINISH, ON_SUCCESS};
 pub use cancel::{CancelOutcome, cancel};
 pub use cron_schedule::CronSchedule;
 pub use doctor::{Check, CheckStatus, DoctorOptions, doctor};

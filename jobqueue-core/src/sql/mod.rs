@@ -98,10 +98,13 @@ macro_rules! status_for_keyed {
 /// `ended`) is settled once, its child's count of parents left goes down,
 /// and a child left with none becomes due (`pending`, `scheduled` while
 /// its run_at is ahead, `waiting` behind its concurrency key). Its queue is
-/// woken on channel `$channel`. CTEs `settled`, `counted_down`,
+/// woken on channel `$channel`. CTEs `settled`, `locked`, `counted_down`,
 /// `released` and `wake`. A child is released by the one statement that
 /// takes its count to zero: concurrent releases of one child wait on its
-/// step's row lock, and each counts down from what the last one left.
+/// step's row lock, and each counts down from what the last one left. The
+/// children's rows are locked in id order first (`locked`, a CTE with
+/// `FOR UPDATE` is never folded into the statement), so two statements
+/// that share children wait for each other instead of deadlocking.
 macro_rules! release_children {
     ($settles:literal, $channel:literal) => {
         concat!(
@@ -115,11 +118,19 @@ macro_rules! release_children {
             ")
         RETURNING e.child_id
     ),
+    locked AS (
+        SELECT s.job_id
+        FROM jobqueue_workflow_steps AS s
+        WHERE s.job_id IN (SELECT child_id FROM settled)
+        ORDER BY s.job_id
+        FOR UPDATE
+    ),
     counted_down AS (
         UPDATE jobqueue_workflow_steps AS s
         SET parents_left = s.parents_left - c.n
-        FROM (SELECT child_id, count(*)::int4 AS n FROM settled GROUP BY child_id) AS c
-        WHERE s.job_id = c.child_id
+        FROM (SELECT child_id, count(*)::int4 AS n FROM settled GROUP BY child_id) AS c,
+             locked
+        WHERE s.job_id = c.child_id AND locked.job_id = c.child_id
         RETURNING s.job_id, s.parents_left
     ),
     released AS (
