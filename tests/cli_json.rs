@@ -316,6 +316,7 @@ fn stats_queue_list_runners_and_cron_list_print_one_document_each() {
             "key_limit",
             "keys_held",
             "waiting_on_key",
+            "blocked_on_parents",
         ],
     );
     assert_eq!(mail["paused"], false);

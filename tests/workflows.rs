@@ -13,7 +13,11 @@ use jobqueue_core::{
 };
 use jobqueue_runner::RunnerConfig;
 use jobqueue_tests::jobs::{StepJob, registry};
-use jobqueue_tests::{TestDb, count_where, scalar, start_runner, wait_for};
+use jobqueue_tests::{
+    TestDb, assert_contains, count_where, run_cli, scalar, start_runner, wait_for,
+};
+
+const CLI: &str = env!("CARGO_BIN_EXE_jobqueue-test-worker");
 
 fn step(n: i64) -> StepJob {
     StepJob {
@@ -203,6 +207,45 @@ fn a_failed_step_cancels_the_steps_after_it_by_default() {
         );
     }
     let _ = (a, d);
+
+    // What `jobqueue workflow show` prints of it, by its id or a step's.
+    let (code, out, err) = run_cli(CLI, &db.url, &["workflow", "show", &id.to_string()]);
+    assert_eq!(code, Some(0), "{err}");
+    assert_contains(
+        &out,
+        &[
+            "chain Cancel",
+            "on failure:    cancel",
+            "4 (1 completed, 1 failed, 2 cancelled, 0 not ended)",
+        ],
+    );
+    let line = |name: &str| {
+        out.lines()
+            .find(|line| line.starts_with(&format!("{name} ")))
+            .unwrap_or_else(|| panic!("no line for step {name}:\n{out}"))
+            .to_owned()
+    };
+    assert_contains(&line("b"), &["cancelled", "a (1 left)"]);
+    assert_contains(&line("d"), &["completed", "1000"]);
+    let (code, out, err) = run_cli(
+        CLI,
+        &db.url,
+        &["workflow", "show", &b.to_string(), "--json"],
+    );
+    assert_eq!(code, Some(0), "{err}");
+    let doc: serde_json::Value = serde_json::from_str(&out).expect("JSON");
+    assert_eq!(doc["id"], id.to_string());
+    assert_eq!(doc["finished"], true);
+    assert_eq!(doc["steps"][3]["result"], 1000);
+    assert_eq!(doc["steps"][1]["after"], serde_json::json!(["a"]));
+    assert_eq!(doc["steps"][1]["state"], "cancelled");
+    let (code, _, err) = run_cli(
+        CLI,
+        &db.url,
+        &["workflow", "show", &JobId::new().to_string()],
+    );
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("no workflow with id"), "{err}");
 }
 
 #[test]

@@ -86,6 +86,10 @@ pub(crate) enum Command {
     /// binaries declare).
     #[command(subcommand)]
     Cron(CronCommand),
+    /// Look at workflows and batches: each step's state, the steps it
+    /// comes after, its result.
+    #[command(subcommand)]
+    Workflow(WorkflowCommand),
     /// Check the database for what hurts a queue: ok, warn or fail per check.
     ///
     /// What holds back vacuum (transactions, replication slots, prepared
@@ -141,6 +145,21 @@ pub(crate) enum CronCommand {
     Run {
         /// The schedule.
         name: String,
+    },
+}
+
+/// `jobqueue workflow ...`.
+#[derive(Debug, Subcommand)]
+pub(crate) enum WorkflowCommand {
+    /// A workflow's steps: each one's state (live, completed, failed,
+    /// cancelled), its job's status, the steps it comes after and its
+    /// result.
+    Show {
+        /// The workflow's id, or the job id of one of its steps.
+        id: String,
+        /// Print the workflow as one JSON document (fields in the guide).
+        #[arg(long)]
+        json: bool,
     },
 }
 

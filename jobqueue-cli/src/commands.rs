@@ -2,12 +2,11 @@
 
 use std::time::Duration;
 
-use diesel::{Connection, PgConnection};
+use diesel::PgConnection;
 use jobqueue_core::browse::{JobQuery, browse_jobs};
 use jobqueue_core::engine::{DEFAULT_CONNECT_TIMEOUT, connectable_url};
 use jobqueue_core::{
-    CancelOutcome, EnqueueOutcome, JobId, JobLookup, JobOptions, JobRow, JobStatus, NewJob,
-    Retention,
+    CancelOutcome, EnqueueOutcome, JobLookup, JobOptions, JobRow, JobStatus, NewJob, Retention,
 };
 
 use jobqueue_runner::{Registry, Runner, RunnerConfig};
@@ -16,6 +15,7 @@ use crate::CliError;
 use crate::args::{
     Command, CronCommand, EnqueueArgs, ListArgs, PruneArgs, QueueCommand, RetryArgs, WorkArgs,
 };
+use crate::connect::{connect, parse_id};
 use crate::json;
 use crate::output::{json_document, json_line, outln};
 use crate::terminal::shown;
@@ -39,20 +39,13 @@ pub(crate) fn run(url: &str, command: Command, registry: Registry) -> Result<()>
         Command::Prune(prune_args) => prune(url, prune_args),
         Command::Queue(queue_command) => queue(url, queue_command),
         Command::Cron(cron_command) => cron(url, cron_command),
+        Command::Workflow(workflow_command) => crate::workflow::run(url, workflow_command),
         Command::Runners { json } => runners(url, json),
         Command::Doctor(doctor_args) => crate::doctor::run(url, doctor_args),
         Command::Dashboard(dashboard_args) => crate::dashboard::run(url, dashboard_args),
         // Never here: `Cli::main_with` answers them without a database.
         Command::Completions { .. } | Command::Man { .. } => Ok(()),
     }
-}
-
-/// A connection to `url`, whose connect gives up after
-/// [`DEFAULT_CONNECT_TIMEOUT`] unless the URL sets its own
-/// `connect_timeout`.
-pub(crate) fn connect(url: &str) -> Result<PgConnection> {
-    let url = connectable_url(url, DEFAULT_CONNECT_TIMEOUT)?;
-    Ok(PgConnection::establish(&url).map_err(jobqueue_core::Error::from)?)
 }
 
 /// A duration from a number of seconds given on the command line.
@@ -331,10 +324,6 @@ fn parse_time(name: &str, text: &str) -> Result<chrono::DateTime<chrono::Utc>> {
     } else {
         format!("--{name} `{text}` is not an RFC 3339 time (e.g. 2026-11-22T10:00:00Z)")
     }))
-}
-
-fn parse_id(id: &str) -> Result<JobId> {
-    Ok(id.parse::<JobId>()?)
 }
 
 /// Most jobs `list` prints.
@@ -769,10 +758,11 @@ fn queue_list(conn: &mut PgConnection, json: bool) -> Result<()> {
         return Ok(());
     }
     outln!(
-        "{:<20} {:<8} {:>10} {:>10} {:>10} {:>8} {:>10} {:>12} {:>8} {:>12} {:>8} {:>10} {:>22}",
+        "{:<20} {:<8} {:>10} {:>10} {:>10} {:>10} {:>8} {:>10} {:>12} {:>8} {:>12} {:>8} {:>10} {:>22}",
         "queue",
         "state",
         "due",
+        "blocked",
         "scheduled",
         "unhandled",
         "held",
@@ -791,10 +781,11 @@ fn queue_list(conn: &mut PgConnection, json: bool) -> Result<()> {
             (false, None) => "active",
         };
         outln!(
-            "{:<20} {:<8} {:>10} {:>10} {:>10} {:>8} {:>10} {:>12} {:>8} {:>12} {:>8} {:>10} {:>22}",
+            "{:<20} {:<8} {:>10} {:>10} {:>10} {:>10} {:>8} {:>10} {:>12} {:>8} {:>12} {:>8} {:>10} {:>22}",
             shown(&q.queue),
             state,
             q.count(JobStatus::Pending),
+            q.count(JobStatus::Blocked),
             q.count(JobStatus::Scheduled),
             q.count(JobStatus::Unhandled),
             q.held(),

@@ -96,7 +96,7 @@ pub(crate) fn run(url: &str, args: DoctorArgs) -> Result<(), CliError> {
     // Thresholds that contradict each other are a wrong command line (2),
     // refused before connecting.
     options.validate()?;
-    let mut conn = crate::commands::connect(url)?;
+    let mut conn = crate::connect::connect(url)?;
     let checks = jobqueue_core::doctor(&mut conn, &options)?;
     let worst = checks
         .iter()

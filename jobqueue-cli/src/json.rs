@@ -193,6 +193,7 @@ pub(crate) struct QueueLine<'a> {
     key_limit: Option<Keys>,
     keys_held: Option<i64>,
     waiting_on_key: i64,
+    blocked_on_parents: i64,
 }
 
 /// A queue's key limit in `queue list --json`.
@@ -233,6 +234,7 @@ impl<'a> QueueLine<'a> {
             }),
             keys_held: q.key_limit.map(|_| q.keys_held),
             waiting_on_key: q.count(JobStatus::Waiting),
+            blocked_on_parents: q.count(JobStatus::Blocked),
         }
     }
 }

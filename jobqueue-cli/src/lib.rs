@@ -31,6 +31,7 @@
 
 mod args;
 mod commands;
+mod connect;
 mod dashboard;
 mod doctor;
 mod error;
@@ -40,6 +41,7 @@ mod keys;
 mod output;
 mod rate;
 mod terminal;
+mod workflow;
 
 use std::ffi::OsString;
 use std::process::ExitCode;

@@ -30,8 +30,17 @@ use crate::RunnerConfig;
 use crate::health::ConnectFailures;
 use crate::metrics::{Metrics, QueueGaugeFamilies, QueueLabels, QueueStateLabels};
 
-/// The job states of `jobqueue_queue_jobs`.
-const STATES: [&str; 6] = ["waiting", "due", "scheduled", "unhandled", "held", "failed"];
+/// The job states of `jobqueue_queue_jobs`: `blocked` counts the steps of
+/// workflows waiting for the steps they come after.
+const STATES: [&str; 7] = [
+    "blocked",
+    "waiting",
+    "due",
+    "scheduled",
+    "unhandled",
+    "held",
+    "failed",
+];
 
 /// Computes the table-wide queue gauges every `metrics_refresh` while this
 /// runner holds the lead, on a connection of its own (the lead is its
@@ -219,6 +228,7 @@ impl Reading {
     fn of(q: &QueueInfo) -> Self {
         Reading {
             counts: [
+                q.count(JobStatus::Blocked),
                 q.count(JobStatus::Waiting),
                 q.count(JobStatus::Pending),
                 q.count(JobStatus::Scheduled),
