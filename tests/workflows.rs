@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use diesel::prelude::*;
 use jobqueue_core::{
-    Error, Job, JobId, JobStatus, OnFailure, Workflow, cancel, get_workflow, retry_job,
+    Error, Job, JobId, JobStatus, OnFailure, Retention, Workflow, cancel, get_workflow, retry_job,
 };
 use jobqueue_runner::RunnerConfig;
 use jobqueue_tests::jobs::{StepJob, registry};
@@ -151,6 +151,29 @@ fn steps_start_after_their_parents_and_read_their_results() {
         .expect("read")
         .expect("found by a step");
     assert_eq!(by_step.id, enqueued.id);
+
+    // A prune deletes the finished workflow with its steps and edges, and
+    // keeps one whose steps have not all ended.
+    let mut waiting = Workflow::new("not run yet").expect("workflow");
+    waiting.add("only", &step(1)).expect("step");
+    let waiting = waiting.enqueue(&mut conn).expect("enqueue");
+    let pruned = jobqueue_core::engine::prune(
+        &mut conn,
+        &Retention::default().workflows(Some(Duration::ZERO)),
+    )
+    .expect("prune");
+    assert_eq!(pruned.workflows, 1);
+    assert_eq!(get_workflow(&mut conn, enqueued.id).expect("read"), None);
+    assert!(get_workflow(&mut conn, waiting.id).expect("read").is_some());
+    assert_eq!(
+        scalar(
+            &mut conn,
+            "SELECT (SELECT count(*) FROM jobqueue_workflow_steps)
+                  + (SELECT count(*) FROM jobqueue_workflow_edges) AS n"
+        ),
+        1,
+        "only the waiting workflow's step is left"
+    );
 }
 
 /// a -> b -> c, and d after a by a "finished" edge, under `policy`, with

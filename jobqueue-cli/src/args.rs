@@ -356,6 +356,16 @@ pub(crate) struct WorkArgs {
         default_value_t = 168.0
     )]
     pub(crate) retain_cancelled_hours: f64,
+    /// Keep finished workflows and batches (their steps, edges and
+    /// results: `workflow show`) this many hours after their last step
+    /// ended.
+    #[arg(
+        long,
+        allow_negative_numbers = true,
+        env = "JOBQUEUE_RETAIN_WORKFLOWS_HOURS",
+        default_value_t = 168.0
+    )]
+    pub(crate) retain_workflows_hours: f64,
     /// Worker id stored on claimed rows (default: host-pid-random).
     #[arg(long, env = "JOBQUEUE_WORKER_ID")]
     pub(crate) worker_id: Option<String>,

@@ -107,6 +107,10 @@ fn work(url: &str, args: WorkArgs, registry: Registry) -> Result<()> {
         "retain-cancelled-hours",
         args.retain_cancelled_hours,
     )?);
+    config.retention.workflows = Some(hours(
+        "retain-workflows-hours",
+        args.retain_workflows_hours,
+    )?);
     if let Some(worker_id) = args.worker_id {
         config.worker_id = worker_id;
     }
@@ -646,10 +650,11 @@ fn prune(url: &str, args: PruneArgs) -> Result<()> {
         .cancelled(Some(hours("cancelled-hours", args.cancelled_hours)?));
     let pruned = jobqueue_core::engine::prune(&mut connect(url)?, &retention)?;
     outln!(
-        "pruned {} completed, {} failed, {} cancelled job(s)",
+        "pruned {} completed, {} failed, {} cancelled job(s) and {} finished workflow(s)",
         pruned.completed,
         pruned.failed,
-        pruned.cancelled
+        pruned.cancelled,
+        pruned.workflows
     )?;
     Ok(())
 }

@@ -23,6 +23,10 @@ pub struct Retention {
     pub failed: Option<Duration>,
     /// Cancelled jobs. Default 7 days.
     pub cancelled: Option<Duration>,
+    /// Workflows and batches whose steps all ended, counted from the last
+    /// end: the record `jobqueue workflow show` reads (steps, edges,
+    /// results), whatever became of the jobs' own rows. Default 7 days.
+    pub workflows: Option<Duration>,
     /// Rows deleted per statement, so pruning never holds many locks at once.
     /// Default 5000.
     pub batch: i64,
@@ -45,6 +49,12 @@ impl Retention {
     /// Sets [`Retention::failed`].
     pub fn failed(mut self, keep: Option<Duration>) -> Self {
         self.failed = keep;
+        self
+    }
+
+    /// Sets [`Retention::workflows`].
+    pub fn workflows(mut self, keep: Option<Duration>) -> Self {
+        self.workflows = keep;
         self
     }
 
@@ -76,6 +86,7 @@ impl Default for Retention {
             completed: Some(Duration::ZERO),
             failed: Some(Duration::from_secs(30 * DAY)),
             cancelled: Some(Duration::from_secs(7 * DAY)),
+            workflows: Some(Duration::from_secs(7 * DAY)),
             batch: 5000,
         }
     }
@@ -91,6 +102,8 @@ pub struct Pruned {
     pub failed: u64,
     /// Cancelled jobs deleted.
     pub cancelled: u64,
+    /// Finished workflows deleted (with their steps and edges).
+    pub workflows: u64,
 }
 
 /// Deletes finished jobs older than their retention (by `finished_at` and the
@@ -151,6 +164,20 @@ pub(crate) fn prune_in(
             JobStatus::Completed => pruned.completed = deleted,
             JobStatus::Failed => pruned.failed = deleted,
             _ => pruned.cancelled = deleted,
+        }
+    }
+    if let Some(keep) = retention.workflows {
+        loop {
+            let n = scoped(conn, scope, sql::READ_COMMITTED_BEGIN, |conn| {
+                Ok(diesel::sql_query(sql::WORKFLOW_PRUNE)
+                    .bind::<Double, _>(keep.as_secs_f64())
+                    .bind::<BigInt, _>(retention.batch)
+                    .execute(conn)?)
+            })?;
+            pruned.workflows += n as u64;
+            if (n as i64) < retention.batch {
+                break;
+            }
         }
     }
     scoped(conn, scope, sql::READ_COMMITTED_BEGIN, |conn| {

@@ -30,6 +30,10 @@ CREATE TABLE jobqueue_workflows (
     CONSTRAINT on_failure_valid CHECK (on_failure IN ('cancel', 'run', 'wait'))
 );
 
+-- Workflows by age: the prune of finished ones.
+CREATE INDEX jobqueue_workflows_created_idx
+    ON jobqueue_workflows (created_at);
+
 CREATE TABLE jobqueue_workflow_steps (
     job_id       uuid        PRIMARY KEY,
     workflow_id  uuid        NOT NULL REFERENCES jobqueue_workflows (id) ON DELETE CASCADE,
@@ -64,6 +68,10 @@ CREATE TABLE jobqueue_workflow_edges (
 -- A child's parents: the results it reads.
 CREATE INDEX jobqueue_workflow_edges_child_idx
     ON jobqueue_workflow_edges (child_id);
+
+-- A workflow's edges: deleted with it.
+CREATE INDEX jobqueue_workflow_edges_workflow_idx
+    ON jobqueue_workflow_edges (workflow_id);
 
 ALTER TABLE jobqueue_jobs
     ADD COLUMN workflow_id uuid,

@@ -150,3 +150,23 @@ pub(crate) const WORKFLOW_STEPS: &str = "
 /// The workflow of job `$1`, if it is a step of one.
 pub(crate) const WORKFLOW_OF_STEP: &str = "
     SELECT workflow_id AS id FROM jobqueue_workflow_steps WHERE job_id = $1";
+
+/// Deletes up to `$2` workflows whose steps all ended more than `$1`
+/// seconds ago (and that were enqueued before that), with their steps
+/// and edges (`ON DELETE CASCADE`). Workflows another prune has locked
+/// are skipped.
+pub(crate) const WORKFLOW_PRUNE: &str = "
+    WITH doomed AS (
+        SELECT w.id
+        FROM jobqueue_workflows AS w
+        WHERE w.created_at < now() - make_interval(secs => $1)
+          AND NOT EXISTS (
+              SELECT 1 FROM jobqueue_workflow_steps AS s
+              WHERE s.workflow_id = w.id
+                AND (s.state = 'live' OR s.ended_at >= now() - make_interval(secs => $1)))
+        ORDER BY w.created_at
+        LIMIT $2
+        FOR UPDATE SKIP LOCKED
+    )
+    DELETE FROM jobqueue_workflows AS w
+    WHERE w.id IN (SELECT id FROM doomed)";

@@ -37,8 +37,8 @@ impl fmt::Display for PruneReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "pruned {} completed, {} failed, {} cancelled jobs",
-            self.pruned.completed, self.pruned.failed, self.pruned.cancelled
+            "pruned {} completed, {} failed, {} cancelled jobs and {} finished workflows",
+            self.pruned.completed, self.pruned.failed, self.pruned.cancelled, self.pruned.workflows
         )
     }
 }
@@ -46,7 +46,7 @@ impl fmt::Display for PruneReport {
 impl PassReport for PruneReport {
     fn log_level(&self) -> Option<log::Level> {
         let p = &self.pruned;
-        (p.completed + p.failed + p.cancelled > 0).then_some(log::Level::Info)
+        (p.completed + p.failed + p.cancelled + p.workflows > 0).then_some(log::Level::Info)
     }
 }
 
