@@ -293,9 +293,9 @@ fn under_wait_the_steps_after_a_failed_one_wait_for_its_retry() {
     wait_for("a to fail and d to run", Duration::from_secs(60), || {
         state_of(&mut conn, id, "a") == "failed" && state_of(&mut conn, id, "d") == "completed"
     });
-    // Settled, and still waiting: two maintenance passes later b has not
-    // moved.
-    std::thread::sleep(Duration::from_millis(300));
+    // Settled, and still waiting: a sweep of ends moves nothing.
+    let settled = jobqueue_core::engine::settle_ended(&mut conn, 1000).expect("settle the ends");
+    assert_eq!(settled.ended, 0, "a's end was settled by its runner");
     assert_eq!(
         jobqueue_tests::read_job(&mut conn, b).status,
         JobStatus::Blocked
@@ -324,8 +324,13 @@ fn cancelling_a_waiting_step_cancels_the_steps_after_it() {
     flow.after(b, [a]).expect("edge");
     flow.after(c, [b]).expect("edge");
     let enqueued = flow.enqueue(&mut conn).expect("enqueue");
-    // An operator cancels b before anything ran.
+    // An operator cancels b before anything ran: c, after it, is
+    // cancelled in the same call.
     cancel(&mut conn, b.id()).expect("cancel b");
+    assert_eq!(
+        jobqueue_tests::read_job(&mut conn, c.id()).status,
+        JobStatus::Cancelled
+    );
     let runner = start_runner(runner_config(&db), registry());
     wait_finished(&mut conn, enqueued.id);
     runner.shutdown();

@@ -1,7 +1,7 @@
 //! Cancelling a job from outside its worker.
 
 use diesel::prelude::*;
-use diesel::sql_types::{Text, Uuid};
+use diesel::sql_types::{Bool, Text, Uuid};
 
 use crate::isolation::read_committed;
 use crate::{Error, JobId, JobStatus, Result, sql};
@@ -26,14 +26,30 @@ struct StatusRow {
     status: JobStatus,
 }
 
-/// Cancels job `id`. [`Error::NotFound`] if there is no such job.
+#[derive(QueryableByName)]
+struct CancelledRow {
+    #[diesel(sql_type = Text)]
+    status: JobStatus,
+    #[diesel(sql_type = Bool)]
+    in_workflow: bool,
+}
+
+/// Cancels job `id`. [`Error::NotFound`] if there is no such job. A step
+/// of a workflow cancelled at once has the steps after it settled in the
+/// same transaction, as its workflow says (see [`crate::OnFailure`]).
 pub fn cancel(conn: &mut PgConnection, id: JobId) -> Result<CancelOutcome> {
     read_committed(conn, |conn| {
         let changed = diesel::sql_query(sql::JOB_CANCEL)
             .bind::<Uuid, _>(id)
-            .get_result::<StatusRow>(conn)
+            .get_result::<CancelledRow>(conn)
             .optional()?;
         if let Some(row) = changed {
+            if row.in_workflow && row.status == JobStatus::Cancelled {
+                crate::workflow_release::settle_ended(
+                    conn,
+                    crate::workflow_release::DEFAULT_SETTLE_BATCH,
+                )?;
+            }
             return Ok(if row.status == JobStatus::Cancelled {
                 CancelOutcome::Cancelled
             } else {

@@ -851,7 +851,7 @@ pub(crate) const JOB_CANCEL: &str = "
     WHERE j.id = $1
       AND j.status IN ('blocked', 'waiting', 'scheduled', 'pending', 'unhandled', 'claimed',
                        'running')
-    RETURNING j.status";
+    RETURNING j.status, j.workflow_id IS NOT NULL AS in_workflow";
 
 /// Marks held jobs as cancelled (their handler stopped after a cancel request).
 /// Arrays `$1` ids, `$2` tokens; returns the ids changed.

@@ -98,13 +98,17 @@ macro_rules! status_for_keyed {
 /// `ended`) is settled once, its child's count of parents left goes down,
 /// and a child left with none becomes due (`pending`, `scheduled` while
 /// its run_at is ahead, `waiting` behind its concurrency key). Its queue is
-/// woken on channel `$channel`. CTEs `settled`, `locked`, `counted_down`,
-/// `released` and `wake`. A child is released by the one statement that
-/// takes its count to zero: concurrent releases of one child wait on its
-/// step's row lock, and each counts down from what the last one left. The
-/// children's rows are locked in id order first (`locked`, a CTE with
-/// `FOR UPDATE` is never folded into the statement), so two statements
-/// that share children wait for each other instead of deadlocking.
+/// woken on channel `$channel`. CTEs `settled`, `counts`, `counted_down`,
+/// `released` and `wake`.
+///
+/// A child is released by the one statement that takes its count to zero:
+/// concurrent releases of one child wait on its step's row lock, and each
+/// counts down from what the last one left. The children are counted down
+/// as the batch writes on jobs are, by `job_id = ANY(<their ids, sorted>)`
+/// (one scan of the steps' primary key, in id order, so two statements
+/// that share children lock them in the same order and never deadlock)
+/// with each one's count found by `width_bucket`: no join whose cost
+/// follows the table, under the hot path's planner settings.
 macro_rules! release_children {
     ($settles:literal, $channel:literal) => {
         concat!(
@@ -118,19 +122,16 @@ macro_rules! release_children {
             ")
         RETURNING e.child_id
     ),
-    locked AS (
-        SELECT s.job_id
-        FROM jobqueue_workflow_steps AS s
-        WHERE s.job_id IN (SELECT child_id FROM settled)
-        ORDER BY s.job_id
-        FOR UPDATE
+    counts AS (
+        SELECT array_agg(g.child_id ORDER BY g.child_id) AS ids,
+               array_agg(g.n ORDER BY g.child_id) AS n
+        FROM (SELECT child_id, count(*)::int4 AS n FROM settled GROUP BY child_id) AS g
     ),
     counted_down AS (
         UPDATE jobqueue_workflow_steps AS s
-        SET parents_left = s.parents_left - c.n
-        FROM (SELECT child_id, count(*)::int4 AS n FROM settled GROUP BY child_id) AS c,
-             locked
-        WHERE s.job_id = c.child_id AND locked.job_id = c.child_id
+        SET parents_left = s.parents_left - counts.n[width_bucket(s.job_id, counts.ids)]
+        FROM counts
+        WHERE s.job_id = ANY(counts.ids)
         RETURNING s.job_id, s.parents_left
     ),
     released AS (

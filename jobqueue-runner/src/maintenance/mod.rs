@@ -5,7 +5,7 @@
 //! | --- | --- | --- | --- |
 //! | [`Promote`] | `promote.rs` | moves scheduled jobs that became due to `pending` | `poll_interval`, from the start |
 //! | [`AdmitKeys`] | `admit_keys.rs` | admits waiting keyed jobs whose key has room that no completion or notification admitted | `poll_interval` from the start; its sweep of every key, `rescue_interval` |
-//! | [`WorkflowEnds`] | `workflow_ends.rs` | settles workflow steps that failed for good or were cancelled, as their workflows say | `poll_interval`, from the start |
+//! | [`WorkflowEnds`] | `workflow_ends.rs` | settles workflow steps that failed for good or were cancelled, as their workflows say, where no completion, cancel or rescue did | `rescue_interval`, from the start |
 //! | [`Reclaim`] | `reclaim.rs` | takes back jobs set aside as unhandled that this runner handles | `rescue_interval`, from the start |
 //! | [`Rescue`] | `rescue.rs` | recovers jobs whose lease expired | `rescue_interval` |
 //! | [`Prune`] | `prune.rs` | deletes finished jobs past their retention | `prune_interval` |

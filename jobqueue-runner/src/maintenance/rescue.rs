@@ -92,6 +92,11 @@ impl Service for Rescue {
             }
             Ok(rescued.total() as i64)
         })?;
+        if report.failed + report.cancelled > 0 {
+            // Steps of workflows among them: the steps after them go as
+            // their workflows say.
+            cx.run(|session| session.settle_ended(jobqueue_core::engine::DEFAULT_SETTLE_BATCH))?;
+        }
         Ok(report)
     }
 }

@@ -12,8 +12,10 @@ use crate::RunnerConfig;
 
 /// Settles the workflow steps whose jobs failed for good or were cancelled,
 /// as their workflows say (cancel the steps after them, run them anyway,
-/// or let them wait), every `poll_interval` from the start. A runner's
-/// completer also settles them right after it writes such an end.
+/// or let them wait), every `rescue_interval` from the start: a repair,
+/// as the ends are settled where they happen (a runner's completer right
+/// after it writes one, `cancel`, a rescue that fails a job for good). A
+/// pass reads every step not ended yet.
 #[derive(Debug)]
 pub struct WorkflowEnds {
     interval: Duration,
@@ -23,7 +25,7 @@ impl WorkflowEnds {
     /// The service as `config` paces it.
     pub fn new(config: &RunnerConfig) -> Self {
         WorkflowEnds {
-            interval: config.poll_interval,
+            interval: config.rescue_interval,
         }
     }
 }

@@ -30,6 +30,7 @@ mod trace_memory;
 mod trace_part;
 mod unhandled_backlog;
 mod wait_sampler;
+mod workflows;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -43,7 +44,7 @@ pub(crate) use trace::PLAIN_BIN_HELP;
 pub use trace_part::TraceVariant;
 
 /// The measurements, by the names `--only` takes.
-pub const MEASUREMENTS: [&str; 22] = [
+pub const MEASUREMENTS: [&str; 23] = [
     "bulk",
     "txn",
     "async",
@@ -59,6 +60,7 @@ pub const MEASUREMENTS: [&str; 22] = [
     "footprint",
     "limit",
     "keys",
+    "workflows",
     "fair",
     "scale",
     "spread",
@@ -82,7 +84,7 @@ pub struct BenchOptions {
     pub quick: bool,
     /// Only these measurements (empty: all but the soak, the failover and
     /// the trace). Names: bulk, txn, burn, metrics, floor, drain, pickup,
-    /// history, isolation, steady, fleet, footprint, limit, keys, fair,
+    /// history, isolation, steady, fleet, footprint, limit, keys, workflows, fair,
     /// scale, spread, backlog, soak (minutes long), failover (clusters of its own,
     /// from the PostgreSQL binaries), trace (the `tracing` feature's cost,
     /// against `plain_bin`): the last three run only when named.
@@ -130,6 +132,8 @@ pub(crate) struct Sizes {
     pub(crate) key_busy_keys: usize,
     /// Jobs waiting behind each busy key of the `keys` claim cost.
     pub(crate) key_busy_waiting: usize,
+    /// Children of the `workflows` fan-out (one fan-in job after them).
+    pub(crate) workflow_children: usize,
     pub(crate) scale_finished: usize,
     pub(crate) scale_pending: usize,
     pub(crate) spread_jobs: usize,
@@ -162,6 +166,7 @@ impl Sizes {
                 fair_backlog: 3_000,
                 key_busy_keys: 100,
                 key_busy_waiting: 100,
+                workflow_children: 2_000,
                 scale_finished: 200_000,
                 scale_pending: 10_000,
                 spread_jobs: 5_000,
@@ -191,6 +196,7 @@ impl Sizes {
                 fair_backlog: 100_000,
                 key_busy_keys: 1_000,
                 key_busy_waiting: 100,
+                workflow_children: 10_000,
                 scale_finished: 10_000_000,
                 scale_pending: 100_000,
                 spread_jobs: 20_000,
@@ -446,7 +452,7 @@ pub fn run(server_url: &str, options: &BenchOptions) -> Result<(), ToolError> {
     };
     // The measurements whose rows are printed as they are.
     type Measure<'a> = Box<dyn Fn() -> Result<Vec<Row>, ToolError> + 'a>;
-    let measurements: [(&str, Measure<'_>); 14] = [
+    let measurements: [(&str, Measure<'_>); 15] = [
         (
             "metrics",
             Box::new(|| burn::metrics_cost(&url, &sizes, runs)),
@@ -483,6 +489,10 @@ pub fn run(server_url: &str, options: &BenchOptions) -> Result<(), ToolError> {
         ),
         ("limit", Box::new(|| queues::limit_cost(&url, &sizes, runs))),
         ("keys", Box::new(|| keys::measure(&url, &sizes, runs))),
+        (
+            "workflows",
+            Box::new(|| workflows::measure(&url, &sizes, runs)),
+        ),
         ("fair", Box::new(|| queues::fair_share(&url, &sizes, runs))),
         ("scale", Box::new(|| scale::at_scale(&url, &sizes, runs))),
         (
