@@ -483,3 +483,120 @@ fn a_queue_session_never_compiles_a_statement() {
     .expect("jit setting");
     assert_eq!(jit, "off");
 }
+
+/// Inserts workflow `workflow` (id text) with `parents` held steps and
+/// `children` blocked ones, every parent before every child; returns the
+/// parents' leases.
+fn held_workflow(
+    conn: &mut PgConnection,
+    workflow: &str,
+    parents: usize,
+    children: usize,
+) -> Vec<jobqueue_core::engine::StepDone> {
+    exec(
+        conn,
+        &format!("INSERT INTO jobqueue_workflows (id, name) VALUES ('{workflow}', 'plan')"),
+    );
+    let jobs = |n: usize, status: &str, role: &str| {
+        let held = status == "claimed";
+        format!(
+            "INSERT INTO jobqueue_jobs (id, job_type, queue, status, run_at, attempts, claim_count,
+                 worker_id, claimed_at, lease_expires_at, workflow_id, current_stage)
+             SELECT gen_random_uuid(), 'plan.job', 'default', '{status}', now(), {a}, {a}, {w},
+                    {at}, {lease}, '{workflow}', '{role}'
+             FROM generate_series(1, {n})",
+            a = if held { 1 } else { 0 },
+            w = if held { "'w'" } else { "NULL" },
+            at = if held { "now()" } else { "NULL" },
+            lease = if held {
+                "now() + interval '1 hour'"
+            } else {
+                "NULL"
+            },
+        )
+    };
+    exec(conn, &jobs(parents, "claimed", "parent"));
+    exec(conn, &jobs(children, "blocked", "child"));
+    exec(
+        conn,
+        &format!(
+            "INSERT INTO jobqueue_workflow_steps (job_id, workflow_id, name, job_type, parents_left)
+             SELECT id, workflow_id, id::text, job_type,
+                    CASE WHEN current_stage = 'child' THEN {parents} ELSE 0 END
+             FROM jobqueue_jobs WHERE workflow_id = '{workflow}'"
+        ),
+    );
+    exec(
+        conn,
+        &format!(
+            "INSERT INTO jobqueue_workflow_edges (parent_id, child_id, workflow_id)
+             SELECT p.id, c.id, p.workflow_id
+             FROM jobqueue_jobs AS p JOIN jobqueue_jobs AS c ON c.workflow_id = p.workflow_id
+             WHERE p.workflow_id = '{workflow}'
+               AND p.current_stage = 'parent' AND c.current_stage = 'child'"
+        ),
+    );
+    #[derive(QueryableByName)]
+    struct Held {
+        #[diesel(sql_type = diesel::sql_types::Uuid)]
+        id: jobqueue_core::JobId,
+    }
+    diesel::sql_query(format!(
+        "SELECT id FROM jobqueue_jobs WHERE workflow_id = '{workflow}' AND status = 'claimed'"
+    ))
+    .load::<Held>(conn)
+    .expect("held steps")
+    .into_iter()
+    .map(|h| {
+        jobqueue_core::engine::StepDone::new(Lease {
+            job_id: h.id,
+            token: 1,
+            attempt: 1,
+        })
+    })
+    .collect()
+}
+
+/// A workflow job's completion reads its own steps, their edges and the
+/// children they release, never the rest of the steps table: with
+/// statistics that call the workflow tables empty and 20,000 other steps
+/// waiting, a fan-in of 1,000 parents and a fan-out of one parent to 1,000
+/// children each examine about 3,000 rows.
+#[test]
+fn workflow_completions_read_their_own_steps_edges_and_children() {
+    let (db, mut conn) = frozen_stats_db();
+    for table in ["jobqueue_workflow_steps", "jobqueue_workflow_edges"] {
+        exec(
+            &mut conn,
+            &format!("ALTER TABLE {table} SET (autovacuum_enabled = false)"),
+        );
+    }
+    exec(
+        &mut conn,
+        "ANALYZE jobqueue_jobs, jobqueue_workflow_steps, jobqueue_workflow_edges",
+    );
+    held_workflow(&mut conn, "00000000-0000-7000-8000-000000000001", 0, 20_000);
+    let fan_in = held_workflow(&mut conn, "00000000-0000-7000-8000-000000000002", 1000, 1);
+    let fan_out = held_workflow(&mut conn, "00000000-0000-7000-8000-000000000003", 1, 1000);
+    let mut session = QueueSession::establish(&db.url).expect("session");
+    for (name, done) in [("fan-in", &fan_in), ("fan-out", &fan_out)] {
+        for delete in [true, false] {
+            let plan = session
+                .explain(HotStatement::CompleteSteps { done, delete })
+                .expect("explain");
+            for read in &plan.reads {
+                assert!(
+                    read.node == "Index Scan",
+                    "{name}: a read other than an index scan ({read:?}):\n{}",
+                    plan.json
+                );
+            }
+            assert_within(
+                "statistics that call the workflow tables empty",
+                name,
+                &plan,
+                3_100.0,
+            );
+        }
+    }
+}

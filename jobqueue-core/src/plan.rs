@@ -16,6 +16,7 @@ use crate::lease::Lease;
 use crate::prepared::{EXPLAIN_ANALYZE, ExplainAnalyze, Prepared, Statement};
 use crate::prune::prune_query;
 use crate::rescue::rescue_query;
+use crate::workflow_release::{StepDone, steps_query};
 use crate::{JobId, JobStatus, Result, sql};
 
 /// A statement the runners run on every batch (the hot path) or on every
@@ -69,9 +70,18 @@ pub enum HotStatement<'a> {
     AdmitKeys(&'a [QueueKey]),
     /// Marking these waiting jobs as looked at by an admission.
     MarkChecked(&'a [JobId]),
+    /// Completing held steps of workflows and releasing the steps after
+    /// them; `delete` deletes the completed rows.
+    CompleteSteps {
+        /// The steps completed.
+        done: &'a [StepDone],
+        /// Whether the completion deletes their rows.
+        delete: bool,
+    },
 }
 
-/// One plan node that reads `jobqueue_jobs`.
+/// One plan node that reads `jobqueue_jobs`, or a workflow's steps or
+/// edges (`jobqueue_workflow_steps`, `jobqueue_workflow_edges`).
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub struct TableRead {
@@ -92,7 +102,8 @@ pub struct TableRead {
 pub struct Plan {
     /// `EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON)` output, pretty-printed.
     pub json: String,
-    /// Every node that reads the jobs table.
+    /// Every node that reads the jobs table or the workflow steps and
+    /// edges.
     pub reads: Vec<TableRead>,
     /// Buffers (pages) the statement touched, hit or read.
     pub buffers: i64,
@@ -159,6 +170,13 @@ pub(crate) fn explain(conn: &mut PgConnection, statement: HotStatement<'_>) -> R
         HotStatement::KeysWithWaiting(keys) => run(conn, &with_waiting_query(keys))?,
         HotStatement::AdmitKeys(keys) => run(conn, &admit_query(keys))?,
         HotStatement::MarkChecked(ids) => run(conn, &mark_checked_query(ids))?,
+        HotStatement::CompleteSteps { done, delete: true } => {
+            run(conn, &steps_query::<sql::JobCompleteDeleteStepsMany>(done))?
+        }
+        HotStatement::CompleteSteps {
+            done,
+            delete: false,
+        } => run(conn, &steps_query::<sql::JobCompleteStepsMany>(done))?,
     };
     summarize(&json)
 }
@@ -212,10 +230,12 @@ fn collect_reads(node: &serde_json::Value, reads: &mut Vec<TableRead>, discarded
     // A node never executed (loops 0: a branch the statement did not take,
     // such as the count of a limited queue's held jobs when no queue is
     // limited) read nothing.
-    if node["Relation Name"].as_str() == Some("jobqueue_jobs")
-        && kind != "ModifyTable"
-        && loops > 0.0
-    {
+    let relation = node["Relation Name"].as_str().unwrap_or("");
+    let read_here = matches!(
+        relation,
+        "jobqueue_jobs" | "jobqueue_workflow_steps" | "jobqueue_workflow_edges"
+    );
+    if read_here && kind != "ModifyTable" && loops > 0.0 {
         // EXPLAIN gives rows and removed rows per loop.
         let per_loop = number("Actual Rows")
             + number("Rows Removed by Filter")

@@ -55,7 +55,7 @@ pub fn check_result(result: &str) -> Result<()> {
 
 /// The completion of `done` (workflow jobs all), bound: ids and tokens
 /// sorted by id, results in the same order, the notify channel.
-fn steps_query<S: Statement>(done: &[StepDone]) -> Prepared<'static, S> {
+pub(crate) fn steps_query<S: Statement>(done: &[StepDone]) -> Prepared<'static, S> {
     let mut sorted: Vec<&StepDone> = done.iter().collect();
     sorted.sort_unstable_by_key(|step| step.lease.job_id);
     prepared::<S>()
