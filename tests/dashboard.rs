@@ -1051,3 +1051,52 @@ fn replicas_sharing_a_csrf_secret_accept_each_others_forms() {
         Err(DashboardError::WeakCsrfSecret(_))
     ));
 }
+
+#[test]
+fn a_workflow_page_draws_its_steps_and_edges_and_lists_their_states() {
+    let (db, mut conn) = TestDb::connected();
+    let site = Site::start(DashboardConfig::new(&db.url));
+    let job = |n: u32| {
+        NewJob::new("flow.step", &format!("{{\"n\":{n}}}"), JobOptions::new()).expect("job")
+    };
+    let mut flow = jobqueue_core::Workflow::new("<b>publish</b>").expect("workflow");
+    let first = flow.add_job("transcode", job(1)).expect("step");
+    let fan: Vec<_> = (0..3)
+        .map(|i| flow.add_job(format!("thumb-{i}"), job(i)).expect("step"))
+        .collect();
+    let last = flow.add_job("<script>x</script>", job(9)).expect("step");
+    for &f in &fan {
+        flow.after(f, [first]).expect("edge");
+    }
+    flow.after(last, fan).expect("edge");
+    let enqueued = flow.enqueue(&mut conn).expect("enqueue");
+
+    let page = site.get(&format!("/workflows/{}", enqueued.id));
+    assert_eq!(page.status, 200, "{}", page.body);
+    let body = &page.body;
+    assert_contains(
+        body,
+        &[
+            "id=\"workflow-graph\"",
+            "5: 0 completed, 0 failed, 0 cancelled, 5 not ended",
+            "&lt;b&gt;publish&lt;/b&gt;",
+            "&lt;script&gt;x&lt;/script&gt;",
+        ],
+    );
+    assert!(!body.contains("<script>x"), "a step's name unescaped");
+    // Five boxes and six edges, each edge from a parent's box to its child's.
+    assert_eq!(body.matches("<g class=\"step\"").count(), 5, "{body}");
+    assert_eq!(body.matches("<line class=\"edge").count(), 6, "{body}");
+    // The page is found by a step's id too, and a job's page links to its
+    // workflow.
+    let by_step = site.get(&format!("/workflows/{}", enqueued.steps[0].1));
+    assert_eq!(by_step.status, 200);
+    let job_page = site.get(&format!("/jobs/{}", enqueued.steps[4].1)).body;
+    assert_contains(
+        &job_page,
+        &[&format!("href=\"/workflows/{}\"", enqueued.id), "blocked"],
+    );
+    let missing = site.get(&format!("/workflows/{}", jobqueue_core::JobId::new()));
+    assert_eq!(missing.status, 404);
+    assert_contains(&missing.body, &["no workflow with id"]);
+}

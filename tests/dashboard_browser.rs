@@ -1170,3 +1170,96 @@ fn every_button_of_a_hostile_name_acts_on_that_name_alone() {
     assert_eq!(count_where(&mut conn, "status = 'failed'"), 1);
     tab.screenshot("hostile-name-refused");
 }
+
+/// Each drawn step's box as the browser laid it out: name -> (left, top,
+/// right, bottom, fill color).
+fn step_boxes(tab: &Tab) -> BTreeMap<String, (f64, f64, f64, f64, String)> {
+    let boxes = tab.eval(
+        "Object.fromEntries([...document.querySelectorAll('#workflow-graph g.step')].map(g => {
+             const r = g.querySelector('rect').getBoundingClientRect();
+             return [g.dataset.step, [r.left, r.top, r.right, r.bottom,
+                                      getComputedStyle(g.querySelector('rect')).fill]];
+         }))",
+    );
+    serde_json::from_value::<BTreeMap<String, (f64, f64, f64, f64, String)>>(boxes)
+        .expect("the steps' boxes")
+}
+
+#[test]
+fn a_workflows_graph_places_each_step_after_its_parents() {
+    let (db, mut conn) = TestDb::connected();
+    let job = || NewJob::new("flow.step", "{}", JobOptions::new()).expect("job");
+    let mut flow = jobqueue_core::Workflow::new("diamond").expect("workflow");
+    let a = flow.add_job("a", job()).expect("step");
+    let b = flow.add_job("b", job()).expect("step");
+    let c = flow.add_job("c", job()).expect("step");
+    let d = flow.add_job("d", job()).expect("step");
+    flow.after(b, [a]).expect("edge");
+    flow.after(c, [a]).expect("edge");
+    flow.after(d, [b, c]).expect("edge");
+    let enqueued = flow.enqueue(&mut conn).expect("enqueue");
+    // `a` completes: its box turns green, its edges solid.
+    let lease = jobqueue_tests::claim_one(&mut conn, "browser-test");
+    assert_eq!(lease.job_id, a.id());
+    jobqueue_core::engine::complete(&mut conn, &lease).expect("complete a");
+
+    let site = Site::start(DashboardConfig::new(&db.url));
+    let browser = Browser::start();
+    let tab = browser.new_tab();
+    open(
+        &tab,
+        &site.url(&format!("/workflows/{}", enqueued.id)),
+        "Workflow diamond",
+    );
+    tab.screenshot("workflow");
+    let boxes = step_boxes(&tab);
+    assert_eq!(boxes.len(), 4, "{boxes:?}");
+    let (ba, bb, bc, bd) = (&boxes["a"], &boxes["b"], &boxes["c"], &boxes["d"]);
+    // Each step's box starts right of its parents' boxes; b and c, both
+    // after a only, share a column.
+    assert!(bb.0 > ba.2 && bc.0 > ba.2, "{boxes:?}");
+    assert!(bd.0 > bb.2 && bd.0 > bc.2, "{boxes:?}");
+    assert_eq!(bb.0, bc.0, "{boxes:?}");
+    assert!(bb.3 <= bc.1 || bc.3 <= bb.1, "b and c overlap: {boxes:?}");
+    // a completed: its fill differs from the others', which have not ended.
+    assert_ne!(ba.4, bb.4, "{boxes:?}");
+    assert_eq!(bb.4, bd.4);
+    // Four edges, each from a parent's right side to its child's left.
+    let edges = tab.eval(
+        "[...document.querySelectorAll('#workflow-graph line.edge')].map(l => {
+             const r = l.getBoundingClientRect(); return [r.left, r.right];
+         })",
+    );
+    let edges: Vec<(f64, f64)> = serde_json::from_value(edges).expect("edges");
+    assert_eq!(edges.len(), 4);
+    for (left, right) in &edges {
+        assert!(
+            [ba.2, bb.2, bc.2].iter().any(|x| (x - left).abs() < 1.5),
+            "an edge starts at no parent's right side: {edges:?} {boxes:?}"
+        );
+        assert!(
+            [bb.0, bc.0, bd.0].iter().any(|x| (x - right).abs() < 1.5),
+            "an edge ends at no child's left side: {edges:?} {boxes:?}"
+        );
+    }
+    // The steps table: states as the database has them; a step's name opens
+    // its job, whose page links back.
+    assert_eq!(
+        cells(&tab, "#workflow-steps tbody tr")
+            .iter()
+            .map(|row| (row[0].clone(), row[1].clone()))
+            .collect::<Vec<_>>(),
+        [
+            ("a", "completed"),
+            ("b", "live"),
+            ("c", "live"),
+            ("d", "live")
+        ]
+        .map(|(s, t)| (s.to_owned(), t.to_owned()))
+    );
+    tab.click("#workflow-steps tr[data-step=\"d\"] a");
+    tab.wait_for_text("main h1", &format!("Job {}", d.id()));
+    assert_eq!(facts(&tab)["status"], "blocked");
+    tab.click("#workflow a");
+    tab.wait_for_text("main h1", "Workflow diamond");
+}

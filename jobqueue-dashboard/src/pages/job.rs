@@ -107,6 +107,9 @@ pub(crate) fn render(
             dt { "lease until" } dd { (when_opt(job.lease_expires_at)) }
             dt { "heartbeat" } dd { (when_opt(job.heartbeat_at)) }
             dt { "cancel requested" } dd { (if job.cancel_requested { "yes" } else { "no" }) }
+            @if let Some(workflow) = job.workflow_id {
+                dt { "workflow" } dd #workflow { a href=(ctx.link(&format!("/workflows/{workflow}"))) { code { (workflow) } } }
+            }
             dt { "unique key" } dd #unique-key { (job.unique_key.as_deref().unwrap_or("-")) }
             dt { "traceparent" } dd #traceparent { (job.traceparent.as_deref().unwrap_or("-")) }
             dt { "last error" } dd.error #last-error { (job.last_error.as_deref().unwrap_or("-")) }

@@ -6,6 +6,8 @@ pub(crate) mod jobs;
 pub(crate) mod layout;
 pub(crate) mod overview;
 pub(crate) mod schedules;
+pub(crate) mod workflow;
+mod workflow_graph;
 
 use chrono::{DateTime, Utc};
 use maud::{Markup, html};
