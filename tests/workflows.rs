@@ -394,3 +394,50 @@ fn bad_graphs_are_refused_and_nothing_is_inserted() {
         0
     );
 }
+
+/// The testing kit's drain works a workflow as runners do, inside the
+/// test's transaction: steps in order, results handed on, and a failed
+/// step's dependents cancelled.
+#[test]
+fn the_testing_kits_drain_works_a_workflow_in_order() {
+    use diesel::Connection;
+    let (_db, mut conn) = TestDb::with_side_tables();
+    conn.begin_test_transaction().expect("test transaction");
+    let mut flow = Workflow::new("drained").expect("workflow");
+    let a = flow.add("a", &step(1)).expect("step");
+    let b = flow.add("b", &step(10)).expect("step");
+    let c = flow.add("c", &failing(100)).expect("step");
+    let d = flow.add("d", &step(1000)).expect("step");
+    let e = flow.add("e", &step(5)).expect("step");
+    flow.after(b, [a]).expect("edge");
+    flow.after(c, [a]).expect("edge");
+    flow.after(d, [b]).expect("edge");
+    flow.after(e, [c]).expect("edge");
+    let enqueued = flow.enqueue(&mut conn).expect("enqueue");
+    // Each round works the steps its steps released: three rounds here.
+    let drained = jobqueue_testing::Drain::new(&registry())
+        .recursive(10)
+        .run(&mut conn)
+        .expect("drain");
+    let order: Vec<JobId> = drained.jobs.iter().map(|job| job.id).collect();
+    let at = |id: JobId| order.iter().position(|&o| o == id);
+    assert_eq!(order.len(), 4, "{drained}");
+    assert_eq!(drained.jobs.iter().map(|job| job.round).max(), Some(3));
+    assert!(
+        at(a.id()) < at(b.id()) && at(b.id()) < at(d.id()),
+        "{drained}"
+    );
+    assert!(at(a.id()) < at(c.id()), "{drained}");
+    assert_eq!(at(e.id()), None, "e comes after c, which failed");
+    assert_eq!(
+        states(&mut conn, enqueued.id)
+            .iter()
+            .map(|(_, s)| s.as_str())
+            .collect::<Vec<_>>(),
+        ["completed", "completed", "failed", "completed", "cancelled"]
+    );
+    let flow = get_workflow(&mut conn, enqueued.id)
+        .expect("read")
+        .expect("workflow");
+    assert_eq!(flow.steps[3].result.as_deref(), Some("1011"));
+}

@@ -36,8 +36,9 @@ const CLAIM_MOST: usize = 10_000;
 /// A drain works in rounds. A round claims every job due when it starts
 /// (by the database's clock, which stands still inside a transaction, or
 /// as of the drain's own time: [`as_of`](Drain::as_of)) and works them in
-/// claim order; jobs that come due meanwhile (enqueued by its jobs, their
-/// retries and snoozes) wait for the next round. A drain works one round
+/// claim order; jobs that come due meanwhile (enqueued by its jobs, steps
+/// of workflows their completions released, their retries and snoozes)
+/// wait for the next round. A drain works one round
 /// unless [`recursive`](Drain::recursive).
 #[derive(Debug, Clone)]
 #[must_use = "nothing is drained until `.run(conn)` is called"]
