@@ -611,12 +611,12 @@ macro_rules! completed_held {
     };
 }
 
-/// Completes held jobs in one statement, keeping their rows as `completed`
-/// (a retention above zero for completed jobs), and counts them. Arrays
-/// `$1` ids, `$2` tokens; returns the ids it completed (a job whose token no
-/// longer matches is left alone).
-pub(crate) const JOB_COMPLETE_MANY: &str = concat!(
-    "
+/// The completions' CTE `done`: the held jobs of `completed_held!`
+/// rewritten as `completed`.
+macro_rules! completed_in_place {
+    () => {
+        concat!(
+            "
     WITH done AS (
         UPDATE jobqueue_jobs AS j
         SET status = 'completed',
@@ -626,7 +626,31 @@ pub(crate) const JOB_COMPLETE_MANY: &str = concat!(
             lease_expires_at = NULL,
             cancel_requested = false
 ",
-    completed_held!(),
+            completed_held!()
+        )
+    };
+}
+
+/// The completions' CTE `done`: the held jobs of `completed_held!`
+/// deleted.
+macro_rules! completed_by_delete {
+    () => {
+        concat!(
+            "
+    WITH done AS (
+        DELETE FROM jobqueue_jobs AS j
+",
+            completed_held!()
+        )
+    };
+}
+
+/// Completes held jobs in one statement, keeping their rows as `completed`
+/// (a retention above zero for completed jobs), and counts them. Arrays
+/// `$1` ids, `$2` tokens; returns the ids it completed (a job whose token no
+/// longer matches is left alone).
+pub(crate) const JOB_COMPLETE_MANY: &str = concat!(
+    completed_in_place!(),
     count_completed!(),
     "
     SELECT id FROM done"
@@ -638,11 +662,7 @@ pub(crate) const JOB_COMPLETE_MANY: &str = concat!(
 /// leaves nothing to prune. Arrays `$1` ids, `$2` tokens; returns the ids it
 /// completed.
 pub(crate) const JOB_COMPLETE_DELETE_MANY: &str = concat!(
-    "
-    WITH done AS (
-        DELETE FROM jobqueue_jobs AS j
-",
-    completed_held!(),
+    completed_by_delete!(),
     count_completed!(),
     "
     SELECT id FROM done"
@@ -675,31 +695,14 @@ macro_rules! complete_steps {
 
 /// [`JOB_COMPLETE_MANY`] of jobs of workflows: their steps completed and
 /// their children released in the same statement (`complete_steps!`).
-pub(crate) const JOB_COMPLETE_STEPS_MANY: &str = concat!(
-    "
-    WITH done AS (
-        UPDATE jobqueue_jobs AS j
-        SET status = 'completed',
-            finished_at = now(),
-            started_at = COALESCE(j.started_at, j.claimed_at),
-            progress = 100,
-            lease_expires_at = NULL,
-            cancel_requested = false
-",
-    completed_held!(),
-    count_completed!(),
-    complete_steps!()
-);
+pub(crate) const JOB_COMPLETE_STEPS_MANY: &str =
+    concat!(completed_in_place!(), count_completed!(), complete_steps!());
 
 /// [`JOB_COMPLETE_DELETE_MANY`] of jobs of workflows: their steps
 /// completed and their children released in the same statement
 /// (`complete_steps!`).
 pub(crate) const JOB_COMPLETE_DELETE_STEPS_MANY: &str = concat!(
-    "
-    WITH done AS (
-        DELETE FROM jobqueue_jobs AS j
-",
-    completed_held!(),
+    completed_by_delete!(),
     count_completed!(),
     complete_steps!()
 );
@@ -1204,14 +1207,9 @@ macro_rules! requeue_where {
                 FROM requeued
                 WHERE ws.job_id = requeued.id AND ws.state <> 'live'
             ),
-            wake AS (
-                SELECT count(pg_notify(",
-            $channel,
-            ", q.queue)) AS notified
-                FROM (SELECT DISTINCT CASE WHEN status = 'waiting' THEN 'waiting ' || queue
-                                           ELSE queue END AS queue
-                      FROM requeued WHERE status <> 'blocked') AS q
-            )
+            ",
+            wake_queues_of!("requeued", $channel),
+            "
             SELECT requeued.id FROM requeued, wake"
         )
     };

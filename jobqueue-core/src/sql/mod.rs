@@ -92,6 +92,28 @@ macro_rules! status_for_keyed {
     };
 }
 
+/// CTE `wake`: wakes the queues of the jobs of CTE `$cte` (`queue`,
+/// `status`) on channel `$channel`, once per queue: a queue that got due
+/// jobs as `queue`, one that got jobs waiting for their key's room as
+/// `waiting queue` (the runners' admission); jobs that are neither due nor
+/// waiting wake nobody.
+macro_rules! wake_queues_of {
+    ($cte:literal, $channel:literal) => {
+        concat!(
+            "wake AS (
+        SELECT count(pg_notify(",
+            $channel,
+            ", q.queue)) AS notified
+        FROM (SELECT DISTINCT CASE WHEN status = 'waiting' THEN 'waiting ' || queue
+                                   ELSE queue END AS queue
+              FROM ",
+            $cte,
+            " WHERE status IN ('pending', 'waiting')) AS q
+    )"
+        )
+    };
+}
+
 /// The release of the children of the workflow steps in CTE `ended`
 /// (`job_id`, and what `$settles` reads of it): each unsettled edge out of
 /// them for which `$settles` holds (an SQL condition on the edge `e` and
@@ -143,14 +165,8 @@ macro_rules! release_children {
         WHERE j.id = c.job_id AND c.parents_left = 0 AND j.status = 'blocked'
         RETURNING j.id, j.queue, j.status
     ),
-    wake AS (
-        SELECT count(pg_notify(",
-            $channel,
-            ", q.queue)) AS notified
-        FROM (SELECT DISTINCT CASE WHEN status = 'waiting' THEN 'waiting ' || queue
-                                   ELSE queue END AS queue
-              FROM released WHERE status <> 'scheduled') AS q
-    )"
+    ",
+            wake_queues_of!("released", $channel)
         )
     };
 }

@@ -60,12 +60,9 @@ pub(crate) const WORKFLOW_INSERT: &str = concat!(
                         concurrency_key, parents)) AS t
         RETURNING id, queue, status
     ),
-    wake AS (
-        SELECT count(pg_notify($19, q.queue)) AS notified
-        FROM (SELECT DISTINCT CASE WHEN status = 'waiting' THEN 'waiting ' || queue
-                                   ELSE queue END AS queue
-              FROM inserted WHERE status IN ('pending', 'waiting')) AS q
-    )
+    ",
+    wake_queues_of!("inserted", "$19"),
+    "
     SELECT count(*) AS n FROM inserted LEFT JOIN wake ON true"
 );
 
