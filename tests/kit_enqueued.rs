@@ -42,7 +42,7 @@ fn assert_enqueued_finds_the_job_and_says_what_was_enqueued_when_it_is_not() {
         &message,
         &[
             "expected a job of type `kit.welcome` (jobqueue_tests::kit_jobs::Welcome) whose \
-         payload the predicate accepts, waiting, scheduled, pending or unhandled; none was",
+         payload the predicate accepts, blocked, waiting, scheduled, pending or unhandled; none was",
             "other `kit.welcome` jobs:\n  - kit.welcome in queue `mail`, priority 150, pending, due ",
             r#"{"to":"bob@example.com"}"#,
             "does not match: the predicate does not accept its payload",

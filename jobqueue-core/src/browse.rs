@@ -270,8 +270,13 @@ pub fn count_jobs(conn: &mut PgConnection, query: &JobQuery, bound: i64) -> Resu
 ///
 /// [`Error::NotFound`] if there is no such job; [`Error::WrongStatus`] if
 /// it is not finished (cancel it first).
+///
+/// The end of a workflow step is settled first, if nothing settled it yet
+/// (its row is what the settling reads): the steps after it go as its
+/// workflow says before the row goes.
 pub fn delete_finished_job(conn: &mut PgConnection, id: JobId) -> Result<()> {
     let deleted = read_committed(conn, |conn| {
+        crate::workflow_release::settle_ended(conn, crate::workflow_release::DEFAULT_SETTLE_BATCH)?;
         Ok(diesel::sql_query(sql::JOB_DELETE_FINISHED)
             .bind::<Uuid, _>(id)
             .execute(conn)?)

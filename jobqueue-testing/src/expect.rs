@@ -10,7 +10,8 @@ use crate::enqueued::Enqueued;
 use crate::listing::{self, time};
 
 /// The statuses looked at unless told otherwise: the jobs waiting to run.
-const WAITING: [JobStatus; 4] = [
+const WAITING: [JobStatus; 5] = [
+    JobStatus::Blocked,
     JobStatus::Waiting,
     JobStatus::Scheduled,
     JobStatus::Pending,
@@ -32,8 +33,8 @@ const OTHERS_LISTED: usize = 20;
 /// [`refute_enqueued`](Self::refute_enqueued)) or read
 /// ([`find`](Self::find)).
 ///
-/// It looks at the jobs waiting to run (waiting, scheduled, pending or
-/// unhandled)
+/// It looks at the jobs waiting to run (blocked, waiting, scheduled,
+/// pending or unhandled)
 /// unless [`status`](Self::status) names others, on the connection given:
 /// inside a test transaction, the test's own uncommitted jobs.
 ///
@@ -403,7 +404,7 @@ impl<'p, T: Job> Expect<'p, T> {
     }
 }
 
-/// "waiting, scheduled, pending or unhandled", or whichever statuses are
+/// "blocked, waiting, scheduled, pending or unhandled", or whichever statuses are
 /// looked at.
 fn statuses_text(statuses: &[JobStatus]) -> String {
     let names: Vec<&str> = statuses.iter().map(|s| s.as_str()).collect();
