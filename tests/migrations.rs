@@ -172,7 +172,12 @@ fn the_row_layout_migration_keeps_every_job_and_grant() {
     let mut after = rows(&mut conn);
     // Columns later migrations add, NULL in every row that was there.
     for row in after.as_array_mut().into_iter().flatten() {
-        for column in ["traceparent", "concurrency_key", "key_checked"] {
+        for column in [
+            "traceparent",
+            "concurrency_key",
+            "key_checked",
+            "workflow_id",
+        ] {
             let added = row.as_object_mut().and_then(|row| row.remove(column));
             assert_eq!(added, Some(serde_json::Value::Null), "{column}: {row}");
         }

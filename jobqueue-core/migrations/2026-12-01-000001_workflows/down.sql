@@ -4,6 +4,8 @@ UPDATE jobqueue_jobs
 SET status = 'cancelled', finished_at = now()
 WHERE status = 'blocked';
 
+DROP INDEX jobqueue_jobs_blocked_idx;
+
 ALTER TABLE jobqueue_jobs DROP CONSTRAINT status_valid;
 ALTER TABLE jobqueue_jobs ADD CONSTRAINT status_valid CHECK (
     status IN ('waiting', 'scheduled', 'pending', 'unhandled', 'claimed', 'running',
