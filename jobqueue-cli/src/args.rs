@@ -496,8 +496,8 @@ pub(crate) struct EnqueueArgs {
 /// `jobqueue list`.
 #[derive(Debug, clap::Args)]
 pub(crate) struct ListArgs {
-    /// Only this status (waiting, scheduled, pending, unhandled, claimed,
-    /// running, completed, failed, cancelled).
+    /// Only this status (blocked, waiting, scheduled, pending, unhandled,
+    /// claimed, running, completed, failed, cancelled).
     #[arg(long)]
     pub(crate) status: Option<String>,
     /// Only this queue.

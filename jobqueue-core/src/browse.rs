@@ -28,7 +28,8 @@ pub enum JobOrder {
     #[default]
     Newest,
     /// By when they are (or were) due, soonest first. Only for a live
-    /// status (waiting, scheduled, pending, unhandled, claimed, running): the
+    /// status (blocked, waiting, scheduled, pending, unhandled, claimed,
+    /// running): the
     /// finished history has no index by `run_at`.
     RunAt,
     /// By when they finished, latest first. Only for a finished status

@@ -35,7 +35,7 @@ pub struct QueueChange {
 /// What [`list_queues`] counts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Counting {
-    /// Live jobs (waiting, scheduled, pending, unhandled, claimed, running) and
+    /// Live jobs (blocked, waiting, scheduled, pending, unhandled, claimed, running) and
     /// failed ones: cheap at any history size.
     #[default]
     Live,

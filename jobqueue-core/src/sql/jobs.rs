@@ -1123,11 +1123,14 @@ pub(crate) const JOB_PRUNE: &str = "
     DELETE FROM jobqueue_jobs AS j
     WHERE j.id = ANY(ARRAY(SELECT id FROM doomed))";
 
-/// Counts live jobs (waiting, scheduled, pending, unhandled, claimed,
-/// running) by job type and status: a type no runner handles shows up as
-/// unhandled here.
+/// Counts live jobs (blocked, waiting, scheduled, pending, unhandled,
+/// claimed, running) by job type and status: a type no runner handles
+/// shows up as unhandled here.
 pub(crate) const JOB_STATS_BY_TYPE: &str = "
-    SELECT job_type, 'waiting' AS status, count(*) AS jobs
+    SELECT job_type, 'blocked' AS status, count(*) AS jobs
+    FROM jobqueue_jobs WHERE status = 'blocked' GROUP BY job_type
+    UNION ALL
+    SELECT job_type, 'waiting', count(*) AS jobs
     FROM jobqueue_jobs WHERE status = 'waiting' GROUP BY job_type
     UNION ALL
     SELECT job_type, 'pending', count(*) AS jobs
