@@ -96,7 +96,8 @@ fn migrate_applies_the_schema_once() {
         .expect("reset");
     diesel::sql_query(
         "DROP TABLE IF EXISTS jobqueue_jobs, jobqueue_queues, jobqueue_schedules, jobqueue_runners, \
-         jobqueue_completions",
+         jobqueue_completions, jobqueue_workflows, jobqueue_workflow_steps, \
+         jobqueue_workflow_edges",
     )
     .execute(&mut conn)
     .expect("drop");
