@@ -223,6 +223,24 @@ fn the_queue_gauges_show_each_limit_its_use_and_a_back_off() {
     let one_key = JobOptions::new().queue("keyed").key("customer:42");
     put_many(&mut conn, &noops(3), &one_key);
     set_queue_key_limit(&mut conn, "keyed", Some(KeyLimit::ordered())).expect("admit the first");
+    // A workflow in a paused queue: its first step due, the two after it
+    // blocked.
+    let in_flow = |n| {
+        jobqueue_core::NewJob::from_job(&Noop { n }, JobOptions::new().queue("flow")).expect("job")
+    };
+    let mut flow = jobqueue_core::Workflow::new("gauged").expect("workflow");
+    let first = flow.add_job("first", in_flow(0)).expect("step");
+    let after: Vec<_> = (1..=2)
+        .map(|n| {
+            flow.add_job(format!("after-{n}"), in_flow(n))
+                .expect("step")
+        })
+        .collect();
+    for step in after {
+        flow.after(step, [first]).expect("edge");
+    }
+    flow.enqueue(&mut conn).expect("enqueue the workflow");
+    pause_queue(&mut conn, "flow").expect("pause");
     let runner = MetricsRunner::start(&db, "metrics-limits");
     let rated = [("queue", "rated")];
     let capped = [("queue", "capped")];
@@ -249,6 +267,20 @@ fn the_queue_gauges_show_each_limit_its_use_and_a_back_off() {
     assert_eq!(page.get("jobqueue_queue_keys_held", &keyed), 1.0);
     assert_eq!(page.get("jobqueue_queue_jobs", &waiting), 2.0);
     assert_eq!(
+        page.get(
+            "jobqueue_queue_jobs",
+            &[("queue", "flow"), ("state", "blocked")]
+        ),
+        2.0
+    );
+    assert_eq!(
+        page.get(
+            "jobqueue_queue_jobs",
+            &[("queue", "flow"), ("state", "due")]
+        ),
+        1.0
+    );
+    assert_eq!(
         page.get("jobqueue_queue_jobs", &[keyed[0], ("state", "due")]),
         2.0
     );
@@ -274,6 +306,7 @@ fn the_queue_gauges_show_each_limit_its_use_and_a_back_off() {
     set_queue_limit(&mut conn, "capped", None).expect("remove the limit");
     set_queue_key_limit(&mut conn, "keyed", None).expect("remove the key limit");
     resume_queue(&mut conn, "keyed").expect("resume");
+    resume_queue(&mut conn, "flow").expect("resume");
     diesel::sql_query("UPDATE jobqueue_queues SET backoff_until = NULL WHERE name = 'capped'")
         .execute(&mut conn)
         .expect("end the back-off");

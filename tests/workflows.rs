@@ -441,3 +441,54 @@ fn the_testing_kits_drain_works_a_workflow_in_order() {
         .expect("workflow");
     assert_eq!(flow.steps[3].result.as_deref(), Some("1011"));
 }
+
+/// A parent that fails an attempt and retries releases nothing until the
+/// attempt that completes.
+#[test]
+fn a_parents_retry_does_not_release_its_children_early() {
+    let (db, mut conn) = TestDb::with_side_tables();
+    let mut flow = Workflow::new("retried parent").expect("workflow");
+    let parent = flow
+        .add(
+            "parent",
+            &jobqueue_tests::jobs::Stumble {
+                ms: 20,
+                first: "fail".into(),
+            },
+        )
+        .expect("step");
+    let child = flow.add("child", &step(1)).expect("step");
+    flow.after(child, [parent]).expect("edge");
+    let enqueued = flow.enqueue(&mut conn).expect("enqueue");
+    let runner = start_runner(runner_config(&db), registry());
+    wait_finished(&mut conn, enqueued.id);
+    runner.shutdown();
+    assert_eq!(
+        scalar(
+            &mut conn,
+            &format!(
+                "SELECT count(*) AS n FROM test_effects
+                 WHERE job_id = '{}' AND kind = 'fail'",
+                parent.id()
+            )
+        ),
+        1,
+        "the parent failed its first attempt"
+    );
+    assert_eq!(early_starts(&mut conn, enqueued.id), 0);
+    assert_eq!(
+        scalar(
+            &mut conn,
+            &format!(
+                "SELECT count(*) AS n FROM test_effects AS c, test_effects AS p
+                 WHERE c.job_id = '{}' AND c.kind = 'start'
+                   AND p.job_id = '{}' AND p.attempt = 2 AND p.kind = 'start'
+                   AND c.at > p.at",
+                child.id(),
+                parent.id()
+            )
+        ),
+        1,
+        "the child started after the parent's second attempt did"
+    );
+}
