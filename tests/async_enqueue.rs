@@ -197,3 +197,64 @@ async fn a_delayed_job_is_scheduled_for_later() {
         1
     );
 }
+
+#[tokio::test]
+async fn a_workflow_and_a_batch_enqueue_inside_the_callers_transaction() {
+    let db = TestDb::new();
+    let mut conn = connect(&db).await;
+    let graph = || {
+        let mut flow = jobqueue::Workflow::new("async flow").expect("workflow");
+        let first = flow.add("first", &email("a@example.com")).expect("step");
+        let then = flow.add("then", &email("b@example.com")).expect("step");
+        flow.after(then, [first]).expect("edge");
+        flow
+    };
+    // Rolled back: nothing of it is left.
+    let rolled_back = conn
+        .transaction::<(), Error, _>(async |conn| {
+            graph().enqueue_async(conn).await?;
+            Err(Error::NotFound(jobqueue::JobId::new()))
+        })
+        .await;
+    assert!(rolled_back.is_err());
+    let mut other = db.conn();
+    assert_eq!(count_where(&mut other, "true"), 0);
+    // Committed: the first step due, the second blocked.
+    let enqueued = conn
+        .transaction::<_, Error, _>(async |conn| graph().enqueue_async(conn).await)
+        .await
+        .expect("enqueue");
+    assert_eq!(
+        read_job(&mut other, enqueued.steps[0].1).status,
+        JobStatus::Pending
+    );
+    assert_eq!(
+        read_job(&mut other, enqueued.steps[1].1).status,
+        JobStatus::Blocked
+    );
+    // A batch: its members due, its callback blocked until they finish.
+    let mut batch = jobqueue::Batch::new("async batch").expect("batch");
+    for to in ["c@example.com", "d@example.com"] {
+        batch.add(&email(to)).expect("member");
+    }
+    batch
+        .on_finish(&email("report@example.com"))
+        .expect("callback");
+    let enqueued = batch.enqueue_async(&mut conn).await.expect("enqueue");
+    assert_eq!(enqueued.steps.len(), 3);
+    assert_eq!(
+        read_job(&mut other, enqueued.steps[2].1).status,
+        JobStatus::Blocked
+    );
+    // A cycle is refused before anything is sent.
+    let mut looped = graph();
+    let (a, b) = (
+        looped.add("a", &email("x@example.com")).expect("step"),
+        looped.add("b", &email("y@example.com")).expect("step"),
+    );
+    looped.after(a, [b]).expect("edge");
+    looped.after(b, [a]).expect("edge");
+    let err = looped.enqueue_async(&mut conn).await.expect_err("a cycle");
+    assert!(err.to_string().contains("cycle"), "{err}");
+    assert_eq!(count_where(&mut other, "true"), 5);
+}

@@ -99,6 +99,21 @@ impl Batch {
     /// inside the caller's transaction if any. The callbacks are steps
     /// [`ON_SUCCESS`] and [`ON_FINISH`] of the enqueued workflow.
     pub fn enqueue(self, conn: &mut PgConnection) -> Result<EnqueuedWorkflow> {
+        self.into_workflow()?.enqueue(conn)
+    }
+
+    /// [`enqueue`](Self::enqueue) on diesel-async's `AsyncPgConnection`
+    /// (feature `async`).
+    #[cfg(feature = "async")]
+    pub async fn enqueue_async(
+        self,
+        conn: &mut diesel_async::AsyncPgConnection,
+    ) -> Result<EnqueuedWorkflow> {
+        self.into_workflow()?.enqueue_async(conn).await
+    }
+
+    /// The workflow of its members and callbacks.
+    fn into_workflow(self) -> Result<Workflow> {
         let Batch {
             mut flow,
             members,
@@ -113,6 +128,6 @@ impl Batch {
             let callback = flow.add_job(ON_FINISH, job)?;
             flow.after_finished(callback, members.iter().copied())?;
         }
-        flow.enqueue(conn)
+        Ok(flow)
     }
 }

@@ -5,7 +5,9 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use diesel::pg::Pg;
 use diesel::prelude::*;
+use diesel::query_builder::{BoxedSqlQuery, SqlQuery};
 use diesel::sql_types::{Array, BigInt, Float8, Integer, Nullable, Text, Timestamptz, Uuid};
 
 use crate::trace_context::EnqueueTrace;
@@ -333,6 +335,34 @@ impl Workflow {
     /// none. Steps without parents are due as any job; the others wait.
     /// Refuses an empty workflow and edges that make a cycle.
     pub fn enqueue(self, conn: &mut PgConnection) -> Result<EnqueuedWorkflow> {
+        self.check()?;
+        let trace = EnqueueTrace::start(&self.steps[0].1, self.steps.len());
+        let inserted = trace.in_scope(|| {
+            self.insert_query(trace.traceparent.as_deref())
+                .get_result::<Count>(conn)
+        })?;
+        Ok(self.enqueued(inserted))
+    }
+
+    /// [`enqueue`](Self::enqueue) on diesel-async's `AsyncPgConnection`
+    /// (feature `async`), inside the caller's transaction if one is open.
+    #[cfg(feature = "async")]
+    pub async fn enqueue_async(
+        self,
+        conn: &mut diesel_async::AsyncPgConnection,
+    ) -> Result<EnqueuedWorkflow> {
+        self.check()?;
+        let trace = EnqueueTrace::start(&self.steps[0].1, self.steps.len());
+        let insert = self.insert_query(trace.traceparent.as_deref());
+        let insert = diesel_async::RunQueryDsl::get_result::<Count>(insert, conn);
+        #[cfg(feature = "tracing")]
+        let insert = tracing::Instrument::instrument(insert, trace.span());
+        let inserted = insert.await?;
+        Ok(self.enqueued(inserted))
+    }
+
+    /// Refuses an empty workflow and a cycle.
+    fn check(&self) -> Result<()> {
         if self.steps.is_empty() {
             return Err(self.invalid("it has no steps; add one with `Workflow::add`".into()));
         }
@@ -343,87 +373,85 @@ impl Workflow {
                 cycle.join(" -> ")
             )));
         }
+        Ok(())
+    }
+
+    /// The statement that inserts it all ([`sql::WORKFLOW_INSERT`]), bound.
+    fn insert_query(&self, traceparent: Option<&str>) -> BoxedSqlQuery<'static, Pg, SqlQuery> {
         let mut parents = vec![0i32; self.steps.len()];
         for &(_, child, _) in &self.edges {
             parents[child] += 1;
         }
         let jobs: Vec<&NewJob> = self.steps.iter().map(|(_, job)| job).collect();
-        let trace = EnqueueTrace::start(jobs[0], jobs.len());
-        let inserted = trace.in_scope(|| {
-            diesel::sql_query(sql::WORKFLOW_INSERT)
-                .bind::<Uuid, _>(self.id)
-                .bind::<Text, _>(&self.name)
-                .bind::<Text, _>(self.on_failure.as_str())
-                .bind::<Array<Uuid>, _>(jobs.iter().map(|job| job.id).collect::<Vec<_>>())
-                .bind::<Array<Text>, _>(
-                    self.steps
-                        .iter()
-                        .map(|(name, _)| name.as_str())
-                        .collect::<Vec<_>>(),
-                )
-                .bind::<Array<Text>, _>(
-                    jobs.iter()
-                        .map(|job| job.job_type.as_str())
-                        .collect::<Vec<_>>(),
-                )
-                .bind::<Array<Text>, _>(
-                    jobs.iter()
-                        .map(|job| job.queue.as_str())
-                        .collect::<Vec<_>>(),
-                )
-                .bind::<Array<Integer>, _>(jobs.iter().map(|job| job.priority).collect::<Vec<_>>())
-                .bind::<Array<Text>, _>(
-                    jobs.iter()
-                        .map(|job| job.payload.as_str())
-                        .collect::<Vec<_>>(),
-                )
-                .bind::<Array<Integer>, _>(
-                    jobs.iter().map(|job| job.max_attempts).collect::<Vec<_>>(),
-                )
-                .bind::<Array<Nullable<Timestamptz>>, _>(
-                    jobs.iter().map(|job| job.run_at).collect::<Vec<_>>(),
-                )
-                .bind::<Array<Float8>, _>(jobs.iter().map(|job| job.delay_secs).collect::<Vec<_>>())
-                .bind::<Array<Nullable<Text>>, _>(
-                    jobs.iter()
-                        .map(|job| job.concurrency_key.as_deref())
-                        .collect::<Vec<_>>(),
-                )
-                .bind::<Array<Integer>, _>(&parents)
-                .bind::<Array<Uuid>, _>(
-                    self.edges
-                        .iter()
-                        .map(|&(p, _, _)| self.steps[p].1.id)
-                        .collect::<Vec<_>>(),
-                )
-                .bind::<Array<Uuid>, _>(
-                    self.edges
-                        .iter()
-                        .map(|&(_, c, _)| self.steps[c].1.id)
-                        .collect::<Vec<_>>(),
-                )
-                .bind::<Array<Text>, _>(
-                    self.edges
-                        .iter()
-                        .map(|&(_, _, kind)| kind.as_str())
-                        .collect::<Vec<_>>(),
-                )
-                .bind::<Nullable<Text>, _>(trace.traceparent.as_deref())
-                .bind::<Text, _>(crate::enqueue::NOTIFY_CHANNEL)
-                .get_result::<Count>(conn)
-        })?;
+        let strings = |f: &dyn Fn(&NewJob) -> &str| -> Vec<String> {
+            jobs.iter().map(|job| f(job).to_owned()).collect()
+        };
+        let step_id = |i: usize| self.steps[i].1.id;
+        diesel::sql_query(sql::WORKFLOW_INSERT)
+            .into_boxed()
+            .bind::<Uuid, _>(self.id)
+            .bind::<Text, _>(self.name.clone())
+            .bind::<Text, _>(self.on_failure.as_str())
+            .bind::<Array<Uuid>, _>(jobs.iter().map(|job| job.id).collect::<Vec<_>>())
+            .bind::<Array<Text>, _>(
+                self.steps
+                    .iter()
+                    .map(|(name, _)| name.clone())
+                    .collect::<Vec<_>>(),
+            )
+            .bind::<Array<Text>, _>(strings(&|job| &job.job_type))
+            .bind::<Array<Text>, _>(strings(&|job| &job.queue))
+            .bind::<Array<Integer>, _>(jobs.iter().map(|job| job.priority).collect::<Vec<_>>())
+            .bind::<Array<Text>, _>(strings(&|job| &job.payload))
+            .bind::<Array<Integer>, _>(jobs.iter().map(|job| job.max_attempts).collect::<Vec<_>>())
+            .bind::<Array<Nullable<Timestamptz>>, _>(
+                jobs.iter().map(|job| job.run_at).collect::<Vec<_>>(),
+            )
+            .bind::<Array<Float8>, _>(jobs.iter().map(|job| job.delay_secs).collect::<Vec<_>>())
+            .bind::<Array<Nullable<Text>>, _>(
+                jobs.iter()
+                    .map(|job| job.concurrency_key.clone())
+                    .collect::<Vec<_>>(),
+            )
+            .bind::<Array<Integer>, _>(parents)
+            .bind::<Array<Uuid>, _>(
+                self.edges
+                    .iter()
+                    .map(|&(p, _, _)| step_id(p))
+                    .collect::<Vec<_>>(),
+            )
+            .bind::<Array<Uuid>, _>(
+                self.edges
+                    .iter()
+                    .map(|&(_, c, _)| step_id(c))
+                    .collect::<Vec<_>>(),
+            )
+            .bind::<Array<Text>, _>(
+                self.edges
+                    .iter()
+                    .map(|&(_, _, kind)| kind.as_str())
+                    .collect::<Vec<_>>(),
+            )
+            .bind::<Nullable<Text>, _>(traceparent.map(str::to_owned))
+            .bind::<Text, _>(crate::enqueue::NOTIFY_CHANNEL)
+    }
+
+    /// What [`enqueue`](Self::enqueue) returns once the statement
+    /// inserted its jobs.
+    fn enqueued(self, inserted: Count) -> EnqueuedWorkflow {
         debug_assert_eq!(inserted.n as usize, self.steps.len());
-        Ok(EnqueuedWorkflow {
+        EnqueuedWorkflow {
             id: self.id,
             steps: self
                 .steps
                 .into_iter()
                 .map(|(name, job)| (name, job.id))
                 .collect(),
-        })
+        }
     }
 }
 
+/// The jobs the insert made: every step's, or none.
 #[derive(QueryableByName)]
 struct Count {
     #[diesel(sql_type = BigInt)]
