@@ -656,3 +656,49 @@ fn contradictory_or_malformed_thresholds_are_a_wrong_command_line() {
         assert!(err.contains(message), "{flags:?}: {err}");
     }
 }
+
+#[test]
+fn workflows_waiting_on_a_retry_warn_and_ends_nobody_settles_fail() {
+    let (_db, mut conn) = TestDb::connected();
+    let options = DoctorOptions::default();
+    let found = check_is(&mut conn, &options, "workflows", CheckStatus::Ok);
+    assert_has(&found, &["every ended step is settled"]);
+    let job = || {
+        jobqueue_core::NewJob::new("flow.step", "{}", jobqueue_core::JobOptions::new())
+            .expect("job")
+    };
+    let mut flow = jobqueue_core::Workflow::new("waits").expect("workflow");
+    flow.on_failure(jobqueue_core::OnFailure::Wait);
+    let first = flow.add_job("first", job()).expect("step");
+    let then = flow.add_job("then", job()).expect("step");
+    flow.after(then, [first]).expect("edge");
+    flow.enqueue(&mut conn).expect("enqueue");
+    // The first step fails for good; no runner has settled it yet.
+    exec(
+        &mut conn,
+        &format!(
+            "UPDATE jobqueue_jobs SET status = 'failed', finished_at = now() - interval '2 minutes'
+             WHERE id = '{}'",
+            first.id()
+        ),
+    );
+    let found = check_is(&mut conn, &options, "workflows", CheckStatus::Fail);
+    assert_has(
+        &found,
+        &["1 workflow steps ended over a minute ago", "start a runner"],
+    );
+    // Settled (as a runner would): the step after it waits for a retry.
+    jobqueue_core::engine::settle_ended(&mut conn, 100).expect("settle");
+    let found = check_is(&mut conn, &options, "workflows", CheckStatus::Warn);
+    assert_has(
+        &found,
+        &["1 workflow steps wait for a retry", "jobqueue retry ID"],
+    );
+    // A step whose job row was deleted outside the queue fails the check.
+    exec(
+        &mut conn,
+        &format!("DELETE FROM jobqueue_jobs WHERE id = '{}'", then.id()),
+    );
+    let found = check_is(&mut conn, &options, "workflows", CheckStatus::Fail);
+    assert_has(&found, &["1 steps not ended have no job row"]);
+}

@@ -204,3 +204,26 @@ pub(crate) const XMIN_HORIZON: &str = "
     FROM holders
     ORDER BY age(xid) DESC, by_transaction DESC, since NULLS LAST
     LIMIT 1";
+
+/// Workflow steps that wait in vain, or until someone acts:
+/// `waiting_on_retry` (live steps of `wait` workflows with an unsettled
+/// edge from a failed or cancelled step), `unsettled` (live steps whose
+/// jobs failed or were cancelled over a minute ago: no sweep settled them)
+/// and `orphaned` (live steps whose job row is gone). Reads every live
+/// step, through `jobqueue_workflow_steps_live_idx`.
+pub(crate) const DOCTOR_WORKFLOWS: &str = "
+    SELECT
+        (SELECT count(*) FROM jobqueue_workflow_steps AS s
+         JOIN jobqueue_workflows AS w ON w.id = s.workflow_id
+         WHERE s.state = 'live' AND w.on_failure = 'wait'
+           AND EXISTS (SELECT 1 FROM jobqueue_workflow_edges AS e
+                       JOIN jobqueue_workflow_steps AS p ON p.job_id = e.parent_id
+                       WHERE e.child_id = s.job_id AND NOT e.settled
+                         AND p.state IN ('failed', 'cancelled'))) AS waiting_on_retry,
+        (SELECT count(*) FROM jobqueue_workflow_steps AS s
+         JOIN jobqueue_jobs AS j ON j.id = s.job_id
+         WHERE s.state = 'live' AND j.status IN ('failed', 'cancelled')
+           AND j.finished_at < now() - interval '1 minute') AS unsettled,
+        (SELECT count(*) FROM jobqueue_workflow_steps AS s
+         WHERE s.state = 'live'
+           AND NOT EXISTS (SELECT 1 FROM jobqueue_jobs AS j WHERE j.id = s.job_id)) AS orphaned";

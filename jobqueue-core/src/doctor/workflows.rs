@@ -1,0 +1,62 @@
+//! Workflows: steps that wait for a retry of a failed step (on purpose,
+//! but someone has to retry it), and steps no runner can release any more.
+
+use diesel::prelude::*;
+use diesel::sql_types::BigInt;
+
+use super::{Check, CheckStatus, DoctorOptions, read};
+use crate::{Result, sql};
+
+/// The name of the `workflows` check.
+pub(super) const WORKFLOWS: &str = "workflows";
+
+#[derive(QueryableByName)]
+struct Stuck {
+    #[diesel(sql_type = BigInt)]
+    waiting_on_retry: i64,
+    #[diesel(sql_type = BigInt)]
+    unsettled: i64,
+    #[diesel(sql_type = BigInt)]
+    orphaned: i64,
+}
+
+/// `workflows`: fails when steps ended (failed for good or cancelled) a
+/// minute ago and more and no runner settled them, or when a step not
+/// ended has lost its job's row (deleted outside the queue): the steps
+/// after them wait for good. Warns when steps wait for a retry of a failed
+/// step (`on_failure = wait`).
+pub(super) fn workflows(conn: &mut PgConnection, _: &DoctorOptions) -> Result<Check> {
+    let stuck = read(conn, |conn| {
+        Ok(diesel::sql_query(sql::DOCTOR_WORKFLOWS).get_result::<Stuck>(conn)?)
+    })?;
+    if stuck.unsettled > 0 || stuck.orphaned > 0 {
+        return Ok(Check::graded(
+            WORKFLOWS,
+            CheckStatus::Fail,
+            format!(
+                "{} workflow steps ended over a minute ago and are not settled; {} steps not \
+                 ended have no job row",
+                stuck.unsettled, stuck.orphaned
+            ),
+            "unsettled ends: start a runner (each settles them every rescue interval); steps \
+             without a job row were deleted outside jobqueue: cancel the steps after them \
+             (`jobqueue workflow show ID` lists them, `jobqueue cancel ID`)",
+        ));
+    }
+    if stuck.waiting_on_retry > 0 {
+        return Ok(Check::graded(
+            WORKFLOWS,
+            CheckStatus::Warn,
+            format!(
+                "{} workflow steps wait for a retry of a step that failed (on failure: wait)",
+                stuck.waiting_on_retry
+            ),
+            "retry the failed step (`jobqueue retry ID`, the dashboard's Retry) to run them, or \
+             cancel them",
+        ));
+    }
+    Ok(Check::ok(
+        WORKFLOWS,
+        "every ended step is settled; none waits for a retry",
+    ))
+}
