@@ -161,12 +161,12 @@ fn an_open_transaction_warns_then_fails_past_its_thresholds_until_it_ends() {
     let strict = ["doctor", "--xact-warn", "100ms", "--xact-fail", "200ms"];
     let (out, err) = doctor_cli(&server.url, &strict, 1);
     assert_line(&out, "vacuum horizon", "fail");
-    assert_contains(&err, &["1 of 12 checks failed: vacuum horizon"]);
+    assert_contains(&err, &["1 of 13 checks failed: vacuum horizon"]);
 
     exec(&mut idle, "COMMIT");
     let (out, _) = doctor_cli(&server.url, &strict, 0);
     assert_line(&out, "vacuum horizon", "ok");
-    assert!(out.ends_with("12 checks: 12 ok, 0 warn, 0 fail\n"), "{out}");
+    assert!(out.ends_with("13 checks: 13 ok, 0 warn, 0 fail\n"), "{out}");
 }
 
 #[test]
@@ -457,7 +457,7 @@ fn a_database_without_the_schema_fails_on_migrations_until_migrated() {
     );
     jobqueue_core::run_migrations(&mut conn).expect("migrate");
     let checks = jobqueue_core::doctor(&mut conn, &options).expect("run the doctor");
-    assert_eq!(checks.len(), 12);
+    assert_eq!(checks.len(), 13);
     assert_eq!(checks[0].status, CheckStatus::Ok, "{:#?}", checks[0]);
 }
 
@@ -595,7 +595,7 @@ fn the_checks_never_scan_the_jobs_table() {
     };
     let (seq_before, idx_before) = scans(&mut conn);
     let checks = jobqueue_core::doctor(&mut conn, &DoctorOptions::default()).expect("doctor");
-    assert_eq!(checks.len(), 12);
+    assert_eq!(checks.len(), 13);
     let (seq_after, idx_after) = scans(&mut conn);
     assert!(idx_after > idx_before, "the checks read the indexes");
     assert_eq!(

@@ -277,7 +277,7 @@ pub fn count_jobs(conn: &mut PgConnection, query: &JobQuery, bound: i64) -> Resu
 /// workflow says before the row goes.
 pub fn delete_finished_job(conn: &mut PgConnection, id: JobId) -> Result<()> {
     let deleted = read_committed(conn, |conn| {
-        crate::workflow_release::settle_ended(conn, crate::workflow_release::DEFAULT_SETTLE_BATCH)?;
+        crate::workflow_release::settle_ended_of(conn, &[id])?;
         Ok(diesel::sql_query(sql::JOB_DELETE_FINISHED)
             .bind::<Uuid, _>(id)
             .execute(conn)?)

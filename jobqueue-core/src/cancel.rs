@@ -45,10 +45,7 @@ pub fn cancel(conn: &mut PgConnection, id: JobId) -> Result<CancelOutcome> {
             .optional()?;
         if let Some(row) = changed {
             if row.in_workflow && row.status == JobStatus::Cancelled {
-                crate::workflow_release::settle_ended(
-                    conn,
-                    crate::workflow_release::DEFAULT_SETTLE_BATCH,
-                )?;
+                crate::workflow_release::settle_ended_of(conn, &[id])?;
             }
             return Ok(if row.status == JobStatus::Cancelled {
                 CancelOutcome::Cancelled

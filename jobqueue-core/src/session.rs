@@ -130,6 +130,14 @@ impl QueueSession {
         crate::workflow_release::settle_ended(&mut self.conn, batch)
     }
 
+    /// [`crate::workflow_release::settle_ended_of`].
+    pub fn settle_ended_of(
+        &mut self,
+        ids: &[crate::JobId],
+    ) -> Result<crate::workflow_release::Settled> {
+        crate::workflow_release::settle_ended_of(&mut self.conn, ids)
+    }
+
     /// [`crate::finish::fail_many`], in one round trip.
     pub fn fail_many(&mut self, failures: &[Failure]) -> Result<FailedMany> {
         crate::finish::fail_many_in(&mut self.conn, Scope::Session, failures)

@@ -9,7 +9,7 @@ use crate::finish::run_fenced;
 use crate::isolation::Scope;
 use crate::lease::{Fenced, Lease};
 use crate::prepared::{Prepared, Statement, prepared};
-use crate::{Error, Result, sql};
+use crate::{Error, JobId, Result, sql};
 
 /// Most bytes of a step's result (its JSON text).
 pub const MAX_RESULT_BYTES: usize = 64 * 1024;
@@ -141,26 +141,51 @@ pub struct Settled {
 struct SettleRow {
     #[diesel(sql_type = BigInt)]
     ended: i64,
-    #[diesel(sql_type = BigInt)]
-    cancelled: i64,
+    #[diesel(sql_type = Array<Uuid>)]
+    cancelled: Vec<JobId>,
+}
+
+/// One round of [`sql::WORKFLOW_SETTLE_ENDED`]: of every step, or of the
+/// steps of `ids`.
+fn settle_round(conn: &mut PgConnection, batch: i64, ids: Option<&[JobId]>) -> Result<SettleRow> {
+    Ok(diesel::sql_query(sql::WORKFLOW_SETTLE_ENDED)
+        .bind::<BigInt, _>(batch.max(1))
+        .bind::<Text, _>(crate::enqueue::NOTIFY_CHANNEL)
+        .bind::<Nullable<Array<Uuid>>, _>(ids)
+        .get_result::<SettleRow>(conn)?)
 }
 
 /// Settles the workflow steps whose jobs failed for good or were cancelled
 /// (by a handler, an operator, a rescue of an expired lease), as their
 /// workflows' [`crate::OnFailure`] says, rounds of up to `batch` steps,
 /// until none is left: the steps it cancels are settled by the next round,
-/// down the graph. Each step is settled once, whichever runner sweeps.
+/// down the graph. Each step is settled once, whichever runner sweeps. It
+/// reads every step not ended yet: the repair of what no one settled where
+/// it happened ([`settle_ended_of`]).
 pub fn settle_ended(conn: &mut PgConnection, batch: i64) -> Result<Settled> {
     let mut total = Settled::default();
     loop {
-        let row = diesel::sql_query(sql::WORKFLOW_SETTLE_ENDED)
-            .bind::<BigInt, _>(batch.max(1))
-            .bind::<Text, _>(crate::enqueue::NOTIFY_CHANNEL)
-            .get_result::<SettleRow>(conn)?;
+        let row = settle_round(conn, batch, None)?;
         total.ended += row.ended;
-        total.cancelled += row.cancelled;
+        total.cancelled += row.cancelled.len() as i64;
         if row.ended == 0 {
             return Ok(total);
         }
     }
+}
+
+/// [`settle_ended`] of the steps of `ids` (jobs that just failed or were
+/// cancelled; those of them that are no such steps are passed over), and
+/// of the steps it cancels after them, down the graph: reads only those.
+pub fn settle_ended_of(conn: &mut PgConnection, ids: &[JobId]) -> Result<Settled> {
+    let mut total = Settled::default();
+    let mut round: Vec<JobId> = ids.to_vec();
+    while !round.is_empty() {
+        let batch = i64::try_from(round.len()).unwrap_or(i64::MAX);
+        let row = settle_round(conn, batch, Some(&round))?;
+        total.ended += row.ended;
+        total.cancelled += row.cancelled.len() as i64;
+        round = row.cancelled;
+    }
+    Ok(total)
 }

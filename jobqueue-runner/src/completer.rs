@@ -106,14 +106,18 @@ fn flush(shared: &Shared, claimer: &Claimer, db: &mut Db, pending: &mut Vec<Outc
     let before = pending.len();
     let span = FlushSpan::enter(before);
     let keys = keys_of(pending);
-    let may_end_steps = pending.iter().any(may_end_step);
+    let may_end: Vec<JobId> = pending
+        .iter()
+        .filter(|outcome| may_end_step(outcome))
+        .map(|outcome| outcome.state.lease.job_id)
+        .collect();
     write_all(shared, claimer, db, pending);
     span.written(before - pending.len());
     if !keys.is_empty() {
         admit_next(shared, claimer, db, &keys);
     }
-    if may_end_steps {
-        settle_step_ends(shared, claimer, db);
+    if !may_end.is_empty() {
+        settle_step_ends(shared, claimer, db, &may_end);
     }
 }
 
@@ -131,13 +135,13 @@ fn may_end_step(outcome: &Outcome) -> bool {
         )
 }
 
-/// Settles the workflow steps that failed for good or were cancelled, in
-/// transactions after the outcomes': the steps after them are cancelled,
-/// released or left waiting as their workflows say. A failure leaves them
-/// to the maintenance's pass (`maintenance/workflow_ends.rs`).
-fn settle_step_ends(shared: &Shared, claimer: &Claimer, db: &mut Db) {
-    let batch = jobqueue_core::engine::DEFAULT_SETTLE_BATCH;
-    match db.run(&shared.health, |session| session.settle_ended(batch)) {
+/// Settles the workflow steps of `jobs` that failed for good or were
+/// cancelled (the others are passed over), in transactions after the
+/// outcomes': the steps after them are cancelled, released or left waiting
+/// as their workflows say. A failure, or an outcome not written yet,
+/// leaves them to the maintenance's pass (`maintenance/workflow_ends.rs`).
+fn settle_step_ends(shared: &Shared, claimer: &Claimer, db: &mut Db, jobs: &[JobId]) {
+    match db.run(&shared.health, |session| session.settle_ended_of(jobs)) {
         Ok(settled) if settled.ended > 0 => claimer.wake(),
         Ok(_) => {}
         Err(e) => log::debug!("settling the ends of workflow steps failed: {e}"),

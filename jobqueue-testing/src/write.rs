@@ -72,5 +72,5 @@ pub(crate) fn outcome(
     // A step of a workflow that failed for good or was cancelled: the
     // steps after it go as its workflow says, as a runner's completer has
     // them go.
-    engine::settle_ended(conn, engine::DEFAULT_SETTLE_BATCH).map(drop)
+    engine::settle_ended_of(conn, &[lease.job_id]).map(drop)
 }

@@ -68,22 +68,25 @@ pub(crate) const WORKFLOW_INSERT: &str = concat!(
 
 /// Settles the ends that no completion released: up to `$1` steps still
 /// `live` whose jobs failed for good or were cancelled (by a handler, an
-/// operator, a rescue, or this sweep), each marked with its job's status
-/// (CTE `ended`, with its workflow's `on_failure`), in one statement.
+/// operator, a rescue, or this statement), each marked with its job's
+/// status (CTE `ended`, with its workflow's `on_failure`), in one
+/// statement; only the steps of the jobs in `$3` when it is not null
+/// (planned with its value: a look at those jobs, not at every step).
 /// Steps another sweep has locked are skipped.
 ///
 /// Their edges of kind `finished`, and all of them under `on_failure =
 /// 'run'`, settle (`release_children!`, waking queues on channel `$2`);
 /// under `cancel`, the blocked children of their other edges are
-/// cancelled, and the next sweep settles those in turn, down the graph;
+/// cancelled, and the next round settles those in turn, down the graph;
 /// under `wait`, those edges stay until the job is retried and completes.
-/// Returns how many steps ended and how many children were cancelled.
+/// Returns how many steps ended, and the children it cancelled.
 pub(crate) const WORKFLOW_SETTLE_ENDED: &str = concat!(
     "WITH candidate AS (
         SELECT s.job_id, j.status
         FROM jobqueue_workflow_steps AS s
         JOIN jobqueue_jobs AS j ON j.id = s.job_id
         WHERE s.state = 'live' AND j.status IN ('failed', 'cancelled')
+          AND ($3::uuid[] IS NULL OR s.job_id = ANY($3::uuid[]))
         LIMIT $1
         FOR UPDATE OF s SKIP LOCKED
     ),
@@ -109,7 +112,7 @@ pub(crate) const WORKFLOW_SETTLE_ENDED: &str = concat!(
         RETURNING j.id
     )
     SELECT (SELECT count(*) FROM ended) AS ended,
-           (SELECT count(*) FROM doomed) AS cancelled,
+           ARRAY(SELECT id FROM doomed) AS cancelled,
            (SELECT notified FROM wake) AS notified"
 );
 

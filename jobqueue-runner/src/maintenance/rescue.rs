@@ -77,11 +77,13 @@ impl Service for Rescue {
 
     fn run_once(&mut self, cx: &mut ServiceContext) -> jobqueue_core::Result<RescueReport> {
         let mut report = RescueReport::default();
+        let mut ended = Vec::new();
         until_short(BATCH, || {
             let rescued = cx.run(|session| session.rescue_stale(BATCH))?;
             report.requeued += rescued.requeued.len();
             report.failed += rescued.failed.len();
             report.cancelled += rescued.cancelled.len();
+            ended.extend(rescued.failed.iter().chain(&rescued.cancelled).copied());
             if !rescued.requeued.is_empty()
                 && let Some(claimer) = &cx.claimer
             {
@@ -92,10 +94,10 @@ impl Service for Rescue {
             }
             Ok(rescued.total() as i64)
         })?;
-        if report.failed + report.cancelled > 0 {
+        if !ended.is_empty() {
             // Steps of workflows among them: the steps after them go as
             // their workflows say.
-            cx.run(|session| session.settle_ended(jobqueue_core::engine::DEFAULT_SETTLE_BATCH))?;
+            cx.run(|session| session.settle_ended_of(&ended))?;
         }
         Ok(report)
     }
