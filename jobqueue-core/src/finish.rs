@@ -8,65 +8,16 @@ use chrono::{DateTime, Utc};
 use diesel::prelude::*;
 use diesel::sql_types::{Array, Double, Integer, Nullable, Text, Timestamptz, Uuid};
 
-use crate::id_rows::IdRow;
+use crate::fenced::{fenced_query, fenced_update, run_fenced};
 use crate::isolation::{Scope, scoped};
-use crate::lease::columns;
 use crate::lease::{Fenced, Lease};
-use crate::prepared::{Prepared, Statement, prepared};
+use crate::prepared::{Prepared, prepared};
 use crate::workflow_release::StepDone;
 use crate::{Error, JobId, JobStatus, Result, RetryPolicy, limits, sql};
-
-/// One of the `(ids, tokens) -> RETURNING id` statements, bound to
-/// `leases` (sorted by id).
-pub(crate) fn fenced_query<S: Statement>(leases: &[Lease]) -> Prepared<'static, S> {
-    let (ids, tokens) = columns(leases);
-    prepared::<S>()
-        .bind::<Array<Uuid>, _>(ids)
-        .bind::<Array<Integer>, _>(tokens)
-}
-
-/// Runs a bound `(ids, tokens, ...) -> RETURNING id` statement on `leases`.
-pub(crate) fn run_fenced<S: Statement>(
-    conn: &mut PgConnection,
-    scope: Scope,
-    leases: &[Lease],
-    query: Prepared<'_, S>,
-) -> Result<Fenced> {
-    if leases.is_empty() {
-        return Ok(Fenced::default());
-    }
-    let rows = scoped(conn, scope, sql::HOT_PATH_BEGIN, |conn| {
-        Ok(query.load::<IdRow>(conn)?)
-    })?;
-    Ok(Fenced::sort(
-        leases,
-        rows.into_iter().map(|row| row.id).collect(),
-    ))
-}
-
-/// Runs one of the `(ids, tokens) -> RETURNING id` statements.
-pub(crate) fn fenced_update<S: Statement>(
-    conn: &mut PgConnection,
-    scope: Scope,
-    leases: &[Lease],
-) -> Result<Fenced> {
-    run_fenced(conn, scope, leases, fenced_query::<S>(leases))
-}
 
 /// The statement that sets held jobs aside as `unhandled`, bound.
 pub(crate) fn park_query(leases: &[Lease], runner: &str) -> Prepared<'static, sql::JobParkMany> {
     fenced_query::<sql::JobParkMany>(leases).bind::<Text, _>(runner.to_owned())
-}
-
-pub(crate) fn single(lease: &Lease, fenced: Fenced) -> Result<()> {
-    if fenced.applied.contains(&lease.job_id) {
-        Ok(())
-    } else {
-        Err(Error::LeaseLost {
-            job_id: lease.job_id,
-            token: lease.token,
-        })
-    }
 }
 
 /// Marks held jobs as `running` (their handlers started).
@@ -77,7 +28,7 @@ pub fn start_many(conn: &mut PgConnection, leases: &[Lease]) -> Result<Fenced> {
 /// Completes many held jobs in ONE statement. Jobs no longer held under their
 /// token are left alone and listed in [`Fenced::lost`]. For jobs outside
 /// workflows: steps of a workflow complete with
-/// [`crate::engine::complete_steps_many`], which releases the steps after
+/// [`crate::workflow_release::complete_steps_many`], which releases the steps after
 /// them.
 ///
 /// Called inside the caller's transaction, the completion commits or rolls
@@ -89,7 +40,7 @@ pub fn complete_many(conn: &mut PgConnection, leases: &[Lease]) -> Result<Fenced
 /// Completes one held job; [`Error::LeaseLost`] (and no change) if it is no
 /// longer held under `lease`'s token. A step of a workflow releases the
 /// steps after it in the same statement (with no result; see
-/// [`crate::engine::complete_steps_many`] for one).
+/// [`crate::workflow_release::complete_steps_many`] for one).
 pub fn complete(conn: &mut PgConnection, lease: &Lease) -> Result<()> {
     crate::workflow_release::complete_step(conn, &StepDone::new(*lease), false)
 }

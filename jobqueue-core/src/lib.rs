@@ -61,6 +61,7 @@ mod enqueue;
 #[cfg(feature = "async")]
 mod enqueue_async;
 mod error;
+mod fenced;
 mod finish;
 mod heartbeat;
 mod horizon;

@@ -10,7 +10,8 @@ use diesel::sql_types::Text;
 
 use crate::admission::{QueueKey, admit_query, mark_checked_query, new_query, with_waiting_query};
 use crate::claim::Claim;
-use crate::finish::{Failure, fail_query, fenced_query, park_query};
+use crate::fenced::fenced_query;
+use crate::finish::{Failure, fail_query, park_query};
 use crate::heartbeat::{Beat, heartbeat_query};
 use crate::lease::Lease;
 use crate::prepared::{EXPLAIN_ANALYZE, ExplainAnalyze, Prepared, Statement};

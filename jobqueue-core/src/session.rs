@@ -6,7 +6,7 @@ use diesel::connection::SimpleConnection;
 use diesel::{Connection, PgConnection, RunQueryDsl};
 
 use crate::claim::Claim;
-use crate::finish::fenced_update;
+use crate::fenced::fenced_update;
 use crate::finish::{FailedMany, Failure};
 use crate::heartbeat::{Beat, Heartbeat};
 use crate::isolation::Scope;
@@ -150,7 +150,7 @@ impl QueueSession {
 
     /// [`crate::finish::park_many`], in one round trip.
     pub fn park_many(&mut self, leases: &[Lease], runner: &str) -> Result<Fenced> {
-        crate::finish::run_fenced(
+        crate::fenced::run_fenced(
             &mut self.conn,
             Scope::Session,
             leases,

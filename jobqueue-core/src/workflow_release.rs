@@ -5,7 +5,7 @@
 use diesel::prelude::*;
 use diesel::sql_types::{Array, BigInt, Integer, Nullable, Text, Uuid};
 
-use crate::finish::run_fenced;
+use crate::fenced::run_fenced;
 use crate::isolation::Scope;
 use crate::lease::{Fenced, Lease};
 use crate::prepared::{Prepared, Statement, prepared};
@@ -84,7 +84,7 @@ pub(crate) fn steps_query<S: Statement>(done: &[StepDone]) -> Prepared<'static, 
 /// the steps that waited only for them, in one statement: a step's
 /// children are released exactly when its completion commits. `delete`
 /// deletes the completed rows (a retention of zero), as
-/// [`crate::engine::complete_and_delete_many`] does; the steps keep what
+/// `engine::complete_and_delete_many` does; the steps keep what
 /// their children need.
 pub fn complete_steps_many(
     conn: &mut PgConnection,
@@ -99,7 +99,7 @@ pub fn complete_steps_many(
 /// is no longer held under its lease's token.
 pub fn complete_step(conn: &mut PgConnection, done: &StepDone, delete: bool) -> Result<()> {
     let fenced = complete_steps_many(conn, std::slice::from_ref(done), delete)?;
-    crate::finish::single(&done.lease, fenced)
+    crate::fenced::single(&done.lease, fenced)
 }
 
 pub(crate) fn complete_steps_in(
