@@ -277,6 +277,7 @@ fn stats_queue_list_runners_and_cron_list_print_one_document_each() {
     assert_fields(
         &email["counts"],
         &[
+            "blocked",
             "waiting",
             "scheduled",
             "pending",
@@ -513,6 +514,16 @@ fn the_guide_shows_the_fields_each_command_prints() {
         &["enqueue", "x.y", "{}", "--force", "--delay-secs", "600"],
     );
     a_runner_and_a_schedule(&mut conn, "web-1", None);
+    // Not due for ten minutes, as the `x.y` job above: the doctor warns.
+    let later = jobqueue_core::JobOptions::new().delay(std::time::Duration::from_secs(600));
+    let step = || jobqueue_core::NewJob::new("x.y", "{}", later.clone());
+    let mut flow = jobqueue_core::Workflow::new("publish video 7").expect("workflow");
+    let first = flow
+        .add_job("transcode", step().expect("job"))
+        .expect("step");
+    let then = flow.add_job("publish", step().expect("job")).expect("step");
+    flow.after(then, [first]).expect("edge");
+    let workflow = flow.enqueue(&mut conn).expect("enqueue").id.to_string();
 
     let samples = guide_samples();
     let names: Vec<&str> = samples.iter().map(|(name, _)| name.as_str()).collect();
@@ -525,6 +536,7 @@ fn the_guide_shows_the_fields_each_command_prints() {
             "queue list",
             "runners",
             "cron list",
+            "workflow show",
             "doctor"
         ]
     );
@@ -532,6 +544,9 @@ fn the_guide_shows_the_fields_each_command_prints() {
         let mut args: Vec<&str> = name.split(' ').collect();
         if name == "show" {
             args.push(id.trim());
+        }
+        if name == "workflow show" {
+            args.push(&workflow);
         }
         args.push("--json");
         let out = ok(&db, &args);
