@@ -492,3 +492,60 @@ fn a_parents_retry_does_not_release_its_children_early() {
         "the child started after the parent's second attempt did"
     );
 }
+
+/// A step cancelled together with one of its parents (both after a step
+/// that failed) is settled after that parent: the parent's "finished"
+/// edge counts it down, and a retry of the failed step then runs it.
+#[test]
+fn a_step_cancelled_with_its_parent_is_settled_after_it() {
+    let (db, mut conn) = TestDb::with_side_tables();
+    let mut flow = Workflow::new("cancelled together").expect("workflow");
+    let a = flow.add("a", &failing(1)).expect("step");
+    let c = flow.add("c", &step(100)).expect("step");
+    let d = flow.add("d", &step(10)).expect("step");
+    flow.after(c, [a]).expect("edge");
+    flow.after(d, [a]).expect("edge");
+    flow.after_finished(c, [d]).expect("edge");
+    let enqueued = flow.enqueue(&mut conn).expect("enqueue");
+    // a fails for good (its first run); c and d are cancelled after it,
+    // then settled, d's finished edge counting c down.
+    jobqueue_tests::exec(
+        &mut conn,
+        &format!(
+            "UPDATE jobqueue_jobs SET status = 'failed', finished_at = now() WHERE id = '{}'",
+            a.id()
+        ),
+    );
+    jobqueue_tests::exec(
+        &mut conn,
+        &format!(
+            "INSERT INTO test_effects (job_id, attempt, kind) VALUES ('{}', 1, 'fail')",
+            a.id()
+        ),
+    );
+    let settled = jobqueue_core::engine::settle_ended_of(&mut conn, &[a.id()]).expect("settle");
+    assert_eq!((settled.ended, settled.cancelled), (3, 2), "{settled:?}");
+    let flow = get_workflow(&mut conn, enqueued.id)
+        .expect("read")
+        .expect("workflow");
+    let c_step = &flow.steps[1];
+    assert_eq!(
+        (c_step.state.as_str(), c_step.parents_left),
+        ("cancelled", 1),
+        "c waits for a only: {c_step:?}"
+    );
+    // Retried, c waits for a; a retried completes, and c runs after it.
+    retry_job(&mut conn, c.id()).expect("retry c");
+    assert_eq!(
+        jobqueue_tests::read_job(&mut conn, c.id()).status,
+        JobStatus::Blocked
+    );
+    retry_job(&mut conn, a.id()).expect("retry a");
+    let runner = start_runner(runner_config(&db), registry());
+    wait_for("c to complete", Duration::from_secs(60), || {
+        state_of(&mut conn, enqueued.id, "c") == "completed"
+    });
+    runner.shutdown();
+    assert_eq!(early_starts(&mut conn, enqueued.id), 0);
+    assert_eq!(state_of(&mut conn, enqueued.id, "d"), "cancelled");
+}

@@ -143,6 +143,8 @@ struct SettleRow {
     ended: i64,
     #[diesel(sql_type = Array<Uuid>)]
     cancelled: Vec<JobId>,
+    #[diesel(sql_type = Array<Uuid>)]
+    deferred: Vec<JobId>,
 }
 
 /// One round of [`sql::WORKFLOW_SETTLE_ENDED`]: of every step, or of the
@@ -168,6 +170,8 @@ pub fn settle_ended(conn: &mut PgConnection, batch: i64) -> Result<Settled> {
         let row = settle_round(conn, batch, None)?;
         total.ended += row.ended;
         total.cancelled += row.cancelled.len() as i64;
+        // A round that ended nothing deferred nothing either: every step
+        // it deferred waited for one it ended.
         if row.ended == 0 {
             return Ok(total);
         }
@@ -176,7 +180,8 @@ pub fn settle_ended(conn: &mut PgConnection, batch: i64) -> Result<Settled> {
 
 /// [`settle_ended`] of the steps of `ids` (jobs that just failed or were
 /// cancelled; those of them that are no such steps are passed over), and
-/// of the steps it cancels after them, down the graph: reads only those.
+/// of the steps it cancels after them, down the graph (and those a round
+/// deferred to the next): reads only those.
 pub fn settle_ended_of(conn: &mut PgConnection, ids: &[JobId]) -> Result<Settled> {
     let mut total = Settled::default();
     let mut round: Vec<JobId> = ids.to_vec();
@@ -186,6 +191,7 @@ pub fn settle_ended_of(conn: &mut PgConnection, ids: &[JobId]) -> Result<Settled
         total.ended += row.ended;
         total.cancelled += row.cancelled.len() as i64;
         round = row.cancelled;
+        round.extend(row.deferred);
     }
     Ok(total)
 }

@@ -79,7 +79,11 @@ pub(crate) const WORKFLOW_INSERT: &str = concat!(
 /// under `cancel`, the blocked children of their other edges are
 /// cancelled, and the next round settles those in turn, down the graph;
 /// under `wait`, those edges stay until the job is retried and completes.
-/// Returns how many steps ended, and the children it cancelled.
+/// A step whose parent ends in the same round is `deferred` to the next:
+/// that parent's settling counts it down, and one statement may not also
+/// mark it ended (PostgreSQL applies one of two updates of a row in one
+/// statement, and drops the other). Returns how many steps ended, the
+/// children it cancelled, and the steps it deferred.
 pub(crate) const WORKFLOW_SETTLE_ENDED: &str = concat!(
     "WITH candidate AS (
         SELECT s.job_id, j.status
@@ -90,11 +94,19 @@ pub(crate) const WORKFLOW_SETTLE_ENDED: &str = concat!(
         LIMIT $1
         FOR UPDATE OF s SKIP LOCKED
     ),
+    deferred AS (
+        SELECT c.job_id
+        FROM candidate AS c
+        WHERE EXISTS (SELECT 1 FROM jobqueue_workflow_edges AS e
+                      JOIN candidate AS p ON p.job_id = e.parent_id
+                      WHERE e.child_id = c.job_id AND NOT e.settled)
+    ),
     ended AS (
         UPDATE jobqueue_workflow_steps AS s
         SET state = c.status, ended_at = now()
         FROM candidate AS c, jobqueue_workflows AS w
         WHERE s.job_id = c.job_id AND w.id = s.workflow_id
+          AND c.job_id NOT IN (SELECT job_id FROM deferred)
         RETURNING s.job_id, s.name, w.on_failure
     ),",
     release_children!("e.kind = 'finished' OR ended.on_failure = 'run'", "$2"),
@@ -113,6 +125,7 @@ pub(crate) const WORKFLOW_SETTLE_ENDED: &str = concat!(
     )
     SELECT (SELECT count(*) FROM ended) AS ended,
            ARRAY(SELECT id FROM doomed) AS cancelled,
+           ARRAY(SELECT job_id FROM deferred) AS deferred,
            (SELECT notified FROM wake) AS notified"
 );
 
