@@ -1,8 +1,8 @@
 //! The package's examples as processes, for the tests that run them.
 
 use std::io::{BufRead, BufReader};
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
 use std::sync::mpsc::{self, Receiver};
 
 /// Example `name`'s executable, built (or found up to date) by cargo with
@@ -87,4 +87,15 @@ pub fn start_worker(
         .expect("start the worker");
     let lines = stdout_lines(&mut worker);
     (worker, lines)
+}
+
+/// Runs the example at `binary` once with `args` and `DATABASE_URL` set to
+/// `url` (its own commands, which read it): what it printed and how it
+/// exited.
+pub fn run_example(binary: &Path, url: &str, args: &[&str]) -> Output {
+    Command::new(binary)
+        .args(args)
+        .env("DATABASE_URL", url)
+        .output()
+        .expect("run the example")
 }

@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 use std::process::Command;
 
-use jobqueue_tests::example::{example_binary, start_worker};
+use jobqueue_tests::example::{example_binary, run_example, start_worker};
 use jobqueue_tests::{TestDb, WAIT_LIMIT, assert_success, scalar, wait_for};
 
 const ACCOUNTS: u32 = 3;
@@ -17,13 +17,7 @@ const ENTRIES: u32 = 6;
 fn each_accounts_entries_are_applied_in_posting_order() {
     let (db, mut conn) = TestDb::connected();
     let example = example_binary("ledger");
-    let run = |args: &[&str]| {
-        Command::new(&example)
-            .args(args)
-            .env("DATABASE_URL", &db.url)
-            .output()
-            .expect("run the example")
-    };
+    let run = |args: &[&str]| run_example(&example, &db.url, args);
     let (mut worker, applied) = start_worker(
         &example,
         &db.url,

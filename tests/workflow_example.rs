@@ -5,20 +5,14 @@
 
 use std::process::Command;
 
-use jobqueue_tests::example::{example_binary, start_worker};
+use jobqueue_tests::example::{example_binary, run_example, start_worker};
 use jobqueue_tests::{TestDb, WAIT_LIMIT, assert_contains, assert_success};
 
 #[test]
 fn a_video_is_published_after_its_steps_and_a_batch_reports_once() {
     let db = TestDb::new();
     let example = example_binary("video_workflow");
-    let run = |args: &[&str]| {
-        Command::new(&example)
-            .args(args)
-            .env("DATABASE_URL", &db.url)
-            .output()
-            .expect("run the example")
-    };
+    let run = |args: &[&str]| run_example(&example, &db.url, args);
     let (mut worker, lines) = start_worker(&example, &db.url, &["--concurrency", "4"]);
     let published = run(&["publish", "7"]);
     assert_success("publish", &published);
