@@ -212,8 +212,8 @@ fn poison_payloads_panics_and_unknown_types_fail_clearly_and_the_runner_goes_on(
     let stats = cli(&db, &["stats"]);
     let stats = String::from_utf8_lossy(&stats.stdout).into_owned();
     let listed = stats.lines().any(|l| {
-        l.split_whitespace().take(7).collect::<Vec<_>>()
-            == ["nobody.handles.this", "0", "0", "0", "1", "0", "0"]
+        l.split_whitespace().take(8).collect::<Vec<_>>()
+            == ["nobody.handles.this", "0", "0", "0", "0", "1", "0", "0"]
             && l.ends_with("(no live runner handles this type)")
     });
     assert!(
