@@ -1,7 +1,8 @@
 //! Workflows: a video is transcoded, then its thumbnails and its preview
 //! are made side by side, then it is published once both are done, with
 //! what they recorded; and a batch imports rows as one job each, with a
-//! report when the last one ends, however it ended. With `DATABASE_URL`
+//! notice if all of them completed and a report when the last one ends,
+//! however it ended. With `DATABASE_URL`
 //! set: `cargo run --example video_workflow -- migrate`, `-- work` (in
 //! another terminal), then `-- publish 7` and `-- import 20`; the ids they
 //! print go to `-- workflow show ID`.
@@ -100,6 +101,19 @@ impl Perform for ImportRow {
 }
 
 #[derive(Serialize, Deserialize, Job)]
+#[job(type = "import.done", queue = "imports")]
+struct ImportDone {
+    rows: u32,
+}
+
+impl Perform for ImportDone {
+    fn perform(&self, _ctx: &mut JobContext<'_>) -> Result<(), JobError> {
+        println!("all {} rows imported", self.rows);
+        Ok(())
+    }
+}
+
+#[derive(Serialize, Deserialize, Job)]
 #[job(type = "import.report", queue = "imports")]
 struct ImportReport {
     rows: u32,
@@ -133,12 +147,14 @@ fn publish(conn: &mut PgConnection, video: u32) -> Result<(), jobqueue::Error> {
     Ok(())
 }
 
-/// `rows` rows, one job each, and a report once every row ended.
+/// `rows` rows, one job each, a notice if every row completed (cancelled
+/// otherwise), and a report once every row ended, however.
 fn import(conn: &mut PgConnection, rows: u32) -> Result<(), jobqueue::Error> {
     let mut batch = Batch::new(format!("import of {rows} rows"))?;
     for row in 0..rows {
         batch.add(&ImportRow { row })?;
     }
+    batch.on_success(&ImportDone { rows })?;
     batch.on_finish(&ImportReport { rows })?;
     let enqueued = batch.enqueue(conn)?;
     println!("batch {}", enqueued.id);
@@ -165,6 +181,7 @@ fn main() -> Result<std::process::ExitCode, Box<dyn std::error::Error>> {
         .register::<Preview>()
         .register::<Publish>()
         .register::<ImportRow>()
+        .register::<ImportDone>()
         .register::<ImportReport>()
         .main())
 }

@@ -405,7 +405,7 @@ fn queue_commands_answer_bad_input_clearly() {
     assert_eq!(
         listed_queue(&db, "later"),
         [
-            "later", "paused", "0", "0", "0", "0", "0", "-", "3", "-", "-", "-", "-"
+            "later", "paused", "0", "0", "0", "0", "0", "0", "-", "3", "-", "-", "-", "-"
         ]
     );
     assert!(ok(&db, &["queue", "limit", "later", "--none"]).contains("no limit"));

@@ -336,13 +336,14 @@ fn the_handler_reaches_the_applications_state_and_retries_on_its_errors() {
 
 /// The compiled files the README's and the guide's ```rust blocks are
 /// excerpts of.
-const SOURCES: [&str; 6] = [
+const SOURCES: [&str; 7] = [
     "tests/readme.rs",
     "tests/embedded.rs",
     "examples/app_worker.rs",
     "examples/async_signup.rs",
     "tests/async_patterns.rs",
     "examples/traced_signup.rs",
+    "examples/video_workflow.rs",
 ];
 
 #[test]

@@ -75,13 +75,20 @@ fn a_video_is_published_after_its_steps_and_a_batch_reports_once() {
         ],
     );
     // The report ran once, after every row ended: rows 7 and 17 failed for
-    // good.
+    // good, so the notice of success was cancelled.
     let show = run(&["workflow", "show", &batch]);
     assert_success("workflow show", &show);
+    let show = String::from_utf8_lossy(&show.stdout);
     assert_contains(
-        &String::from_utf8_lossy(&show.stdout),
-        &["21 (19 completed, 2 failed, 0 cancelled, 0 not ended)"],
+        &show,
+        &["22 (19 completed, 2 failed, 1 cancelled, 0 not ended)"],
     );
+    assert!(
+        show.lines()
+            .any(|l| l.starts_with("on_success ") && l.contains("cancelled")),
+        "{show}"
+    );
+    assert!(!seen.iter().any(|l| l.contains("rows imported")));
     assert_eq!(
         seen.iter()
             .filter(|l| l.contains("import of 20 rows finished"))
