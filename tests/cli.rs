@@ -661,9 +661,49 @@ fn bench_runs_every_measurement() {
         "burn-down, key limit not binding / no keys",
         "burn-down, key limit 1 / no keys",
         "claim 100 of every queue, 10000 waiting / none",
+        "burn-down time, fan-out and fan-in / plain",
+        "transactions per job, fan-out and fan-in",
     ] {
         assert!(out.contains(row), "no `{row}` row in:\n{out}");
     }
+    let left = jobqueue_tests::scalar(
+        &mut db.conn(),
+        &format!("SELECT count(*) AS n FROM pg_database WHERE datname = '{name}'"),
+    );
+    assert_eq!(left, 0, "the bench drops its database");
+}
+
+#[test]
+fn a_bench_whose_reader_goes_away_still_ends_well_and_drops_its_database() {
+    use std::io::BufRead;
+    let db = TestDb::new();
+    let name = format!("jq_bench_{}", fastrand::u32(..));
+    let mut bench = Command::new(TOOLS)
+        .args(["--database-url", &db.url])
+        .args([
+            "bench",
+            "--quick",
+            "--runs",
+            "1",
+            "--only",
+            "bulk,burn",
+            "--database",
+            &name,
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start the bench");
+    // As `jobqueue bench | head -1`: one line read, then the pipe closed.
+    let mut first = String::new();
+    std::io::BufReader::new(bench.stdout.take().expect("its stdout"))
+        .read_line(&mut first)
+        .expect("read a line");
+    assert!(first.starts_with("jobqueue bench:"), "{first}");
+    let out = bench.wait_with_output().expect("wait for the bench");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{:?}: {stderr}", out.status);
+    assert!(!stderr.contains("panicked"), "{stderr}");
     let left = jobqueue_tests::scalar(
         &mut db.conn(),
         &format!("SELECT count(*) AS n FROM pg_database WHERE datname = '{name}'"),

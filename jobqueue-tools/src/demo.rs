@@ -277,8 +277,8 @@ pub fn run(
     jobqueue_core::run_migrations(&mut conn)?;
     let mix = mix(jobs)?;
     let total = mix.len();
-    println!("demo database: {}", jobqueue_core::redact_url(&url));
-    println!(
+    crate::out!("demo database: {}", jobqueue_core::redact_url(&url));
+    crate::out!(
         "working {total} jobs with {concurrency} workers: emails, thumbnails, webhooks (some flaky, some broken), scheduled digests, one long report"
     );
 
@@ -349,29 +349,32 @@ pub fn run(
         },
     )?;
     let (immediate, immediate_secs) = immediate_rate(&mut conn)?;
-    println!();
-    println!(
+    crate::out!();
+    crate::out!(
         "finished {total} jobs in {:.2} s ({:.0} jobs/s overall; the last were scheduled 3 s ahead, \
          retried with backoff, or the 3 s report)",
         elapsed.as_secs_f64(),
         total as f64 / elapsed.as_secs_f64()
     );
-    println!(
+    crate::out!(
         "emails and thumbnails, due at once: {immediate} in {immediate_secs:.2} s from first enqueue to last completion: {:.0} jobs/s",
         immediate as f64 / immediate_secs.max(1e-9)
     );
-    println!(
+    crate::out!(
         "pickup latency (due -> handler start, {} attempts): p50 {:.1} ms, p95 {:.1} ms",
         pickups.len(),
         percentile(&pickups, 0.50),
         percentile(&pickups, 0.95)
     );
-    println!(
+    crate::out!(
         "final status: {} completed, {} failed, {} cancelled; {} failed attempts retried",
-        finals[0].1, finals[1].1, finals[2].1, summary.stats.retried
+        finals[0].1,
+        finals[1].1,
+        finals[2].1,
+        summary.stats.retried
     );
     if let Some(job) = report {
-        println!(
+        crate::out!(
             "long report job: {} at {}% ({}), {} progress events",
             job.status,
             job.progress,
@@ -387,7 +390,7 @@ pub fn run(
         },
     )?;
     if let Some(job) = failed {
-        println!(
+        crate::out!(
             "a dead-lettered job: {} {} after {} attempts: {}",
             job.job_type,
             job.id,

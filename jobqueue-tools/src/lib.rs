@@ -5,6 +5,18 @@
 //! [`jobqueue_cli::Cli`] with the demo's and the bench's handlers and the
 //! `demo` and `bench` commands.
 
+/// Prints a line on standard output, as `println!` does, except that a
+/// reader that went away (`jobqueue bench | head`) ends the output and not
+/// the run: a bench still drops the database it made. Other write errors
+/// are dropped the same way: the output is a report, not the work.
+macro_rules! out {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), $($arg)*);
+    }};
+}
+pub(crate) use out;
+
 pub mod bench;
 mod command;
 pub mod demo;

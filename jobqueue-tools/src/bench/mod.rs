@@ -245,7 +245,7 @@ impl Row {
             .iter()
             .copied()
             .fold(f64::NEG_INFINITY, f64::max);
-        println!(
+        crate::out!(
             "{:<46} {:>12} {:>25} {:<8} {}",
             self.name,
             fmt(self.median()),
@@ -384,7 +384,7 @@ pub fn run(server_url: &str, options: &BenchOptions) -> Result<(), ToolError> {
     let url = prepare_database(server_url, options)?;
     let mut conn = PgConnection::establish(&url).map_err(db)?;
     let wanted = |name: &str| options.only.is_empty() || options.only.iter().any(|o| o == name);
-    println!(
+    crate::out!(
         "jobqueue bench: {} runs per row{}; PostgreSQL {} (fsync={}, synchronous_commit={}, wal_sync_method={}, autovacuum={}); {} CPUs",
         runs,
         if options.quick {
@@ -401,9 +401,12 @@ pub fn run(server_url: &str, options: &BenchOptions) -> Result<(), ToolError> {
             .map(|n| n.get())
             .unwrap_or(1)
     );
-    println!(
+    crate::out!(
         "{:<46} {:>12} {:>25} {:<8} note",
-        "measurement", "median", "min – max", "unit"
+        "measurement",
+        "median",
+        "min – max",
+        "unit"
     );
     let mut burn_best: Option<Row> = None;
     if wanted("bulk") {

@@ -200,14 +200,14 @@ pub(crate) fn soak(
     let started = Instant::now();
     let mut pin: Option<PgConnection> = None;
     let mut samples: Vec<(f64, &'static str, Sample)> = Vec::new();
-    println!(
+    crate::out!(
         "soak: {rate} jobs/s for {secs} s, 32 workers, {kept}; horizon pinned from {} s to {} s; \
          index upkeep every {} s",
         pin_at.as_secs(),
         unpin_at.as_secs(),
         INDEX_UPKEEP_EVERY.as_secs()
     );
-    println!(
+    crate::out!(
         "{:>6} {:>7} {:>10} {:>11} {:>8} {:>10} {:>9} {:>14} {:>7}  began | waited (processes \
          seen waiting, summed over samples every 100 ms)",
         "t (s)",
@@ -250,7 +250,7 @@ pub(crate) fn soak(
         }
         let s = sample(&mut conn, &runner, &mut completed, checkpoints)?;
         let waited = waits.take().to_string();
-        println!(
+        crate::out!(
             "{:>6.0} {:>7} {:>10.0} {:>8.1} ms {:>8} {:>10} {:>9.0} {:>14.1} {:>7.0}  {}{}{}",
             elapsed.as_secs_f64(),
             phase,

@@ -168,7 +168,7 @@ pub(crate) fn run(url: &str, variant: TraceVariant, sizes: &Sizes) -> Result<(),
     };
     let line = serde_json::to_string(&report)
         .map_err(|e| ToolError::Usage(format!("the trace report does not serialize: {e}")))?;
-    println!("{line}");
+    crate::out!("{line}");
     Ok(())
 }
 
