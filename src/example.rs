@@ -99,3 +99,15 @@ pub fn run_example(binary: &Path, url: &str, args: &[&str]) -> Output {
         .output()
         .expect("run the example")
 }
+
+/// Stops a worker started by [`start_worker`] as an operator does (SIGTERM)
+/// and waits for it: the outcomes in hand are written first. Panics unless
+/// it exits with success.
+pub fn stop_worker(mut worker: Child) {
+    let status = Command::new("kill")
+        .args(["-TERM", &worker.id().to_string()])
+        .status()
+        .expect("run kill");
+    assert!(status.success());
+    assert!(worker.wait().expect("wait for the worker").success());
+}

@@ -5,9 +5,8 @@
 //! one at a time, while the accounts' entries interleave.
 
 use std::collections::BTreeMap;
-use std::process::Command;
 
-use jobqueue_tests::example::{example_binary, run_example, start_worker};
+use jobqueue_tests::example::{example_binary, run_example, start_worker, stop_worker};
 use jobqueue_tests::{TestDb, WAIT_LIMIT, assert_success, scalar, wait_for};
 
 const ACCOUNTS: u32 = 3;
@@ -61,12 +60,7 @@ fn each_accounts_entries_are_applied_in_posting_order() {
             .push(entry.parse().expect("an entry"));
         lines.push(line);
     }
-    let status = Command::new("kill")
-        .args(["-TERM", &worker.id().to_string()])
-        .status()
-        .expect("run kill");
-    assert!(status.success());
-    assert!(worker.wait().expect("wait for the worker").success());
+    stop_worker(worker);
 
     println!("applied:\n{}", lines.join("\n"));
     let in_order: Vec<u32> = (1..=ENTRIES).collect();

@@ -3,9 +3,7 @@
 //! thumbnails and preview, then publish with their results) and a batch of
 //! rows imported with its report; `workflow show` tells each step's state.
 
-use std::process::Command;
-
-use jobqueue_tests::example::{example_binary, run_example, start_worker};
+use jobqueue_tests::example::{example_binary, run_example, start_worker, stop_worker};
 use jobqueue_tests::{TestDb, WAIT_LIMIT, assert_contains, assert_success};
 
 #[test]
@@ -59,12 +57,7 @@ fn a_video_is_published_after_its_steps_and_a_batch_reports_once() {
     );
 
     // Stopped gracefully: the outcomes in hand are written first.
-    let status = Command::new("kill")
-        .args(["-TERM", &worker.id().to_string()])
-        .status()
-        .expect("run kill");
-    assert!(status.success());
-    assert!(worker.wait().expect("wait for the worker").success());
+    stop_worker(worker);
     let show = run(&["workflow", "show", &workflow]);
     assert_success("workflow show", &show);
     assert_contains(

@@ -13,7 +13,7 @@ use diesel::prelude::*;
 use jobqueue_core::{Batch, Job, NewJob, Workflow, get_workflow};
 use jobqueue_tests::fault::{Proc, runner_flags};
 use jobqueue_tests::jobs::{Effect, StepJob};
-use jobqueue_tests::{TestDb, count_where, scalar};
+use jobqueue_tests::{TestDb, count_where, poll_until, scalar};
 
 const WORKER: &str = env!("CARGO_BIN_EXE_jobqueue-test-worker");
 const WORKFLOWS: usize = 1000;
@@ -98,22 +98,18 @@ fn crashes_neither_start_a_step_early_nor_lose_or_double_a_release() {
     let mut runners: Vec<Proc> = (0..4).map(|_| start(&mut next)).collect();
     let deadline = Instant::now() + Duration::from_secs(240);
     let mut kills = 0;
-    let mut last_kill = Instant::now();
-    while unfinished(&mut conn) > 0 {
+    // Until every step ended: a runner killed and replaced each 2 s.
+    while !poll_until(Duration::from_secs(2), || unfinished(&mut conn) == 0) {
         assert!(
             Instant::now() < deadline,
             "{} steps still unfinished after 240 s",
             unfinished(&mut conn)
         );
-        if last_kill.elapsed() >= Duration::from_secs(2) {
-            let mut victim = runners.swap_remove(kills % runners.len());
-            victim.signal("KILL");
-            victim.wait_exit(Duration::from_secs(10));
-            runners.push(start(&mut next));
-            kills += 1;
-            last_kill = Instant::now();
-        }
-        std::thread::sleep(Duration::from_millis(50));
+        let mut victim = runners.swap_remove(kills % runners.len());
+        victim.signal("KILL");
+        victim.wait_exit(Duration::from_secs(10));
+        runners.push(start(&mut next));
+        kills += 1;
     }
     for runner in &mut runners {
         runner.terminate(Duration::from_secs(30));

@@ -2,7 +2,7 @@
 //! steps it comes after (see the `workflows` migration for how a step is
 //! released, and `workflow_release.rs` for the runner's side).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use diesel::pg::Pg;
@@ -131,6 +131,9 @@ pub struct Workflow {
     names: HashMap<String, usize>,
     /// `(parent, child, kind)` by step index.
     edges: Vec<(usize, usize, EdgeKind)>,
+    /// `(parent, child)` of each edge: a second edge between them is
+    /// dropped (the first one's kind holds).
+    joined: HashSet<(usize, usize)>,
 }
 
 /// A workflow enqueued: its id and each step's job id, in the order they
@@ -159,6 +162,7 @@ impl Workflow {
             steps: Vec::new(),
             names: HashMap::new(),
             edges: Vec::new(),
+            joined: HashSet::new(),
         })
     }
 
@@ -249,11 +253,7 @@ impl Workflow {
                     self.steps[child.index].0
                 )));
             }
-            let duplicate = self
-                .edges
-                .iter()
-                .any(|&(p, c, _)| p == parent.index && c == child.index);
-            if !duplicate {
+            if self.joined.insert((parent.index, child.index)) {
                 self.edges.push((parent.index, child.index, kind));
             }
         }
