@@ -482,7 +482,7 @@ fn guide_samples() -> Vec<(String, Vec<Value>)> {
             let name = command
                 .take()
                 .expect("a JSON sample follows its command's name");
-            let documents = if name == "list" {
+            let documents = if name == "list" || name == "workflow list" {
                 block
                     .iter()
                     .map(|l| serde_json::from_str(l).expect("a JSON line"))
@@ -536,6 +536,7 @@ fn the_guide_shows_the_fields_each_command_prints() {
             "queue list",
             "runners",
             "cron list",
+            "workflow list",
             "workflow show",
             "doctor"
         ]
@@ -550,7 +551,7 @@ fn the_guide_shows_the_fields_each_command_prints() {
         }
         args.push("--json");
         let out = ok(&db, &args);
-        let printed: Vec<Value> = if name == "list" {
+        let printed: Vec<Value> = if name == "list" || name == "workflow list" {
             out.lines()
                 .map(|l| serde_json::from_str(l).expect("a JSON line"))
                 .collect()

@@ -8,7 +8,7 @@
 
 use jobqueue_core::{JobOptions, JobStatus, KeyLimit, NewJob, enqueue_many};
 use jobqueue_dashboard::{Dashboard, DashboardConfig, DashboardError, DashboardServer, serve};
-use jobqueue_tests::{TestDb, assert_contains, count_where, read_job};
+use jobqueue_tests::{TestDb, assert_contains, count_where, exec, read_job};
 
 /// A dashboard on a port of its own, and an HTTP client that reports
 /// statuses and redirects as they are.
@@ -1099,4 +1099,41 @@ fn a_workflow_page_draws_its_steps_and_edges_and_lists_their_states() {
     let missing = site.get(&format!("/workflows/{}", jobqueue_core::JobId::new()));
     assert_eq!(missing.status, 404);
     assert_contains(&missing.body, &["no workflow with id"]);
+
+    // The list: newest first, linked, its steps counted by state; a
+    // finished one is left out of the unfinished ones.
+    let mut done = jobqueue_core::Workflow::new("done").expect("workflow");
+    let only = done.add_job("only", job(0)).expect("step");
+    let done = done.enqueue(&mut conn).expect("enqueue");
+    exec(
+        &mut conn,
+        &format!(
+            "UPDATE jobqueue_workflow_steps SET state = 'completed', ended_at = now()
+             WHERE job_id = '{}'",
+            only.id()
+        ),
+    );
+    let list = site.get("/workflows");
+    assert_eq!(list.status, 200, "{}", list.body);
+    let body = &list.body;
+    let (newest, older) = (
+        body.find(&format!("data-workflow=\"{}\"", done.id)),
+        body.find(&format!("data-workflow=\"{}\"", enqueued.id)),
+    );
+    assert!(newest.is_some() && newest < older, "newest first:\n{body}");
+    assert_contains(
+        body,
+        &[
+            &format!("href=\"/workflows/{}\"", enqueued.id),
+            "&lt;b&gt;publish&lt;/b&gt;",
+            "running",
+            "completed",
+        ],
+    );
+    let unfinished = site.get("/workflows?unfinished=1").body;
+    assert!(
+        unfinished.contains(&enqueued.id.to_string()),
+        "{unfinished}"
+    );
+    assert!(!unfinished.contains(&done.id.to_string()), "{unfinished}");
 }

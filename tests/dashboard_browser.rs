@@ -1040,6 +1040,7 @@ fn forged_and_read_only_posts_are_refused_and_change_nothing() {
             "/failed/retry?queue=mail".to_owned(),
             "Retry failed jobs".to_owned(),
         ),
+        ("/workflows".to_owned(), "Workflows".to_owned()),
         ("/schedules".to_owned(), "Schedules".to_owned()),
     ] {
         open(&tab, &read_only.url(&path), &title);
@@ -1206,11 +1207,15 @@ fn a_workflows_graph_places_each_step_after_its_parents() {
     let site = Site::start(DashboardConfig::new(&db.url));
     let browser = Browser::start();
     let tab = browser.new_tab();
-    open(
-        &tab,
-        &site.url(&format!("/workflows/{}", enqueued.id)),
-        "Workflow diamond",
-    );
+    // Reached from the navigation: the list, then the workflow's link.
+    open(&tab, &site.url("/"), "Overview");
+    tab.follow("nav a[href='/workflows']");
+    tab.wait_for_text("main h1", "Workflows");
+    let row = format!("#workflows tr[data-workflow='{}']", enqueued.id);
+    assert_eq!(tab.text(&format!("{row} td.state")), "running");
+    tab.screenshot("workflows");
+    tab.follow(&format!("{row} a"));
+    tab.wait_for_text("main h1", "Workflow diamond");
     tab.screenshot("workflow");
     let boxes = step_boxes(&tab);
     assert_eq!(boxes.len(), 4, "{boxes:?}");

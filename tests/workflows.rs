@@ -269,6 +269,40 @@ fn a_failed_step_cancels_the_steps_after_it_by_default() {
     );
     assert_eq!(code, Some(1), "{err}");
     assert!(err.contains("no workflow with id"), "{err}");
+
+    // `jobqueue workflow list`: newest first, its steps counted by state;
+    // `--unfinished` leaves the finished one out.
+    let (later, _) = failing_chain(&mut conn, OnFailure::Wait);
+    let (code, out, err) = run_cli(CLI, &db.url, &["workflow", "list"]);
+    assert_eq!(code, Some(0), "{err}");
+    let rows: Vec<&str> = out.lines().skip(1).collect();
+    assert_eq!(rows.len(), 2, "{out}");
+    assert!(rows[0].starts_with(&later.to_string()), "{out}");
+    assert_contains(rows[0], &["running", "chain Wait"]);
+    assert!(rows[1].starts_with(&id.to_string()), "{out}");
+    let counts: Vec<&str> = rows[1].split_whitespace().skip(1).take(6).collect();
+    assert_eq!(counts, ["failed", "4", "1", "1", "2", "0"], "{out}");
+    let (code, out, err) = run_cli(
+        CLI,
+        &db.url,
+        &["workflow", "list", "--unfinished", "--json"],
+    );
+    assert_eq!(code, Some(0), "{err}");
+    let lines: Vec<serde_json::Value> = out
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("a JSON line"))
+        .collect();
+    assert_eq!(lines.len(), 1, "{out}");
+    assert_eq!(lines[0]["id"], later.to_string());
+    assert_eq!(lines[0]["state"], "running");
+    assert_eq!(lines[0]["not_ended"], 4);
+    assert_eq!(lines[0]["on_failure"], "wait");
+    let (code, _, err) = run_cli(CLI, &db.url, &["workflow", "list", "--limit", "0"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("limit") && err.contains("1 to 100000"),
+        "{err}"
+    );
 }
 
 #[test]

@@ -151,6 +151,20 @@ pub(crate) enum CronCommand {
 /// `jobqueue workflow ...`.
 #[derive(Debug, Subcommand)]
 pub(crate) enum WorkflowCommand {
+    /// The newest workflows and batches: state (running, completed,
+    /// failed, cancelled), steps by state, name, when enqueued.
+    List {
+        /// Only workflows with a step not ended yet.
+        #[arg(long)]
+        unfinished: bool,
+        /// At most this many (1 to 100000).
+        #[arg(long, default_value_t = 50, allow_negative_numbers = true)]
+        limit: i64,
+        /// Print one JSON object per workflow, one per line (fields in the
+        /// guide).
+        #[arg(long)]
+        json: bool,
+    },
     /// A workflow's steps: each one's state (live, completed, failed,
     /// cancelled), its job's status, the steps it comes after and its
     /// result.

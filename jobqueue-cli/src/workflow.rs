@@ -1,20 +1,102 @@
-//! `jobqueue workflow show ID`: a workflow's steps, each one's state, the
-//! steps it comes after and its result.
+//! `jobqueue workflow list`: the newest workflows, their steps counted by
+//! state; `jobqueue workflow show ID`: a workflow's steps, each one's
+//! state, the steps it comes after and its result.
 
 use chrono::{DateTime, Utc};
-use jobqueue_core::{JobStatus, StepInfo, WorkflowInfo};
+use jobqueue_core::{JobStatus, StepInfo, WorkflowInfo, WorkflowSummary};
 use serde::Serialize;
 
 use crate::CliError;
 use crate::args::WorkflowCommand;
 use crate::connect::{connect, parse_id};
-use crate::output::{json_document, outln};
+use crate::output::{json_document, json_line, outln};
 use crate::terminal::shown;
 
 /// Runs a `workflow` subcommand on the database at `url`.
 pub(crate) fn run(url: &str, command: WorkflowCommand) -> Result<(), CliError> {
     match command {
+        WorkflowCommand::List {
+            unfinished,
+            limit,
+            json,
+        } => list(url, unfinished, limit, json),
         WorkflowCommand::Show { id, json } => show(url, &id, json),
+    }
+}
+
+fn list(url: &str, unfinished: bool, limit: i64, json: bool) -> Result<(), CliError> {
+    let flows = jobqueue_core::list_workflows(&mut connect(url)?, limit, unfinished)?;
+    if json {
+        for flow in &flows {
+            json_line(&SummaryJson::of(flow))?;
+        }
+        return Ok(());
+    }
+    if flows.is_empty() {
+        let which = if unfinished { "unfinished " } else { "" };
+        outln!("no {which}workflows (finished ones are kept 7 days unless pruned sooner)")?;
+        return Ok(());
+    }
+    outln!(
+        "{:<36} {:<10} {:>6} {:>9} {:>6} {:>9} {:>9} {:<25} name",
+        "workflow",
+        "state",
+        "steps",
+        "completed",
+        "failed",
+        "cancelled",
+        "not ended",
+        "created at"
+    )?;
+    for flow in &flows {
+        outln!(
+            "{:<36} {:<10} {:>6} {:>9} {:>6} {:>9} {:>9} {:<25} {}",
+            flow.id,
+            flow.state(),
+            flow.steps,
+            flow.completed,
+            flow.failed,
+            flow.cancelled,
+            flow.live,
+            flow.created_at
+                .to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+            shown(&flow.name)
+        )?;
+    }
+    Ok(())
+}
+
+/// One line of `workflow list --json`.
+#[derive(Serialize)]
+struct SummaryJson<'a> {
+    id: String,
+    name: &'a str,
+    state: &'static str,
+    on_failure: &'a str,
+    created_at: DateTime<Utc>,
+    last_ended_at: Option<DateTime<Utc>>,
+    steps: i64,
+    completed: i64,
+    failed: i64,
+    cancelled: i64,
+    not_ended: i64,
+}
+
+impl<'a> SummaryJson<'a> {
+    fn of(flow: &'a WorkflowSummary) -> Self {
+        SummaryJson {
+            id: flow.id.to_string(),
+            name: &flow.name,
+            state: flow.state(),
+            on_failure: &flow.on_failure,
+            created_at: flow.created_at,
+            last_ended_at: flow.last_ended_at,
+            steps: flow.steps,
+            completed: flow.completed,
+            failed: flow.failed,
+            cancelled: flow.cancelled,
+            not_ended: flow.live,
+        }
     }
 }
 

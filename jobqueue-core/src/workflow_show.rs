@@ -1,10 +1,81 @@
-//! Reading a workflow: its steps, each one's state, parents and result.
+//! Reading workflows: the newest ones with their steps counted by state,
+//! and one workflow's steps, each one's state, parents and result.
 
 use chrono::{DateTime, Utc};
 use diesel::prelude::*;
-use diesel::sql_types::{Array, Integer, Nullable, Text, Timestamptz, Uuid};
+use diesel::sql_types::{Array, BigInt, Bool, Integer, Nullable, Text, Timestamptz, Uuid};
 
-use crate::{JobId, JobStatus, Result, sql};
+use crate::{JobId, JobStatus, Result, limits, sql};
+
+/// A workflow as [`list_workflows`] reads it: its steps counted by state.
+#[derive(Debug, Clone, PartialEq, QueryableByName)]
+#[non_exhaustive]
+pub struct WorkflowSummary {
+    /// Its id.
+    #[diesel(sql_type = Uuid)]
+    pub id: JobId,
+    /// Its name.
+    #[diesel(sql_type = Text)]
+    pub name: String,
+    /// What a failed step does to the steps after it (`cancel`, `run`,
+    /// `wait`).
+    #[diesel(sql_type = Text)]
+    pub on_failure: String,
+    /// When it was enqueued.
+    #[diesel(sql_type = Timestamptz)]
+    pub created_at: DateTime<Utc>,
+    /// Its steps.
+    #[diesel(sql_type = BigInt)]
+    pub steps: i64,
+    /// Steps not ended yet.
+    #[diesel(sql_type = BigInt)]
+    pub live: i64,
+    /// Steps completed.
+    #[diesel(sql_type = BigInt)]
+    pub completed: i64,
+    /// Steps failed for good.
+    #[diesel(sql_type = BigInt)]
+    pub failed: i64,
+    /// Steps cancelled.
+    #[diesel(sql_type = BigInt)]
+    pub cancelled: i64,
+    /// When its last step ended, if one did.
+    #[diesel(sql_type = Nullable<Timestamptz>)]
+    pub last_ended_at: Option<DateTime<Utc>>,
+}
+
+impl WorkflowSummary {
+    /// `running` while a step has not ended; once all have: `failed` if
+    /// one failed, else `cancelled` if one was cancelled, else `completed`.
+    pub fn state(&self) -> &'static str {
+        if self.live > 0 {
+            "running"
+        } else if self.failed > 0 {
+            "failed"
+        } else if self.cancelled > 0 {
+            "cancelled"
+        } else {
+            "completed"
+        }
+    }
+}
+
+/// Up to `limit` workflows (1 to 100,000), newest first; only those with
+/// a step not ended yet if `unfinished`. Finished workflows are kept for
+/// `Retention::workflows` (7 days by default).
+pub fn list_workflows(
+    conn: &mut PgConnection,
+    limit: i64,
+    unfinished: bool,
+) -> Result<Vec<WorkflowSummary>> {
+    limits::check_batch(limit)?;
+    crate::isolation::report(conn, |conn| {
+        Ok(diesel::sql_query(sql::WORKFLOW_LIST)
+            .bind::<BigInt, _>(limit)
+            .bind::<Bool, _>(unfinished)
+            .load::<WorkflowSummary>(conn)?)
+    })
+}
 
 /// A workflow as [`get_workflow`] reads it.
 #[derive(Debug, Clone, PartialEq)]

@@ -308,6 +308,7 @@ fn get(
         ["failed"] => pages::failed::list(ctx, conn, params),
         ["failed", "retry"] => pages::failed::confirm(ctx, conn, params),
         ["schedules"] => pages::schedules::render(ctx, conn, params),
+        ["workflows"] => pages::workflows::list(ctx, conn, params),
         ["workflows", id] => pages::workflow::render(ctx, conn, job_id(id)?, params),
         _ => Err(Refusal::new(404, format!("no page at {path}"))),
     }

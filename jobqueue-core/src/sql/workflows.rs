@@ -160,6 +160,32 @@ pub(crate) const WORKFLOW_STEPS: &str = "
     WHERE s.workflow_id = $1
     ORDER BY s.job_id";
 
+/// Up to `$1` workflows, newest first (`created_at`, then id), only those
+/// with a step not ended yet if `$2`: `id`, `name`, `on_failure`,
+/// `created_at`, their steps counted by state (`steps`, `live`,
+/// `completed`, `failed`, `cancelled`) and when the last one ended
+/// (`last_ended_at`). Reads the workflows newest first through
+/// `jobqueue_workflows_created_idx` and each one's steps through
+/// `step_name_unique` (`workflow_id, name`).
+pub(crate) const WORKFLOW_LIST: &str = "
+    SELECT w.id, w.name, w.on_failure, w.created_at,
+           count(s.job_id)::int8 AS steps,
+           count(s.job_id) FILTER (WHERE s.state = 'live')::int8 AS live,
+           count(s.job_id) FILTER (WHERE s.state = 'completed')::int8 AS completed,
+           count(s.job_id) FILTER (WHERE s.state = 'failed')::int8 AS failed,
+           count(s.job_id) FILTER (WHERE s.state = 'cancelled')::int8 AS cancelled,
+           max(s.ended_at) AS last_ended_at
+    FROM (SELECT f.id, f.name, f.on_failure, f.created_at
+          FROM jobqueue_workflows AS f
+          WHERE NOT $2
+             OR EXISTS (SELECT 1 FROM jobqueue_workflow_steps AS l
+                        WHERE l.workflow_id = f.id AND l.state = 'live')
+          ORDER BY f.created_at DESC, f.id DESC
+          LIMIT $1) AS w
+    LEFT JOIN jobqueue_workflow_steps AS s ON s.workflow_id = w.id
+    GROUP BY w.id, w.name, w.on_failure, w.created_at
+    ORDER BY w.created_at DESC, w.id DESC";
+
 /// The workflow of job `$1`, if it is a step of one.
 pub(crate) const WORKFLOW_OF_STEP: &str = "
     SELECT workflow_id AS id FROM jobqueue_workflow_steps WHERE job_id = $1";

@@ -10,14 +10,16 @@ pub(crate) enum Section {
     Overview,
     Jobs,
     Failed,
+    Workflows,
     Schedules,
     None,
 }
 
-const SECTIONS: [(Section, &str, &str); 4] = [
+const SECTIONS: [(Section, &str, &str); 5] = [
     (Section::Overview, "/", "Overview"),
     (Section::Jobs, "/jobs", "Jobs"),
     (Section::Failed, "/failed", "Failed"),
+    (Section::Workflows, "/workflows", "Workflows"),
     (Section::Schedules, "/schedules", "Schedules"),
 ];
 

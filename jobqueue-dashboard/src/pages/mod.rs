@@ -8,6 +8,7 @@ pub(crate) mod overview;
 pub(crate) mod schedules;
 pub(crate) mod workflow;
 mod workflow_graph;
+pub(crate) mod workflows;
 
 use chrono::{DateTime, Utc};
 use maud::{Markup, html};

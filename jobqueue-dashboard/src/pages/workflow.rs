@@ -80,7 +80,7 @@ pub(crate) fn render(
     Ok(page(
         ctx,
         &format!("Workflow {}", flow.name),
-        Section::Jobs,
+        Section::Workflows,
         None,
         notice(params).as_deref(),
         content,
