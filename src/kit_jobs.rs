@@ -57,6 +57,12 @@ pub enum Act {
     Panic,
     /// Reports progress three times, adds two events, then succeeds.
     Progress,
+    /// A workflow step: records as its result `n` plus step `base`'s
+    /// result (a number; none counts 0) plus the number of its parents.
+    Sum {
+        /// Its own part.
+        n: i64,
+    },
     /// Enqueues `Spawn { left: left - 1 }` while `left` is above zero.
     Spawn {
         /// How many descendants are left to enqueue.
@@ -128,6 +134,11 @@ impl Perform for Act {
                 Err(JobError::retry(format!("attempt {}", ctx.attempt())))
             }
             Act::SucceedOnAttempt(_) => Ok(()),
+            Act::Sum { n } => {
+                let base: Option<i64> = ctx.parent_result("base")?;
+                let parents = ctx.parent_results()?.len() as i64;
+                ctx.set_result(&(n + base.unwrap_or(0) + parents))
+            }
             Act::Shutdown if ctx.is_shutting_down() => Err(JobError::retry("shutting down")),
             Act::Shutdown => Ok(()),
         }

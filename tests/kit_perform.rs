@@ -64,6 +64,52 @@ fn each_outcome_of_a_handler_on_its_own() {
 }
 
 #[test]
+fn a_workflow_step_reads_the_parents_results_it_is_given_and_records_its_own() {
+    let counter = Counter::default();
+    let registry = registry(&counter);
+    let step = Act::Sum { n: 5 };
+    let done = perform(&registry, &step)
+        .parent_result("base", &10)
+        .parent_without_result("thumbnails")
+        .run()
+        .expect("performed");
+    assert_eq!(done.outcome, Outcome::Completed);
+    // 5 + 10 + two parents.
+    assert_eq!(done.result.as_deref(), Some("17"));
+    // A name it does not come after fails it for good, naming its parents.
+    let done = perform(&registry, &step)
+        .parent_result("other", &1)
+        .run()
+        .expect("performed");
+    match &done.outcome {
+        Outcome::Permanent { error } => {
+            assert!(
+                error.contains("no parent step is named `base`") && error.contains("[other]"),
+                "{error}"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    // A result of the wrong shape, likewise.
+    let done = perform(&registry, &step)
+        .parent_result("base", "ten")
+        .run()
+        .expect("performed");
+    assert!(
+        matches!(&done.outcome, Outcome::Permanent { error } if error.contains("does not decode")),
+        "{:?}",
+        done.outcome
+    );
+    // Outside a workflow, as a runner would see it: no parents.
+    let alone = perform(&registry, &step).run().expect("performed");
+    assert!(
+        matches!(&alone.outcome, Outcome::Permanent { error } if error.contains("comes after []")),
+        "{:?}",
+        alone.outcome
+    );
+}
+
+#[test]
 fn attempt_cancel_and_shutdown_are_what_the_handler_sees() {
     let counter = Counter::default();
     let registry = registry(&counter);

@@ -221,6 +221,13 @@ impl<'a> JobContext<'a> {
     /// name order (`None` for one that recorded none); read from the
     /// database on the handler's connection. Empty outside a workflow.
     pub fn parent_results(&mut self) -> Result<Vec<(String, Option<serde_json::Value>)>, JobError> {
+        if let Host::Inline(InlineHost {
+            parents: Some(parents),
+            ..
+        }) = &self.host
+        {
+            return Ok(parents.clone());
+        }
         if self.row.workflow_id.is_none() {
             return Ok(Vec::new());
         }

@@ -80,6 +80,7 @@ pub struct Inline<'a> {
     retention: Retention,
     cancel_requested: bool,
     shutting_down: bool,
+    parents: Option<Vec<(String, Option<serde_json::Value>)>>,
 }
 
 impl std::fmt::Debug for Inline<'_> {
@@ -148,6 +149,7 @@ impl<'a> Inline<'a> {
             retention: Retention::default(),
             cancel_requested: false,
             shutting_down: false,
+            parents: None,
         }
     }
 
@@ -193,6 +195,43 @@ impl<'a> Inline<'a> {
         self
     }
 
+    /// Works the job as a step of a workflow that comes after a step
+    /// named `step` whose result was `value`:
+    /// [`JobContext::parent_result`] and
+    /// [`parent_results`](JobContext::parent_results) read the parents
+    /// given this way (in name order) instead of the database's, and a job
+    /// stored nowhere gets a workflow id
+    /// ([`JobContext::workflow_id`]). What the handler records with
+    /// [`JobContext::set_result`] is [`Attempt::result`]. Giving the same
+    /// step twice keeps the last value.
+    ///
+    /// Panics if `value` does not serialize to JSON, as a handler's own
+    /// `set_result` of it would fail.
+    #[track_caller]
+    pub fn parent_result<T: serde::Serialize + ?Sized>(self, step: &str, value: &T) -> Self {
+        match serde_json::to_value(value) {
+            Ok(value) => self.parent(step, Some(value)),
+            Err(e) => panic!("the result given for step `{step}` does not serialize: {e}"),
+        }
+    }
+
+    /// Works the job as a step that comes after a step named `step` that
+    /// recorded no result (see [`parent_result`](Self::parent_result)).
+    pub fn parent_without_result(self, step: &str) -> Self {
+        self.parent(step, None)
+    }
+
+    fn parent(mut self, step: &str, value: Option<serde_json::Value>) -> Self {
+        if !self.stored && self.row.workflow_id.is_none() {
+            self.row.to_mut().workflow_id = Some(jobqueue_core::JobId::new());
+        }
+        let parents = self.parents.get_or_insert_with(Vec::new);
+        parents.retain(|(name, _)| name != step);
+        parents.push((step.to_owned(), value));
+        parents.sort_by(|a, b| a.0.cmp(&b.0));
+        self
+    }
+
     /// Runs the attempt and says what came of it. Errors are those of the
     /// caller's connection opening or ending the attempt's savepoint.
     pub fn run(self) -> Result<Attempt, jobqueue_core::Error> {
@@ -224,6 +263,7 @@ impl<'a> Inline<'a> {
             shutting_down: self.shutting_down,
             deletes_completed: self.retention.deletes_completed(),
             reports: Vec::new(),
+            parents: self.parents,
         };
         let mut ctx = JobContext::inline(host, row, &state);
         let attempted = attempt::run(handler, row, &mut ctx, &state, self.retry);

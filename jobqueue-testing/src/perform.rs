@@ -16,8 +16,11 @@ use jobqueue_runner::inline::Inline;
 /// What it returns is the runner's own inline attempt, to set up
 /// ([`attempt`](Inline::attempt), [`cancel_requested`](Inline::cancel_requested),
 /// [`shutting_down`](Inline::shutting_down), [`config`](Inline::config),
-/// [`conn`](Inline::conn)) and [`run`](Inline::run): the
-/// [`Attempt`](crate::Attempt) says what the handler came to.
+/// [`conn`](Inline::conn), and for a workflow step the results of the
+/// steps it comes after: [`parent_result`](Inline::parent_result),
+/// [`parent_without_result`](Inline::parent_without_result)) and
+/// [`run`](Inline::run): the [`Attempt`](crate::Attempt) says what the
+/// handler came to, the result it recorded included.
 ///
 /// Panics if `job` does not make a valid job (its type's name, its
 /// payload's size), as enqueueing it would fail.
