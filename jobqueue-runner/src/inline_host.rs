@@ -37,9 +37,7 @@ pub(crate) struct InlineHost<'a> {
     /// The handler's progress reports, in order.
     pub(crate) reports: Vec<Report>,
     /// The results of the steps the job comes after, by step name in name
-    /// order, as the caller gave them ([`Inline::parent_result`]): read
+    /// order, as the caller gave them (`Inline::parent_result`): read
     /// instead of the database's.
-    ///
-    /// [`Inline::parent_result`]: crate::inline::Inline::parent_result
     pub(crate) parents: Option<Vec<(String, Option<serde_json::Value>)>>,
 }
