@@ -660,6 +660,7 @@ fn bench_runs_every_measurement() {
         "queue b pickup p95 / pickup floor p95, draining a",
         "burn-down, key limit not binding / no keys",
         "burn-down, key limit 1 / no keys",
+        "burn-down of 1 ms jobs, key limit not binding / no keys",
         "claim 100 of every queue, 10000 waiting / none",
         "burn-down time, fan-out and fan-in / plain",
         "transactions per job, fan-out and fan-in",

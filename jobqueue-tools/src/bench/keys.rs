@@ -6,6 +6,10 @@
 //! another). Keyed jobs of a key-limited queue are inserted `waiting` and
 //! reach the workers only once a runner admitted them.
 //!
+//! The same comparison of no keys against a limit that never binds with
+//! jobs that work 1 ms each (a tenth as many jobs): what a limit costs
+//! jobs that do something.
+//!
 //! And the claim's cost with jobs waiting behind busy keys: a claim of 100
 //! from an unkeyed backlog while queue `busy` (key limit 1) has one job of
 //! each of its keys claimed and held, with and without a line of waiting
@@ -19,7 +23,7 @@ use jobqueue_core::{JobOptions, KeyLimit, NewJob};
 
 use super::enqueue::insert;
 use super::history::{BATCH, claim_latency_of};
-use super::noop::BenchNoop;
+use super::noop::{BenchNoop, BenchWork};
 use super::queues::{WORKERS, backlog, burn};
 use super::{Row, Sizes, db, reset};
 use crate::ToolError;
@@ -29,6 +33,27 @@ const QUEUE: &str = "default";
 /// Jobs per key of the burn-down whose key limit does not bind, and that
 /// limit.
 const LOOSE_PER_KEY: usize = 10;
+/// How long each job of the working burn-downs works.
+const WORK_MICROS: u64 = 1000;
+
+/// `n` jobs of `queue` that work [`WORK_MICROS`] each, job `i` keyed
+/// `k{i % keys}` when `keys` is given.
+fn work_backlog(n: usize, queue: &str, keys: Option<usize>) -> Result<Vec<NewJob>, ToolError> {
+    (0..n)
+        .map(|i| {
+            let mut options = JobOptions::new().queue(queue);
+            if let Some(keys) = keys {
+                options = options.key(format!("k{}", i % keys));
+            }
+            let job = BenchWork {
+                seq: 0,
+                micros: WORK_MICROS,
+            };
+            NewJob::from_job(&job, options).map_err(ToolError::from)
+        })
+        .collect()
+}
+
 /// Keys of the burn-down one job per key at a time (fewer when the
 /// burn-down has fewer than 5 jobs per key: quick sizes).
 const SERIAL_KEYS: usize = 10_000;
@@ -156,6 +181,48 @@ fn burn_downs(url: &str, sizes: &Sizes, runs: usize) -> Result<Vec<Row>, ToolErr
     ])
 }
 
+/// Burn-downs of jobs that work 1 ms each, a tenth of the no-op ones'
+/// number: no keys against a key limit that never binds (10 jobs per key,
+/// a limit of 10), alternated within each run.
+fn working_burn_downs(url: &str, sizes: &Sizes, runs: usize) -> Result<Vec<Row>, ToolError> {
+    let mut conn = PgConnection::establish(url).map_err(db)?;
+    let n = (sizes.burn_jobs / 10).max(LOOSE_PER_KEY);
+    let keys = n / LOOSE_PER_KEY;
+    let (mut plain, mut ratios) = (Vec::new(), Vec::new());
+    let result = (|| {
+        for _ in 0..runs {
+            let mut rates = [0.0; 2];
+            let settings = [None, Some(KeyLimit::per_key(LOOSE_PER_KEY as u32)?)];
+            for (i, limit) in settings.into_iter().enumerate() {
+                reset_with_key_limit(&mut conn, QUEUE, limit)?;
+                let jobs = work_backlog(n, QUEUE, limit.map(|_| keys))?;
+                insert_analyzed(&mut conn, &jobs)?;
+                rates[i] = burn(url, n)?;
+            }
+            plain.push(rates[0]);
+            ratios.push(rates[1] / rates[0]);
+        }
+        Ok::<_, ToolError>(())
+    })();
+    reset_with_key_limit(&mut conn, QUEUE, None)?;
+    result?;
+    Ok(vec![
+        Row::new(
+            format!("burn-down, {WORKERS} workers, {n} jobs of 1 ms, no keys"),
+            "jobs/s",
+            plain,
+        ),
+        Row::new(
+            "burn-down of 1 ms jobs, key limit not binding / no keys",
+            "ratio",
+            ratios,
+        )
+        .note(format!(
+            "{keys} keys of {LOOSE_PER_KEY} jobs, limit {LOOSE_PER_KEY}; same run, alternated"
+        )),
+    ])
+}
+
 /// Fills queue `busy` (key limit 1): `keys` keys each with one job
 /// admitted, claimed and held by a worker that never finishes it, and
 /// `waiting` jobs of each key behind it.
@@ -260,6 +327,7 @@ fn claim_cost(url: &str, sizes: &Sizes, runs: usize) -> Result<Vec<Row>, ToolErr
 /// The `keys` measurement's rows.
 pub(crate) fn measure(url: &str, sizes: &Sizes, runs: usize) -> Result<Vec<Row>, ToolError> {
     let mut rows = burn_downs(url, sizes, runs)?;
+    rows.extend(working_burn_downs(url, sizes, runs)?);
     rows.extend(claim_cost(url, sizes, runs)?);
     Ok(rows)
 }
