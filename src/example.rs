@@ -104,10 +104,9 @@ pub fn run_example(binary: &Path, url: &str, args: &[&str]) -> Output {
 /// and waits for it: the outcomes in hand are written first. Panics unless
 /// it exits with success.
 pub fn stop_worker(mut worker: Child) {
-    let status = Command::new("kill")
-        .args(["-TERM", &worker.id().to_string()])
-        .status()
-        .expect("run kill");
-    assert!(status.success());
+    assert!(
+        crate::fault::signal_pid(worker.id(), "TERM"),
+        "kill -TERM the worker"
+    );
     assert!(worker.wait().expect("wait for the worker").success());
 }

@@ -612,12 +612,11 @@ pub mod fault {
                 self.name,
                 self.status
             );
-            let status = Command::new("kill")
-                .arg(format!("-{signal}"))
-                .arg(self.child.id().to_string())
-                .status()
-                .expect("run kill");
-            assert!(status.success(), "kill -{signal} {} failed", self.name);
+            assert!(
+                signal_pid(self.child.id(), signal),
+                "kill -{signal} {} failed",
+                self.name
+            );
         }
 
         /// Whether it is still running (or stopped); reaps it if it exited.
@@ -832,7 +831,7 @@ pub mod fault {
                     return frozen;
                 }
                 for pid in running {
-                    signal_pid(pid, "STOP");
+                    let _ = signal_pid(pid, "STOP");
                     stopped.insert(pid);
                 }
             }
@@ -845,19 +844,21 @@ pub mod fault {
     impl Drop for Frozen<'_> {
         fn drop(&mut self) {
             for pid in self.cluster.server_pids() {
-                signal_pid(pid, "CONT");
+                let _ = signal_pid(pid, "CONT");
             }
         }
     }
 
-    /// Sends `signal` to process `pid` with `kill`; a process gone already
-    /// is no error.
-    fn signal_pid(pid: u32, signal: &str) {
-        let _ = Command::new("kill")
+    /// Sends `signal` (`KILL`, `TERM`, `STOP`, `CONT`, ...) to process
+    /// `pid` with `kill`; whether it was delivered (false for a process
+    /// gone already).
+    pub fn signal_pid(pid: u32, signal: &str) -> bool {
+        Command::new("kill")
             .arg(format!("-{signal}"))
             .arg(pid.to_string())
             .stderr(Stdio::null())
-            .status();
+            .status()
+            .is_ok_and(|status| status.success())
     }
 
     /// A streaming standby of an [`OwnCluster`], on a port of its own:

@@ -34,7 +34,10 @@ fn list(url: &str, unfinished: bool, limit: i64, json: bool) -> Result<(), CliEr
     }
     if flows.is_empty() {
         let which = if unfinished { "unfinished " } else { "" };
-        outln!("no {which}workflows (finished ones are kept 7 days unless pruned sooner)")?;
+        outln!(
+            "no {which}workflows (a finished one is kept for the runners' \
+             --retain-workflows-hours, 7 days by default)"
+        )?;
         return Ok(());
     }
     outln!(

@@ -31,7 +31,7 @@ pub(crate) fn list(
         @if flows.is_empty() {
             p.note #empty {
                 @if unfinished { "No unfinished workflows." }
-                @else { "No workflows (finished ones are kept 7 days unless set otherwise)." }
+                @else { "No workflows (a finished one is kept for the runners' --retain-workflows-hours, 7 days by default)." }
             }
         } @else {
             table #workflows {

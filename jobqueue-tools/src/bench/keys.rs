@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use diesel::{Connection, PgConnection, RunQueryDsl};
 use jobqueue_core::engine::{self, Claim};
-use jobqueue_core::{JobOptions, KeyLimit, NewJob};
+use jobqueue_core::{Job, JobOptions, KeyLimit, NewJob};
 
 use super::enqueue::insert;
 use super::history::{BATCH, claim_latency_of};
@@ -36,24 +36,6 @@ const LOOSE_PER_KEY: usize = 10;
 /// How long each job of the working burn-downs works.
 const WORK_MICROS: u64 = 1000;
 
-/// `n` jobs of `queue` that work [`WORK_MICROS`] each, job `i` keyed
-/// `k{i % keys}` when `keys` is given.
-fn work_backlog(n: usize, queue: &str, keys: Option<usize>) -> Result<Vec<NewJob>, ToolError> {
-    (0..n)
-        .map(|i| {
-            let mut options = JobOptions::new().queue(queue);
-            if let Some(keys) = keys {
-                options = options.key(format!("k{}", i % keys));
-            }
-            let job = BenchWork {
-                seq: 0,
-                micros: WORK_MICROS,
-            };
-            NewJob::from_job(&job, options).map_err(ToolError::from)
-        })
-        .collect()
-}
-
 /// Keys of the burn-down one job per key at a time (fewer when the
 /// burn-down has fewer than 5 jobs per key: quick sizes).
 const SERIAL_KEYS: usize = 10_000;
@@ -65,15 +47,29 @@ const HELD_LEASE: Duration = Duration::from_secs(3600);
 /// at a time).
 const SETUP_BATCH: i64 = 1000;
 
-/// `n` no-op jobs of `queue`, job `i` carrying key `k{i % keys}` (so each
-/// key's jobs are spread over the enqueue order).
-fn keyed_backlog(n: usize, queue: &str, keys: usize) -> Result<Vec<NewJob>, ToolError> {
+/// `n` copies of `job` in `queue`, the `i`-th carrying key `k{i % keys}`
+/// when `keys` is given (so each key's jobs are spread over the enqueue
+/// order).
+fn jobs_of<J: Job>(
+    job: &J,
+    n: usize,
+    queue: &str,
+    keys: Option<usize>,
+) -> Result<Vec<NewJob>, ToolError> {
     (0..n)
         .map(|i| {
-            let options = JobOptions::new().queue(queue).key(format!("k{}", i % keys));
-            NewJob::from_job(&BenchNoop { seq: 0 }, options).map_err(ToolError::from)
+            let mut options = JobOptions::new().queue(queue);
+            if let Some(keys) = keys {
+                options = options.key(format!("k{}", i % keys));
+            }
+            NewJob::from_job(job, options).map_err(ToolError::from)
         })
         .collect()
+}
+
+/// `n` no-op jobs of `queue` over `keys` keys (see [`jobs_of`]).
+fn keyed_backlog(n: usize, queue: &str, keys: usize) -> Result<Vec<NewJob>, ToolError> {
+    jobs_of(&BenchNoop { seq: 0 }, n, queue, Some(keys))
 }
 
 /// Empties the jobs table and sets `queue`'s key limit (making the queue
@@ -97,6 +93,20 @@ fn insert_analyzed(conn: &mut PgConnection, jobs: &[NewJob]) -> Result<(), ToolE
         .execute(conn)
         .map_err(db)?;
     Ok(())
+}
+
+/// One burn-down of `jobs` by a runner of [`WORKERS`] workers, with the
+/// burn-downs' queue emptied and its key limit set to `limit` first;
+/// returns jobs/s.
+fn burn_with(
+    conn: &mut PgConnection,
+    url: &str,
+    limit: Option<KeyLimit>,
+    jobs: &[NewJob],
+) -> Result<f64, ToolError> {
+    reset_with_key_limit(conn, QUEUE, limit)?;
+    insert_analyzed(conn, jobs)?;
+    burn(url, jobs.len())
 }
 
 /// Keys of the one-at-a-time burn-down of `n` jobs: `SERIAL_KEYS`, or
@@ -124,13 +134,8 @@ fn burn_downs(url: &str, sizes: &Sizes, runs: usize) -> Result<Vec<Row>, ToolErr
         for _ in 0..runs {
             let mut rates = [0.0; 3];
             for (i, (limit, keys)) in settings.iter().enumerate() {
-                reset_with_key_limit(&mut conn, QUEUE, *limit)?;
-                let jobs = match keys {
-                    Some(keys) => keyed_backlog(n, QUEUE, *keys)?,
-                    None => backlog(n, QUEUE)?,
-                };
-                insert_analyzed(&mut conn, &jobs)?;
-                rates[i] = burn(url, n)?;
+                let jobs = jobs_of(&BenchNoop { seq: 0 }, n, QUEUE, *keys)?;
+                rates[i] = burn_with(&mut conn, url, *limit, &jobs)?;
             }
             plain.push(rates[0]);
             loose.push(rates[1]);
@@ -194,10 +199,12 @@ fn working_burn_downs(url: &str, sizes: &Sizes, runs: usize) -> Result<Vec<Row>,
             let mut rates = [0.0; 2];
             let settings = [None, Some(KeyLimit::per_key(LOOSE_PER_KEY as u32)?)];
             for (i, limit) in settings.into_iter().enumerate() {
-                reset_with_key_limit(&mut conn, QUEUE, limit)?;
-                let jobs = work_backlog(n, QUEUE, limit.map(|_| keys))?;
-                insert_analyzed(&mut conn, &jobs)?;
-                rates[i] = burn(url, n)?;
+                let work = BenchWork {
+                    seq: 0,
+                    micros: WORK_MICROS,
+                };
+                let jobs = jobs_of(&work, n, QUEUE, limit.map(|_| keys))?;
+                rates[i] = burn_with(&mut conn, url, limit, &jobs)?;
             }
             plain.push(rates[0]);
             ratios.push(rates[1] / rates[0]);
