@@ -12,9 +12,12 @@
 //!
 //! and the standby is promoted. Checked job by job on the new primary:
 //! every job whose enqueue was acknowledged exists and was completed once,
-//! exactly-once effects are neither missing nor doubled, the runners moved
-//! to the new primary by themselves (their listeners too), and pickup
-//! latency after the promotion, second by second, against before.
+//! exactly-once effects are neither missing nor doubled, and the runners
+//! moved to the new primary by themselves (their listeners too, and each
+//! claimed jobs created after the promotion). Pickup latency after the
+//! promotion, second by second, against before, is printed, not asserted:
+//! how soon it is normal again depends on the machine's load, and
+//! `jobqueue bench --only failover` reports it.
 //!
 //! Each scenario prints one summary line; run with `--nocapture` to see the
 //! per-second pickup figures.
@@ -156,11 +159,52 @@ fn produce(url: &str, stop: &AtomicBool) -> Produced {
 /// The outcome of one scenario.
 struct Outcome {
     summary: Summary,
-    /// Seconds from the promotion to the first second from which pickup
-    /// p95 stays within the normal bound; `None` if it never does.
-    seconds_to_normal: Option<i64>,
     /// Seconds from SIGTERM to each runner's exit.
     exit_secs: Vec<f64>,
+    /// Runners that claimed none of the jobs created after the promotion.
+    idle_after: Vec<String>,
+    /// The runners, exited: their logs are printed if the test fails.
+    _runners: Vec<Proc>,
+}
+
+impl Outcome {
+    /// Asserts that every runner claimed jobs created after the promotion:
+    /// the runners moved to the new primary, each on its own. Pickup latency
+    /// is printed, not asserted: how soon it is back to normal depends on
+    /// the machine (`jobqueue bench --only failover` reports it).
+    fn check_every_runner_moved(&self) {
+        self.summary.print_and_check();
+        assert!(
+            self.idle_after.is_empty(),
+            "runners that claimed nothing on the new primary: {:?}; {}",
+            self.idle_after,
+            self.summary.line()
+        );
+    }
+}
+
+/// Of the runners named `names`, those whose worker id claimed none of the
+/// jobs created from `promoted_at` (seconds since the epoch) on.
+fn idle_after(conn: &mut PgConnection, promoted_at: f64, names: &[String]) -> Vec<String> {
+    #[derive(QueryableByName)]
+    struct Worker {
+        #[diesel(sql_type = diesel::sql_types::Text)]
+        worker_id: String,
+    }
+    let busy: Vec<String> = diesel::sql_query(format!(
+        "SELECT DISTINCT worker_id FROM jobqueue_jobs
+         WHERE EXTRACT(EPOCH FROM created_at) >= {promoted_at} AND worker_id IS NOT NULL"
+    ))
+    .load::<Worker>(conn)
+    .expect("workers of the jobs created after the promotion")
+    .into_iter()
+    .map(|w| w.worker_id)
+    .collect();
+    names
+        .iter()
+        .filter(|name| !busy.contains(name))
+        .cloned()
+        .collect()
 }
 
 /// One scenario at a time: each loads both cores on its own.
@@ -308,21 +352,20 @@ fn failover(name: &'static str, sync: bool, fault: Fault) -> Outcome {
                 .join(",")
         ),
     };
+    let names: Vec<String> = runners.iter().map(|r| r.name().to_owned()).collect();
     Outcome {
         summary,
-        seconds_to_normal,
         exit_secs,
+        idle_after: idle_after(&mut new, promoted_at, &names),
+        _runners: runners,
     }
 }
 
 /// Synchronous replication, the primary crashes: nothing acknowledged is
-/// lost, nothing done twice, and pickup is normal again within 5 s.
+/// lost, nothing done twice, and every runner works on the new primary.
 #[test]
 fn a_crashed_primary_loses_nothing_with_synchronous_replication() {
-    let outcome = failover("failover sync crash", true, Fault::Crash);
-    outcome.summary.print_and_check();
-    let normal = outcome.seconds_to_normal.expect("pickup back to normal");
-    assert!(normal <= 5, "pickup back to normal after {normal} s");
+    failover("failover sync crash", true, Fault::Crash).check_every_runner_moved();
 }
 
 /// Asynchronous replication, the primary crashes: what was committed on
@@ -340,13 +383,7 @@ fn a_crashed_primary_with_asynchronous_replication_is_reported() {
 /// runners leave it for the promoted standby instead of retrying against it.
 #[test]
 fn runners_leave_a_fenced_read_only_primary() {
-    let outcome = failover("failover sync fence", true, Fault::Fence);
-    outcome.summary.print_and_check();
-    assert!(
-        outcome.seconds_to_normal.is_some(),
-        "{}",
-        outcome.summary.line()
-    );
+    failover("failover sync fence", true, Fault::Fence).check_every_runner_moved();
 }
 
 /// The primary freezes (SIGSTOP) and stays frozen: its connections hang.
@@ -365,7 +402,7 @@ fn runners_leave_a_fenced_read_only_primary() {
 #[test]
 fn runners_leave_a_frozen_primary() {
     let outcome = failover("failover sync freeze", true, Fault::Freeze);
-    outcome.summary.print_and_check();
+    outcome.check_every_runner_moved();
     let db_timeout: f64 = DB_TIMEOUT_SECS.parse().expect("seconds");
     assert_exits_within(
         "failover sync freeze",
