@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+use jobqueue_core::human::parse_duration;
 use jobqueue_core::{Check, CheckStatus, DoctorOptions};
 
 use crate::CliError;
@@ -13,7 +14,7 @@ use crate::output::{json_document, outln};
 #[derive(Debug, clap::Args)]
 pub(crate) struct DoctorArgs {
     /// Warn when a transaction (or a prepared transaction) has been open
-    /// this long: a number and a unit (ms, s, m, h, d), e.g. 30s, 5m, 1h30m.
+    /// this long: numbers each with a unit (ms, s, m, h, d), e.g. 30s, 5m, 1h30m.
     #[arg(long, value_name = "DURATION", default_value = "5m",
           value_parser = parse_duration, allow_hyphen_values = true)]
     xact_warn: Duration,
@@ -167,43 +168,6 @@ fn print_check(check: &Check) -> Result<(), CliError> {
     Ok(())
 }
 
-/// A duration given as numbers with units, e.g. `500ms`, `30s`, `5m`,
-/// `1.5h`, `1h30m`, `2d`.
-pub(crate) fn parse_duration(text: &str) -> Result<Duration, String> {
-    let text = text.trim();
-    let example = "write a number and a unit (ms, s, m, h, d), e.g. 30s, 5m or 1h30m";
-    if text.is_empty() {
-        return Err(format!("no duration given: {example}"));
-    }
-    let mut secs = 0.0;
-    let mut rest = text;
-    while !rest.is_empty() {
-        rest = rest.trim_start();
-        let digits = rest
-            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-            .unwrap_or(rest.len());
-        let number: f64 = rest[..digits]
-            .parse()
-            .map_err(|_| format!("`{text}` is not a duration: {example}"))?;
-        rest = &rest[digits..];
-        let letters = rest
-            .find(|c: char| c.is_ascii_digit() || c == '.')
-            .unwrap_or(rest.len());
-        let scale = match rest[..letters].trim() {
-            "ms" => 0.001,
-            "s" | "sec" => 1.0,
-            "m" | "min" => 60.0,
-            "h" => 3600.0,
-            "d" => 86_400.0,
-            "" => return Err(format!("`{text}` has no unit: {example}")),
-            unit => return Err(format!("`{unit}` in `{text}` is not a unit: {example}")),
-        };
-        secs += number * scale;
-        rest = &rest[letters..];
-    }
-    Duration::try_from_secs_f64(secs).map_err(|_| format!("`{text}` is too long a duration"))
-}
-
 /// A percentage, `80%` or `80` (0 to 100), as a fraction.
 pub(crate) fn parse_percent(text: &str) -> Result<f64, String> {
     let text = text.trim();
@@ -265,26 +229,6 @@ mod tests {
         assert_eq!(options.xact_warn, Duration::from_secs(30));
         assert_eq!(options.xact_fail, Duration::from_secs(5400));
         assert_eq!(options.dead_warn, 0.05);
-    }
-
-    #[test]
-    fn durations_need_a_unit() {
-        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
-        assert_eq!(parse_duration("1.5h"), Ok(Duration::from_secs(5400)));
-        assert_eq!(parse_duration("2d"), Ok(Duration::from_secs(172_800)));
-        assert!(
-            parse_duration("30")
-                .expect_err("no unit")
-                .contains("has no unit")
-        );
-        assert!(parse_duration("5 parsecs").is_err());
-        assert_eq!(parse_duration("1h 30m"), Ok(Duration::from_secs(5400)));
-        assert!(
-            parse_duration("-5s")
-                .expect_err("negative")
-                .contains("is not a duration")
-        );
-        assert!(parse_duration("").is_err());
     }
 
     #[test]

@@ -65,7 +65,7 @@ mod fenced;
 mod finish;
 mod heartbeat;
 mod horizon;
-mod human;
+pub mod human;
 mod id;
 mod id_rows;
 mod index_rebuild;

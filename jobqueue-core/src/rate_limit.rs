@@ -128,8 +128,9 @@ impl FromStr for RateLimit {
     type Err = Error;
 
     /// `STARTS/PERIOD`, as an operator writes it: `50/1s`, `100/1m`,
-    /// `10/250ms`, `2/1.5s`. The period is a number and a unit (`ms`, `s`,
-    /// `m` or `min`, `h`, `d`), or a unit alone for one of it (`50/s`).
+    /// `10/250ms`, `2/1.5s`. The period is numbers each with a unit
+    /// (`ms`, `s`, `m` or `min`, `h`, `d`), or a unit alone for one of it
+    /// (`50/s`).
     /// Text that is not a rate, or a rate [`RateLimit::new`] refuses, is
     /// [`Error::InvalidOption`] saying what to write.
     ///
@@ -165,50 +166,15 @@ impl FromStr for RateLimit {
     }
 }
 
-/// The units of a rate's period.
-const UNITS: &str = "ms, s, m or min, h, d";
-
-/// A rate's period: a number and a unit, or a unit alone (one of it).
-/// The error says what was wrong with it.
+/// A rate's period: a duration (see [`crate::human::parse_duration`]), or
+/// a unit alone for one of it (`s` is `1s`). The error says what was wrong
+/// with it.
 fn parse_period(text: &str) -> std::result::Result<Duration, String> {
-    let digits = text
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(text.len());
-    let (number, unit) = text.split_at(digits);
-    let number: f64 = if number.is_empty() {
-        1.0
+    if !text.is_empty() && text.chars().all(|c| c.is_ascii_alphabetic()) {
+        crate::human::parse_duration(&format!("1{text}"))
     } else {
-        number
-            .parse()
-            .map_err(|_| format!("`{number}` is not a number"))?
-    };
-    let millis_per_unit = match unit.trim() {
-        "ms" => 1.0,
-        "s" => 1_000.0,
-        "m" | "min" => 60_000.0,
-        "h" => 3_600_000.0,
-        "d" => 86_400_000.0,
-        "" => {
-            return Err(format!("the period `{text}` has no unit ({UNITS})"));
-        }
-        other if !other.chars().all(|c| c.is_ascii_alphabetic()) => {
-            return Err(format!(
-                "`{text}` is not a period (a number and a unit: {UNITS})"
-            ));
-        }
-        other => {
-            return Err(format!("`{other}` is not a unit ({UNITS})"));
-        }
-    };
-    let millis = number * millis_per_unit;
-    if (millis - millis.round()).abs() > 1e-6 {
-        return Err(format!(
-            "the period `{text}` is not a whole number of milliseconds"
-        ));
+        crate::human::parse_duration(text)
     }
-    // Out-of-range periods are RateLimit::new's to refuse; the cap keeps
-    // the conversion exact for anything up to far past a day.
-    Ok(Duration::from_millis(millis.round().clamp(0.0, 1e15) as u64))
 }
 
 /// Sets `queue`'s rate limit (`None` removes it), fleet-wide, from the
@@ -263,6 +229,7 @@ mod tests {
             ("100/min", rate(100, Duration::from_secs(60))),
             (" 10 / 250ms ", rate(10, Duration::from_millis(250))),
             ("2/1.5s", rate(2, Duration::from_millis(1500))),
+            ("2/1s 500ms", rate(2, Duration::from_millis(1500))),
             ("7/h", rate(7, Duration::from_secs(3600))),
             ("1/1d", rate(1, Duration::from_secs(86_400))),
         ];
@@ -286,9 +253,10 @@ mod tests {
             ("5/2d", "1 ms to 1 day"),
             ("5/fortnight", "`fortnight` is not a unit"),
             ("5/10", "has no unit"),
-            ("5/-1s", "not a period"),
-            ("5/1.5ms", "whole number of milliseconds"),
-            ("5/..s", "not a number"),
+            ("5/-1s", "`-1s` is not a duration"),
+            ("5/1.5ms", "whole milliseconds"),
+            ("5/..s", "`..s` is not a duration"),
+            ("5/1us", "1 ms to 1 day"),
         ];
         for (text, says) in cases {
             let error = text.parse::<RateLimit>().expect_err(text).to_string();
