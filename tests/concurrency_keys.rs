@@ -405,6 +405,59 @@ fn an_enqueue_admits_what_its_key_has_room_for_and_never_waits_for_another() {
 }
 
 #[test]
+fn a_runner_that_found_no_job_waiting_admits_again_once_jobs_wait() {
+    let (db, mut conn) = TestDb::with_side_tables();
+    limit_queue(&mut conn, "quiet", KeyLimit::per_key(1).expect("a limit"));
+    // No sweep within the test: only the admissions after completions and
+    // of new jobs can admit.
+    let runner = start_runner(
+        RunnerConfig::new(&db.url)
+            .queues(["quiet"])
+            .poll_interval(Duration::from_millis(100))
+            .rescue_interval(Duration::from_secs(3600))
+            .keep_completed(Duration::from_secs(3600)),
+        registry(),
+    );
+    wait_for("the runner's listener", Duration::from_secs(30), || {
+        scalar(
+            &mut conn,
+            "SELECT count(*) AS n FROM pg_stat_activity WHERE query LIKE 'LISTEN %'",
+        ) >= 1
+    });
+    // Jobs of distinct keys never wait: after their completions the runner
+    // finds no job waiting, and leaves its admissions out from then on.
+    let solo = keyed(
+        50,
+        "quiet",
+        |i| Noop { n: i as u64 },
+        |i| format!("solo:{i}"),
+    );
+    enqueue_many(&mut conn, &solo).expect("enqueue");
+    wait_count(
+        &mut conn,
+        "status = 'completed' AND concurrency_key LIKE 'solo:%'",
+        50,
+    );
+    // A line of one key: its enqueue admits the first, and the others wait
+    // behind it, looked at (no pass of new jobs admits them). Each is
+    // admitted after the one before it completes: the runner heard that
+    // jobs wait again.
+    let line = keyed(5, "quiet", |i| Noop { n: i as u64 }, |_| "line".to_owned());
+    enqueue_many(&mut conn, &line).expect("enqueue");
+    assert_eq!(
+        count_where(&mut conn, "status = 'waiting' AND key_checked"),
+        4,
+        "the jobs behind the first wait for it, looked at"
+    );
+    wait_count(
+        &mut conn,
+        "status = 'completed' AND concurrency_key = 'line'",
+        5,
+    );
+    runner.shutdown();
+}
+
+#[test]
 fn a_raised_or_removed_limit_admits_at_once_and_a_cancelled_holder_frees_its_key() {
     let (db, mut conn) = TestDb::with_side_tables();
     limit_queue(&mut conn, "tenants", KeyLimit::per_key(1).expect("a limit"));

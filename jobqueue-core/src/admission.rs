@@ -82,6 +82,21 @@ pub fn admit_keys(conn: &mut PgConnection, keys: &[QueueKey]) -> Result<i64> {
     admit(conn, &waiting, &[])
 }
 
+/// Whether any job of `queues` (every queue if empty) waits for its key's
+/// room. A runner that finds none, and hears of no waiting job after, can
+/// leave out the admission after its completions (see [`admit_keys`]).
+pub fn any_waiting(conn: &mut PgConnection, queues: &[String]) -> Result<bool> {
+    #[derive(QueryableByName)]
+    struct Waiting {
+        #[diesel(sql_type = Bool)]
+        waiting: bool,
+    }
+    Ok(prepared::<sql::KeyAnyWaiting>()
+        .bind::<Array<Text>, _>(queues)
+        .get_result::<Waiting>(conn)?
+        .waiting)
+}
+
 /// Admits what it can of up to `limit` due waiting jobs no admission looked
 /// at yet, of `queues` (every queue if empty), and marks the others as
 /// looked at: they wait for a holder of their key to finish. Returns how

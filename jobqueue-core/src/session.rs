@@ -163,6 +163,11 @@ impl QueueSession {
         crate::admission::admit_keys(&mut self.conn, keys)
     }
 
+    /// [`crate::admission::any_waiting`]: one read.
+    pub fn any_waiting(&mut self, queues: &[String]) -> Result<bool> {
+        crate::admission::any_waiting(&mut self.conn, queues)
+    }
+
     /// [`crate::admission::admit_new`]: a read, then one transaction if
     /// it found jobs.
     pub fn admit_new(&mut self, queues: &[String], limit: i64) -> Result<(i64, usize)> {

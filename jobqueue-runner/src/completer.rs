@@ -114,7 +114,9 @@ fn flush(shared: &Shared, claimer: &Claimer, db: &mut Db, pending: &mut Vec<Outc
     write_all(shared, claimer, db, pending);
     span.written(before - pending.len());
     if !keys.is_empty() {
-        admit_next(shared, claimer, db, &keys);
+        // An outcome that keeps its job's place, a retry or a snooze,
+        // admits nothing.
+        claimer.admit_after(shared, db, &keys);
     }
     if !may_end.is_empty() {
         settle_step_ends(shared, claimer, db, &may_end);
@@ -157,19 +159,6 @@ fn keys_of(pending: &[Outcome]) -> Vec<QueueKey> {
     keys.sort_unstable();
     keys.dedup();
     keys
-}
-
-/// Admits the next jobs of `keys`, whose jobs just got their outcomes (an
-/// outcome that keeps its job's place, a retry or a snooze, admits
-/// nothing), in one transaction after the outcomes'. The statement wakes
-/// the queues that got due jobs; this runner's fetcher is woken here too.
-/// A failure leaves them to the maintenance's admission pass.
-fn admit_next(shared: &Shared, claimer: &Claimer, db: &mut Db, keys: &[QueueKey]) {
-    match db.run(&shared.health, |session| session.admit_keys(keys)) {
-        Ok(admitted) if admitted > 0 => claimer.wake(),
-        Ok(_) => {}
-        Err(e) => log::debug!("admitting the next jobs of {} keys failed: {e}", keys.len()),
-    }
 }
 
 /// [`flush`], inside its span.

@@ -73,6 +73,7 @@ pub(crate) fn run(shared: Arc<Shared>, claimer: &Claimer, stop: Receiver<()>) {
         };
         backoff.reset();
         failures.connected(&shared.health);
+        claimer.listener_connected(true);
         claimer.wake();
         let mut heard = Instant::now();
         let mut others_seen = others_replaced(&shared);
@@ -119,6 +120,7 @@ pub(crate) fn run(shared: Arc<Shared>, claimer: &Claimer, stop: Receiver<()>) {
                 None => {}
             }
         }
+        claimer.listener_connected(false);
     }
     log::debug!("listener stopped");
 }

@@ -239,6 +239,15 @@ pub(crate) const KEY_SWEEP: &str = concat!(
     ORDER BY k.queue, k.key"
 );
 
+/// Whether any job of the queues in `$1` (every queue if empty) waits for
+/// its key's room: `waiting`. One probe of the waiting jobs' index.
+pub(crate) const KEY_ANY_WAITING: &str = "
+    SELECT EXISTS (
+        SELECT 1 FROM jobqueue_jobs
+        WHERE status = 'waiting'
+          AND (cardinality($1::text[]) = 0 OR queue = ANY($1::text[]))
+    ) AS waiting";
+
 /// The keys of queue `$1` with waiting jobs (`queue`, `key`): what a
 /// change of its key limit admits from.
 pub(crate) const KEY_WAITING_OF_QUEUE: &str = "
@@ -254,4 +263,5 @@ crate::prepared::statements! {
     KeyMarkChecked => KEY_MARK_CHECKED,
     KeyWithWaiting => KEY_WITH_WAITING,
     KeyNew => KEY_NEW,
+    KeyAnyWaiting => KEY_ANY_WAITING,
 }

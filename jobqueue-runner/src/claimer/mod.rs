@@ -45,7 +45,10 @@ use crossbeam_channel::{Receiver, Sender, bounded};
 
 pub(crate) use fetcher::HandBack;
 
+use jobqueue_core::engine::QueueKey;
+
 use crate::RunnerConfig;
+use crate::db::Db;
 use crate::dispatch::JobSender;
 use crate::job_state::{InFlight, JobState};
 use crate::shared::Shared;
@@ -189,6 +192,18 @@ impl Claimer {
     pub(crate) fn announce_waiting(&self) {
         self.waiting.set();
         self.wake();
+    }
+
+    /// The listener connected (`true`) or lost its connection: while it is
+    /// not connected, announcements of waiting jobs may be missed.
+    pub(crate) fn listener_connected(&self, on: bool) {
+        self.waiting.listening(on);
+    }
+
+    /// After jobs of `keys` got their outcomes: admits their keys' next
+    /// jobs (see `waiting.rs`).
+    pub(crate) fn admit_after(&self, shared: &Shared, db: &mut Db, keys: &[QueueKey]) {
+        waiting::admit_after(shared, self, db, keys);
     }
 
     /// A claim set aside a job of `job_type` in `queue`: no handler here.

@@ -2,7 +2,9 @@
 //! fetcher admits what it can of them before its next claim, so a job
 //! whose key is free starts as soon as one that was due at once.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use jobqueue_core::engine::QueueKey;
 
 use super::Claimer;
 use crate::db::Db;
@@ -11,18 +13,88 @@ use crate::shared::Shared;
 /// Waiting jobs one admission looks at; more are looked at by the next.
 const ADMIT_BATCH: i64 = 1000;
 
-/// Whether notifications announced waiting jobs since the fetcher last
-/// admitted.
-#[derive(Debug, Default)]
-pub(super) struct Announced(AtomicBool);
+/// No epoch (see [`Announced::quiet`]).
+const NONE: u64 = u64::MAX;
+
+/// What notifications said of waiting jobs.
+#[derive(Debug)]
+pub(super) struct Announced {
+    /// Waiting jobs were announced since the fetcher last admitted.
+    pending: AtomicBool,
+    /// Counts announcements of waiting jobs and changes of the listener's
+    /// connection: while it stays the same, the listener heard of no job
+    /// that started waiting.
+    epoch: AtomicU64,
+    /// Whether the listener is connected (it hears every announcement).
+    listening: AtomicBool,
+    /// The epoch at which a look found no job of the runner's queues
+    /// waiting ([`NONE`]: none such).
+    quiet: AtomicU64,
+}
+
+impl Default for Announced {
+    fn default() -> Self {
+        Announced {
+            pending: AtomicBool::new(false),
+            epoch: AtomicU64::new(0),
+            listening: AtomicBool::new(false),
+            quiet: AtomicU64::new(NONE),
+        }
+    }
+}
 
 impl Announced {
     pub(super) fn set(&self) {
-        self.0.store(true, Ordering::Release);
+        self.epoch.fetch_add(1, Ordering::AcqRel);
+        self.pending.store(true, Ordering::Release);
     }
 
     fn take(&self) -> bool {
-        self.0.swap(false, Ordering::AcqRel)
+        self.pending.swap(false, Ordering::AcqRel)
+    }
+
+    /// The listener connected (`true`: it hears announcements from now
+    /// on) or lost its connection.
+    pub(super) fn listening(&self, on: bool) {
+        self.listening.store(on, Ordering::Release);
+        self.epoch.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// The current epoch, while the listener is connected.
+    fn epoch(&self) -> Option<u64> {
+        self.listening
+            .load(Ordering::Acquire)
+            .then(|| self.epoch.load(Ordering::Acquire))
+    }
+}
+
+/// After jobs of `keys` got their outcomes: admits the next jobs of those
+/// keys (the statement wakes the queues that got due jobs; this runner's
+/// fetcher is woken here too). Left out while no job of the runner's
+/// queues waits: a look found none, and the listener, connected
+/// throughout, heard of none since (it hears of every job that starts
+/// waiting, and the look began after the epoch it is kept under was
+/// read). A failure leaves the keys to the maintenance's admission pass.
+pub(super) fn admit_after(shared: &Shared, claimer: &Claimer, db: &mut Db, keys: &[QueueKey]) {
+    let announced = &claimer.waiting;
+    let epoch = announced.epoch();
+    if epoch.is_some_and(|now| announced.quiet.load(Ordering::Acquire) == now) {
+        return;
+    }
+    let queues = &shared.config.queues;
+    match db.run(&shared.health, |session| {
+        let admitted = session.admit_keys(keys)?;
+        let quiet = admitted == 0 && epoch.is_some() && !session.any_waiting(queues)?;
+        Ok((admitted, quiet))
+    }) {
+        Ok((admitted, quiet)) => {
+            if admitted > 0 {
+                claimer.wake();
+            }
+            let quiet_at = epoch.filter(|_| quiet).unwrap_or(NONE);
+            announced.quiet.store(quiet_at, Ordering::Release);
+        }
+        Err(e) => log::debug!("admitting the next jobs of {} keys failed: {e}", keys.len()),
     }
 }
 
