@@ -587,6 +587,90 @@ fn read_during<T>(
 }
 
 #[test]
+fn an_enqueue_counts_its_keys_holders_through_their_index_however_large_the_table_grew() {
+    const HOLDERS: i64 = 20_000;
+    const JOBS: usize = 100;
+    let (_db, mut conn) = TestDb::connected();
+    limit_queue(&mut conn, "grow", KeyLimit::per_key(2).expect("a limit"));
+    set_queue_key_limit(&mut conn, "grow", None).expect("no limit yet");
+    autovacuum_off(&mut conn);
+    // Statistics of a table of unkeyed jobs, kept after it was emptied.
+    exec(
+        &mut conn,
+        &format!(
+            "INSERT INTO jobqueue_jobs (id, job_type, queue, status)
+             SELECT gen_random_uuid(), 'test.noop', 'grow', 'pending'
+             FROM generate_series(1, {HOLDERS}) AS g"
+        ),
+    );
+    exec(&mut conn, "ANALYZE jobqueue_jobs");
+    exec(&mut conn, "TRUNCATE jobqueue_jobs");
+    // The connection's first enqueues of keyed jobs, into the queue
+    // without a limit, meet an empty table: a plan kept from then would
+    // read the whole table for each job once the limit is back.
+    for round in 0..10 {
+        let jobs = keyed(
+            2,
+            "grow",
+            |i| Noop { n: i as u64 },
+            |i| format!("early:{round}:{i}"),
+        );
+        enqueue_many(&mut conn, &jobs).expect("enqueue");
+        let one = keyed(1, "grow", |_| Noop { n: 0 }, |_| format!("one:{round}"));
+        jobqueue_core::enqueue(&mut conn, &one[0]).expect("enqueue one");
+    }
+    // Then the queue gets its limit back, and the table grows: holders of
+    // other keys.
+    set_queue_key_limit(
+        &mut conn,
+        "grow",
+        Some(KeyLimit::per_key(2).expect("a limit")),
+    )
+    .expect("the limit");
+    exec(
+        &mut conn,
+        &format!(
+            "INSERT INTO jobqueue_jobs (id, job_type, queue, status, concurrency_key)
+             SELECT gen_random_uuid(), 'test.noop', 'grow', 'pending', 'bulk:' || g
+             FROM generate_series(1, {HOLDERS}) AS g"
+        ),
+    );
+    let jobs = keyed(
+        JOBS,
+        "grow",
+        |i| Noop { n: i as u64 },
+        |i| format!("late:{i}"),
+    );
+    let one = keyed(1, "grow", |_| Noop { n: 1 }, |_| "late:one".to_owned());
+    let (batch, single) = conn
+        .transaction(|conn| {
+            let before = entries_read(conn);
+            enqueue_many(conn, &jobs)?;
+            let after_batch = entries_read(conn);
+            jobqueue_core::enqueue(conn, &one[0])?;
+            Ok::<_, Error>((after_batch - before, entries_read(conn) - after_batch))
+        })
+        .expect("enqueue into the grown table");
+    eprintln!(
+        "an enqueue of {JOBS} keyed jobs read {batch} index entries and rows, one of one job \
+         {single}, beside {HOLDERS} holders"
+    );
+    assert_eq!(
+        count_where(
+            &mut conn,
+            "status = 'pending' AND concurrency_key LIKE 'late:%'"
+        ),
+        JOBS as i64 + 1,
+        "each admitted by its enqueue"
+    );
+    assert!(
+        batch <= 10 * JOBS as i64,
+        "{batch} entries read for {JOBS} jobs: the table read for each"
+    );
+    assert!(single <= 10, "{single} entries read for one job");
+}
+
+#[test]
 fn admissions_read_what_they_admit_even_with_statistics_that_call_the_table_empty() {
     const KEYS: usize = 2000;
     const JOBS: usize = 20_000;

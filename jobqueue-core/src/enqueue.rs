@@ -353,13 +353,20 @@ pub(crate) fn insert_one_statement<'j>(
     traceparent: Option<&'j str>,
     locked: bool,
 ) -> Prepared<'j, sql::JobInsert> {
-    job_columns::<sql::JobInsert>(job)
+    let statement = job_columns::<sql::JobInsert>(job)
         .bind::<Nullable<Text>, _>(job.unique_key.as_deref())
         .bind::<Text, _>(NOTIFY_CHANNEL)
         .bind::<Bool, _>(notify)
         .bind::<Nullable<Text>, _>(traceparent)
         .bind::<Nullable<Text>, _>(job.concurrency_key.as_deref())
-        .bind::<Bool, _>(locked)
+        .bind::<Bool, _>(locked);
+    // Counting a key's holders goes through their index only in a plan
+    // made for the table as it is.
+    if locked {
+        statement.planned_each_time()
+    } else {
+        statement
+    }
 }
 
 /// The concurrency keys whose admission lock an enqueue holds
@@ -624,7 +631,7 @@ impl<'j> BatchColumns<'j> {
 
     /// [`sql::JOB_INSERT_MANY`] of these columns, waking their queues.
     pub(crate) fn statement(&self) -> Prepared<'_, sql::JobInsertMany> {
-        prepared::<sql::JobInsertMany>()
+        let statement = prepared::<sql::JobInsertMany>()
             .bind::<Array<Uuid>, _>(&self.ids)
             .bind::<Array<Text>, _>(&self.types)
             .bind::<Array<Text>, _>(&self.queues)
@@ -638,7 +645,13 @@ impl<'j> BatchColumns<'j> {
             .bind::<Bool, _>(true)
             .bind::<Nullable<Text>, _>(self.traceparent)
             .bind::<Array<Nullable<Text>>, _>(&self.concurrency_keys)
-            .bind::<Array<Bool>, _>(&self.key_locked)
+            .bind::<Array<Bool>, _>(&self.key_locked);
+        // As for one job (see `insert_one_statement`).
+        if self.key_locked.contains(&true) {
+            statement.planned_each_time()
+        } else {
+            statement
+        }
     }
 }
 
