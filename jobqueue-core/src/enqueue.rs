@@ -40,7 +40,6 @@ use chrono::{DateTime, Utc};
 use diesel::prelude::*;
 use diesel::sql_types::{Array, Bool, Double, Integer, Nullable, Text, Timestamptz, Uuid};
 
-use crate::admission::QueueKey;
 use crate::id_rows::IdRow;
 use crate::prepared::{Prepared, Statement, prepared};
 use crate::trace_context::EnqueueTrace;
@@ -353,20 +352,13 @@ pub(crate) fn insert_one_statement<'j>(
     traceparent: Option<&'j str>,
     locked: bool,
 ) -> Prepared<'j, sql::JobInsert> {
-    let statement = job_columns::<sql::JobInsert>(job)
+    job_columns::<sql::JobInsert>(job)
         .bind::<Nullable<Text>, _>(job.unique_key.as_deref())
         .bind::<Text, _>(NOTIFY_CHANNEL)
         .bind::<Bool, _>(notify)
         .bind::<Nullable<Text>, _>(traceparent)
         .bind::<Nullable<Text>, _>(job.concurrency_key.as_deref())
-        .bind::<Bool, _>(locked);
-    // Counting a key's holders goes through their index only in a plan
-    // made for the table as it is.
-    if locked {
-        statement.planned_each_time()
-    } else {
-        statement
-    }
+        .bind::<Bool, _>(locked)
 }
 
 /// The concurrency keys whose admission lock an enqueue holds
@@ -374,7 +366,16 @@ pub(crate) fn insert_one_statement<'j>(
 /// admits the jobs of these keys that have room at once, and leaves the
 /// others `waiting`.
 #[derive(Debug, Default)]
-pub(crate) struct KeyLocks(HashSet<QueueKey>);
+pub(crate) struct KeyLocks(HashSet<(String, String)>);
+
+/// A row of [`sql::KEY_LOCK_FOR_INSERT`]: a key whose lock the enqueue got.
+#[derive(QueryableByName)]
+pub(crate) struct LockedKey {
+    #[diesel(sql_type = Text)]
+    queue: String,
+    #[diesel(sql_type = Text)]
+    key: String,
+}
 
 impl KeyLocks {
     /// Tries the locks of the keys of `jobs` (those of queues with a key
@@ -399,18 +400,15 @@ impl KeyLocks {
     }
 
     /// The locks of `rows`, the rows of [`KeyLocks::query`].
-    pub(crate) fn of(rows: Vec<QueueKey>) -> Self {
-        KeyLocks(rows.into_iter().collect())
+    pub(crate) fn of(rows: Vec<LockedKey>) -> Self {
+        KeyLocks(rows.into_iter().map(|row| (row.queue, row.key)).collect())
     }
 
     /// Whether the enqueue holds the lock of `job`'s key.
     pub(crate) fn holds(&self, job: &NewJob) -> bool {
-        job.concurrency_key.as_ref().is_some_and(|key| {
-            self.0.contains(&QueueKey {
-                queue: job.queue.clone(),
-                key: key.clone(),
-            })
-        })
+        job.concurrency_key
+            .as_ref()
+            .is_some_and(|key| self.0.contains(&(job.queue.clone(), key.clone())))
     }
 }
 
@@ -631,7 +629,7 @@ impl<'j> BatchColumns<'j> {
 
     /// [`sql::JOB_INSERT_MANY`] of these columns, waking their queues.
     pub(crate) fn statement(&self) -> Prepared<'_, sql::JobInsertMany> {
-        let statement = prepared::<sql::JobInsertMany>()
+        prepared::<sql::JobInsertMany>()
             .bind::<Array<Uuid>, _>(&self.ids)
             .bind::<Array<Text>, _>(&self.types)
             .bind::<Array<Text>, _>(&self.queues)
@@ -645,13 +643,7 @@ impl<'j> BatchColumns<'j> {
             .bind::<Bool, _>(true)
             .bind::<Nullable<Text>, _>(self.traceparent)
             .bind::<Array<Nullable<Text>>, _>(&self.concurrency_keys)
-            .bind::<Array<Bool>, _>(&self.key_locked);
-        // As for one job (see `insert_one_statement`).
-        if self.key_locked.contains(&true) {
-            statement.planned_each_time()
-        } else {
-            statement
-        }
+            .bind::<Array<Bool>, _>(&self.key_locked)
     }
 }
 
