@@ -402,6 +402,34 @@ fn an_enqueue_admits_what_its_key_has_room_for_and_never_waits_for_another() {
         2,
         "no key over its limit"
     );
+
+    // However many keys one transaction enqueues, it holds at most 256
+    // key locks per queue (entries of the server's shared lock table).
+    let many = keyed(
+        3000,
+        "calls",
+        |i| Noop { n: i as u64 },
+        |i| format!("many:{i}"),
+    );
+    let locks = conn
+        .transaction(|conn| {
+            enqueue_many(conn, &many)?;
+            Ok::<_, Error>(scalar(
+                conn,
+                "SELECT count(*) AS n FROM pg_locks
+                 WHERE locktype = 'advisory' AND pid = pg_backend_pid()",
+            ))
+        })
+        .expect("enqueue many keys");
+    assert!(locks <= 256, "{locks} advisory locks held for 3,000 keys");
+    assert_eq!(
+        count_where(
+            &mut conn,
+            "status = 'pending' AND concurrency_key LIKE 'many:%'"
+        ),
+        3000,
+        "each of them admitted by the enqueue"
+    );
 }
 
 #[test]

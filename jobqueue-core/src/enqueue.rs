@@ -25,7 +25,8 @@
 //!
 //! A job with a concurrency key, in a queue with a key limit, is admitted
 //! by its enqueue when its key has room: the enqueue first tries the key's
-//! admission lock ([`KeyLocks`], never waiting for it), then inserts. It
+//! admission lock ([`KeyLocks`], never waiting for it; the keys of a queue
+//! share 256 locks), then inserts. It
 //! goes `waiting`, for the runners' admission, when another open enqueue
 //! or admission holds the lock, when jobs of its key already wait, or when
 //! the caller's transaction is not READ COMMITTED. Such an enqueue runs in

@@ -46,18 +46,22 @@ macro_rules! admission_lock_class {
     };
 }
 
-/// The advisory-lock class of the admission decisions of one key (the
-/// second key is `hashtext` of the queue's name, `/` and the key): the
-/// ASCII of `jqkl`. Taken only with `pg_try_advisory_xact_lock`: an enqueue
-/// or an admission that does not get it leaves the key's jobs waiting.
+/// The lock of the admission decisions of key `$key` of queue `$queue`
+/// (SQL expressions), tried: an advisory lock of class `jqkl` (in ASCII),
+/// the second key `hashtext` of the queue's name and the one of 256
+/// buckets the key falls in. Keys share their bucket's lock, so that a
+/// transaction holds at most 256 per queue however many keys it enqueues (each is an entry of the server's shared lock
+/// table, which a few thousand fill). Taken only with
+/// `pg_try_advisory_xact_lock`: an enqueue or an admission that does not
+/// get it leaves the key's jobs waiting.
 macro_rules! key_lock {
     ($queue:literal, $key:literal) => {
         concat!(
             "pg_try_advisory_xact_lock(1785817964, hashtext(",
             $queue,
-            " || '/' || ",
+            " || '/' || (hashtext(",
             $key,
-            "))"
+            ") & 255)::text))"
         )
     };
 }
