@@ -438,8 +438,7 @@ fn the_command_line_sets_shows_and_refuses_key_limits() {
         "{out}"
     );
     keyed(&mut conn, 3);
-    // The first one's enqueue admitted it; the others wait behind it.
-    assert_eq!(count_where(&mut conn, "status = 'waiting'"), 2);
+    assert_eq!(count_where(&mut conn, "status = 'waiting'"), 3);
     let out = ok(&db, &["queue", "keys", "orders", "2"]);
     assert!(
         out.contains("queue orders: at most 2 jobs of one key at once"),

@@ -22,16 +22,6 @@
 //! clash is resolved with `ON CONFLICT DO NOTHING` and reported as an
 //! outcome ([`EnqueueOutcome::Duplicate`]), so it never aborts the caller's
 //! transaction.
-//!
-//! A job with a concurrency key, in a queue with a key limit, is admitted
-//! by its enqueue when its key has room: the enqueue first tries the key's
-//! admission lock ([`KeyLocks`], never waiting for it; the keys of a queue
-//! share 256 locks), then inserts. It
-//! goes `waiting`, for the runners' admission, when another open enqueue
-//! or admission holds the lock, when jobs of its key already wait, or when
-//! the caller's transaction is not READ COMMITTED. Such an enqueue runs in
-//! a transaction (the caller's, or one of its own): the lock is held until
-//! it commits.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Mutex, PoisonError};
@@ -243,34 +233,16 @@ pub fn enqueue(conn: &mut PgConnection, job: &NewJob) -> Result<EnqueueOutcome> 
     trace.in_scope(|| enqueue_traced(conn, job, trace.traceparent.as_deref()))
 }
 
-/// [`enqueue`] of `job`, which carries `traceparent`: in a transaction
-/// with its key's admission lock tried first if it has a concurrency key.
+/// [`enqueue`] of `job`, which carries `traceparent`.
 fn enqueue_traced(
     conn: &mut PgConnection,
     job: &NewJob,
     traceparent: Option<&str>,
 ) -> Result<EnqueueOutcome> {
-    if job.concurrency_key.is_none() {
-        return enqueue_locked(conn, job, traceparent, false);
-    }
-    crate::isolation::in_transaction(conn, "BEGIN", |conn| {
-        let locks = KeyLocks::take(conn, std::slice::from_ref(job))?;
-        enqueue_locked(conn, job, traceparent, locks.holds(job))
-    })
-}
-
-/// [`enqueue`] of `job`, whose enqueue holds its key's admission lock if
-/// `locked` (see [`KeyLocks`]).
-fn enqueue_locked(
-    conn: &mut PgConnection,
-    job: &NewJob,
-    traceparent: Option<&str>,
-    locked: bool,
-) -> Result<EnqueueOutcome> {
     let notify = notify_now(&*conn, job);
     let Some(key) = &job.unique_key else {
         if needs_full_insert(job, notify) {
-            insert_one(conn, job, notify, traceparent, locked)?;
+            insert_one(conn, job, notify, traceparent)?;
         } else {
             job_columns::<sql::JobInsertQuiet>(job)
                 .bind::<Nullable<Text>, _>(traceparent)
@@ -279,7 +251,7 @@ fn enqueue_locked(
         return Ok(EnqueueOutcome::Inserted(job.id));
     };
     for _ in 0..UNIQUE_RETRIES {
-        if let Some(id) = insert_one(conn, job, notify, traceparent, locked)? {
+        if let Some(id) = insert_one(conn, job, notify, traceparent)? {
             return Ok(EnqueueOutcome::Inserted(id));
         }
         let keys = [key.as_str()];
@@ -332,9 +304,8 @@ fn insert_one(
     job: &NewJob,
     notify: bool,
     traceparent: Option<&str>,
-    locked: bool,
 ) -> Result<Option<JobId>> {
-    let inserted = insert_one_statement(job, notify, traceparent, locked)
+    let inserted = insert_one_statement(job, notify, traceparent)
         .get_result::<InsertedRow>(conn)
         .optional()?;
     Ok(inserted.map(|row| {
@@ -345,13 +316,11 @@ fn insert_one(
     }))
 }
 
-/// [`sql::JOB_INSERT`] of `job`, which wakes its queue if `notify`, by an
-/// enqueue that holds its key's admission lock if `locked`.
+/// [`sql::JOB_INSERT`] of `job`, which wakes its queue if `notify`.
 pub(crate) fn insert_one_statement<'j>(
     job: &'j NewJob,
     notify: bool,
     traceparent: Option<&'j str>,
-    locked: bool,
 ) -> Prepared<'j, sql::JobInsert> {
     job_columns::<sql::JobInsert>(job)
         .bind::<Nullable<Text>, _>(job.unique_key.as_deref())
@@ -359,66 +328,6 @@ pub(crate) fn insert_one_statement<'j>(
         .bind::<Bool, _>(notify)
         .bind::<Nullable<Text>, _>(traceparent)
         .bind::<Nullable<Text>, _>(job.concurrency_key.as_deref())
-        .bind::<Bool, _>(locked)
-}
-
-/// The concurrency keys whose admission lock an enqueue holds
-/// ([`sql::KEY_LOCK_FOR_INSERT`], tried, never waited for): its insert
-/// admits the jobs of these keys that have room at once, and leaves the
-/// others `waiting`.
-#[derive(Debug, Default)]
-pub(crate) struct KeyLocks(HashSet<(String, String)>);
-
-/// A row of [`sql::KEY_LOCK_FOR_INSERT`]: a key whose lock the enqueue got.
-#[derive(QueryableByName)]
-pub(crate) struct LockedKey {
-    #[diesel(sql_type = Text)]
-    queue: String,
-    #[diesel(sql_type = Text)]
-    key: String,
-}
-
-impl KeyLocks {
-    /// Tries the locks of the keys of `jobs` (those of queues with a key
-    /// limit), in the connection's open transaction.
-    pub(crate) fn take(conn: &mut PgConnection, jobs: &[NewJob]) -> Result<Self> {
-        let (queues, keys) = key_columns(jobs);
-        if keys.is_empty() {
-            return Ok(KeyLocks::default());
-        }
-        Ok(Self::of(Self::query(&queues, &keys).load(conn)?))
-    }
-
-    /// [`sql::KEY_LOCK_FOR_INSERT`] of the keys in `keys`, with their
-    /// queues in `queues`.
-    pub(crate) fn query<'a>(
-        queues: &'a [&'a str],
-        keys: &'a [&'a str],
-    ) -> Prepared<'a, sql::KeyLockForInsert> {
-        prepared::<sql::KeyLockForInsert>()
-            .bind::<Array<Text>, _>(queues)
-            .bind::<Array<Text>, _>(keys)
-    }
-
-    /// The locks of `rows`, the rows of [`KeyLocks::query`].
-    pub(crate) fn of(rows: Vec<LockedKey>) -> Self {
-        KeyLocks(rows.into_iter().map(|row| (row.queue, row.key)).collect())
-    }
-
-    /// Whether the enqueue holds the lock of `job`'s key.
-    pub(crate) fn holds(&self, job: &NewJob) -> bool {
-        job.concurrency_key
-            .as_ref()
-            .is_some_and(|key| self.0.contains(&(job.queue.clone(), key.clone())))
-    }
-}
-
-/// The queues and the concurrency keys of the keyed jobs of `jobs`, as
-/// [`KeyLocks::query`] takes them.
-pub(crate) fn key_columns(jobs: &[NewJob]) -> (Vec<&str>, Vec<&str>) {
-    jobs.iter()
-        .filter_map(|job| Some((job.queue.as_str(), job.concurrency_key.as_deref()?)))
-        .unzip()
 }
 
 /// The live jobs holding `keys`, by key.
@@ -467,10 +376,9 @@ fn enqueue_many_traced(
     traceparent: Option<&str>,
 ) -> Result<Enqueued> {
     let keyed = jobs.iter().any(|job| job.unique_key.is_some());
-    let limited = jobs.iter().any(|job| job.concurrency_key.is_some());
     let copyable = jobs.len() >= COPY_THRESHOLD
         && !keyed
-        && !limited
+        && jobs.iter().all(|job| job.concurrency_key.is_none())
         && jobs
             .iter()
             .all(|job| job.run_at.is_none() && job.delay_secs == 0.0);
@@ -479,15 +387,13 @@ fn enqueue_many_traced(
             copy_many(conn, jobs, traceparent)
         });
     }
-    if keyed || limited {
-        // Duplicates are looked up after the insert, and key locks held
-        // until the end, in the same transaction.
+    if keyed {
+        // Duplicates are looked up after the insert, in the same transaction.
         return crate::isolation::in_transaction(conn, "BEGIN", |conn| {
-            let locks = KeyLocks::take(conn, jobs)?;
-            insert_many(conn, jobs, traceparent, &locks)
+            insert_many(conn, jobs, traceparent)
         });
     }
-    insert_many(conn, jobs, traceparent, &KeyLocks::default())
+    insert_many(conn, jobs, traceparent)
 }
 
 /// Appends `field` to a `COPY` text-format line, escaped.
@@ -566,9 +472,8 @@ fn insert_many(
     conn: &mut PgConnection,
     jobs: &[NewJob],
     traceparent: Option<&str>,
-    locks: &KeyLocks,
 ) -> Result<Enqueued> {
-    let columns = BatchColumns::of(jobs, traceparent, locks);
+    let columns = BatchColumns::of(jobs, traceparent);
     let rows = columns.statement().load::<IdRow>(conn)?;
     let Some(missing) = BatchRest::after(jobs, rows) else {
         return Ok(Enqueued {
@@ -582,7 +487,7 @@ fn insert_many(
         outcomes.push(match slot {
             Slot::Done(outcome) => outcome,
             // The holder finished between the insert and the look-up.
-            Slot::Again(job) => enqueue_locked(conn, job, traceparent, locks.holds(job))?,
+            Slot::Again(job) => enqueue_traced(conn, job, traceparent)?,
         });
     }
     Ok(Enqueued::from_outcomes(outcomes))
@@ -602,13 +507,11 @@ pub(crate) struct BatchColumns<'j> {
     keys: Vec<Option<&'j str>>,
     traceparent: Option<&'j str>,
     concurrency_keys: Vec<Option<&'j str>>,
-    key_locked: Vec<bool>,
 }
 
 impl<'j> BatchColumns<'j> {
-    /// The columns of `jobs`, which all carry `traceparent`, enqueued
-    /// holding `locks`.
-    pub(crate) fn of(jobs: &'j [NewJob], traceparent: Option<&'j str>, locks: &KeyLocks) -> Self {
+    /// The columns of `jobs`, which all carry `traceparent`.
+    pub(crate) fn of(jobs: &'j [NewJob], traceparent: Option<&'j str>) -> Self {
         BatchColumns {
             ids: jobs.iter().map(|job| job.id).collect(),
             types: jobs.iter().map(|job| job.job_type.as_str()).collect(),
@@ -624,7 +527,6 @@ impl<'j> BatchColumns<'j> {
                 .iter()
                 .map(|job| job.concurrency_key.as_deref())
                 .collect(),
-            key_locked: jobs.iter().map(|job| locks.holds(job)).collect(),
         }
     }
 
@@ -644,7 +546,6 @@ impl<'j> BatchColumns<'j> {
             .bind::<Bool, _>(true)
             .bind::<Nullable<Text>, _>(self.traceparent)
             .bind::<Array<Nullable<Text>>, _>(&self.concurrency_keys)
-            .bind::<Array<Bool>, _>(&self.key_locked)
     }
 }
 

@@ -148,15 +148,14 @@ macro_rules! unless_key_held {
 /// `$6` max_attempts, `$7` run_at (nullable), `$8` delay in seconds (used when
 /// `$7` is null), `$9` unique_key (nullable), `$10` notify channel, `$11`
 /// whether to notify, `$12` traceparent (nullable), `$13` concurrency key
-/// (nullable), `$14` whether the enqueue holds the key's admission lock
-/// (`status_at_insert!`).
+/// (nullable).
 pub(crate) const JOB_INSERT: &str = concat!(
     "WITH inserted AS (
         INSERT INTO jobqueue_jobs
             (id, job_type, queue, priority, payload, max_attempts, run_at, status, unique_key,
              traceparent, concurrency_key, key_checked)
         SELECT $1, $2, $3, $4, CAST($5 AS jsonb), $6, t.run_at, ",
-    status_at_insert!("t.run_at", "$3", "$13::text", "$14::bool", "1", "1"),
+    status_for_keyed!("t.run_at", "$3", "$13::text"),
     ", $9, $12, $13, ",
     key_checked_at_insert!("t.run_at", "$3", "$13::text", "1"),
     "
@@ -178,9 +177,8 @@ pub(crate) const JOB_INSERT_QUIET: &str = concat!(
 
 /// Inserts many jobs in one statement from parallel arrays (same order as
 /// [`JOB_INSERT`]'s parameters; `$12`, the one traceparent of them all;
-/// `$13` the concurrency keys; `$14` whether the enqueue holds each job's
-/// key's admission lock) and wakes their queues; returns the ids actually
-/// inserted.
+/// `$13` the concurrency keys) and wakes their queues; returns the ids
+/// actually inserted.
 pub(crate) const JOB_INSERT_MANY: &str = concat!(
     "WITH inserted AS (
         INSERT INTO jobqueue_jobs
@@ -188,31 +186,22 @@ pub(crate) const JOB_INSERT_MANY: &str = concat!(
              traceparent, concurrency_key, key_checked)
         SELECT t.id, t.job_type, t.queue, t.priority, CAST(t.payload AS jsonb), t.max_attempts,
                t.run_at, ",
-    status_at_insert!(
-        "t.run_at",
-        "t.queue",
-        "t.concurrency_key",
-        "t.key_locked",
-        "t.key_rank",
-        "t.key_seat"
-    ),
+    status_for_keyed!("t.run_at", "t.queue", "t.concurrency_key"),
     ", t.unique_key, $12::text, t.concurrency_key, ",
     key_checked_at_insert!("t.run_at", "t.queue", "t.concurrency_key", "t.key_rank"),
     "
         FROM (SELECT r.*,
                      row_number() OVER (PARTITION BY r.queue, r.concurrency_key,
                                                      r.run_at <= now()
-                                        ORDER BY r.id) AS key_rank,
-                     row_number() OVER (PARTITION BY r.queue, r.concurrency_key
-                                        ORDER BY r.id) AS key_seat
+                                        ORDER BY r.id) AS key_rank
               FROM (SELECT u.id, u.job_type, u.queue, u.priority, u.payload, u.max_attempts,
                            COALESCE(u.run_at, now() + make_interval(secs => u.delay)) AS run_at,
-                           u.unique_key, u.concurrency_key, u.key_locked
+                           u.unique_key, u.concurrency_key
                     FROM unnest($1::uuid[], $2::text[], $3::text[], $4::int4[], $5::text[],
                                 $6::int4[], $7::timestamptz[], $8::float8[], $9::text[],
-                                $13::text[], $14::bool[])
+                                $13::text[])
                          AS u(id, job_type, queue, priority, payload, max_attempts, run_at, delay,
-                              unique_key, concurrency_key, key_locked)) AS r) AS t",
+                              unique_key, concurrency_key)) AS r) AS t",
     unless_key_held!()
 );
 

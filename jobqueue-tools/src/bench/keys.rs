@@ -3,11 +3,8 @@
 //! run: no keys (the baseline); every job keyed, 10 per key, a key limit
 //! of 10 (never binding: no job waits for another of its key); every job
 //! keyed over many keys, a key limit of 1 (each key's jobs one after
-//! another). A keyed job of a key-limited queue is admitted by its
-//! enqueue when its key has room, and inserted `waiting` otherwise, to
-//! reach the workers once a runner admitted it. What that costs the
-//! enqueue: the keyed jobs of the never-binding setting enqueued with the
-//! limit against the same jobs without it, alternated.
+//! another). Keyed jobs of a key-limited queue are inserted `waiting` and
+//! reach the workers only once a runner admitted them.
 //!
 //! The same comparison of no keys against a limit that never binds with
 //! jobs that work 1 ms each (a tenth as many jobs): what a limit costs
@@ -18,7 +15,7 @@
 //! each of its keys claimed and held, with and without a line of waiting
 //! jobs behind each, run after run.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use diesel::{Connection, PgConnection, RunQueryDsl};
 use jobqueue_core::engine::{self, Claim};
@@ -107,21 +104,9 @@ fn burn_with(
     limit: Option<KeyLimit>,
     jobs: &[NewJob],
 ) -> Result<f64, ToolError> {
-    enqueue_with(conn, limit, jobs)?;
-    burn(url, jobs.len())
-}
-
-/// Empties the burn-downs' queue, sets its key limit to `limit` and
-/// enqueues `jobs` (analyzed after); returns the enqueue's jobs/s.
-fn enqueue_with(
-    conn: &mut PgConnection,
-    limit: Option<KeyLimit>,
-    jobs: &[NewJob],
-) -> Result<f64, ToolError> {
     reset_with_key_limit(conn, QUEUE, limit)?;
-    let started = Instant::now();
     insert_analyzed(conn, jobs)?;
-    Ok(jobs.len() as f64 / started.elapsed().as_secs_f64())
+    burn(url, jobs.len())
 }
 
 /// Keys of the one-at-a-time burn-down of `n` jobs: `SERIAL_KEYS`, or
@@ -145,21 +130,11 @@ fn burn_downs(url: &str, sizes: &Sizes, runs: usize) -> Result<Vec<Row>, ToolErr
     ];
     let (mut plain, mut loose, mut loose_ratios, mut one, mut one_ratios) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
-    let mut enqueue_ratios = Vec::new();
     let result = (|| {
         for _ in 0..runs {
             let mut rates = [0.0; 3];
             for (i, (limit, keys)) in settings.iter().enumerate() {
                 let jobs = jobs_of(&BenchNoop { seq: 0 }, n, QUEUE, *keys)?;
-                if i == 1 {
-                    // The same keyed jobs' enqueue without the limit, then
-                    // with it (the burn-down's own).
-                    let unlimited = enqueue_with(&mut conn, None, &jobs)?;
-                    let limited = enqueue_with(&mut conn, *limit, &jobs)?;
-                    enqueue_ratios.push(limited / unlimited);
-                    rates[i] = burn(url, jobs.len())?;
-                    continue;
-                }
                 rates[i] = burn_with(&mut conn, url, *limit, &jobs)?;
             }
             plain.push(rates[0]);
@@ -192,12 +167,6 @@ fn burn_downs(url: &str, sizes: &Sizes, runs: usize) -> Result<Vec<Row>, ToolErr
             loose_ratios,
         )
         .note("same run, alternated; target ≥ 0.95"),
-        Row::new(
-            "enqueue of those keyed jobs, limit 10 / no limit",
-            "ratio",
-            enqueue_ratios,
-        )
-        .note("jobs/s; each enqueue admits its jobs: key locks tried, holders counted"),
         Row::new(
             format!("burn-down, {n} jobs over {one_keys} keys, key limit 1"),
             "jobs/s",
@@ -266,17 +235,16 @@ fn working_burn_downs(url: &str, sizes: &Sizes, runs: usize) -> Result<Vec<Row>,
 /// `waiting` jobs of each key behind it.
 fn busy_keys(conn: &mut PgConnection, keys: usize, waiting: usize) -> Result<(), ToolError> {
     reset_with_key_limit(conn, BUSY_QUEUE, Some(KeyLimit::per_key(1)?))?;
-    // Each job is its key's first: its enqueue admits it, or an admission
-    // pass does (an enqueue that did not get its key's lock).
     insert(conn, &keyed_backlog(keys, BUSY_QUEUE, keys)?)?;
     let busy = [BUSY_QUEUE.to_owned()];
+    let mut admitted = 0;
     loop {
-        let (_, looked) = engine::admit_new(conn, &busy, SETUP_BATCH)?;
+        let (now, looked) = engine::admit_new(conn, &busy, SETUP_BATCH)?;
+        admitted += now;
         if looked == 0 {
             break;
         }
     }
-    let admitted = super::count(conn, "status = 'pending'")?;
     let holder = Claim::new("bench-keys-holder")
         .queues([BUSY_QUEUE])
         .limit(SETUP_BATCH)
