@@ -29,17 +29,19 @@ const UNITS: &str = "ms, s, m, h, d";
 /// what was wrong and what to write.
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let text = text.trim();
-    let example = format!("write numbers each with a unit ({UNITS}), e.g. 30s, 5m or 1h 30m");
-    humantime::parse_duration(text).map_err(|error| match error {
-        humantime::DurationError::Empty => format!("no duration given: {example}"),
-        humantime::DurationError::UnknownUnit { unit, .. } if unit.is_empty() => {
-            format!("`{text}` has no unit: {example}")
+    humantime::parse_duration(text).map_err(|error| {
+        let example = format!("write numbers each with a unit ({UNITS}), e.g. 30s, 5m or 1h 30m");
+        match error {
+            humantime::DurationError::Empty => format!("no duration given: {example}"),
+            humantime::DurationError::UnknownUnit { unit, .. } if unit.is_empty() => {
+                format!("`{text}` has no unit: {example}")
+            }
+            humantime::DurationError::UnknownUnit { unit, .. } => {
+                format!("`{unit}` is not a unit: {example}")
+            }
+            humantime::DurationError::NumberOverflow => format!("`{text}` is too long a duration"),
+            _ => format!("`{text}` is not a duration: {example}"),
         }
-        humantime::DurationError::UnknownUnit { unit, .. } => {
-            format!("`{unit}` is not a unit: {example}")
-        }
-        humantime::DurationError::NumberOverflow => format!("`{text}` is too long a duration"),
-        _ => format!("`{text}` is not a duration: {example}"),
     })
 }
 

@@ -13,34 +13,20 @@ use crate::shared::Shared;
 /// Waiting jobs one admission looks at; more are looked at by the next.
 const ADMIT_BATCH: i64 = 1000;
 
-/// No epoch (see [`Announced::quiet`]).
-const NONE: u64 = u64::MAX;
-
 /// What notifications said of waiting jobs.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub(super) struct Announced {
     /// Waiting jobs were announced since the fetcher last admitted.
     pending: AtomicBool,
     /// Counts announcements of waiting jobs and changes of the listener's
-    /// connection: while it stays the same, the listener heard of no job
-    /// that started waiting.
+    /// connection (from 1 once it first connects): while it stays the
+    /// same, the listener heard of no job that started waiting.
     epoch: AtomicU64,
     /// Whether the listener is connected (it hears every announcement).
     listening: AtomicBool,
     /// The epoch at which a look found no job of the runner's queues
-    /// waiting ([`NONE`]: none such).
+    /// waiting (0: none such; epochs a look runs under start at 1).
     quiet: AtomicU64,
-}
-
-impl Default for Announced {
-    fn default() -> Self {
-        Announced {
-            pending: AtomicBool::new(false),
-            epoch: AtomicU64::new(0),
-            listening: AtomicBool::new(false),
-            quiet: AtomicU64::new(NONE),
-        }
-    }
 }
 
 impl Announced {
@@ -56,8 +42,9 @@ impl Announced {
     /// The listener connected (`true`: it hears announcements from now
     /// on) or lost its connection.
     pub(super) fn listening(&self, on: bool) {
-        self.listening.store(on, Ordering::Release);
+        // The epoch first: once connected, no look runs under epoch 0.
         self.epoch.fetch_add(1, Ordering::AcqRel);
+        self.listening.store(on, Ordering::Release);
     }
 
     /// The current epoch, while the listener is connected.
@@ -91,7 +78,7 @@ pub(super) fn admit_after(shared: &Shared, claimer: &Claimer, db: &mut Db, keys:
             if admitted > 0 {
                 claimer.wake();
             }
-            let quiet_at = epoch.filter(|_| quiet).unwrap_or(NONE);
+            let quiet_at = epoch.filter(|_| quiet).unwrap_or(0);
             announced.quiet.store(quiet_at, Ordering::Release);
         }
         Err(e) => log::debug!("admitting the next jobs of {} keys failed: {e}", keys.len()),
