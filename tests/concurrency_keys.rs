@@ -117,11 +117,29 @@ fn four_processes_and_a_kill_never_hold_more_than_the_limit_of_a_key() {
         _ => format!("customer:{}", i % (KEYS - 10)),
     };
     let jobs = keyed(JOBS, "keyed", |_| Sleep { ms: 40 }, key);
-    enqueue_many(&mut conn, &jobs).expect("enqueue");
+    // Half of them up front, in one batch: the enqueue admits each key's
+    // first two and leaves the rest waiting.
+    let (first_half, second_half) = jobs.split_at(JOBS / 2);
+    enqueue_many(&mut conn, first_half).expect("enqueue");
     assert_eq!(
-        count_where(&mut conn, "status = 'waiting'"),
-        JOBS as i64,
-        "keyed jobs of a key-limited queue wait for admission"
+        most_per_key(&mut conn, "keyed", "'pending'"),
+        LIMIT,
+        "the enqueue admitted up to the limit of each key"
+    );
+    let per_key_left = scalar(
+        &mut conn,
+        &format!(
+            "SELECT count(*) AS n FROM (
+                 SELECT concurrency_key FROM jobqueue_jobs
+                 WHERE queue = 'keyed' AND concurrency_key IS NOT NULL
+                 GROUP BY concurrency_key
+                 HAVING count(*) FILTER (WHERE status = 'pending')
+                        <> least(count(*), {LIMIT})) AS wrong"
+        ),
+    );
+    assert_eq!(
+        per_key_left, 0,
+        "each key admitted the least of its jobs and the limit"
     );
 
     let sampler = Sampler::start(&db.url, "keyed");
@@ -129,6 +147,29 @@ fn four_processes_and_a_kill_never_hold_more_than_the_limit_of_a_key() {
     let mut runners: Vec<Proc> = (0..4)
         .map(|i| Proc::runner(WORKER, &db.url, &format!("keyed-{i}"), &flags))
         .collect();
+    // The other half from two producers while the runners work: batches of
+    // 1 to 8 jobs, each enqueue racing the others and the runners'
+    // admissions for the keys' room.
+    let producers: Vec<std::thread::JoinHandle<()>> = second_half
+        .chunks(second_half.len() / 2 + 1)
+        .map(|share| {
+            let (url, share) = (db.url.clone(), share.to_vec());
+            std::thread::spawn(move || {
+                let mut conn = PgConnection::establish(&url).expect("connect a producer");
+                let mut rest = share.as_slice();
+                let mut size = 1;
+                while !rest.is_empty() {
+                    let (batch, after) = rest.split_at(size.min(rest.len()));
+                    enqueue_many(&mut conn, batch).expect("enqueue during the run");
+                    rest = after;
+                    size = size % 8 + 1;
+                }
+            })
+        })
+        .collect();
+    for producer in producers {
+        producer.join().expect("a producer");
+    }
     wait_for("a third of the jobs done", Duration::from_secs(60), || {
         count_where(
             &mut conn,
@@ -279,6 +320,124 @@ fn an_ordered_queue_starts_each_keys_jobs_in_order_one_at_a_time_through_a_retry
     assert!(overlapping_keys > 0, "different keys ran at the same time");
 }
 
+/// The status of job `id`.
+fn status_of(conn: &mut PgConnection, id: jobqueue_core::JobId) -> JobStatus {
+    jobqueue_tests::read_job(conn, id).status
+}
+
+#[test]
+fn an_enqueue_admits_what_its_key_has_room_for_and_never_waits_for_another() {
+    let (db, mut conn) = TestDb::connected();
+    limit_queue(&mut conn, "calls", KeyLimit::per_key(2).expect("a limit"));
+    let key = |name: &'static str| move |_: usize| name.to_owned();
+
+    // One batch: the first two of key a admitted, the rest waiting behind
+    // them; key b's one job admitted.
+    let a = keyed(5, "calls", |i| Noop { n: i as u64 }, key("a"));
+    let b = keyed(1, "calls", |_| Noop { n: 9 }, key("b"));
+    enqueue_many(&mut conn, &[a.clone(), b.clone()].concat()).expect("enqueue");
+    let statuses: Vec<JobStatus> = a.iter().map(|job| status_of(&mut conn, job.id())).collect();
+    use JobStatus::{Pending, Waiting};
+    assert_eq!(statuses, [Pending, Pending, Waiting, Waiting, Waiting]);
+    assert_eq!(status_of(&mut conn, b[0].id()), Pending);
+    // Behind waiting jobs of its key, a new job waits too, room or not.
+    exec(
+        &mut conn,
+        &format!("DELETE FROM jobqueue_jobs WHERE id = '{}'", a[0].id()),
+    );
+    let later = keyed(1, "calls", |_| Noop { n: 10 }, key("a"));
+    jobqueue_core::enqueue(&mut conn, &later[0]).expect("enqueue");
+    assert_eq!(status_of(&mut conn, later[0].id()), Waiting);
+
+    // Two open transactions enqueue a job of key c each: the first holds
+    // c's lock and admits its job; the second does not wait for it, and
+    // its job waits for an admission.
+    let mut other = PgConnection::establish(&db.url).expect("a second connection");
+    let c1 = keyed(1, "calls", |_| Noop { n: 11 }, key("c"));
+    let c2 = keyed(1, "calls", |_| Noop { n: 12 }, key("c"));
+    conn.transaction(|conn| {
+        jobqueue_core::enqueue(conn, &c1[0])?;
+        other.transaction(|other| jobqueue_core::enqueue(other, &c2[0]))?;
+        Ok::<_, Error>(())
+    })
+    .expect("two enqueues at once");
+    assert_eq!(status_of(&mut conn, c1[0].id()), Pending);
+    assert_eq!(status_of(&mut conn, c2[0].id()), Waiting);
+    // A REPEATABLE READ transaction's snapshot may predate an admission:
+    // its enqueue admits nothing.
+    let d = keyed(1, "calls", |_| Noop { n: 13 }, key("d"));
+    conn.build_transaction()
+        .repeatable_read()
+        .run(|conn| jobqueue_core::enqueue(conn, &d[0]))
+        .expect("enqueue in REPEATABLE READ");
+    assert_eq!(status_of(&mut conn, d[0].id()), Waiting);
+
+    // An admission leaves a key whose enqueue is open to its next pass:
+    // key a has room for one (one holder left) and three jobs waiting.
+    let a_key = [QueueKey {
+        queue: "calls".into(),
+        key: "a".into(),
+    }];
+    let e = keyed(1, "calls", |_| Noop { n: 14 }, key("a"));
+    conn.transaction(|conn| {
+        jobqueue_core::enqueue(conn, &e[0])?;
+        assert_eq!(
+            admit_keys(&mut other, &a_key)?,
+            0,
+            "key a's enqueue is open"
+        );
+        Ok::<_, Error>(())
+    })
+    .expect("an admission beside an open enqueue");
+    assert_eq!(status_of(&mut conn, e[0].id()), Waiting);
+    // The next pass of new jobs admits the head of a's line, and c's and
+    // d's waiting jobs.
+    let (admitted, _) = admit_new(&mut other, &[], 100).expect("admit new jobs");
+    assert_eq!(admitted, 3);
+    assert_eq!(status_of(&mut conn, a[2].id()), Pending);
+    assert_eq!(status_of(&mut conn, c2[0].id()), Pending);
+    assert_eq!(status_of(&mut conn, d[0].id()), Pending);
+    assert_eq!(
+        most_per_key(&mut conn, "calls", "'pending'"),
+        2,
+        "no key over its limit"
+    );
+
+    // However many keys one transaction enqueues, it holds at most 256
+    // key locks per queue (entries of the server's shared lock table).
+    let many = keyed(
+        3000,
+        "calls",
+        |i| Noop { n: i as u64 },
+        |i| format!("many:{i}"),
+    );
+    // The look-up of that many keys' room runs without JIT compilation;
+    // the caller's transaction keeps its own setting.
+    let (locks, jit) = conn
+        .transaction(|conn| {
+            exec(conn, "SET LOCAL jit = on");
+            enqueue_many(conn, &many)?;
+            let locks = scalar(
+                conn,
+                "SELECT count(*) AS n FROM pg_locks
+                 WHERE locktype = 'advisory' AND pid = pg_backend_pid()",
+            );
+            let jit = scalar(conn, "SELECT (current_setting('jit') = 'on')::int::int8 AS n");
+            Ok::<_, Error>((locks, jit))
+        })
+        .expect("enqueue many keys");
+    assert!(locks <= 256, "{locks} advisory locks held for 3,000 keys");
+    assert_eq!(jit, 1, "the caller's JIT setting is back after the enqueue");
+    assert_eq!(
+        count_where(
+            &mut conn,
+            "status = 'pending' AND concurrency_key LIKE 'many:%'"
+        ),
+        3000,
+        "each of them admitted by the enqueue"
+    );
+}
+
 #[test]
 fn a_runner_that_found_no_job_waiting_admits_again_once_jobs_wait() {
     let (db, mut conn) = TestDb::with_side_tables();
@@ -313,9 +472,10 @@ fn a_runner_that_found_no_job_waiting_admits_again_once_jobs_wait() {
         "status = 'completed' AND concurrency_key LIKE 'solo:%'",
         50,
     );
-    // A line of one key: the first waits at its head, the others behind it,
-    // looked at (no pass of new jobs admits them). Each is admitted after
-    // the one before it completes: the runner heard that jobs wait again.
+    // A line of one key: its enqueue admits the first, and the others wait
+    // behind it, looked at (no pass of new jobs admits them). Each is
+    // admitted after the one before it completes: the runner heard that
+    // jobs wait again.
     let line = keyed(5, "quiet", |i| Noop { n: i as u64 }, |_| "line".to_owned());
     enqueue_many(&mut conn, &line).expect("enqueue");
     assert_eq!(
@@ -337,8 +497,8 @@ fn a_raised_or_removed_limit_admits_at_once_and_a_cancelled_holder_frees_its_key
     limit_queue(&mut conn, "tenants", KeyLimit::per_key(1).expect("a limit"));
     let jobs = keyed(6, "tenants", |_| Sleep { ms: 1 }, |_| "tenant:1".to_owned());
     enqueue_many(&mut conn, &jobs).expect("enqueue");
-    // No runner: the enqueue admitted nothing itself.
-    assert_eq!(count_where(&mut conn, "status = 'waiting'"), 6);
+    // No runner: the enqueue admitted what the key had room for itself.
+    assert_eq!(count_where(&mut conn, "status = 'waiting'"), 5);
     // A raised limit admits at once, oldest first.
     set_queue_key_limit(&mut conn, "tenants", Some(KeyLimit::per_key(2).expect("2")))
         .expect("raise");
@@ -461,6 +621,81 @@ fn read_during<T>(
 }
 
 #[test]
+fn an_enqueue_counts_its_keys_holders_through_their_index_however_large_the_table_grew() {
+    const HOLDERS: i64 = 20_000;
+    const JOBS: usize = 100;
+    let (_db, mut conn) = TestDb::connected();
+    limit_queue(&mut conn, "grow", KeyLimit::per_key(2).expect("a limit"));
+    autovacuum_off(&mut conn);
+    // Every statement this connection keeps prepared runs the plan made at
+    // its first run (a server may settle on such a plan after five runs).
+    exec(&mut conn, "SET plan_cache_mode = force_generic_plan");
+    // Statistics of a table of one page, one job.
+    exec(
+        &mut conn,
+        "INSERT INTO jobqueue_jobs (id, job_type, queue, status)
+         VALUES (gen_random_uuid(), 'test.noop', 'grow', 'pending')",
+    );
+    exec(&mut conn, "ANALYZE jobqueue_jobs");
+    // The connection's first enqueues of keyed jobs meet that table: a
+    // plan kept from then would read the whole table for each key.
+    for round in 0..10 {
+        let jobs = keyed(
+            2,
+            "grow",
+            |i| Noop { n: i as u64 },
+            |i| format!("early:{round}:{i}"),
+        );
+        enqueue_many(&mut conn, &jobs).expect("enqueue");
+        let one = keyed(1, "grow", |_| Noop { n: 0 }, |_| format!("one:{round}"));
+        jobqueue_core::enqueue(&mut conn, &one[0]).expect("enqueue one");
+    }
+    // Then the table grows: holders of other keys.
+    exec(
+        &mut conn,
+        &format!(
+            "INSERT INTO jobqueue_jobs (id, job_type, queue, status, concurrency_key)
+             SELECT gen_random_uuid(), 'test.noop', 'grow', 'pending', 'bulk:' || g
+             FROM generate_series(1, {HOLDERS}) AS g"
+        ),
+    );
+    let jobs = keyed(
+        JOBS,
+        "grow",
+        |i| Noop { n: i as u64 },
+        |i| format!("late:{i}"),
+    );
+    let one = keyed(1, "grow", |_| Noop { n: 1 }, |_| "late:one".to_owned());
+    let (batch, single) = conn
+        .transaction(|conn| {
+            let before = entries_read(conn);
+            enqueue_many(conn, &jobs)?;
+            let after_batch = entries_read(conn);
+            jobqueue_core::enqueue(conn, &one[0])?;
+            Ok::<_, Error>((after_batch - before, entries_read(conn) - after_batch))
+        })
+        .expect("enqueue into the grown table");
+    eprintln!(
+        "an enqueue of {JOBS} keyed jobs read {batch} index entries and rows, one of one job \
+         {single}, beside {HOLDERS} holders"
+    );
+    assert_eq!(
+        count_where(
+            &mut conn,
+            "status = 'pending' AND (concurrency_key LIKE 'late:%' \
+             OR concurrency_key LIKE 'early:%' OR concurrency_key LIKE 'one:%')"
+        ),
+        JOBS as i64 + 1 + 30,
+        "each admitted by its enqueue"
+    );
+    assert!(
+        batch <= 10 * JOBS as i64,
+        "{batch} entries read for {JOBS} jobs: the table read for each"
+    );
+    assert!(single <= 10, "{single} entries read for one job");
+}
+
+#[test]
 fn admissions_read_what_they_admit_even_with_statistics_that_call_the_table_empty() {
     const KEYS: usize = 2000;
     const JOBS: usize = 20_000;
@@ -472,6 +707,8 @@ fn admissions_read_what_they_admit_even_with_statistics_that_call_the_table_empt
     exec(&mut conn, "ANALYZE jobqueue_jobs");
     // Ten jobs per key, a batch per round of keys: each key's first job is
     // the head of its line, the others wait behind it.
+    // Enqueued in REPEATABLE READ transactions, which admit nothing at
+    // insert: every job waits for an admission pass.
     for round in 0..JOBS / KEYS {
         let jobs = keyed(
             KEYS,
@@ -479,7 +716,10 @@ fn admissions_read_what_they_admit_even_with_statistics_that_call_the_table_empt
             |_| Noop { n: round as u64 },
             |i| format!("line:{i}"),
         );
-        enqueue_many(&mut conn, &jobs).expect("enqueue");
+        conn.build_transaction()
+            .repeatable_read()
+            .run(|conn| enqueue_many(conn, &jobs))
+            .expect("enqueue");
     }
     assert_eq!(count_where(&mut conn, "status = 'waiting'"), JOBS as i64);
     let mut session = QueueSession::establish(&db.url).expect("a queue session");

@@ -446,8 +446,9 @@ fn key_limits_are_shown_and_their_form_sets_and_removes_them() {
     );
     let csrf = jobqueue_tests::csrf_token(&overview);
 
-    // Ordered, then three jobs of one key wait; raised to 2 per key, two
-    // of them are admitted. Each change says what it did.
+    // Ordered, then three jobs of one key: the first admitted by its
+    // enqueue, two waiting; raised to 2 per key, one more is admitted.
+    // Each change says what it did.
     let back = site.acted(
         "/queues/keys",
         &[("csrf", &csrf), ("name", "orders"), ("keys", "ordered")],
@@ -466,7 +467,7 @@ fn key_limits_are_shown_and_their_form_sets_and_removes_them() {
     let overview = site.get("/").body;
     assert_contains(
         queue_row(&overview, "orders"),
-        &["<td class=\"num keys\">ordered</td>", "0 held, 3 waiting"],
+        &["<td class=\"num keys\">ordered</td>", "1 held, 2 waiting"],
     );
     let back = site.acted(
         "/queues/keys",

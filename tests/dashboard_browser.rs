@@ -667,9 +667,10 @@ fn every_action_pressed_in_the_browser_changes_the_database() {
     assert_eq!(rate_of(&mut conn), None);
     assert_overview_matches(&tab, &mut conn);
 
-    // Likewise a key limit: set with its form (a keyed job then waits on
-    // it), refused with the library's reason, removed with the row's
-    // button (the waiting job is admitted).
+    // Likewise a key limit: set with its form (of two keyed jobs, the
+    // first is admitted by its enqueue, the second waits), refused with the
+    // library's reason, removed with the row's button (the waiting job is
+    // admitted).
     let keys_of = |conn: &mut PgConnection| mail_queue(conn).key_limit.map(|k| k.to_string());
     submit_mail_limit(&tab, "set-keys", "keys", "ordered");
     stop_refresh(&tab);
@@ -678,9 +679,11 @@ fn every_action_pressed_in_the_browser_changes_the_database() {
         "queue mail: one job of a key at a time, in enqueue order, by all runners together"
     );
     assert_eq!(keys_of(&mut conn), Some("ordered".into()));
-    let keyed = NewJob::new("mail.send", "{}", JobOptions::new().queue("mail").key("k"))
-        .expect("a keyed job");
-    enqueue_many(&mut conn, &[keyed]).expect("enqueue");
+    let keyed = || {
+        NewJob::new("mail.send", "{}", JobOptions::new().queue("mail").key("k"))
+            .expect("a keyed job")
+    };
+    enqueue_many(&mut conn, &[keyed(), keyed()]).expect("enqueue");
     open(&tab, &site.url("/"), "Overview");
     stop_refresh(&tab);
     assert_eq!(
@@ -689,7 +692,7 @@ fn every_action_pressed_in_the_browser_changes_the_database() {
     );
     assert_eq!(
         tab.text("#queues tr[data-queue=\"mail\"] td.keyed"),
-        "0 held, 1 waiting"
+        "1 held, 1 waiting"
     );
     assert_overview_matches(&tab, &mut conn);
     tab.screenshot("after-set-keys");

@@ -13,6 +13,8 @@
 //!   failed by another process, a raised limit, a runner that died between
 //!   a completion and its admission).
 
+use std::collections::HashSet;
+
 use diesel::prelude::*;
 use diesel::sql_types::{Array, BigInt, Bool, Nullable, Text, Uuid};
 
@@ -105,11 +107,11 @@ pub fn admit_new(conn: &mut PgConnection, queues: &[String], limit: i64) -> Resu
     if rows.is_empty() {
         return Ok((0, 0));
     }
-    let ids: Vec<JobId> = rows.iter().map(|row| row.id).collect();
-    let mut keys: Vec<QueueKey> = rows.into_iter().map(|row| row.key).collect();
+    let looked = rows.len();
+    let mut keys: Vec<QueueKey> = rows.iter().map(|row| row.key.clone()).collect();
     keys.sort_unstable();
     keys.dedup();
-    Ok((admit(conn, &keys, &ids)?, ids.len()))
+    Ok((admit(conn, &keys, &rows)?, looked))
 }
 
 /// Looks at up to `limit` keys with waiting jobs of `queues` (every queue
@@ -162,21 +164,58 @@ pub(crate) fn admit_queue(conn: &mut PgConnection, queue: &str) -> Result<i64> {
     admit(conn, &keys, &[])
 }
 
-/// Takes the admission locks of the queues of `keys`, then admits their
-/// next jobs (see [`sql::KEY_ADMIT`]) and marks the jobs `checked` still
-/// waiting as looked at.
-fn admit(conn: &mut PgConnection, keys: &[QueueKey], checked: &[JobId]) -> Result<i64> {
-    let queues: Vec<&str> = keys.iter().map(|k| k.queue.as_str()).collect();
+/// Takes the admission locks of the queues of `keys` and tries those of
+/// the keys ([`sql::KEY_LOCK`]), then admits the next jobs of the keys it
+/// got (see [`sql::KEY_ADMIT`]) and marks their jobs of `checked` still
+/// waiting as looked at. A key it did not get (an enqueue of the key is
+/// open) has its first waiting job marked not looked at: the next pass of
+/// new jobs admits it.
+fn admit(conn: &mut PgConnection, keys: &[QueueKey], checked: &[NewRow]) -> Result<i64> {
     read_committed(conn, |conn| {
-        prepared::<sql::KeyLockQueues>()
-            .bind::<Array<Text>, _>(queues)
-            .get_result::<Count>(conn)?;
-        let admitted = admit_query(keys).get_result::<Count>(conn)?.n;
-        if !checked.is_empty() {
-            mark_checked_query(checked).execute(conn)?;
+        let locked: HashSet<QueueKey> = lock_query(keys)
+            .load::<QueueKey>(conn)?
+            .into_iter()
+            .collect();
+        if locked.len() < keys.len() {
+            let skipped: Vec<QueueKey> = keys
+                .iter()
+                .filter(|key| !locked.contains(*key))
+                .cloned()
+                .collect();
+            let (queues, names) = key_columns(&skipped);
+            diesel::sql_query(sql::KEY_RECHECK)
+                .bind::<Array<Text>, _>(queues)
+                .bind::<Array<Text>, _>(names)
+                .execute(conn)?;
+        }
+        if locked.is_empty() {
+            return Ok(0);
+        }
+        let locked_keys: Vec<QueueKey> = keys
+            .iter()
+            .filter(|key| locked.contains(*key))
+            .cloned()
+            .collect();
+        let admitted = admit_query(&locked_keys).get_result::<Count>(conn)?.n;
+        let ids: Vec<JobId> = checked
+            .iter()
+            .filter(|row| locked.contains(&row.key))
+            .map(|row| row.id)
+            .collect();
+        if !ids.is_empty() {
+            mark_checked_query(&ids).execute(conn)?;
         }
         Ok(admitted)
     })
+}
+
+/// [`sql::KEY_LOCK`], bound: the queues' admission locks, and the locks of
+/// `keys` that were free.
+pub(crate) fn lock_query(keys: &[QueueKey]) -> Prepared<'_, sql::KeyLock> {
+    let (queues, names) = key_columns(keys);
+    prepared::<sql::KeyLock>()
+        .bind::<Array<Text>, _>(queues)
+        .bind::<Array<Text>, _>(names)
 }
 
 /// [`sql::KEY_NEW`], bound: up to `limit` new waiting jobs of `queues`.

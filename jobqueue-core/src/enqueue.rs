@@ -22,6 +22,16 @@
 //! clash is resolved with `ON CONFLICT DO NOTHING` and reported as an
 //! outcome ([`EnqueueOutcome::Duplicate`]), so it never aborts the caller's
 //! transaction.
+//!
+//! A job with a concurrency key, in a queue with a key limit, is admitted
+//! by its enqueue when its key has room: the enqueue first tries the key's
+//! admission lock ([`KeyLocks`], never waiting for it; the keys of a queue
+//! share 256 locks), then inserts. It
+//! goes `waiting`, for the runners' admission, when another open enqueue
+//! or admission holds the lock, when jobs of its key already wait, or when
+//! the caller's transaction is not READ COMMITTED. Such an enqueue runs in
+//! a transaction (the caller's, or one of its own): the lock is held until
+//! it commits.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Mutex, PoisonError};
@@ -233,16 +243,34 @@ pub fn enqueue(conn: &mut PgConnection, job: &NewJob) -> Result<EnqueueOutcome> 
     trace.in_scope(|| enqueue_traced(conn, job, trace.traceparent.as_deref()))
 }
 
-/// [`enqueue`] of `job`, which carries `traceparent`.
+/// [`enqueue`] of `job`, which carries `traceparent`: in a transaction
+/// with its key's admission lock tried first if it has a concurrency key.
 fn enqueue_traced(
     conn: &mut PgConnection,
     job: &NewJob,
     traceparent: Option<&str>,
 ) -> Result<EnqueueOutcome> {
+    if job.concurrency_key.is_none() {
+        return enqueue_locked(conn, job, traceparent, KeyFound::default());
+    }
+    crate::isolation::in_transaction(conn, "BEGIN", |conn| {
+        let locks = KeyLocks::take(conn, std::slice::from_ref(job))?;
+        enqueue_locked(conn, job, traceparent, locks.of_job(job))
+    })
+}
+
+/// [`enqueue`] of `job`, admitted by what its enqueue found of its key,
+/// `found` (see [`KeyLocks`]).
+fn enqueue_locked(
+    conn: &mut PgConnection,
+    job: &NewJob,
+    traceparent: Option<&str>,
+    found: KeyFound,
+) -> Result<EnqueueOutcome> {
     let notify = notify_now(&*conn, job);
     let Some(key) = &job.unique_key else {
         if needs_full_insert(job, notify) {
-            insert_one(conn, job, notify, traceparent)?;
+            insert_one(conn, job, notify, traceparent, found)?;
         } else {
             job_columns::<sql::JobInsertQuiet>(job)
                 .bind::<Nullable<Text>, _>(traceparent)
@@ -251,7 +279,7 @@ fn enqueue_traced(
         return Ok(EnqueueOutcome::Inserted(job.id));
     };
     for _ in 0..UNIQUE_RETRIES {
-        if let Some(id) = insert_one(conn, job, notify, traceparent)? {
+        if let Some(id) = insert_one(conn, job, notify, traceparent, found)? {
             return Ok(EnqueueOutcome::Inserted(id));
         }
         let keys = [key.as_str()];
@@ -304,8 +332,9 @@ fn insert_one(
     job: &NewJob,
     notify: bool,
     traceparent: Option<&str>,
+    found: KeyFound,
 ) -> Result<Option<JobId>> {
-    let inserted = insert_one_statement(job, notify, traceparent)
+    let inserted = insert_one_statement(job, notify, traceparent, found)
         .get_result::<InsertedRow>(conn)
         .optional()?;
     Ok(inserted.map(|row| {
@@ -316,11 +345,13 @@ fn insert_one(
     }))
 }
 
-/// [`sql::JOB_INSERT`] of `job`, which wakes its queue if `notify`.
+/// [`sql::JOB_INSERT`] of `job`, which wakes its queue if `notify`, by an
+/// enqueue that found `found` of its key.
 pub(crate) fn insert_one_statement<'j>(
     job: &'j NewJob,
     notify: bool,
     traceparent: Option<&'j str>,
+    found: KeyFound,
 ) -> Prepared<'j, sql::JobInsert> {
     job_columns::<sql::JobInsert>(job)
         .bind::<Nullable<Text>, _>(job.unique_key.as_deref())
@@ -328,6 +359,172 @@ pub(crate) fn insert_one_statement<'j>(
         .bind::<Bool, _>(notify)
         .bind::<Nullable<Text>, _>(traceparent)
         .bind::<Nullable<Text>, _>(job.concurrency_key.as_deref())
+        .bind::<Bool, _>(found.waits)
+        .bind::<Nullable<Integer>, _>(found.room)
+}
+
+/// What an enqueue found of the keys of its jobs in queues with a key
+/// limit before inserting them: whether a due job of each key waits, and
+/// the room its insert may admit within (null when it did not get the
+/// key's admission lock, tried and never waited for, or a job of the key
+/// waits). See [`sql::KEY_LOCK_FOR_INSERT`] and
+/// [`sql::KEY_ROOM_FOR_INSERT`].
+#[derive(Debug, Default)]
+pub(crate) struct KeyLocks(HashMap<(String, String), KeyFound>);
+
+/// A row of [`sql::KEY_LOCK_FOR_INSERT`]: a key of a queue with a key
+/// limit, and whether the enqueue got its lock.
+#[derive(QueryableByName)]
+pub(crate) struct LockedKey {
+    #[diesel(sql_type = Text)]
+    queue: String,
+    #[diesel(sql_type = Text)]
+    key: String,
+    #[diesel(sql_type = Bool)]
+    locked: bool,
+}
+
+/// A row of [`sql::KEY_ROOM_FOR_INSERT`]: what the insert admits the jobs
+/// of a key by.
+#[derive(QueryableByName)]
+pub(crate) struct KeyRoom {
+    #[diesel(sql_type = Text)]
+    queue: String,
+    #[diesel(sql_type = Text)]
+    key: String,
+    #[diesel(sql_type = Bool)]
+    waits: bool,
+    #[diesel(sql_type = Nullable<Integer>)]
+    room: Option<i32>,
+}
+
+impl KeyLocks {
+    /// Tries the locks of the keys of `jobs` (those of queues with a key
+    /// limit) and counts the room of those it got, in the connection's
+    /// open transaction.
+    pub(crate) fn take(conn: &mut PgConnection, jobs: &[NewJob]) -> Result<Self> {
+        let (queues, keys) = key_columns(jobs);
+        if keys.is_empty() {
+            return Ok(KeyLocks::default());
+        }
+        let locked = Self::query(&queues, &keys).load(conn)?;
+        if locked.is_empty() {
+            return Ok(KeyLocks::default());
+        }
+        let (queues, keys, got) = Self::lock_columns(&locked);
+        let room = Self::room_query(&queues, &keys, &got);
+        if keys.len() <= JIT_FREE_KEYS {
+            return Ok(Self::of(room.load(conn)?));
+        }
+        let prior = jit_off().get_result::<JitSetting>(conn)?.prior;
+        let rows = room.load(conn)?;
+        jit_restore(&prior).execute(conn)?;
+        Ok(Self::of(rows))
+    }
+
+    /// [`sql::KEY_LOCK_FOR_INSERT`] of the keys in `keys`, with their
+    /// queues in `queues`.
+    pub(crate) fn query<'a>(
+        queues: &'a [&'a str],
+        keys: &'a [&'a str],
+    ) -> Prepared<'a, sql::KeyLockForInsert> {
+        prepared::<sql::KeyLockForInsert>()
+            .bind::<Array<Text>, _>(queues)
+            .bind::<Array<Text>, _>(keys)
+    }
+
+    /// The columns of `rows`, the rows of [`KeyLocks::query`], as
+    /// [`KeyLocks::room_query`] takes them.
+    pub(crate) fn lock_columns(rows: &[LockedKey]) -> (Vec<&str>, Vec<&str>, Vec<bool>) {
+        let mut columns = (Vec::new(), Vec::new(), Vec::new());
+        for row in rows {
+            columns.0.push(row.queue.as_str());
+            columns.1.push(row.key.as_str());
+            columns.2.push(row.locked);
+        }
+        columns
+    }
+
+    /// [`sql::KEY_ROOM_FOR_INSERT`] of the keys in `keys`, with their
+    /// queues in `queues` and whether their lock was got in `locked`:
+    /// planned each time (see the statement).
+    pub(crate) fn room_query<'a>(
+        queues: &'a [&'a str],
+        keys: &'a [&'a str],
+        locked: &'a [bool],
+    ) -> Prepared<'a, sql::KeyRoomForInsert> {
+        prepared::<sql::KeyRoomForInsert>()
+            .planned_each_time()
+            .bind::<Array<Text>, _>(queues)
+            .bind::<Array<Text>, _>(keys)
+            .bind::<Array<Bool>, _>(locked)
+    }
+
+    /// The keys of `rows`, the rows of [`KeyLocks::room_query`].
+    pub(crate) fn of(rows: Vec<KeyRoom>) -> Self {
+        KeyLocks(
+            rows.into_iter()
+                .map(|row| {
+                    let found = KeyFound {
+                        waits: row.waits,
+                        room: row.room,
+                    };
+                    ((row.queue, row.key), found)
+                })
+                .collect(),
+        )
+    }
+
+    /// What the insert of `job` admits it by: nothing waits and no room
+    /// for a job without a key or of a queue without a key limit.
+    pub(crate) fn of_job(&self, job: &NewJob) -> KeyFound {
+        job.concurrency_key
+            .as_ref()
+            .and_then(|key| self.0.get(&(job.queue.clone(), key.clone())))
+            .copied()
+            .unwrap_or_default()
+    }
+}
+
+/// Keys of an enqueue past which [`sql::KEY_ROOM_FOR_INSERT`] runs with JIT
+/// compilation off ([`sql::JIT_OFF_LOCAL`]): its cost estimate, about 25 a
+/// key, crosses the server's default `jit_above_cost` (100,000) at about
+/// 4,000 keys, and a compilation costs more than the look-up.
+pub(crate) const JIT_FREE_KEYS: usize = 500;
+
+/// A row of [`sql::JIT_OFF_LOCAL`]: the session's JIT setting before.
+#[derive(QueryableByName)]
+pub(crate) struct JitSetting {
+    #[diesel(sql_type = Text)]
+    pub(crate) prior: String,
+}
+
+/// [`sql::JIT_OFF_LOCAL`]: JIT off until [`jit_restore`] of the setting
+/// it returns.
+pub(crate) fn jit_off() -> Prepared<'static, sql::JitOffLocal> {
+    prepared::<sql::JitOffLocal>()
+}
+
+/// [`sql::JIT_RESTORE`] of `prior`, the setting [`jit_off`] returned.
+pub(crate) fn jit_restore(prior: &str) -> Prepared<'_, sql::JitRestore> {
+    prepared::<sql::JitRestore>().bind::<Text, _>(prior)
+}
+
+/// What an insert admits a keyed job by ([`KeyLocks::of_job`]).
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct KeyFound {
+    /// Whether a due job of its key waits.
+    pub(crate) waits: bool,
+    /// How many of its key's jobs the insert may admit (see [`KeyRoom`]).
+    pub(crate) room: Option<i32>,
+}
+
+/// The queues and the concurrency keys of the keyed jobs of `jobs`, as
+/// [`KeyLocks::query`] takes them.
+pub(crate) fn key_columns(jobs: &[NewJob]) -> (Vec<&str>, Vec<&str>) {
+    jobs.iter()
+        .filter_map(|job| Some((job.queue.as_str(), job.concurrency_key.as_deref()?)))
+        .unzip()
 }
 
 /// The live jobs holding `keys`, by key.
@@ -376,9 +573,10 @@ fn enqueue_many_traced(
     traceparent: Option<&str>,
 ) -> Result<Enqueued> {
     let keyed = jobs.iter().any(|job| job.unique_key.is_some());
+    let limited = jobs.iter().any(|job| job.concurrency_key.is_some());
     let copyable = jobs.len() >= COPY_THRESHOLD
         && !keyed
-        && jobs.iter().all(|job| job.concurrency_key.is_none())
+        && !limited
         && jobs
             .iter()
             .all(|job| job.run_at.is_none() && job.delay_secs == 0.0);
@@ -387,13 +585,15 @@ fn enqueue_many_traced(
             copy_many(conn, jobs, traceparent)
         });
     }
-    if keyed {
-        // Duplicates are looked up after the insert, in the same transaction.
+    if keyed || limited {
+        // Duplicates are looked up after the insert, and key locks held
+        // until the end, in the same transaction.
         return crate::isolation::in_transaction(conn, "BEGIN", |conn| {
-            insert_many(conn, jobs, traceparent)
+            let locks = KeyLocks::take(conn, jobs)?;
+            insert_many(conn, jobs, traceparent, &locks)
         });
     }
-    insert_many(conn, jobs, traceparent)
+    insert_many(conn, jobs, traceparent, &KeyLocks::default())
 }
 
 /// Appends `field` to a `COPY` text-format line, escaped.
@@ -472,8 +672,9 @@ fn insert_many(
     conn: &mut PgConnection,
     jobs: &[NewJob],
     traceparent: Option<&str>,
+    locks: &KeyLocks,
 ) -> Result<Enqueued> {
-    let columns = BatchColumns::of(jobs, traceparent);
+    let columns = BatchColumns::of(jobs, traceparent, locks);
     let rows = columns.statement().load::<IdRow>(conn)?;
     let Some(missing) = BatchRest::after(jobs, rows) else {
         return Ok(Enqueued {
@@ -487,7 +688,7 @@ fn insert_many(
         outcomes.push(match slot {
             Slot::Done(outcome) => outcome,
             // The holder finished between the insert and the look-up.
-            Slot::Again(job) => enqueue_traced(conn, job, traceparent)?,
+            Slot::Again(job) => enqueue_locked(conn, job, traceparent, locks.of_job(job))?,
         });
     }
     Ok(Enqueued::from_outcomes(outcomes))
@@ -507,11 +708,14 @@ pub(crate) struct BatchColumns<'j> {
     keys: Vec<Option<&'j str>>,
     traceparent: Option<&'j str>,
     concurrency_keys: Vec<Option<&'j str>>,
+    key_waits: Vec<bool>,
+    key_room: Vec<Option<i32>>,
 }
 
 impl<'j> BatchColumns<'j> {
-    /// The columns of `jobs`, which all carry `traceparent`.
-    pub(crate) fn of(jobs: &'j [NewJob], traceparent: Option<&'j str>) -> Self {
+    /// The columns of `jobs`, which all carry `traceparent`, enqueued
+    /// holding `locks`.
+    pub(crate) fn of(jobs: &'j [NewJob], traceparent: Option<&'j str>, locks: &KeyLocks) -> Self {
         BatchColumns {
             ids: jobs.iter().map(|job| job.id).collect(),
             types: jobs.iter().map(|job| job.job_type.as_str()).collect(),
@@ -527,6 +731,8 @@ impl<'j> BatchColumns<'j> {
                 .iter()
                 .map(|job| job.concurrency_key.as_deref())
                 .collect(),
+            key_waits: jobs.iter().map(|job| locks.of_job(job).waits).collect(),
+            key_room: jobs.iter().map(|job| locks.of_job(job).room).collect(),
         }
     }
 
@@ -546,6 +752,8 @@ impl<'j> BatchColumns<'j> {
             .bind::<Bool, _>(true)
             .bind::<Nullable<Text>, _>(self.traceparent)
             .bind::<Array<Nullable<Text>>, _>(&self.concurrency_keys)
+            .bind::<Array<Bool>, _>(&self.key_waits)
+            .bind::<Array<Nullable<Integer>>, _>(&self.key_room)
     }
 }
 

@@ -15,9 +15,10 @@ use diesel::sql_types::{Nullable, Text};
 use diesel_async::{AnsiTransactionManager, AsyncPgConnection, RunQueryDsl, TransactionManager};
 
 use crate::enqueue::{
-    BatchColumns, BatchRest, HolderRow, InsertedRow, Slot, UNIQUE_RETRIES, by_key, duplicate,
-    insert_one_statement, job_columns, key_kept_changing, live_holders_query, needs_full_insert,
-    notified, notify_now,
+    BatchColumns, BatchRest, HolderRow, InsertedRow, JIT_FREE_KEYS, JitSetting, KeyFound, KeyLocks,
+    Slot, UNIQUE_RETRIES, by_key, duplicate, insert_one_statement, jit_off, jit_restore,
+    job_columns, key_columns, key_kept_changing, live_holders_query, needs_full_insert, notified,
+    notify_now,
 };
 use crate::id_rows::IdRow;
 use crate::trace_context::EnqueueTrace;
@@ -39,16 +40,36 @@ pub async fn enqueue_async(conn: &mut AsyncPgConnection, job: &NewJob) -> Result
     enqueue.await
 }
 
-/// [`enqueue_async`] of `job`, which carries `traceparent`.
+/// [`enqueue_async`] of `job`, which carries `traceparent`: in a
+/// transaction with its key's admission lock tried first if it has a
+/// concurrency key (see [`KeyLocks`]).
 async fn enqueue_traced(
     conn: &mut AsyncPgConnection,
     job: &NewJob,
     traceparent: Option<&str>,
 ) -> Result<EnqueueOutcome> {
+    if job.concurrency_key.is_none() {
+        return enqueue_locked(conn, job, traceparent, KeyFound::default()).await;
+    }
+    in_transaction(conn, async |conn| {
+        let locks = take_locks(conn, std::slice::from_ref(job)).await?;
+        enqueue_locked(conn, job, traceparent, locks.of_job(job)).await
+    })
+    .await
+}
+
+/// [`enqueue_async`] of `job`, admitted by what its enqueue found of its
+/// key, `found` (see [`KeyLocks`]).
+async fn enqueue_locked(
+    conn: &mut AsyncPgConnection,
+    job: &NewJob,
+    traceparent: Option<&str>,
+    found: KeyFound,
+) -> Result<EnqueueOutcome> {
     let notify = notify_now(&*conn, job);
     let Some(key) = &job.unique_key else {
         if needs_full_insert(job, notify) {
-            insert_one(conn, job, notify, traceparent).await?;
+            insert_one(conn, job, notify, traceparent, found).await?;
         } else {
             job_columns::<sql::JobInsertQuiet>(job)
                 .bind::<Nullable<Text>, _>(traceparent)
@@ -58,7 +79,7 @@ async fn enqueue_traced(
         return Ok(EnqueueOutcome::Inserted(job.id));
     };
     for _ in 0..UNIQUE_RETRIES {
-        if let Some(id) = insert_one(conn, job, notify, traceparent).await? {
+        if let Some(id) = insert_one(conn, job, notify, traceparent, found).await? {
             return Ok(EnqueueOutcome::Inserted(id));
         }
         let keys = [key.as_str()];
@@ -78,8 +99,9 @@ async fn insert_one(
     job: &NewJob,
     notify: bool,
     traceparent: Option<&str>,
+    found: KeyFound,
 ) -> Result<Option<JobId>> {
-    let inserted = insert_one_statement(job, notify, traceparent)
+    let inserted = insert_one_statement(job, notify, traceparent, found)
         .get_result::<InsertedRow>(conn)
         .await
         .optional()?;
@@ -98,8 +120,8 @@ async fn insert_one(
 /// A job whose unique key is held by a live job, or by an earlier job of
 /// the same batch, is not inserted and is reported in
 /// [`Enqueued::duplicates`]; the others are inserted. Runs inside the
-/// caller's open transaction, if any (else, for a batch with unique keys,
-/// in one of its own): all of the batch or none of it.
+/// caller's open transaction, if any (else, for a batch with unique or
+/// concurrency keys, in one of its own): all of the batch or none of it.
 pub async fn enqueue_many_async(conn: &mut AsyncPgConnection, jobs: &[NewJob]) -> Result<Enqueued> {
     let Some(first) = jobs.first() else {
         return Ok(Enqueued::default());
@@ -119,16 +141,34 @@ async fn enqueue_many_traced(
     traceparent: Option<&str>,
 ) -> Result<Enqueued> {
     let keyed = jobs.iter().any(|job| job.unique_key.is_some());
-    let in_transaction = AnsiTransactionManager::transaction_manager_status_mut(conn)
+    let limited = jobs.iter().any(|job| job.concurrency_key.is_some());
+    if !keyed && !limited {
+        return insert_many(conn, jobs, traceparent, &KeyLocks::default()).await;
+    }
+    // Duplicates are looked up after the insert, and key locks held until
+    // the end, in the same transaction.
+    in_transaction(conn, async |conn| {
+        let locks = take_locks(conn, jobs).await?;
+        insert_many(conn, jobs, traceparent, &locks).await
+    })
+    .await
+}
+
+/// Runs `f` in a transaction of its own, or, when `conn` is already inside
+/// a transaction, in that one as it is.
+async fn in_transaction<T>(
+    conn: &mut AsyncPgConnection,
+    f: impl AsyncFnOnce(&mut AsyncPgConnection) -> Result<T>,
+) -> Result<T> {
+    let open = AnsiTransactionManager::transaction_manager_status_mut(conn)
         .transaction_depth()
         .map_err(Error::Database)?
         .is_some();
-    if !keyed || in_transaction {
-        return insert_many(conn, jobs, traceparent).await;
+    if open {
+        return f(conn).await;
     }
-    // Duplicates are looked up after the insert, in the same transaction.
     AnsiTransactionManager::begin_transaction(conn).await?;
-    match insert_many(conn, jobs, traceparent).await {
+    match f(conn).await {
         Ok(done) => {
             AnsiTransactionManager::commit_transaction(conn).await?;
             Ok(done)
@@ -141,14 +181,36 @@ async fn enqueue_many_traced(
     }
 }
 
+/// [`KeyLocks::take`], awaited.
+async fn take_locks(conn: &mut AsyncPgConnection, jobs: &[NewJob]) -> Result<KeyLocks> {
+    let (queues, keys) = key_columns(jobs);
+    if keys.is_empty() {
+        return Ok(KeyLocks::default());
+    }
+    let locked = KeyLocks::query(&queues, &keys).load(conn).await?;
+    if locked.is_empty() {
+        return Ok(KeyLocks::default());
+    }
+    let (queues, keys, got) = KeyLocks::lock_columns(&locked);
+    let room = KeyLocks::room_query(&queues, &keys, &got);
+    if keys.len() <= JIT_FREE_KEYS {
+        return Ok(KeyLocks::of(room.load(conn).await?));
+    }
+    let prior = jit_off().get_result::<JitSetting>(conn).await?.prior;
+    let rows = room.load(conn).await?;
+    jit_restore(&prior).execute(conn).await?;
+    Ok(KeyLocks::of(rows))
+}
+
 /// [`sql::JOB_INSERT_MANY`] of the jobs, then the holders of the keys it
 /// found taken.
 async fn insert_many(
     conn: &mut AsyncPgConnection,
     jobs: &[NewJob],
     traceparent: Option<&str>,
+    locks: &KeyLocks,
 ) -> Result<Enqueued> {
-    let columns = BatchColumns::of(jobs, traceparent);
+    let columns = BatchColumns::of(jobs, traceparent, locks);
     let rows = columns.statement().load::<IdRow>(conn).await?;
     let Some(missing) = BatchRest::after(jobs, rows) else {
         return Ok(Enqueued {
@@ -163,7 +225,9 @@ async fn insert_many(
         outcomes.push(match slot {
             Slot::Done(outcome) => outcome,
             // The holder finished between the insert and the look-up.
-            Slot::Again(job) => Box::pin(enqueue_traced(conn, job, traceparent)).await?,
+            Slot::Again(job) => {
+                Box::pin(enqueue_locked(conn, job, traceparent, locks.of_job(job))).await?
+            }
         });
     }
     Ok(Enqueued::from_outcomes(outcomes))

@@ -3,10 +3,11 @@
 //!
 //! A job carries a key when enqueued with one ([`crate::JobOptions::key`],
 //! or its type's [`crate::Job::concurrency_key`]). In a queue with a key
-//! limit, a keyed job is inserted [`crate::JobStatus::Waiting`] and
-//! admitted (to `pending`) by the runners once fewer than the limit of its
-//! key's jobs are admitted and unfinished; unkeyed jobs of the queue are
-//! not limited. An admitted job keeps its place through retries, snoozes
+//! limit, a keyed job is admitted by its enqueue when fewer than the limit
+//! of its key's jobs are admitted and unfinished and none waits; otherwise
+//! it is inserted [`crate::JobStatus::Waiting`] and admitted (to
+//! `pending`) by the runners once its key has room. Unkeyed jobs of the
+//! queue are not limited. An admitted job keeps its place through retries, snoozes
 //! and recoveries of its runner's lease: the ones behind it wait until it
 //! completes, fails for good or is cancelled.
 

@@ -58,6 +58,9 @@ where
 pub(crate) struct Prepared<'a, S> {
     binds: Vec<Box<dyn PushBind + Send + 'a>>,
     statement: PhantomData<S>,
+    /// Whether the connection keeps the statement prepared (see
+    /// [`Prepared::planned_each_time`]).
+    kept: bool,
 }
 
 /// Starts binding the parameters of statement `S`.
@@ -65,10 +68,21 @@ pub(crate) fn prepared<'a, S: Statement>() -> Prepared<'a, S> {
     Prepared {
         binds: Vec::new(),
         statement: PhantomData,
+        kept: true,
     }
 }
 
 impl<'a, S: Statement> Prepared<'a, S> {
+    /// Planned for its parameters and the table as they are at each run,
+    /// never kept prepared: for a statement whose good plan depends on how
+    /// large a table has grown since the connection first ran it (a plan
+    /// kept from a nearly empty table may read the whole table for each
+    /// row it looks up).
+    pub(crate) fn planned_each_time(mut self) -> Self {
+        self.kept = false;
+        self
+    }
+
     /// Binds the next parameter (`$1` first) as SQL type `ST`.
     pub(crate) fn bind<ST: 'a, U>(mut self, value: U) -> Self
     where
@@ -85,6 +99,9 @@ impl<'a, S: Statement> Prepared<'a, S> {
 
 impl<S: Statement> QueryFragment<Pg> for Prepared<'_, S> {
     fn walk_ast<'b>(&'b self, mut out: AstPass<'_, 'b, Pg>) -> QueryResult<()> {
+        if !self.kept {
+            out.unsafe_to_cache_prepared();
+        }
         // Each `$N` in the text becomes a placeholder Diesel numbers itself,
         // bound to the N-th value: a repeated parameter is bound again.
         let sql = S::SQL;

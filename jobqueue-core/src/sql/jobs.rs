@@ -59,16 +59,17 @@ macro_rules! live_predicate {
     };
 }
 
-/// The `key_checked` of a keyed job inserted due (`$run_at`) into queue
-/// `$queue` with key `$key`, `$rank`-th of its key's due jobs in its
-/// batch (SQL expressions): true when a due job of its key is in line
-/// ahead of it (earlier in the batch, or already waiting). Such a job
-/// needs no admission pass of its own: the one ahead of it is admitted
-/// first (by a pass, or when a job of the key finishes), and the
-/// admission that admits it looks at the rest of the line. Read only
-/// while the job is `waiting`.
+/// The `key_checked` of a keyed job inserted due (`$run_at`) with key
+/// `$key`, `$rank`-th of its key's due jobs in its batch, `$waits` whether
+/// a due job of its key already waits (SQL expressions; `$waits` as the
+/// enqueue found it, see `KEY_ROOM_FOR_INSERT` in `keys.rs`): true when a
+/// due job of its key is in line ahead of it (earlier in the batch, or
+/// already waiting). Such a job needs no admission pass of its own: the
+/// one ahead of it is admitted first (by a pass, or when a job of the key
+/// finishes), and the admission that admits it looks at the rest of the
+/// line. Read only while the job is `waiting`.
 macro_rules! key_checked_at_insert {
-    ($run_at:literal, $queue:literal, $key:literal, $rank:literal) => {
+    ($run_at:literal, $key:literal, $rank:literal, $waits:literal) => {
         concat!(
             "CASE WHEN ",
             $key,
@@ -76,12 +77,9 @@ macro_rules! key_checked_at_insert {
             $run_at,
             " <= now() AND (",
             $rank,
-            " > 1 OR EXISTS (SELECT 1 FROM jobqueue_jobs AS kw
-                             WHERE kw.status = 'waiting' AND kw.queue = ",
-            $queue,
-            " AND kw.concurrency_key = ",
-            $key,
-            " AND kw.run_at <= now())) THEN true END"
+            " > 1 OR ",
+            $waits,
+            ") THEN true END"
         )
     };
 }
@@ -148,16 +146,18 @@ macro_rules! unless_key_held {
 /// `$6` max_attempts, `$7` run_at (nullable), `$8` delay in seconds (used when
 /// `$7` is null), `$9` unique_key (nullable), `$10` notify channel, `$11`
 /// whether to notify, `$12` traceparent (nullable), `$13` concurrency key
-/// (nullable).
+/// (nullable), `$14` whether a due job of its key waits, `$15` its key's
+/// room (nullable; both as the enqueue found them, see
+/// `KEY_ROOM_FOR_INSERT` in `keys.rs`, and `status_at_insert!`).
 pub(crate) const JOB_INSERT: &str = concat!(
     "WITH inserted AS (
         INSERT INTO jobqueue_jobs
             (id, job_type, queue, priority, payload, max_attempts, run_at, status, unique_key,
              traceparent, concurrency_key, key_checked)
         SELECT $1, $2, $3, $4, CAST($5 AS jsonb), $6, t.run_at, ",
-    status_for_keyed!("t.run_at", "$3", "$13::text"),
+    status_at_insert!("t.run_at", "$3", "$13::text", "$15::int4", "1", "1"),
     ", $9, $12, $13, ",
-    key_checked_at_insert!("t.run_at", "$3", "$13::text", "1"),
+    key_checked_at_insert!("t.run_at", "$13::text", "1", "$14::bool"),
     "
         FROM (SELECT COALESCE($7, now() + make_interval(secs => $8)) AS run_at) AS t",
     unless_key_held!()
@@ -177,8 +177,8 @@ pub(crate) const JOB_INSERT_QUIET: &str = concat!(
 
 /// Inserts many jobs in one statement from parallel arrays (same order as
 /// [`JOB_INSERT`]'s parameters; `$12`, the one traceparent of them all;
-/// `$13` the concurrency keys) and wakes their queues; returns the ids
-/// actually inserted.
+/// `$13` the concurrency keys; `$14` and `$15` each job's key's waiting and
+/// room) and wakes their queues; returns the ids actually inserted.
 pub(crate) const JOB_INSERT_MANY: &str = concat!(
     "WITH inserted AS (
         INSERT INTO jobqueue_jobs
@@ -186,22 +186,31 @@ pub(crate) const JOB_INSERT_MANY: &str = concat!(
              traceparent, concurrency_key, key_checked)
         SELECT t.id, t.job_type, t.queue, t.priority, CAST(t.payload AS jsonb), t.max_attempts,
                t.run_at, ",
-    status_for_keyed!("t.run_at", "t.queue", "t.concurrency_key"),
+    status_at_insert!(
+        "t.run_at",
+        "t.queue",
+        "t.concurrency_key",
+        "t.key_room",
+        "t.key_rank",
+        "t.key_seat"
+    ),
     ", t.unique_key, $12::text, t.concurrency_key, ",
-    key_checked_at_insert!("t.run_at", "t.queue", "t.concurrency_key", "t.key_rank"),
+    key_checked_at_insert!("t.run_at", "t.concurrency_key", "t.key_rank", "t.key_waits"),
     "
         FROM (SELECT r.*,
                      row_number() OVER (PARTITION BY r.queue, r.concurrency_key,
                                                      r.run_at <= now()
-                                        ORDER BY r.id) AS key_rank
+                                        ORDER BY r.id) AS key_rank,
+                     row_number() OVER (PARTITION BY r.queue, r.concurrency_key
+                                        ORDER BY r.id) AS key_seat
               FROM (SELECT u.id, u.job_type, u.queue, u.priority, u.payload, u.max_attempts,
                            COALESCE(u.run_at, now() + make_interval(secs => u.delay)) AS run_at,
-                           u.unique_key, u.concurrency_key
+                           u.unique_key, u.concurrency_key, u.key_waits, u.key_room
                     FROM unnest($1::uuid[], $2::text[], $3::text[], $4::int4[], $5::text[],
                                 $6::int4[], $7::timestamptz[], $8::float8[], $9::text[],
-                                $13::text[])
+                                $13::text[], $14::bool[], $15::int4[])
                          AS u(id, job_type, queue, priority, payload, max_attempts, run_at, delay,
-                              unique_key, concurrency_key)) AS r) AS t",
+                              unique_key, concurrency_key, key_waits, key_room)) AS r) AS t",
     unless_key_held!()
 );
 

@@ -74,6 +74,74 @@ macro_rules! status_for_run_at {
     };
 }
 
+/// The holders of key `$key` of queue `$queue` (SQL expressions): its jobs
+/// admitted and not finished.
+macro_rules! key_holders {
+    ($queue:literal, $key:literal) => {
+        concat!(
+            "(SELECT count(*) FROM jobqueue_jobs AS h
+              WHERE h.queue = ",
+            $queue,
+            " AND h.concurrency_key = ",
+            $key,
+            "
+                AND h.concurrency_key IS NOT NULL
+                AND h.status IN ('scheduled', 'pending', 'unhandled', 'claimed', 'running'))"
+        )
+    };
+}
+
+/// The status of a job inserted into queue `$queue` with run_at `$run_at`,
+/// concurrency key `$key`, as the `$due_seat`-th due job of its key in its
+/// batch and the `$seat`-th of any, with `$room` (SQL expressions): as
+/// `status_for_run_at!` when it has no key or its queue no key limit;
+/// else admitted at once (`pending`, or `scheduled` while its run_at is
+/// ahead) when its key has room: `$room` is what the enqueue found with
+/// the key's admission lock held and no job of the key waiting (null
+/// otherwise, see `KEY_ROOM_FOR_INSERT` in `keys.rs`):
+/// in a queue kept in order, the first of the batch within it; in another,
+/// due and within it with the due jobs ahead of it in the batch. Otherwise
+/// `waiting`, for an admission pass. The statement reads no other job:
+/// what it decides by was counted before, in a statement planned for the
+/// table as it is.
+macro_rules! status_at_insert {
+    ($run_at:literal, $queue:literal, $key:literal, $room:literal, $due_seat:literal,
+     $seat:literal) => {
+        concat!(
+            "CASE WHEN ",
+            $key,
+            " IS NULL OR NOT EXISTS (SELECT 1 FROM jobqueue_queues AS kq WHERE kq.name = ",
+            $queue,
+            " AND kq.key_limit IS NOT NULL)
+                  THEN (CASE WHEN ",
+            $run_at,
+            " <= now() THEN 'pending' ELSE 'scheduled' END)
+              WHEN ",
+            $room,
+            " IS NOT NULL
+                   AND (SELECT CASE WHEN kq.key_ordered THEN ",
+            $seat,
+            " <= ",
+            $room,
+            "
+                                    ELSE ",
+            $run_at,
+            " <= now() AND ",
+            $due_seat,
+            " <= ",
+            $room,
+            " END
+                        FROM jobqueue_queues AS kq WHERE kq.name = ",
+            $queue,
+            ")
+                  THEN (CASE WHEN ",
+            $run_at,
+            " <= now() THEN 'pending' ELSE 'scheduled' END)
+              ELSE 'waiting' END"
+        )
+    };
+}
+
 /// The status of a job inserted into queue `$queue` with run_at `$run_at`
 /// and concurrency key `$key` (SQL expressions): `waiting` if it has a key
 /// and its queue a key limit (admitted when its key has room, see
