@@ -659,6 +659,8 @@ fn bench_runs_every_measurement() {
         "pickup floor p95 while 3000 drain in queue a",
         "queue b pickup p95 / pickup floor p95, draining a",
         "burn-down, key limit not binding / no keys",
+        "burn-down, key limit not binding / the same keyed jobs unlimited",
+        "enqueue of those keyed jobs, limit 10 / no limit",
         "burn-down, key limit 1 / no keys",
         "burn-down of 1 ms jobs, key limit not binding / no keys",
         "claim 100 of every queue, 10000 waiting / none",

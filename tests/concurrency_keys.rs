@@ -422,7 +422,10 @@ fn an_enqueue_admits_what_its_key_has_room_for_and_never_waits_for_another() {
                 "SELECT count(*) AS n FROM pg_locks
                  WHERE locktype = 'advisory' AND pid = pg_backend_pid()",
             );
-            let jit = scalar(conn, "SELECT (current_setting('jit') = 'on')::int::int8 AS n");
+            let jit = scalar(
+                conn,
+                "SELECT (current_setting('jit') = 'on')::int::int8 AS n",
+            );
             Ok::<_, Error>((locks, jit))
         })
         .expect("enqueue many keys");

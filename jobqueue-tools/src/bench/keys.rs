@@ -1,13 +1,14 @@
 //! Per-key concurrency's costs (`keys`). Burn-downs of one queue's no-op
-//! jobs by a runner of 8 workers, three settings alternated within each
-//! run: no keys (the baseline); every job keyed, 10 per key, a key limit
-//! of 10 (never binding: no job waits for another of its key); every job
-//! keyed over many keys, a key limit of 1 (each key's jobs one after
+//! jobs by a runner of 8 workers, four settings alternated within each
+//! run: no keys (the baseline); every job keyed, 10 per key, no key limit
+//! (the never-binding limit's "unlimited drain"); the same jobs under a key
+//! limit of 10 (never binding: no job waits for another of its key); every
+//! job keyed over many keys, a key limit of 1 (each key's jobs one after
 //! another). A keyed job of a key-limited queue is admitted by its
 //! enqueue when its key has room, and inserted `waiting` otherwise, to
 //! reach the workers once a runner admitted it. What that costs the
 //! enqueue: the keyed jobs of the never-binding setting enqueued with the
-//! limit against the same jobs without it, alternated.
+//! limit against the same jobs without it.
 //!
 //! The same comparison of no keys against a limit that never binds with
 //! jobs that work 1 ms each (a tenth as many jobs): what a limit costs
