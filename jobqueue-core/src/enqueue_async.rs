@@ -15,10 +15,12 @@ use diesel::sql_types::{Nullable, Text};
 use diesel_async::{AnsiTransactionManager, AsyncPgConnection, RunQueryDsl, TransactionManager};
 
 use crate::enqueue::{
-    BatchColumns, BatchRest, HolderRow, InsertedRow, JIT_FREE_KEYS, JitSetting, KeyFound, KeyLocks,
-    Slot, UNIQUE_RETRIES, by_key, duplicate, insert_one_statement, jit_off, jit_restore,
-    job_columns, key_columns, key_kept_changing, live_holders_query, needs_full_insert, notified,
-    notify_now,
+    BatchColumns, BatchRest, HolderRow, InsertedRow, Slot, UNIQUE_RETRIES, by_key, duplicate,
+    insert_one_statement, job_columns, key_kept_changing, live_holders_query, needs_full_insert,
+    notified, notify_now,
+};
+use crate::enqueue_keys::{
+    JIT_FREE_KEYS, JitSetting, KeyFound, KeyLocks, jit_off, jit_restore, key_columns,
 };
 use crate::id_rows::IdRow;
 use crate::trace_context::EnqueueTrace;

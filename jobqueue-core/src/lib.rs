@@ -60,6 +60,7 @@ pub mod engine;
 mod enqueue;
 #[cfg(feature = "async")]
 mod enqueue_async;
+mod enqueue_keys;
 mod error;
 mod fenced;
 mod finish;
