@@ -115,8 +115,8 @@ fn flush(shared: &Shared, claimer: &Claimer, db: &mut Db, pending: &mut Vec<Outc
     span.written(before - pending.len());
     if !keys.is_empty() {
         // An outcome that keeps its job's place, a retry or a snooze,
-        // admits nothing.
-        claimer.admit_after(shared, db, &keys);
+        // admits nothing. The admitter admits; this flush does not wait.
+        claimer.keys_finished(keys);
     }
     if !may_end.is_empty() {
         settle_step_ends(shared, claimer, db, &may_end);

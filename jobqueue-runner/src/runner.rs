@@ -155,6 +155,11 @@ impl Runner {
         })?];
         let (s, c) = (Arc::clone(&shared), Arc::clone(&claimer));
         let stop = last_rx.clone();
+        background.push(spawn("jobqueue-admitter", move || {
+            c.run_admitter(&s, &stop)
+        })?);
+        let (s, c) = (Arc::clone(&shared), Arc::clone(&claimer));
+        let stop = last_rx.clone();
         background.push(spawn("jobqueue-listener", move || {
             crate::listener::run(s, &c, stop)
         })?);

@@ -41,14 +41,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
-use crossbeam_channel::{Receiver, Sender, bounded};
+use crossbeam_channel::{Receiver, Sender, bounded, unbounded};
 
 pub(crate) use fetcher::HandBack;
 
 use jobqueue_core::engine::QueueKey;
 
 use crate::RunnerConfig;
-use crate::db::Db;
 use crate::dispatch::JobSender;
 use crate::job_state::{InFlight, JobState};
 use crate::shared::Shared;
@@ -83,6 +82,11 @@ pub(crate) struct Claimer {
     /// Whether keyed jobs were announced as waiting for their key's room
     /// (the fetcher admits them before its next claim: `waiting.rs`).
     waiting: waiting::Announced,
+    /// The keys whose jobs got their outcomes, for the admitter
+    /// (`waiting.rs`): sent by the completer, never waited for.
+    finished: Sender<Vec<QueueKey>>,
+    /// Their receiving end, the admitter's.
+    finished_rx: Receiver<Vec<QueueKey>>,
     /// Wakes the fetcher (capacity 1: wake-ups coalesce, none is lost).
     wake_fetcher: Sender<()>,
     /// Wakes the early claims (capacity 1).
@@ -106,6 +110,9 @@ impl Claimer {
     pub(crate) fn new(config: &RunnerConfig) -> (Arc<Claimer>, Wakeups) {
         let (wake_fetcher, fetcher) = bounded(1);
         let (wake_early, early) = bounded(1);
+        // Unbounded: the admitter takes every list sent while it admitted
+        // at once, so the lists waiting are those of one admission's time.
+        let (finished, finished_rx) = unbounded();
         let claimer = Claimer {
             room: room::Room::new(config),
             announced: announced::Announced::default(),
@@ -116,6 +123,8 @@ impl Claimer {
             every_queue: config.queues.is_empty(),
             unhandled_met: Mutex::default(),
             waiting: waiting::Announced::default(),
+            finished,
+            finished_rx,
             wake_fetcher,
             wake_early,
         };
@@ -200,10 +209,16 @@ impl Claimer {
         self.waiting.listening(on);
     }
 
-    /// After jobs of `keys` got their outcomes: admits their keys' next
-    /// jobs (see `waiting.rs`).
-    pub(crate) fn admit_after(&self, shared: &Shared, db: &mut Db, keys: &[QueueKey]) {
-        waiting::admit_after(shared, self, db, keys);
+    /// Jobs of `keys` got their outcomes: the admitter admits their keys'
+    /// next jobs (see `waiting.rs`). Never waits.
+    pub(crate) fn keys_finished(&self, keys: Vec<QueueKey>) {
+        // The claimer holds the receiving end: the send cannot fail.
+        let _ = self.finished.send(keys);
+    }
+
+    /// Runs the admitter until `stop` disconnects (see `waiting.rs`).
+    pub(crate) fn run_admitter(&self, shared: &Shared, stop: &Receiver<()>) {
+        waiting::run_admitter(shared, self, stop);
     }
 
     /// A claim set aside a job of `job_type` in `queue`: no handler here.

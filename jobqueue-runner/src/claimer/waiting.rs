@@ -1,9 +1,13 @@
 //! Keyed jobs announced as waiting for their concurrency key's room: the
 //! fetcher admits what it can of them before its next claim, so a job
-//! whose key is free starts as soon as one that was due at once.
+//! whose key is free starts as soon as one that was due at once. And the
+//! admitter, a thread beside the completer: it admits the next jobs of the
+//! keys whose jobs the completer wrote outcomes of, so that the
+//! completer's next flush never waits for an admission.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
+use crossbeam_channel::{Receiver, select};
 use jobqueue_core::engine::QueueKey;
 
 use super::Claimer;
@@ -55,6 +59,31 @@ impl Announced {
     }
 }
 
+/// The admitter: admits the next jobs of the keys the completer sends
+/// (`Claimer::keys_finished`), each list sent while an admission ran taken
+/// with the next, until `stop` disconnects (after the completer stopped);
+/// then admits what was sent still, and ends.
+pub(super) fn run_admitter(shared: &Shared, claimer: &Claimer, stop: &Receiver<()>) {
+    let mut db = Db::new(shared, "admitter");
+    let finished = &claimer.finished_rx;
+    loop {
+        let (mut keys, last) = select! {
+            recv(finished) -> keys => (keys.unwrap_or_default(), false),
+            recv(stop) -> _ => (Vec::new(), true),
+        };
+        keys.extend(finished.try_iter().flatten());
+        keys.sort_unstable();
+        keys.dedup();
+        if !keys.is_empty() {
+            admit_after(shared, claimer, &mut db, &keys);
+        }
+        if last {
+            log::debug!("admitter stopped");
+            return;
+        }
+    }
+}
+
 /// After jobs of `keys` got their outcomes: admits the next jobs of those
 /// keys (the statement wakes the queues that got due jobs; this runner's
 /// fetcher is woken here too). Left out while no job of the runner's
@@ -62,7 +91,7 @@ impl Announced {
 /// throughout, heard of none since (it hears of every job that starts
 /// waiting, and the look began after the epoch it is kept under was
 /// read). A failure leaves the keys to the maintenance's admission pass.
-pub(super) fn admit_after(shared: &Shared, claimer: &Claimer, db: &mut Db, keys: &[QueueKey]) {
+fn admit_after(shared: &Shared, claimer: &Claimer, db: &mut Db, keys: &[QueueKey]) {
     let announced = &claimer.waiting;
     let epoch = announced.epoch();
     if epoch.is_some_and(|now| announced.quiet.load(Ordering::Acquire) == now) {
