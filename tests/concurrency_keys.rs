@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use diesel::prelude::*;
-use jobqueue_core::engine::{QueueKey, QueueSession, admit_keys, admit_new};
+use jobqueue_core::engine::{QueueKey, QueueSession, admit_keys, admit_keys_in_line, admit_new};
 use jobqueue_core::{
     Counting, Error, Job, JobOptions, JobStatus, KeyLimit, NewJob, enqueue_many, list_queues,
     set_queue_key_limit,
@@ -439,6 +439,38 @@ fn an_enqueue_admits_what_its_key_has_room_for_and_never_waits_for_another() {
         3000,
         "each of them admitted by the enqueue"
     );
+}
+
+#[test]
+fn an_admission_of_keys_in_line_admits_what_the_looking_one_does() {
+    let (_db, mut conn) = TestDb::connected();
+    limit_queue(&mut conn, "line", KeyLimit::per_key(1).expect("a limit"));
+    // Key a: its first job admitted by the enqueue, two waiting behind it.
+    let a = keyed(3, "line", |i| Noop { n: i as u64 }, |_| "a".to_owned());
+    enqueue_many(&mut conn, &a).expect("enqueue");
+    let keys: Vec<QueueKey> = ["a", "b"]
+        .iter()
+        .map(|key| QueueKey {
+            queue: "line".into(),
+            key: (*key).into(),
+        })
+        .collect();
+    // The head still holds a: nothing to admit, key b has no line at all.
+    assert_eq!(admit_keys_in_line(&mut conn, &keys).expect("admit"), 0);
+    assert_eq!(admit_keys(&mut conn, &keys).expect("admit"), 0);
+    for next in 1..3 {
+        exec(
+            &mut conn,
+            &format!(
+                "DELETE FROM jobqueue_jobs WHERE id = '{}'",
+                a[next - 1].id()
+            ),
+        );
+        assert_eq!(admit_keys_in_line(&mut conn, &keys).expect("admit"), 1);
+        assert_eq!(status_of(&mut conn, a[next].id()), JobStatus::Pending);
+        assert_eq!(admit_keys_in_line(&mut conn, &keys).expect("admit"), 0);
+    }
+    assert_eq!(admit_keys_in_line(&mut conn, &[]).expect("admit"), 0);
 }
 
 #[test]

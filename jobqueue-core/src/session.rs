@@ -163,6 +163,11 @@ impl QueueSession {
         crate::admission::admit_keys(&mut self.conn, keys)
     }
 
+    /// [`crate::admission::admit_keys_in_line`]: one transaction.
+    pub fn admit_keys_in_line(&mut self, keys: &[crate::admission::QueueKey]) -> Result<i64> {
+        crate::admission::admit_keys_in_line(&mut self.conn, keys)
+    }
+
     /// [`crate::admission::any_waiting`]: one read.
     pub fn any_waiting(&mut self, queues: &[String]) -> Result<bool> {
         crate::admission::any_waiting(&mut self.conn, queues)

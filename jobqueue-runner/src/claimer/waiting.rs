@@ -66,6 +66,9 @@ impl Announced {
 pub(super) fn run_admitter(shared: &Shared, claimer: &Claimer, stop: &Receiver<()>) {
     let mut db = Db::new(shared, "admitter");
     let finished = &claimer.finished_rx;
+    // Whether the last admission admitted jobs: their keys' lines go on,
+    // so the next one need not look for lines first.
+    let mut in_line = false;
     loop {
         let (mut keys, last) = select! {
             recv(finished) -> keys => (keys.unwrap_or_default(), false),
@@ -75,7 +78,7 @@ pub(super) fn run_admitter(shared: &Shared, claimer: &Claimer, stop: &Receiver<(
         keys.sort_unstable();
         keys.dedup();
         if !keys.is_empty() {
-            admit_after(shared, claimer, &mut db, &keys);
+            in_line = admit_after(shared, claimer, &mut db, &keys, in_line) > 0;
         }
         if last {
             log::debug!("admitter stopped");
@@ -86,20 +89,32 @@ pub(super) fn run_admitter(shared: &Shared, claimer: &Claimer, stop: &Receiver<(
 
 /// After jobs of `keys` got their outcomes: admits the next jobs of those
 /// keys (the statement wakes the queues that got due jobs; this runner's
-/// fetcher is woken here too). Left out while no job of the runner's
+/// fetcher is woken here too), without looking for the keys with lines
+/// first if `in_line`. Left out while no job of the runner's
 /// queues waits: a look found none, and the listener, connected
 /// throughout, heard of none since (it hears of every job that starts
 /// waiting, and the look began after the epoch it is kept under was
 /// read). A failure leaves the keys to the maintenance's admission pass.
-fn admit_after(shared: &Shared, claimer: &Claimer, db: &mut Db, keys: &[QueueKey]) {
+/// Returns how many jobs it admitted.
+fn admit_after(
+    shared: &Shared,
+    claimer: &Claimer,
+    db: &mut Db,
+    keys: &[QueueKey],
+    in_line: bool,
+) -> i64 {
     let announced = &claimer.waiting;
     let epoch = announced.epoch();
     if epoch.is_some_and(|now| announced.quiet.load(Ordering::Acquire) == now) {
-        return;
+        return 0;
     }
     let queues = &shared.config.queues;
     match db.run(&shared.health, |session| {
-        let admitted = session.admit_keys(keys)?;
+        let admitted = if in_line {
+            session.admit_keys_in_line(keys)?
+        } else {
+            session.admit_keys(keys)?
+        };
         let quiet = admitted == 0 && epoch.is_some() && !session.any_waiting(queues)?;
         Ok((admitted, quiet))
     }) {
@@ -109,8 +124,12 @@ fn admit_after(shared: &Shared, claimer: &Claimer, db: &mut Db, keys: &[QueueKey
             }
             let quiet_at = epoch.filter(|_| quiet).unwrap_or(0);
             announced.quiet.store(quiet_at, Ordering::Release);
+            admitted
         }
-        Err(e) => log::debug!("admitting the next jobs of {} keys failed: {e}", keys.len()),
+        Err(e) => {
+            log::debug!("admitting the next jobs of {} keys failed: {e}", keys.len());
+            0
+        }
     }
 }
 
