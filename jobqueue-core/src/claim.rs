@@ -514,7 +514,7 @@ fn claim_limited(conn: &mut PgConnection, claim: &Claim) -> Result<Claimed> {
         }
     }
     if !names.is_empty() {
-        diesel::sql_query(sql::QUEUE_NOTE_CLAIMED)
+        prepared::<sql::QueueNoteClaimed>()
             .bind::<Array<Text>, _>(names)
             .bind::<Array<Integer>, _>(counts)
             .bind::<Array<Timestamptz>, _>(entries)

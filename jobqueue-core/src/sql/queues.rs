@@ -302,7 +302,9 @@ pub(crate) const QUEUE_LIST_HISTORY: &str = queue_list!(
      GROUP BY queue, status"
 );
 
-// The hot-path statement of this table, run prepared (see `prepared.rs`).
+// The hot-path statements of this table (a limited queue's claim), run
+// prepared (see `prepared.rs`).
 crate::prepared::statements! {
     QueueLockLimited => QUEUE_LOCK_LIMITED,
+    QueueNoteClaimed => QUEUE_NOTE_CLAIMED,
 }
