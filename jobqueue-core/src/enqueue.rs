@@ -553,6 +553,7 @@ impl<'j> BatchColumns<'j> {
     /// The columns of `jobs`, which all carry `traceparent`, enqueued
     /// holding `locks`.
     pub(crate) fn of(jobs: &'j [NewJob], traceparent: Option<&'j str>, locks: &KeyLocks) -> Self {
+        let found: Vec<KeyFound> = jobs.iter().map(|job| locks.of_job(job)).collect();
         BatchColumns {
             ids: jobs.iter().map(|job| job.id).collect(),
             types: jobs.iter().map(|job| job.job_type.as_str()).collect(),
@@ -568,8 +569,8 @@ impl<'j> BatchColumns<'j> {
                 .iter()
                 .map(|job| job.concurrency_key.as_deref())
                 .collect(),
-            key_waits: jobs.iter().map(|job| locks.of_job(job).waits).collect(),
-            key_room: jobs.iter().map(|job| locks.of_job(job).room).collect(),
+            key_waits: found.iter().map(|found| found.waits).collect(),
+            key_room: found.iter().map(|found| found.room).collect(),
         }
     }
 

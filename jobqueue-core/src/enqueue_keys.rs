@@ -11,6 +11,7 @@ use std::collections::HashMap;
 use diesel::prelude::*;
 use diesel::sql_types::{Array, Bool, Integer, Nullable, Text};
 
+use crate::admission::QueueKey;
 use crate::prepared::{Prepared, prepared};
 use crate::{NewJob, Result, sql};
 
@@ -21,16 +22,14 @@ use crate::{NewJob, Result, sql};
 /// waits). See [`sql::KEY_LOCK_FOR_INSERT`] and
 /// [`sql::KEY_ROOM_FOR_INSERT`].
 #[derive(Debug, Default)]
-pub(crate) struct KeyLocks(HashMap<(String, String), KeyFound>);
+pub(crate) struct KeyLocks(HashMap<QueueKey, KeyFound>);
 
 /// A row of [`sql::KEY_LOCK_FOR_INSERT`]: a key of a queue with a key
 /// limit, and whether the enqueue got its lock.
 #[derive(QueryableByName)]
 pub(crate) struct LockedKey {
-    #[diesel(sql_type = Text)]
-    queue: String,
-    #[diesel(sql_type = Text)]
-    key: String,
+    #[diesel(embed)]
+    key: QueueKey,
     #[diesel(sql_type = Bool)]
     locked: bool,
 }
@@ -39,10 +38,8 @@ pub(crate) struct LockedKey {
 /// of a key by.
 #[derive(QueryableByName)]
 pub(crate) struct KeyRoom {
-    #[diesel(sql_type = Text)]
-    queue: String,
-    #[diesel(sql_type = Text)]
-    key: String,
+    #[diesel(embed)]
+    key: QueueKey,
     #[diesel(sql_type = Bool)]
     waits: bool,
     #[diesel(sql_type = Nullable<Integer>)]
@@ -89,8 +86,8 @@ impl KeyLocks {
     pub(crate) fn lock_columns(rows: &[LockedKey]) -> (Vec<&str>, Vec<&str>, Vec<bool>) {
         let mut columns = (Vec::new(), Vec::new(), Vec::new());
         for row in rows {
-            columns.0.push(row.queue.as_str());
-            columns.1.push(row.key.as_str());
+            columns.0.push(row.key.queue.as_str());
+            columns.1.push(row.key.key.as_str());
             columns.2.push(row.locked);
         }
         columns
@@ -120,7 +117,7 @@ impl KeyLocks {
                         waits: row.waits,
                         room: row.room,
                     };
-                    ((row.queue, row.key), found)
+                    (row.key, found)
                 })
                 .collect(),
         )
@@ -129,11 +126,14 @@ impl KeyLocks {
     /// What the insert of `job` admits it by: nothing waits and no room
     /// for a job without a key or of a queue without a key limit.
     pub(crate) fn of_job(&self, job: &NewJob) -> KeyFound {
-        job.concurrency_key
-            .as_ref()
-            .and_then(|key| self.0.get(&(job.queue.clone(), key.clone())))
-            .copied()
-            .unwrap_or_default()
+        let Some(key) = job.concurrency_key.as_ref().filter(|_| !self.0.is_empty()) else {
+            return KeyFound::default();
+        };
+        let key = QueueKey {
+            queue: job.queue.clone(),
+            key: key.clone(),
+        };
+        self.0.get(&key).copied().unwrap_or_default()
     }
 }
 

@@ -17,9 +17,10 @@
 //! key's lock ([`KEY_LOCK_FOR_INSERT`], never waiting), then counts the
 //! holders of the keys it got ([`KEY_ROOM_FOR_INSERT`]) in a later
 //! statement, whose snapshot sees every admission committed before, and
-//! admits within that room; its insert reads no other job. An admission pass tries the same locks of
-//! the keys it looks at ([`KEY_LOCK`]) and leaves the keys it did not get
-//! to its next pass ([`KEY_RECHECK`]): an enqueue of theirs is still open.
+//! admits within that room; its insert reads no other job. An admission
+//! pass tries the same locks of the keys it looks at ([`KEY_LOCK`]) and
+//! leaves the keys it did not get to its next pass ([`KEY_RECHECK`]): an
+//! enqueue of theirs is still open.
 //! So every decision that makes a job of a key a holder is taken under
 //! that key's lock, held until it commits, and sees all earlier ones.
 //!
@@ -51,8 +52,9 @@ macro_rules! admission_lock_class {
 /// (SQL expressions), tried: an advisory lock of class `jqkl` (in ASCII),
 /// the second key `hashtext` of the queue's name and the one of 256
 /// buckets the key falls in. Keys share their bucket's lock, so that a
-/// transaction holds at most 256 per queue however many keys it enqueues (each is an entry of the server's shared lock
-/// table, which a few thousand fill). Taken only with
+/// transaction holds at most 256 per queue however many keys it enqueues
+/// (each is an entry of the server's shared lock table, which a few
+/// thousand fill). Taken only with
 /// `pg_try_advisory_xact_lock`: an enqueue or an admission that does not
 /// get it leaves the key's jobs waiting.
 macro_rules! key_lock {
@@ -129,7 +131,7 @@ pub(crate) const KEY_LOCK_FOR_INSERT: &str = concat!(
 /// reading the whole table for each key. A key's line is probed with a
 /// `LATERAL` and a limit, which the planner cannot turn into a hash of
 /// every waiting job (an `EXISTS` it can: 400 ms per enqueue of 10,000
-/// keys with 190,000 jobs waiting).
+/// keys with 190,000 jobs waiting); its due jobs only when it has a line.
 pub(crate) const KEY_ROOM_FOR_INSERT: &str = concat!(
     "SELECT a.queue, a.key, due_line.id IS NOT NULL AS waits,
            (CASE WHEN NOT a.locked OR line.id IS NOT NULL THEN NULL
@@ -148,7 +150,8 @@ pub(crate) const KEY_ROOM_FOR_INSERT: &str = concat!(
     ) AS line ON true
     LEFT JOIN LATERAL (
         SELECT w.id FROM jobqueue_jobs AS w
-        WHERE w.status = 'waiting' AND w.queue = a.queue AND w.concurrency_key = a.key
+        WHERE line.id IS NOT NULL
+          AND w.status = 'waiting' AND w.queue = a.queue AND w.concurrency_key = a.key
           AND w.run_at <= now()
         LIMIT 1
     ) AS due_line ON true"
