@@ -20,19 +20,8 @@ use diesel::sql_types::{Array, BigInt, Bool, Nullable, Text, Uuid};
 
 use crate::isolation::read_committed;
 use crate::prepared::{Prepared, prepared};
+pub use crate::queue_key::QueueKey;
 use crate::{JobId, Result, limits, sql};
-
-/// A concurrency key of a queue: keys are counted per queue. Read from
-/// the admission statements' `queue` and `key` columns.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, QueryableByName)]
-pub struct QueueKey {
-    /// The queue.
-    #[diesel(sql_type = Text)]
-    pub queue: String,
-    /// The concurrency key.
-    #[diesel(sql_type = Text)]
-    pub key: String,
-}
 
 /// What [`sweep_keys`] did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

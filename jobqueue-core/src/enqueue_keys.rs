@@ -11,8 +11,8 @@ use std::collections::HashMap;
 use diesel::prelude::*;
 use diesel::sql_types::{Array, Bool, Integer, Nullable, Text};
 
-use crate::admission::QueueKey;
 use crate::prepared::{Prepared, prepared};
+use crate::queue_key::QueueKey;
 use crate::{NewJob, Result, sql};
 
 /// What an enqueue found of the keys of its jobs in queues with a key

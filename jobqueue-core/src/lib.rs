@@ -84,6 +84,7 @@ mod plan;
 mod prepared;
 mod prune;
 mod queue_head;
+mod queue_key;
 mod queues;
 mod rate_limit;
 mod ready;
