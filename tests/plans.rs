@@ -12,9 +12,9 @@ use std::time::Duration;
 
 use diesel::prelude::*;
 use jobqueue_core::engine::{
-    Claim, Failure, HotStatement, Lease, Plan, QueueKey, QueueSession, Resume,
+    Claim, Failure, GlobalLimits, HotStatement, Lease, Plan, QueueKey, QueueSession, Resume,
 };
-use jobqueue_core::{JobStatus, RetryPolicy};
+use jobqueue_core::{JobStatus, RateLimit, RetryPolicy, set_queue_rate_limit};
 use jobqueue_tests::{TestDb, autovacuum_off, exec, scalar};
 
 /// Jobs per batch statement.
@@ -167,15 +167,34 @@ fn assert_claim_bounded(state: &str, db: &TestDb, claim: &Claim) {
         );
     }
     // Its own rows twice (found, then updated), plus one look per queue to
-    // see whether it has due jobs.
+    // see whether it has due jobs (one per range when resuming); a claim
+    // that honours limits looks once more at each limited queue, to lock
+    // only those with due jobs.
     let queues = claim.queues.len().max(1) as f64;
-    let looks = if claim.resume.is_empty() { 2.0 } else { 4.0 };
+    let mut looks = if claim.resume.is_empty() { 2.0 } else { 4.0 };
+    if claim.global_limits == GlobalLimits::Honour {
+        looks += 1.0;
+    }
     assert_within(
         state,
         "claim",
         &plan,
         2.0 * claim.limit as f64 + looks * queues,
     );
+}
+
+/// `claim`, honouring limits, of `claim`'s queues with a rate limit set
+/// on each (removed again after).
+fn assert_limited_claim_bounded(state: &str, db: &TestDb, conn: &mut PgConnection, claim: &Claim) {
+    let rate = RateLimit::new(1_000_000, Duration::from_secs(1)).expect("a rate");
+    for queue in &claim.queues {
+        set_queue_rate_limit(conn, queue, Some(rate)).expect("set a rate");
+    }
+    let limited = claim.clone().global_limits(GlobalLimits::Honour);
+    assert_claim_bounded(&format!("{state}, rate-limited"), db, &limited);
+    for queue in &claim.queues {
+        set_queue_rate_limit(conn, queue, None).expect("remove the rate");
+    }
 }
 
 /// The rows and pages the jobs table's statistics record.
@@ -322,17 +341,23 @@ fn check_state(state: &str, prepare: impl FnOnce(&mut PgConnection)) {
         }
         let state = &format!("{state}, {plans} plans");
         assert_batch_statements_bounded(state, &db);
-        let claim = Claim::new("plan-test").limit(100).queues(["default"]);
+        let claim = Claim::new("plan-test")
+            .limit(100)
+            .queues(["default"])
+            .global_limits(GlobalLimits::Skip);
         assert_claim_bounded(state, &db, &claim);
         // The same claim resuming in the queue (at a point every job sorts
         // after): its three ranges, and the look for due jobs in each.
-        let resuming = claim.resume_at([Resume {
+        let resuming = claim.clone().resume_at([Resume {
             queue: "default".into(),
             priority: 100,
             run_at: chrono::DateTime::UNIX_EPOCH,
             id: uuid::Uuid::nil().into(),
         }]);
         assert_claim_bounded(state, &db, &resuming);
+        // The claim that locks a rate-limited queue's row first, and notes
+        // its starts.
+        assert_limited_claim_bounded(state, &db, &mut conn, &claim);
         assert_admissions_bounded(state, &db, &mut conn);
     }
     assert_maintenance_bounded(&format!("{state}, generic plans"), &db, &mut conn);
@@ -429,6 +454,7 @@ fn claims_examine_nothing_of_other_queues_future_jobs_or_unhandled_types() {
     exec(&mut conn, "ANALYZE jobqueue_jobs");
     let q1 = Claim::new("plan-test").limit(100).queues(["q1"]);
     assert_claim_bounded("other queues' backlogs", &db, &q1);
+    assert_limited_claim_bounded("other queues' backlogs", &db, &mut conn, &q1);
     // Several queues at once: each queue's share from its own range.
     let both = Claim::new("plan-test").limit(100).queues(["q0", "q1"]);
     assert_claim_bounded("two queues", &db, &both);

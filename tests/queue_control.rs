@@ -1,5 +1,6 @@
 //! Queue control: pauses that hold across runner processes and restarts,
-//! a global limit that holds across runners, a runner's own per-queue
+//! a global limit that holds across runners (and the claim's count of a
+//! limited queue's held jobs, taken only when needed), a runner's own per-queue
 //! concurrency, snoozes, fair turns between queues, and the command line's
 //! answers to bad input; key limits set, shown and refused by the command
 //! line.
@@ -9,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use diesel::connection::SimpleConnection;
 use diesel::prelude::*;
+use jobqueue_core::engine::{self, Claim};
 use jobqueue_core::{Job, JobOptions, JobStatus};
 use jobqueue_runner::{JobContext, JobError, Perform, Registry, Runner, RunnerConfig};
 use jobqueue_tests::fault::{Proc, runner_flags};
@@ -180,6 +182,39 @@ fn a_global_limit_holds_across_four_runner_processes() {
         40
     );
     drop(runners);
+}
+
+/// A claim bounds a limited queue's held jobs by its last count plus what
+/// claims took since, and counts again only when that bound leaves less
+/// room than the claim could take: never over the limit, and a bound gone
+/// stale as jobs finished does not starve the queue.
+#[test]
+fn a_global_limit_counts_held_jobs_again_only_when_the_bound_is_tight() {
+    let (_db, mut conn) = TestDb::connected();
+    sleeps(&mut conn, "capped", 20, 0);
+    jobqueue_core::set_queue_limit(&mut conn, "capped", Some(5)).expect("set the limit");
+    let claim = Claim::new("w").limit(3);
+    let take = |conn: &mut PgConnection, claim: &Claim| {
+        let rows = engine::claim(conn, claim).expect("claim");
+        assert!(held(conn, "capped") <= 5, "over the limit");
+        rows
+    };
+    // Room for the whole claim: no count.
+    let first = take(&mut conn, &claim);
+    assert_eq!(first.len(), 3);
+    // 3 held and 3 more asked for: counted, and only 2 taken.
+    let second = take(&mut conn, &claim.clone().queues(["capped"]));
+    assert_eq!(second.len(), 2);
+    assert!(take(&mut conn, &claim).is_empty(), "at the limit");
+    // Every held job finishes; the bound still says 5 until a count.
+    let leases: Vec<_> = first.iter().chain(&second).map(|row| row.lease()).collect();
+    engine::complete_many(&mut conn, &leases).expect("complete");
+    assert_eq!(
+        take(&mut conn, &claim).len(),
+        3,
+        "counted again, not starved"
+    );
+    assert_eq!(take(&mut conn, &claim.clone().queues(["capped"])).len(), 2);
 }
 
 #[test]

@@ -3,13 +3,19 @@
 //! midway with jobs in hand (recovered when their leases expire, and
 //! started again); every claim of every process is logged by a trigger (a
 //! start is a claim). No one-second window holds more than 50 starts, and the queue
-//! runs at no less than 95 % of its limit. Also: a handler's "rate limited,
+//! runs at no less than 95 % of its limit. A claim's starts count from the
+//! end of its slot for one period (and room comes back then, not before);
+//! the window drops what left it and never counts a start short. Also: a
+//! handler's "rate limited,
 //! retry after D" holds the whole queue back for D without using an
 //! attempt, and bad limits are refused with errors that say why.
 
 use std::time::Duration;
 
+use chrono::{DateTime, Utc};
 use diesel::prelude::*;
+use diesel::sql_types::{Array, Integer, Timestamptz};
+use jobqueue_core::engine::{Claim, claim_paced};
 use jobqueue_core::{
     Error, Job, JobOptions, NewJob, RateLimit, enqueue_many, set_queue_rate_limit,
 };
@@ -168,6 +174,126 @@ fn bad_limits_and_unknown_queues_are_refused_with_the_reason() {
     set_queue_rate_limit(&mut conn, "default", None).expect("remove");
     let queues = jobqueue_core::list_queues(&mut conn, Default::default()).expect("list");
     assert_eq!(queues[0].rate_limit, None);
+}
+
+/// The window of queue `rated`: its entries' times and starts.
+fn window(conn: &mut PgConnection) -> (Vec<DateTime<Utc>>, Vec<i32>) {
+    #[derive(QueryableByName)]
+    struct Window {
+        #[diesel(sql_type = Array<Timestamptz>)]
+        rate_at: Vec<DateTime<Utc>>,
+        #[diesel(sql_type = Array<Integer>)]
+        rate_jobs: Vec<i32>,
+    }
+    let window =
+        diesel::sql_query("SELECT rate_at, rate_jobs FROM jobqueue_queues WHERE name = 'rated'")
+            .get_result::<Window>(conn)
+            .expect("the window");
+    (window.rate_at, window.rate_jobs)
+}
+
+/// `n` jobs in queue `rated`, limited to 10 starts per second.
+fn rated_backlog(conn: &mut PgConnection, n: u64) {
+    let jobs: Vec<NewJob> = (0..n)
+        .map(|n| NewJob::from_job(&Noop { n }, JobOptions::new().queue("rated")))
+        .collect::<Result<_, _>>()
+        .expect("build");
+    enqueue_many(conn, &jobs).expect("enqueue");
+    let limit = RateLimit::new(10, Duration::from_secs(1)).expect("a limit");
+    set_queue_rate_limit(conn, "rated", Some(limit)).expect("set the limit");
+}
+
+/// The most of `starts` in any window of `period`.
+fn most_within(starts: &[DateTime<Utc>], period: chrono::Duration) -> usize {
+    starts
+        .iter()
+        .map(|end| {
+            starts
+                .iter()
+                .filter(|at| **at > *end - period && *at <= end)
+                .count()
+        })
+        .max()
+        .unwrap_or(0)
+}
+
+#[test]
+fn a_claims_starts_count_from_the_end_of_its_slot_for_one_period() {
+    let (_db, mut conn) = TestDb::connected();
+    rated_backlog(&mut conn, 40);
+    let claim = Claim::new("w").queues(["rated"]);
+    let mut starts = Vec::new();
+
+    // Four starts: one entry, at the end of the claim's slot (a thousandth
+    // of the period), never before the claim.
+    let first = claim_paced(&mut conn, &claim.clone().limit(4)).expect("claim");
+    assert_eq!(first.rows.len(), 4);
+    assert_eq!(first.rate_room_in, None, "room for the whole claim");
+    starts.extend(first.rows.iter().filter_map(|row| row.claimed_at));
+    let (at, jobs) = window(&mut conn);
+    assert_eq!(jobs, [4]);
+    let (entry, claimed_at) = (at[0], starts[0]);
+    assert!(
+        entry >= claimed_at && entry - claimed_at < chrono::Duration::milliseconds(1),
+        "entry {entry} for a claim at {claimed_at}"
+    );
+    assert_eq!(entry.timestamp_micros() % 1_000, 0, "on the 1 ms grid");
+
+    // The rest of the period's room, then none; each says when room comes.
+    let second = claim_paced(&mut conn, &claim.clone().limit(10)).expect("claim");
+    assert_eq!(second.rows.len(), 6);
+    starts.extend(second.rows.iter().filter_map(|row| row.claimed_at));
+    let room_in = second.rate_room_in.expect("held back by the rate");
+    assert!(room_in <= Duration::from_millis(1_001), "{room_in:?}");
+    let none = claim_paced(&mut conn, &claim.clone().limit(10)).expect("claim");
+    assert!(none.rows.is_empty());
+    assert!(none.rate_room_in.is_some_and(|d| d <= room_in), "{none:?}");
+
+    // Room again once the first entry is a period old, not before.
+    let mut again = Vec::new();
+    wait_for("room in the window again", Duration::from_secs(10), || {
+        again = claim_paced(&mut conn, &claim.clone().limit(10))
+            .expect("claim")
+            .rows;
+        !again.is_empty()
+    });
+    let again_at = again[0].claimed_at.expect("claimed");
+    assert!(
+        again_at >= entry + chrono::Duration::seconds(1),
+        "claimed at {again_at}, before the entry of {entry} left the window"
+    );
+    starts.extend(again.iter().filter_map(|row| row.claimed_at));
+    let most = most_within(&starts, chrono::Duration::seconds(1));
+    assert!(most <= 10, "{most} starts within one second");
+}
+
+#[test]
+fn the_window_drops_what_left_it_and_never_counts_a_start_short() {
+    let (_db, mut conn) = TestDb::connected();
+    rated_backlog(&mut conn, 40);
+    // Entries 2 s old (gone), 0.5 s old (counting), and one 10 s ahead, as
+    // a claim that waited for the row's lock may find the last.
+    exec(
+        &mut conn,
+        "UPDATE jobqueue_queues
+         SET rate_at = ARRAY[now() - interval '2 s', now() - interval '500 ms',
+                             now() + interval '10 s'],
+             rate_jobs = ARRAY[7, 3, 2]
+         WHERE name = 'rated'",
+    );
+    let (before, _) = window(&mut conn);
+    let claimed =
+        claim_paced(&mut conn, &Claim::new("w").queues(["rated"]).limit(10)).expect("claim");
+    assert_eq!(
+        claimed.rows.len(),
+        5,
+        "10 per second less the 5 still counting"
+    );
+    // The old entry is cut off; the claim is kept under the later last
+    // entry, not before it.
+    let (at, jobs) = window(&mut conn);
+    assert_eq!(at, before[1..]);
+    assert_eq!(jobs, [3, 7]);
 }
 
 /// Calls a service that answers its first call with 429 and "retry after

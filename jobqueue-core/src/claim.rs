@@ -9,7 +9,7 @@ use diesel::sql_types::{Array, BigInt, Double, Integer, Nullable, Text, Timestam
 
 use crate::isolation::{Scope, in_transaction, scoped};
 use crate::prepared::{Prepared, Statement, prepared};
-use crate::{Error, JobId, JobRow, JobStatus, Result, limits, sql};
+use crate::{Error, JobId, JobRow, Result, limits, sql};
 
 /// The most queues a claim of every queue takes jobs from (see
 /// [`Claim::start_after`]). A claim that took jobs from this many queues
@@ -114,20 +114,23 @@ impl Resume {
     }
 }
 
-/// How a claim treats queues that have a global limit: a cap on the jobs of
-/// the queue held at once by all runners together.
+/// How a claim treats queues that have a global limit (a cap on the jobs of
+/// the queue held at once by all runners together) or a rate limit (a cap
+/// on the jobs of the queue started per period).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum GlobalLimits {
-    /// Lock those queues' rows first, in the claim's own READ COMMITTED
-    /// transaction, then claim from each at most its limit minus its jobs
-    /// held anywhere (one more statement per claim while a limited queue
-    /// has due jobs). Inside a caller's transaction at another isolation
-    /// level, limited queues are left out instead.
+    /// The claim's statement locks those queues' rows first (those with
+    /// due jobs), takes from each at most what its limits leave, and notes
+    /// what it took on them. A queue whose held jobs must be counted again
+    /// costs a short transaction of two more statements and a second claim,
+    /// only when the first came back short (see [`claim`]). Inside a
+    /// caller's transaction at another isolation level than READ
+    /// COMMITTED, limited queues are left out instead.
     #[default]
     Honour,
-    /// One statement: queues with a global limit are left out of this
-    /// claim (never over their limit). For a caller that knows none of its
-    /// queues has one.
+    /// Limited queues are left out of this claim (never over their
+    /// limits), and the claim does not look for them. For a caller that
+    /// knows none of its queues has a limit.
     Skip,
 }
 
@@ -281,6 +284,11 @@ impl Claim {
 /// from the database's `now()`. Concurrent claimers never get the same job.
 /// The claim's cost depends on its own queues' due jobs only: other queues'
 /// backlogs, scheduled jobs and set-aside jobs are not in its index range.
+///
+/// Queues with a global or rate limit are honoured in the same statement
+/// (see [`GlobalLimits`]); when one of them has to have its held jobs
+/// counted again and the claim came back short, a count and a second claim
+/// for the rest follow.
 pub fn claim(conn: &mut PgConnection, claim: &Claim) -> Result<Vec<JobRow>> {
     Ok(claim_in(conn, Scope::Own, claim)?.rows)
 }
@@ -304,9 +312,8 @@ pub fn claim_paced(conn: &mut PgConnection, claim: &Claim) -> Result<Claimed> {
     claim_in(conn, Scope::Own, claim)
 }
 
-/// The claim statement for `claim`, bound, as `S` (one of the two claims);
-/// `locked`: the limited queues whose rows the transaction locked.
-pub(crate) fn query<'a, S: Statement>(claim: &'a Claim, locked: &'a [String]) -> Prepared<'a, S> {
+/// The claim statement for `claim`, bound, as `S` (one of the claims).
+pub(crate) fn query<S: Statement>(claim: &Claim) -> Prepared<'_, S> {
     let (names, limits): (Vec<String>, Vec<i64>) = claim.queue_limits.iter().cloned().unzip();
     let resume = &claim.resume;
     prepared::<S>()
@@ -314,7 +321,6 @@ pub(crate) fn query<'a, S: Statement>(claim: &'a Claim, locked: &'a [String]) ->
         .bind::<BigInt, _>(claim.limit)
         .bind::<Text, _>(&claim.worker_id)
         .bind::<Double, _>(claim.lease.as_secs_f64())
-        .bind::<Array<Text>, _>(locked)
         .bind::<Array<Text>, _>(names)
         .bind::<Array<BigInt>, _>(limits)
         .bind::<Array<Text>, _>(resume.iter().map(|p| p.queue.clone()).collect::<Vec<_>>())
@@ -330,24 +336,15 @@ pub(crate) fn query<'a, S: Statement>(claim: &'a Claim, locked: &'a [String]) ->
 
 pub(crate) fn claim_in(conn: &mut PgConnection, scope: Scope, claim: &Claim) -> Result<Claimed> {
     claim.validate()?;
-    let mut claimed = match (claim.global_limits, scope) {
-        (GlobalLimits::Skip, _) => scoped(conn, scope, sql::HOT_PATH_BEGIN, |conn| {
-            Ok(Claimed {
-                rows: run(conn, claim, &[])?,
+    let mut claimed = scoped(conn, scope, sql::HOT_PATH_BEGIN, |conn| {
+        match claim.global_limits {
+            GlobalLimits::Skip => Ok(Claimed {
+                rows: run(conn, claim)?,
                 rate_room_in: None,
-            })
-        })?,
-        (GlobalLimits::Honour, Scope::Own) => scoped(conn, scope, sql::HOT_PATH_BEGIN, |conn| {
-            claim_limited(conn, claim)
-        })?,
-        // The session is set up for the claim already; the lock and the
-        // claim need a transaction of their own.
-        (GlobalLimits::Honour, Scope::Session) => {
-            in_transaction(conn, sql::READ_COMMITTED_BEGIN, |conn| {
-                claim_limited(conn, claim)
-            })?
+            }),
+            GlobalLimits::Honour => claim_limited(conn, claim),
         }
-    };
+    })?;
     // UPDATE ... RETURNING does not keep the CTE's order.
     claimed.rows.sort_by(|a, b| {
         b.priority
@@ -358,218 +355,89 @@ pub(crate) fn claim_in(conn: &mut PgConnection, scope: Scope, claim: &Claim) -> 
     Ok(claimed)
 }
 
-/// Runs the claim statement.
-fn run(conn: &mut PgConnection, claim: &Claim, locked: &[String]) -> Result<Vec<JobRow>> {
+/// Runs the claim statement that leaves limited queues out.
+fn run(conn: &mut PgConnection, claim: &Claim) -> Result<Vec<JobRow>> {
     Ok(if claim.queues.is_empty() {
-        query::<sql::JobClaimAny>(claim, locked).load::<JobRow>(conn)?
+        query::<sql::JobClaimAny>(claim).load::<JobRow>(conn)?
     } else {
-        query::<sql::JobClaimQueues>(claim, locked).load::<JobRow>(conn)?
+        query::<sql::JobClaimQueues>(claim).load::<JobRow>(conn)?
     })
 }
 
-/// A limited queue's row, locked for the claim.
+/// A row of a claim that honours limits: a job it claimed or set aside
+/// (none when it took nothing), with what it found of its limited queues.
 #[derive(QueryableByName)]
-struct Limited {
-    #[diesel(sql_type = Text)]
-    name: String,
-    #[diesel(sql_type = Nullable<Integer>)]
-    global_limit: Option<i32>,
-    #[diesel(sql_type = Nullable<Integer>)]
-    held_counted: Option<i32>,
-    #[diesel(sql_type = Integer)]
-    claimed_since: i32,
-    #[diesel(sql_type = Nullable<Integer>)]
-    rate_starts: Option<i32>,
+struct LimitedRow {
+    #[diesel(embed)]
+    job: Option<JobRow>,
+    /// The limited queues whose held jobs are to be counted again.
+    #[diesel(sql_type = Array<Text>)]
+    recount: Vec<String>,
     #[diesel(sql_type = Nullable<BigInt>)]
-    rate_micros: Option<i64>,
-    #[diesel(sql_type = Array<Timestamptz>)]
-    rate_at: Vec<DateTime<Utc>>,
-    #[diesel(sql_type = Array<Integer>)]
-    rate_jobs: Vec<i32>,
-    #[diesel(sql_type = Timestamptz)]
-    now_at: DateTime<Utc>,
+    rate_room_in_micros: Option<i64>,
 }
 
-impl Limited {
-    /// How many jobs the queue's global limit lets this claim take, at most
-    /// `limit`: its limit minus its held jobs (counted again, in
-    /// `conn`'s transaction, only when the bound the row keeps leaves less
-    /// room than `limit`).
-    fn held_room(&self, conn: &mut PgConnection, limit: i64) -> Result<i64> {
-        let Some(global_limit) = self.global_limit.map(i64::from) else {
-            return Ok(limit);
-        };
-        let bound = self
-            .held_counted
-            .map(|held| i64::from(held) + i64::from(self.claimed_since));
-        let held = match bound {
-            Some(bound) if bound + limit <= global_limit => bound,
-            _ => {
-                let counted = diesel::sql_query(sql::QUEUE_COUNT_HELD)
-                    .bind::<Text, _>(&self.name)
-                    .get_result::<Held>(conn)?;
-                counted.held_counted.map_or(global_limit, i64::from)
-            }
-        };
-        Ok((global_limit - held).max(0))
-    }
-
-    /// How many jobs the queue's rate limit lets a claim made after
-    /// `now_at` take (its starts per period minus the starts in the window
-    /// that ends at `now_at`: no fewer than in the window that ends at the
-    /// claim), and when the window next drops a start, from `now_at`.
-    fn rate_room(&self) -> (Option<i64>, Option<Duration>) {
-        let (Some(starts), Some(micros)) = (self.rate_starts, self.rate_micros) else {
-            return (None, None);
-        };
-        let period = chrono::Duration::microseconds(micros);
-        let since = self.now_at - period;
-        let mut used = 0i64;
-        let mut first: Option<DateTime<Utc>> = None;
-        for (at, jobs) in self.rate_at.iter().zip(&self.rate_jobs) {
-            if *at > since {
-                used += i64::from(*jobs);
-                first = Some(first.map_or(*at, |first| first.min(*at)));
-            }
-        }
-        let room_in =
-            first.map(|first| (first + period - self.now_at).to_std().unwrap_or_default());
-        ((i64::from(starts) - used).max(0).into(), room_in)
-    }
-
-    /// The time a claim made at `claimed_at` is kept under in the queue's
-    /// window: the end of its slot, a thousandth of the period long on a
-    /// fixed grid, so that the claims of one slot share an entry and the
-    /// window holds at most about a thousand. Never before `claimed_at`:
-    /// a start counts no shorter than its period. (Any time without a rate
-    /// limit: the entry is not kept.)
-    fn window_entry(&self, claimed_at: DateTime<Utc>) -> DateTime<Utc> {
-        let Some(period) = self.rate_micros else {
-            return claimed_at;
-        };
-        let slot = (period / 1000).max(1);
-        let end = (claimed_at.timestamp_micros() + slot - 1).div_euclid(slot) * slot;
-        DateTime::from_timestamp_micros(end).unwrap_or(claimed_at)
-    }
-}
-
-#[derive(QueryableByName)]
-struct Held {
-    #[diesel(sql_type = Nullable<Integer>)]
-    held_counted: Option<i32>,
-}
-
-/// The claim, honouring global limits, in the caller's transaction: locks
-/// the limited queues' rows (so claims from them take turns), caps each
-/// one's part at its limit minus its held jobs, claims, and adds what it
-/// took to their `claimed_since`.
-///
-/// The held jobs are bounded from above by the last count plus what was
-/// claimed under the lock since (jobs only become held through such
-/// claims); they are counted again only when that bound leaves less room
-/// than this claim could take, so a limit far above what is held costs no
-/// count.
-fn claim_limited(conn: &mut PgConnection, claim: &Claim) -> Result<Claimed> {
-    let limited = prepared::<sql::QueueLockLimited>()
-        .bind::<Array<Text>, _>(&claim.queues)
-        .load::<Limited>(conn)?;
-    if limited.is_empty() {
-        return Ok(Claimed {
-            rows: run(conn, claim, &[])?,
-            rate_room_in: None,
-        });
-    }
-    let mut capped = claim.clone();
-    let mut rate_room_in: Option<Duration> = None;
-    for queue in &limited {
-        let mut allowance = queue.held_room(conn, claim.limit)?;
-        if let (Some(rate_room), room_in) = queue.rate_room() {
-            if rate_room < claim.limit.min(allowance) {
-                rate_room_in = match (rate_room_in, room_in) {
-                    (Some(soonest), Some(room_in)) => Some(soonest.min(room_in)),
-                    (soonest, room_in) => soonest.or(room_in),
-                };
-            }
-            allowance = allowance.min(rate_room);
-        }
-        capped.cap_queue(&queue.name, allowance);
-    }
-    let locked: Vec<String> = limited.iter().map(|q| q.name.clone()).collect();
-    let rows = run(conn, &capped, &locked)?;
-    // The jobs claimed, not those set aside; every one has the claim
-    // statement's time.
-    let claimed = || rows.iter().filter(|row| row.status == JobStatus::Claimed);
-    let Some(claimed_at) = claimed().find_map(|row| row.claimed_at) else {
-        return Ok(Claimed { rows, rate_room_in });
+/// Runs the claim statement that honours limits (one statement: it locks
+/// the limited queues' rows, claims within their room and notes what it
+/// took); returns what it claimed and the queues to count again.
+fn run_limited(conn: &mut PgConnection, claim: &Claim) -> Result<(Claimed, Vec<String>)> {
+    let rows = if claim.queues.is_empty() {
+        query::<sql::JobClaimAnyLimited>(claim).load::<LimitedRow>(conn)?
+    } else {
+        query::<sql::JobClaimQueuesLimited>(claim).load::<LimitedRow>(conn)?
     };
-    let mut names = Vec::new();
-    let mut counts = Vec::new();
-    let mut entries = Vec::new();
-    for queue in &limited {
-        let took = claimed().filter(|row| row.queue == queue.name).count();
-        if took > 0 {
-            names.push(queue.name.as_str());
-            counts.push(i32::try_from(took).unwrap_or(i32::MAX));
-            entries.push(queue.window_entry(claimed_at));
+    let mut recount = Vec::new();
+    let mut rate_room_in = None;
+    let mut jobs = Vec::with_capacity(rows.len());
+    for (i, row) in rows.into_iter().enumerate() {
+        // Every row carries the same two values.
+        if i == 0 {
+            recount = row.recount;
+            rate_room_in = row
+                .rate_room_in_micros
+                .map(|micros| Duration::from_micros(micros.max(0).unsigned_abs()));
         }
+        jobs.extend(row.job);
     }
-    if !names.is_empty() {
-        prepared::<sql::QueueNoteClaimed>()
-            .bind::<Array<Text>, _>(names)
-            .bind::<Array<Integer>, _>(counts)
-            .bind::<Array<Timestamptz>, _>(entries)
-            .bind::<Timestamptz, _>(claimed_at)
-            .execute(conn)?;
-    }
-    Ok(Claimed { rows, rate_room_in })
+    let claimed = Claimed {
+        rows: jobs,
+        rate_room_in,
+    };
+    Ok((claimed, recount))
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn limited(rate_micros: Option<i64>) -> Limited {
-        Limited {
-            name: "q".into(),
-            global_limit: None,
-            held_counted: None,
-            claimed_since: 0,
-            rate_starts: rate_micros.map(|_| 10),
-            rate_micros,
-            rate_at: Vec::new(),
-            rate_jobs: Vec::new(),
-            now_at: DateTime::from_timestamp_micros(0).expect("a time"),
-        }
+/// The claim, honouring global and rate limits, in one statement (see the
+/// guide's queue-control chapter): the limited queues' rows are locked so
+/// that claims from them take turns, each one's part is capped at the room
+/// its limits leave, and what the claim took is noted on them under the
+/// lock.
+///
+/// A queue's held jobs are bounded from above by its last count plus what
+/// claims took since; they are counted again only when that bound leaves
+/// less room than this claim could take. Then, if the claim came back
+/// short, the queues are counted (their rows locked first, in a
+/// transaction of their own unless the caller's is open) and the rest is
+/// claimed: a limit far above what is held costs no count, and one that
+/// binds costs a count per claim, as it must.
+fn claim_limited(conn: &mut PgConnection, claim: &Claim) -> Result<Claimed> {
+    let (mut claimed, recount) = run_limited(conn, claim)?;
+    let got = i64::try_from(claimed.rows.len()).unwrap_or(i64::MAX);
+    if recount.is_empty() || got >= claim.limit {
+        return Ok(claimed);
     }
-
-    fn at(micros: i64) -> DateTime<Utc> {
-        DateTime::from_timestamp_micros(micros).expect("a time")
-    }
-
-    #[test]
-    fn a_claim_is_kept_at_the_end_of_its_slot_never_before_it() {
-        // A period of 1 s: slots of 1 ms.
-        let queue = limited(Some(1_000_000));
-        assert_eq!(queue.window_entry(at(1_000_000)), at(1_000_000));
-        assert_eq!(queue.window_entry(at(1_000_001)), at(1_001_000));
-        assert_eq!(queue.window_entry(at(1_000_999)), at(1_001_000));
-        // Claims of one slot share it; the next slot's do not, however
-        // close (no chain of merges that keeps moving an entry on).
-        assert_eq!(queue.window_entry(at(1_001_001)), at(1_002_000));
-        // A 1 ms period has 1 µs slots; no rate limit keeps the time.
-        assert_eq!(limited(Some(1_000)).window_entry(at(7)), at(7));
-        assert_eq!(limited(None).window_entry(at(1_234)), at(1_234));
-    }
-
-    #[test]
-    fn the_room_left_counts_the_window_ending_now_and_says_when_it_frees() {
-        let mut queue = limited(Some(1_000_000));
-        queue.now_at = at(10_000_000);
-        queue.rate_at = vec![at(8_500_000), at(9_200_000), at(9_900_000)];
-        queue.rate_jobs = vec![5, 3, 4];
-        // The entry 1.5 s ago left the window: 7 of 10 used.
-        let (room, room_in) = queue.rate_room();
-        assert_eq!(room, Some(3));
-        assert_eq!(room_in, Some(Duration::from_millis(200)));
-    }
+    in_transaction(conn, sql::READ_COMMITTED_BEGIN, |conn| {
+        diesel::sql_query(sql::QUEUE_LOCK_FOR_COUNT)
+            .bind::<Array<Text>, _>(&recount)
+            .execute(conn)?;
+        diesel::sql_query(sql::QUEUE_COUNT_HELD)
+            .bind::<Array<Text>, _>(&recount)
+            .execute(conn)?;
+        Ok(())
+    })?;
+    let mut rest = claim.clone();
+    rest.limit = claim.limit - got;
+    let (more, _) = run_limited(conn, &rest)?;
+    claimed.rows.extend(more.rows);
+    claimed.rate_room_in = more.rate_room_in;
+    Ok(claimed)
 }

@@ -9,7 +9,7 @@ use diesel::prelude::*;
 use diesel::sql_types::Text;
 
 use crate::admission::{QueueKey, admit_query, mark_checked_query, new_query, with_waiting_query};
-use crate::claim::Claim;
+use crate::claim::{Claim, GlobalLimits, query};
 use crate::fenced::fenced_query;
 use crate::finish::{Failure, fail_query, park_query};
 use crate::heartbeat::{Beat, heartbeat_query};
@@ -25,7 +25,8 @@ use crate::{JobId, JobStatus, Result, sql};
 #[derive(Debug, Clone, Copy)]
 #[non_exhaustive]
 pub enum HotStatement<'a> {
-    /// The claim.
+    /// The claim: the statement that honours global and rate limits, or
+    /// the one that leaves limited queues out, as its `global_limits` says.
     Claim(&'a Claim),
     /// Marking held jobs as running.
     Start(&'a [Lease]),
@@ -133,13 +134,12 @@ pub(crate) fn explain(conn: &mut PgConnection, statement: HotStatement<'_>) -> R
     let json = match statement {
         HotStatement::Claim(claim) => {
             claim.validate()?;
-            if claim.queues.is_empty() {
-                run(conn, &crate::claim::query::<sql::JobClaimAny>(claim, &[]))?
-            } else {
-                run(
-                    conn,
-                    &crate::claim::query::<sql::JobClaimQueues>(claim, &[]),
-                )?
+            let honour = claim.global_limits == GlobalLimits::Honour;
+            match (claim.queues.is_empty(), honour) {
+                (true, false) => run(conn, &query::<sql::JobClaimAny>(claim))?,
+                (false, false) => run(conn, &query::<sql::JobClaimQueues>(claim))?,
+                (true, true) => run(conn, &query::<sql::JobClaimAnyLimited>(claim))?,
+                (false, true) => run(conn, &query::<sql::JobClaimQueuesLimited>(claim))?,
             }
         }
         HotStatement::Start(leases) => run(conn, &fenced_query::<sql::JobStartMany>(leases))?,

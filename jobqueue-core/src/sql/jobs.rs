@@ -273,15 +273,14 @@ macro_rules! quota_range {
 ///
 /// A queue is left out while paused (`jobqueue_queues.paused`), while
 /// backed off (`backoff_until`, a handler's "retry after"), and while it
-/// has a global limit or a rate limit unless it is named in `$5`, the
-/// queues whose `jobqueue_queues` row this transaction locked first
-/// ([`QUEUE_LOCK_LIMITED`](super::QUEUE_LOCK_LIMITED); the caller then caps
-/// its part through `$6`/`$7` at its limit minus its jobs held anywhere,
-/// and at its rate limit minus its starts in the window, so concurrent
-/// claims never take more than the limits together). A claimed job's
-/// `claimed_at` is the claim statement's time: a rate-limited queue's
-/// starts are counted by it. `$6`/`$7` (names, counts) cap a
-/// queue's part for this claim (also a runner's own per-queue concurrency).
+/// has a global limit or a rate limit unless it is in CTE `limited`
+/// (`name`, `room`): the limited queues whose `jobqueue_queues` row this
+/// statement locked (`lock_limited!`), each capped at the room its limits
+/// leave, so that concurrent claims never take more than the limits
+/// together. A claimed job's `claimed_at` is the claim statement's time: a
+/// rate-limited queue's starts are counted by it. `$5`/`$6` (names,
+/// counts) cap a queue's part for this claim (a runner's own per-queue
+/// concurrency).
 ///
 /// Each queue's part is one ordered range of `jobqueue_jobs_fetch_idx`, so
 /// a claim never steps over another queue's backlog. Each claim uses up an
@@ -295,7 +294,7 @@ macro_rules! quota_range {
 /// what sorts before the point at its priority, where the versions of the
 /// jobs claimed so far lie (see `Claim::resume`).
 ///
-/// Jobs whose type is not one of `$13` (when not empty: the types the
+/// Jobs whose type is not one of `$12` (when not empty: the types the
 /// claimer has handlers for) are not claimed but set aside as `unhandled`
 /// in the same statement (`set_aside!`), and returned with that status:
 /// one write each instead of a claim and a second statement to park them.
@@ -304,15 +303,15 @@ macro_rules! claim_from_ready {
         concat!(
             "ready AS (
             SELECT f.queue, f.after_priority, f.after_run_at, f.after_id,
-                   coalesce(r.room, $2::int8) AS room
+                   least(coalesce(r.room, $2::int8), coalesce(l.room, $2::int8)) AS room
             FROM found AS f
             LEFT JOIN jobqueue_queues AS c ON c.name = f.queue
-            LEFT JOIN unnest($6::text[], $7::int8[]) AS r(queue, room) ON r.queue = f.queue
+            LEFT JOIN unnest($5::text[], $6::int8[]) AS r(queue, room) ON r.queue = f.queue
+            LEFT JOIN limited AS l ON l.name = f.queue
             WHERE c.paused IS NOT TRUE
               AND NOT coalesce(c.backoff_until > now(), false)
-              AND coalesce(r.room, $2::int8) > 0
-              AND ((c.global_limit IS NULL AND c.rate_starts IS NULL)
-                   OR f.queue = ANY($5::text[]))
+              AND least(coalesce(r.room, $2::int8), coalesce(l.room, $2::int8)) > 0
+              AND ((c.global_limit IS NULL AND c.rate_starts IS NULL) OR l.name IS NOT NULL)
         ),
         share AS (
             SELECT ceil($2::float8 / greatest(count(*), 1))::int8 AS n FROM ready
@@ -324,7 +323,7 @@ macro_rules! claim_from_ready {
         ),
         picked AS (
             SELECT c.id,
-                   cardinality($13::text[]) = 0 OR c.job_type = ANY($13::text[]) AS handled
+                   cardinality($12::text[]) = 0 OR c.job_type = ANY($12::text[]) AS handled
             FROM quota
             CROSS JOIN LATERAL (
                 ",
@@ -372,24 +371,189 @@ macro_rules! claim_from_ready {
             "
             WHERE j.id = ANY(ARRAY(SELECT id FROM picked WHERE NOT handled))
             RETURNING j.*
-        )
-        SELECT * FROM claimed UNION ALL SELECT * FROM set_aside"
+        )"
         )
     };
 }
 
-/// Claims up to `$2` due jobs from the queues named in `$1` (distinct
-/// names), for worker `$3`, lease `$4` seconds: see `claim_from_ready!`.
-/// Queues without due jobs take no part of the claim. `$8` to `$11`
-/// (queue, priority, run_at, id) are resume points, at most one per queue:
-/// whether a queue that has one has due jobs is looked up in the same
-/// three ranges.
-pub(crate) const JOB_CLAIM_QUEUES: &str = concat!(
-    "WITH named AS (
+/// No queue locked by the claim (`claim_from_ready!`'s CTE `limited`
+/// empty): the claim leaves out every queue with a global limit or a rate
+/// limit.
+macro_rules! none_limited {
+    () => {
+        "limited AS (SELECT NULL::text AS name, NULL::int8 AS room WHERE false)"
+    };
+}
+
+/// The end of a claim that locks no queue: the jobs claimed and set aside.
+macro_rules! claimed_rows {
+    () => {
+        "
+        SELECT * FROM claimed UNION ALL SELECT * FROM set_aside"
+    };
+}
+
+/// The start of a claim that honours global and rate limits: CTE
+/// `limited` (`name`, `room`), the queues with a global limit or a rate
+/// limit among `$1` (every queue if empty) that have due jobs, each with
+/// the room its limits leave this claim.
+///
+/// `locked` locks their `jobqueue_queues` rows, in name order, for the
+/// rest of the transaction: claims of a limited queue take turns, and a
+/// row another claim updated while this one waited is read as that claim
+/// left it. Under any isolation but READ COMMITTED it locks nothing, and
+/// the claim leaves limited queues out: a row read under an older snapshot
+/// would not show the claims committed since.
+///
+/// `used`, per locked queue:
+/// - `held_room`, the room under its global limit: its limit minus what
+///   bounds its held jobs from above, `held_counted + claimed_since` (the
+///   last count, and what claims under the lock took since; jobs only
+///   become held through such claims). When that leaves less room than
+///   the whole claim `$2`, or the queue was never counted, the queue is to
+///   be counted again (`recount`; the count must come after the lock, in a
+///   later statement, to see the claims committed while this one waited)
+///   and this claim takes at most what the bound leaves;
+/// - `rate_room`, the room under its rate limit (null without one): its
+///   starts per period minus the starts its window holds that count at
+///   this statement's time (a claim's starts count for a whole period from
+///   their window entry, the end of the claim's slot: `note_limited!`);
+///   the entries that no longer count are found by binary search;
+/// - `room_in`, when the window next drops a start, from this statement.
+macro_rules! lock_limited {
+    () => {
+        "locked AS MATERIALIZED (
+        SELECT c.name, c.global_limit, c.held_counted, c.claimed_since, c.rate_starts,
+               c.rate_period, c.rate_at, c.rate_jobs
+        FROM jobqueue_queues AS c
+        WHERE (c.global_limit IS NOT NULL OR c.rate_starts IS NOT NULL)
+          AND (cardinality($1::text[]) = 0 OR c.name = ANY($1::text[]))
+          AND current_setting('transaction_isolation') = 'read committed'
+          AND (SELECT true FROM jobqueue_jobs AS p
+               WHERE p.status = 'pending' AND p.queue = c.name LIMIT 1)
+        ORDER BY c.name
+        FOR NO KEY UPDATE OF c
+    ),
+    used AS (
+        SELECT k.name,
+               CASE WHEN k.global_limit IS NULL
+                         OR k.held_counted::int8 + k.claimed_since + $2::int8 <= k.global_limit
+                    THEN $2::int8
+                    ELSE greatest(k.global_limit - coalesce(k.held_counted::int8 + k.claimed_since,
+                                                            k.global_limit), 0)
+               END AS held_room,
+               k.global_limit IS NOT NULL
+                 AND coalesce(k.held_counted::int8 + k.claimed_since + $2::int8 > k.global_limit, true)
+                 AS recount,
+               CASE WHEN k.rate_starts IS NOT NULL
+                    THEN greatest(k.rate_starts - w.starts, 0)::int8
+               END AS rate_room,
+               w.first + k.rate_period - statement_timestamp() AS room_in
+        FROM locked AS k
+        CROSS JOIN LATERAL (
+            SELECT (SELECT coalesce(sum(n), 0) FROM unnest(k.rate_jobs[g.gone + 1:]) AS n)
+                       AS starts,
+                   k.rate_at[g.gone + 1] AS first
+            FROM (SELECT width_bucket(statement_timestamp() - k.rate_period, k.rate_at) AS gone)
+                 AS g
+        ) AS w
+    ),
+    limited AS (
+        SELECT u.name, least(u.held_room, coalesce(u.rate_room, u.held_room)) AS room
+        FROM used AS u
+    )"
+    };
+}
+
+/// The end of a claim that began with `lock_limited!`: notes what it took
+/// from each locked queue, and returns the jobs claimed and set aside,
+/// each with `recount` (the locked queues to count again) and
+/// `rate_room_in_micros` (when a queue whose rate limit left it less room
+/// than the claim could take gets room again, from this statement; null
+/// when no rate limit held the claim back). A claim that took nothing
+/// returns one row of those two with null job columns.
+///
+/// `noted` adds the jobs to the `claimed_since` of a queue with a global
+/// limit, and to the window of a queue with a rate limit. The window is a
+/// pair of arrays sorted by time (`rate_at`, `rate_jobs`): the entries
+/// that left it by this claim's time are cut off its front (found by
+/// binary search, `width_bucket`), and the claim is kept under the end of
+/// its slot, appended (slots are a thousandth of the period long on a
+/// fixed grid, at least 1 µs, so the window holds at most about a
+/// thousand entries), or added to the last entry when that is as late or
+/// later (a claim of the same slot; or one that began before the claim
+/// that noted the last entry, and waited for its lock: counted under that
+/// later time, a little longer than its period, never shorter). No step
+/// reads the whole window but the sum of its starts.
+macro_rules! note_limited {
+    () => {
+        ",
+    took AS (
+        SELECT j.queue, count(*)::int4 AS n
+        FROM claimed AS j
+        JOIN limited AS l ON l.name = j.queue
+        GROUP BY j.queue
+    ),
+    noted AS (
+        UPDATE jobqueue_queues AS c
+        SET claimed_since = c.claimed_since
+                            + CASE WHEN c.global_limit IS NULL THEN 0 ELSE t.n END,
+            (rate_at, rate_jobs) = (
+                SELECT CASE WHEN c.rate_starts IS NULL THEN c.rate_at
+                            WHEN w.last >= w.entry THEN w.at
+                            ELSE w.at || w.entry
+                       END,
+                       CASE WHEN c.rate_starts IS NULL THEN c.rate_jobs
+                            WHEN w.last >= w.entry
+                            THEN w.jobs[:cardinality(w.jobs) - 1]
+                                 || (w.jobs[cardinality(w.jobs)] + t.n)
+                            ELSE w.jobs || t.n
+                       END
+                FROM (
+                    SELECT k.at, k.jobs, k.at[cardinality(k.at)] AS last,
+                           'epoch'::timestamptz
+                               + interval '1 microsecond' * ((e.now + e.slot - 1) / e.slot * e.slot)
+                               AS entry
+                    FROM (SELECT c.rate_at[g.gone + 1:] AS at, c.rate_jobs[g.gone + 1:] AS jobs
+                          FROM (SELECT width_bucket(statement_timestamp() - c.rate_period,
+                                                    c.rate_at) AS gone) AS g) AS k,
+                         (SELECT (EXTRACT(EPOCH FROM statement_timestamp()) * 1000000)::int8
+                                     AS now,
+                                 greatest((EXTRACT(EPOCH FROM c.rate_period) * 1000000)::int8
+                                          / 1000, 1) AS slot) AS e
+                ) AS w
+            )
+        FROM took AS t
+        WHERE c.name = t.queue
+    ),
+    summary AS (
+        SELECT coalesce(array_agg(u.name ORDER BY u.name) FILTER (WHERE u.recount), '{}')
+                   AS recount,
+               (EXTRACT(EPOCH FROM min(u.room_in) FILTER (
+                    WHERE u.rate_room < least($2::int8, u.held_room))) * 1000000)::int8
+                   AS rate_room_in_micros
+        FROM used AS u
+    )
+    SELECT s.recount, s.rate_room_in_micros, j.*
+    FROM summary AS s
+    LEFT JOIN (SELECT * FROM claimed UNION ALL SELECT * FROM set_aside) AS j ON true"
+    };
+}
+
+/// The claim of named queues, with CTE `limited` from `$limited` (SQL: the
+/// queues it locked) and `$end` (SQL: what it returns) after
+/// `claim_from_ready!`.
+macro_rules! claim_queues {
+    ($limited:expr, $end:expr) => {
+        concat!(
+            "WITH ",
+            $limited,
+            ",
+    named AS (
         SELECT q.queue, w.priority AS after_priority, w.run_at AS after_run_at,
                w.id AS after_id
         FROM unnest($1::text[]) AS q(queue)
-        LEFT JOIN unnest($8::text[], $9::int4[], $10::timestamptz[], $11::uuid[])
+        LEFT JOIN unnest($7::text[], $8::int4[], $9::timestamptz[], $10::uuid[])
                   AS w(queue, priority, run_at, id)
                ON w.queue = q.queue
     ),
@@ -410,12 +574,28 @@ pub(crate) const JOB_CLAIM_QUEUES: &str = concat!(
                         AND p.priority < n.after_priority)
     ),
     ",
-    claim_from_ready!()
-);
+            claim_from_ready!(),
+            $end
+        )
+    };
+}
+
+/// Claims up to `$2` due jobs from the queues named in `$1` (distinct
+/// names), for worker `$3`, lease `$4` seconds: see `claim_from_ready!`.
+/// Queues without due jobs take no part of the claim. `$7` to `$10`
+/// (queue, priority, run_at, id) are resume points, at most one per queue:
+/// whether a queue that has one has due jobs is looked up in the same
+/// three ranges.
+pub(crate) const JOB_CLAIM_QUEUES: &str = claim_queues!(none_limited!(), claimed_rows!());
+
+/// [`JOB_CLAIM_QUEUES`], honouring global and rate limits: locks the
+/// limited queues' rows first and notes what it took from them
+/// (`lock_limited!`, `note_limited!`).
+pub(crate) const JOB_CLAIM_QUEUES_LIMITED: &str = claim_queues!(lock_limited!(), note_limited!());
 
 /// Whether queue `$q` (an SQL expression) may be claimed from, as `ready`
-/// in `claim_from_ready!` decides: not paused, not globally limited unless
-/// locked by this claim (`$5`), not capped at zero (`$6`/`$7`).
+/// in `claim_from_ready!` decides: not paused, not limited unless locked
+/// by this claim (in `limited`, with room), not capped at zero (`$5`/`$6`).
 macro_rules! claimable {
     ($q:literal) => {
         concat!(
@@ -425,24 +605,28 @@ macro_rules! claimable {
             "
                            AND (c.paused OR coalesce(c.backoff_until > now(), false)
                                 OR ((c.global_limit IS NOT NULL OR c.rate_starts IS NOT NULL)
-                                    AND NOT ",
+                                    AND NOT EXISTS (SELECT 1 FROM limited AS l
+                                                    WHERE l.name = ",
             $q,
-            " = ANY($5::text[]))))
-              AND coalesce((SELECT r.room FROM unnest($6::text[], $7::int8[]) AS r(queue, room)
+            "))))
+              AND coalesce((SELECT r.room FROM unnest($5::text[], $6::int8[]) AS r(queue, room)
                             WHERE r.queue = ",
             $q,
-            " LIMIT 1), 1) > 0)"
+            " LIMIT 1), 1) > 0
+              AND coalesce((SELECT l.room FROM limited AS l WHERE l.name = ",
+            $q,
+            "), 1) > 0)"
         )
     };
 }
 
 /// The most queues a claim of every queue takes jobs from: its limit `$2`,
-/// up to `$14` (`MAX_CLAIM_QUEUES`). Past that, the queues' shares grow
+/// up to `$13` (`MAX_CLAIM_QUEUES`). Past that, the queues' shares grow
 /// instead (a queue's part is one ordered range, cheaper per job than a
 /// queue more), and the claims after it take the next queues in turn.
 macro_rules! walk_limit {
     () => {
-        "least($2::int8, $14::int8)"
+        "least($2::int8, $13::int8)"
     };
 }
 
@@ -501,29 +685,25 @@ macro_rules! walk_queues {
     };
 }
 
-/// Claims up to `$2` due jobs from the queues that have some, for worker
-/// `$3`, lease `$4` seconds: see `claim_from_ready!`. The queues are found
-/// by a walk through `jobqueue_jobs_fetch_idx`, one queue name at a time
-/// (one index descent per queue, whatever each queue's backlog), that
-/// starts after queue `$12` (`''`: at the first queue), wraps around to
-/// the first queue, and stops once it found `walk_limit!` queues that
-/// may be claimed from: a claim's cost grows with its limit, not with the
-/// number of queues that have due jobs, and claims that each start after
-/// the last queue the one before took from go round every queue in turn.
-/// There is no `$1`, and no resume points (`$8` to `$11` go unused), so
-/// both claims bind the same parameters.
-pub(crate) const JOB_CLAIM_ANY: &str = concat!(
-    "WITH RECURSIVE ",
-    walk_queues!("after_start", "$12::text", "true", "0"),
+/// The claim of every queue, with CTE `limited` from `$limited` and `$end`
+/// as in `claim_queues!`.
+macro_rules! claim_any {
+    ($limited:expr, $end:expr) => {
+        concat!(
+            "WITH RECURSIVE ",
+            $limited,
+            ",
     ",
+            walk_queues!("after_start", "$11::text", "true", "0"),
+            ",
     ",
-    walk_queues!(
-        "wrapped",
-        "''",
-        "p.queue <= $12::text",
-        "(SELECT coalesce(max(a.n), 0) FROM after_start AS a)"
-    ),
-    ",
+            walk_queues!(
+                "wrapped",
+                "''",
+                "p.queue <= $11::text",
+                "(SELECT coalesce(max(a.n), 0) FROM after_start AS a)"
+            ),
+            ",
     found AS (
         SELECT queue, NULL::int4 AS after_priority, NULL::timestamptz AS after_run_at,
                NULL::uuid AS after_id
@@ -531,8 +711,28 @@ pub(crate) const JOB_CLAIM_ANY: &str = concat!(
         WHERE queue IS NOT NULL
     ),
     ",
-    claim_from_ready!()
-);
+            claim_from_ready!(),
+            $end
+        )
+    };
+}
+
+/// Claims up to `$2` due jobs from the queues that have some, for worker
+/// `$3`, lease `$4` seconds: see `claim_from_ready!`. The queues are found
+/// by a walk through `jobqueue_jobs_fetch_idx`, one queue name at a time
+/// (one index descent per queue, whatever each queue's backlog), that
+/// starts after queue `$11` (`''`: at the first queue), wraps around to
+/// the first queue, and stops once it found `walk_limit!` queues that
+/// may be claimed from: a claim's cost grows with its limit, not with the
+/// number of queues that have due jobs, and claims that each start after
+/// the last queue the one before took from go round every queue in turn.
+/// There is no `$1`, and no resume points (`$7` to `$10` go unused), so
+/// both claims bind the same parameters.
+pub(crate) const JOB_CLAIM_ANY: &str = claim_any!(none_limited!(), claimed_rows!());
+
+/// [`JOB_CLAIM_ANY`], honouring global and rate limits, as
+/// [`JOB_CLAIM_QUEUES_LIMITED`] does.
+pub(crate) const JOB_CLAIM_ANY_LIMITED: &str = claim_any!(lock_limited!(), note_limited!());
 
 /// Looks for the first due job of each queue in `$1` (distinct names)
 /// from the start of its range of `jobqueue_jobs_fetch_idx`, as a claim
@@ -1351,6 +1551,8 @@ crate::prepared::statements! {
     JobLiveHolders => JOB_LIVE_HOLDERS,
     JobClaimQueues => JOB_CLAIM_QUEUES,
     JobClaimAny => JOB_CLAIM_ANY,
+    JobClaimQueuesLimited => JOB_CLAIM_QUEUES_LIMITED,
+    JobClaimAnyLimited => JOB_CLAIM_ANY_LIMITED,
     JobStartMany => JOB_START_MANY,
     JobCompleteMany => JOB_COMPLETE_MANY,
     JobCompleteDeleteMany => JOB_COMPLETE_DELETE_MANY,

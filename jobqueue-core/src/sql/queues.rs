@@ -6,69 +6,30 @@
 //! the primary key `name`, on `paused`/`paused_at`, and on `global_limit`
 //! with `held_counted` and `claimed_since` (what bounds a limited queue's
 //! held jobs between counts). They count held jobs through
-//! `jobqueue_jobs_lease_idx` (`queue, lease_expires_at` of the held jobs),
-//! and [`QUEUE_LOCK_LIMITED`] looks for due jobs through
-//! `jobqueue_jobs_fetch_idx`. [`QUEUE_LIST`] also names the queues of
-//! `jobqueue_schedules` and `jobqueue_runners`.
+//! `jobqueue_jobs_lease_idx` (`queue, lease_expires_at` of the held jobs).
+//! [`QUEUE_LIST`] also names the queues of `jobqueue_schedules` and
+//! `jobqueue_runners`. The claims lock and note their limited queues' rows
+//! themselves (`lock_limited!` and `note_limited!` in `jobs.rs`).
 
-/// Locks, for the rest of the claim's transaction, the `jobqueue_queues`
-/// rows of the queues with a global limit or a rate limit among `$1` (all
-/// queues if empty) that have due jobs, in name order; returns them with
-/// their limit and what bounds their held jobs (`held_counted +
-/// claimed_since`), their rate limit (`rate_starts` per `rate_micros`) and
-/// its window (`rate_at`, `rate_jobs`, as of the lock: a row updated while
-/// this waited is read as the update left it), and `now_at`, this
-/// statement's time (no later than the claim's). Under any isolation but
-/// READ COMMITTED it locks and returns nothing: a count of held jobs would
-/// not see claims committed while it waited, so the claim leaves limited
-/// queues alone.
-pub(crate) const QUEUE_LOCK_LIMITED: &str = "
-    SELECT c.name, c.global_limit, c.held_counted, c.claimed_since, c.rate_starts,
-           (EXTRACT(EPOCH FROM c.rate_period) * 1000000)::int8 AS rate_micros,
-           c.rate_at, c.rate_jobs,
-           statement_timestamp() AS now_at
-    FROM jobqueue_queues AS c
-    WHERE (c.global_limit IS NOT NULL OR c.rate_starts IS NOT NULL)
-      AND (cardinality($1::text[]) = 0 OR c.name = ANY($1::text[]))
-      AND current_setting('transaction_isolation') = 'read committed'
-      AND EXISTS (SELECT 1 FROM jobqueue_jobs AS p WHERE p.status = 'pending' AND p.queue = c.name)
+/// Locks the `jobqueue_queues` rows of queues `$1`, in name order (as a
+/// claim that honours limits locks them), for the rest of the transaction:
+/// the first statement of a count of their held jobs.
+pub(crate) const QUEUE_LOCK_FOR_COUNT: &str = "
+    SELECT c.name FROM jobqueue_queues AS c
+    WHERE c.name = ANY($1::text[])
     ORDER BY c.name
     FOR NO KEY UPDATE OF c";
 
-/// Counts the held jobs of limited queue `$1` (its row locked by the
-/// caller) and keeps the count, with nothing claimed since.
+/// Counts the held jobs of limited queues `$1` (their rows locked by an
+/// earlier statement of the transaction, [`QUEUE_LOCK_FOR_COUNT`], so
+/// the count sees every claim of them committed) and keeps the count, with
+/// nothing claimed since.
 pub(crate) const QUEUE_COUNT_HELD: &str = "
     UPDATE jobqueue_queues AS c
     SET held_counted = (SELECT count(*) FROM jobqueue_jobs AS h
                         WHERE h.queue = c.name AND h.lease_expires_at IS NOT NULL),
         claimed_since = 0
-    WHERE c.name = $1
-    RETURNING c.held_counted";
-
-/// Notes what a claim made at `$4` (its rows' `claimed_at`) took from
-/// limited queues (rows locked by the caller), names `$1`, counts `$2`:
-/// adds it to the `claimed_since` of a queue with a global limit, and to
-/// the window of one with a rate limit under the time `$3` gives the queue
-/// (the end of the claim's slot: claims of one slot share an entry),
-/// dropping the entries that left the window of a claim at `$4`.
-pub(crate) const QUEUE_NOTE_CLAIMED: &str = "
-    UPDATE jobqueue_queues AS c
-    SET claimed_since = c.claimed_since
-                        + CASE WHEN c.global_limit IS NULL THEN 0 ELSE n.n END,
-        (rate_at, rate_jobs) = (
-            SELECT coalesce(array_agg(w.at ORDER BY w.at), '{}'),
-                   coalesce(array_agg(w.jobs ORDER BY w.at), '{}')
-            FROM (
-                SELECT r.at, sum(r.jobs)::int4 AS jobs
-                FROM (SELECT e.at, e.jobs FROM unnest(c.rate_at, c.rate_jobs) AS e(at, jobs)
-                      UNION ALL
-                      SELECT n.at, n.n) AS r
-                WHERE c.rate_starts IS NOT NULL AND r.at > $4 - c.rate_period
-                GROUP BY r.at
-            ) AS w
-        )
-    FROM unnest($1::text[], $2::int4[], $3::timestamptz[]) AS n(name, n, at)
-    WHERE c.name = n.name";
+    WHERE c.name = ANY($1::text[])";
 
 /// Whether any queue among `$1` (all queues if empty) has a global limit
 /// or a rate limit: a runner asks every poll interval, to know whether its
@@ -301,10 +262,3 @@ pub(crate) const QUEUE_LIST_HISTORY: &str = queue_list!(
      FROM jobqueue_jobs
      GROUP BY queue, status"
 );
-
-// The hot-path statements of this table (a limited queue's claim), run
-// prepared (see `prepared.rs`).
-crate::prepared::statements! {
-    QueueLockLimited => QUEUE_LOCK_LIMITED,
-    QueueNoteClaimed => QUEUE_NOTE_CLAIMED,
-}

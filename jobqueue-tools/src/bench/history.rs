@@ -9,7 +9,7 @@ use jobqueue_core::{JobOptions, NewJob};
 
 use super::enqueue::insert;
 use super::noop::BenchNoop;
-use super::{Row, Sizes, db, median, reset};
+use super::{Row, Sizes, checkpoint, db, median, reset};
 use crate::ToolError;
 
 /// Jobs per measured claim.
@@ -39,9 +39,7 @@ pub(crate) fn claim_latency_of(
     diesel::sql_query("VACUUM (ANALYZE) jobqueue_jobs")
         .execute(session.conn())
         .map_err(db)?;
-    diesel::sql_query("CHECKPOINT")
-        .execute(session.conn())
-        .map_err(db)?;
+    checkpoint(session.conn())?;
     let mut times = Vec::with_capacity(claims);
     for _ in 0..claims {
         let started = Instant::now();

@@ -305,6 +305,15 @@ pub(crate) fn reset(conn: &mut PgConnection) -> Result<(), ToolError> {
     Ok(())
 }
 
+/// Writes every dirty page out (`CHECKPOINT`) before a measurement, so that
+/// no checkpoint the WAL of earlier runs called for falls inside it, and
+/// each measurement starts from the same state (the first write of each
+/// page after a checkpoint logs the whole page).
+pub(crate) fn checkpoint(conn: &mut PgConnection) -> Result<(), ToolError> {
+    diesel::sql_query("CHECKPOINT").execute(conn).map_err(db)?;
+    Ok(())
+}
+
 #[derive(diesel::QueryableByName)]
 struct Count {
     #[diesel(sql_type = diesel::sql_types::BigInt)]

@@ -23,7 +23,7 @@ use super::enqueue::insert;
 use super::latency::latencies;
 use super::noop::{self, BenchNoop};
 use super::pickup_floor::PickupFloor;
-use super::{Row, Sizes, db, quantile, reset};
+use super::{Row, Sizes, checkpoint, db, quantile, reset};
 use crate::ToolError;
 
 pub(super) const WORKERS: usize = 8;
@@ -90,6 +90,7 @@ pub(crate) fn limit_cost(url: &str, sizes: &Sizes, runs: usize) -> Result<Vec<Ro
                 insert(&mut conn, &backlog(n, "default")?)?;
                 jobqueue_core::set_queue_limit(&mut conn, "default", limit)?;
                 jobqueue_core::set_queue_rate_limit(&mut conn, "default", rate)?;
+                checkpoint(&mut conn)?;
                 rates[i] = burn(url, n)?;
             }
             limited.push(rates[1]);
