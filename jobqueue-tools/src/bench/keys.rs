@@ -29,7 +29,7 @@ use super::enqueue::insert;
 use super::history::{BATCH, claim_latency_of};
 use super::noop::{BenchNoop, BenchWork};
 use super::queues::{WORKERS, backlog, burn};
-use super::{Row, Sizes, db, reset};
+use super::{Row, Sizes, checkpoint, db, reset};
 use crate::ToolError;
 
 /// The burn-downs' queue.
@@ -118,7 +118,8 @@ fn burn_with(
 }
 
 /// Empties the burn-downs' queue, sets its key limit to `limit` and
-/// enqueues `jobs` (analyzed after); returns the enqueue's jobs/s.
+/// enqueues `jobs` (analyzed and checkpointed after, for the burn-down);
+/// returns the enqueue's jobs/s.
 fn enqueue_with(
     conn: &mut PgConnection,
     limit: Option<KeyLimit>,
@@ -129,6 +130,7 @@ fn enqueue_with(
     insert(conn, jobs)?;
     let rate = jobs.len() as f64 / started.elapsed().as_secs_f64();
     analyze(conn)?;
+    checkpoint(conn)?;
     Ok(rate)
 }
 
