@@ -726,8 +726,9 @@ macro_rules! claim_any {
 /// may be claimed from: a claim's cost grows with its limit, not with the
 /// number of queues that have due jobs, and claims that each start after
 /// the last queue the one before took from go round every queue in turn.
-/// There is no `$1`, and no resume points (`$7` to `$10` go unused), so
-/// both claims bind the same parameters.
+/// `$1` (the claim's queues) is empty, which `lock_limited!` reads as
+/// every queue, and there are no resume points (`$7` to `$10` go unused),
+/// so every claim binds the same parameters.
 pub(crate) const JOB_CLAIM_ANY: &str = claim_any!(none_limited!(), claimed_rows!());
 
 /// [`JOB_CLAIM_ANY`], honouring global and rate limits, as
