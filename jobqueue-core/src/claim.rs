@@ -373,6 +373,7 @@ struct LimitedRow {
     /// The limited queues whose held jobs are to be counted again.
     #[diesel(sql_type = Array<Text>)]
     recount: Vec<String>,
+    /// [`Claimed::rate_room_in`], in microseconds.
     #[diesel(sql_type = Nullable<BigInt>)]
     rate_room_in_micros: Option<i64>,
 }
@@ -386,22 +387,14 @@ fn run_limited(conn: &mut PgConnection, claim: &Claim) -> Result<(Claimed, Vec<S
     } else {
         query::<sql::JobClaimQueuesLimited>(claim).load::<LimitedRow>(conn)?
     };
-    let mut recount = Vec::new();
-    let mut rate_room_in = None;
-    let mut jobs = Vec::with_capacity(rows.len());
-    for (i, row) in rows.into_iter().enumerate() {
-        // Every row carries the same two values.
-        if i == 0 {
-            recount = row.recount;
-            rate_room_in = row
-                .rate_room_in_micros
-                .map(|micros| Duration::from_micros(micros.max(0).unsigned_abs()));
-        }
-        jobs.extend(row.job);
-    }
+    // Every row carries the same two values, and there is always one.
+    let (recount, micros) = rows
+        .first()
+        .map(|row| (row.recount.clone(), row.rate_room_in_micros))
+        .unwrap_or_default();
     let claimed = Claimed {
-        rows: jobs,
-        rate_room_in,
+        rows: rows.into_iter().filter_map(|row| row.job).collect(),
+        rate_room_in: micros.map(|micros| Duration::from_micros(micros.max(0).unsigned_abs())),
     };
     Ok((claimed, recount))
 }

@@ -303,14 +303,14 @@ macro_rules! claim_from_ready {
         concat!(
             "ready AS (
             SELECT f.queue, f.after_priority, f.after_run_at, f.after_id,
-                   least(coalesce(r.room, $2::int8), coalesce(l.room, $2::int8)) AS room
+                   least($2::int8, r.room, l.room) AS room
             FROM found AS f
             LEFT JOIN jobqueue_queues AS c ON c.name = f.queue
             LEFT JOIN unnest($5::text[], $6::int8[]) AS r(queue, room) ON r.queue = f.queue
             LEFT JOIN limited AS l ON l.name = f.queue
             WHERE c.paused IS NOT TRUE
               AND NOT coalesce(c.backoff_until > now(), false)
-              AND least(coalesce(r.room, $2::int8), coalesce(l.room, $2::int8)) > 0
+              AND least($2::int8, r.room, l.room) > 0
               AND ((c.global_limit IS NULL AND c.rate_starts IS NULL) OR l.name IS NOT NULL)
         ),
         share AS (
@@ -396,7 +396,8 @@ macro_rules! claimed_rows {
 /// The start of a claim that honours global and rate limits: CTE
 /// `limited` (`name`, `room`), the queues with a global limit or a rate
 /// limit among `$1` (every queue if empty) that have due jobs, each with
-/// the room its limits leave this claim.
+/// the room its limits leave this claim (the lesser of the two rooms below;
+/// `least` passes over the null of a queue without a rate limit).
 ///
 /// `locked` locks their `jobqueue_queues` rows, in name order, for the
 /// rest of the transaction: claims of a limited queue take turns, and a
@@ -413,7 +414,8 @@ macro_rules! claimed_rows {
 ///   the whole claim `$2`, or the queue was never counted, the queue is to
 ///   be counted again (`recount`; the count must come after the lock, in a
 ///   later statement, to see the claims committed while this one waited)
-///   and this claim takes at most what the bound leaves;
+///   and this claim takes at most what the bound leaves (never more than
+///   `$2`, as otherwise);
 /// - `rate_room`, the room under its rate limit (null without one): its
 ///   starts per period minus the starts its window holds that count at
 ///   this statement's time (a claim's starts count for a whole period from
@@ -436,20 +438,22 @@ macro_rules! lock_limited {
     ),
     used AS (
         SELECT k.name,
-               CASE WHEN k.global_limit IS NULL
-                         OR k.held_counted::int8 + k.claimed_since + $2::int8 <= k.global_limit
-                    THEN $2::int8
-                    ELSE greatest(k.global_limit - coalesce(k.held_counted::int8 + k.claimed_since,
-                                                            k.global_limit), 0)
+               CASE WHEN h.recount
+                    THEN greatest(k.global_limit - coalesce(h.bound, k.global_limit), 0)
+                    ELSE $2::int8
                END AS held_room,
-               k.global_limit IS NOT NULL
-                 AND coalesce(k.held_counted::int8 + k.claimed_since + $2::int8 > k.global_limit, true)
-                 AS recount,
+               h.recount,
                CASE WHEN k.rate_starts IS NOT NULL
                     THEN greatest(k.rate_starts - w.starts, 0)::int8
                END AS rate_room,
                w.first + k.rate_period - statement_timestamp() AS room_in
         FROM locked AS k
+        CROSS JOIN LATERAL (
+            SELECT b.bound,
+                   k.global_limit IS NOT NULL
+                   AND coalesce(b.bound + $2::int8 > k.global_limit, true) AS recount
+            FROM (SELECT k.held_counted::int8 + k.claimed_since AS bound) AS b
+        ) AS h
         CROSS JOIN LATERAL (
             SELECT (SELECT coalesce(sum(n), 0) FROM unnest(k.rate_jobs[g.gone + 1:]) AS n)
                        AS starts,
@@ -459,7 +463,7 @@ macro_rules! lock_limited {
         ) AS w
     ),
     limited AS (
-        SELECT u.name, least(u.held_room, coalesce(u.rate_room, u.held_room)) AS room
+        SELECT u.name, least(u.held_room, u.rate_room) AS room
         FROM used AS u
     )"
     };
@@ -530,7 +534,7 @@ macro_rules! note_limited {
         SELECT coalesce(array_agg(u.name ORDER BY u.name) FILTER (WHERE u.recount), '{}')
                    AS recount,
                (EXTRACT(EPOCH FROM min(u.room_in) FILTER (
-                    WHERE u.rate_room < least($2::int8, u.held_room))) * 1000000)::int8
+                    WHERE u.rate_room < u.held_room)) * 1000000)::int8
                    AS rate_room_in_micros
         FROM used AS u
     )
