@@ -392,8 +392,8 @@ fn an_enqueue_admits_what_its_key_has_room_for_and_never_waits_for_another() {
     assert_eq!(status_of(&mut conn, e[0].id()), Waiting);
     // The next pass of new jobs admits the head of a's line, and c's and
     // d's waiting jobs.
-    let (admitted, _) = admit_new(&mut other, &[], 100).expect("admit new jobs");
-    assert_eq!(admitted, 3);
+    let page = admit_new(&mut other, &[], None, 100).expect("admit new jobs");
+    assert_eq!(page.admitted, 3);
     assert_eq!(status_of(&mut conn, a[2].id()), Pending);
     assert_eq!(status_of(&mut conn, c2[0].id()), Pending);
     assert_eq!(status_of(&mut conn, d[0].id()), Pending);
@@ -758,7 +758,8 @@ fn admissions_read_what_they_admit_even_with_statistics_that_call_the_table_empt
     }
     assert_eq!(count_where(&mut conn, "status = 'waiting'"), JOBS as i64);
     let mut session = QueueSession::establish(&db.url).expect("a queue session");
-    let (read, (admitted, looked)) = read_during(&mut session, |conn| admit_new(conn, &[], BATCH));
+    let (read, page) = read_during(&mut session, |conn| admit_new(conn, &[], None, BATCH));
+    let (admitted, looked) = (page.admitted, page.looked);
     assert_eq!(looked as i64, BATCH, "a full batch of heads looked at");
     eprintln!(
         "admitting {admitted} of {JOBS} waiting jobs (the heads of {BATCH} keys) read {read} \

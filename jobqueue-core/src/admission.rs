@@ -15,8 +15,9 @@
 
 use std::collections::HashSet;
 
+use chrono::{DateTime, Utc};
 use diesel::prelude::*;
-use diesel::sql_types::{Array, BigInt, Bool, Nullable, Text, Uuid};
+use diesel::sql_types::{Array, BigInt, Bool, Nullable, Text, Timestamptz, Uuid};
 
 use crate::isolation::read_committed;
 use crate::prepared::{Prepared, prepared};
@@ -41,12 +42,46 @@ struct Count {
     n: i64,
 }
 
+/// Where a walk of the new waiting jobs ([`admit_new`]) goes on from: the
+/// last job a page looked at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NewCursor {
+    run_at: DateTime<Utc>,
+    id: JobId,
+}
+
+/// What a page of [`admit_new`] did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct NewAdmitted {
+    /// Jobs admitted.
+    pub admitted: i64,
+    /// Jobs looked at.
+    pub looked: usize,
+    /// Jobs of those whose key's lock another transaction held (an enqueue
+    /// of the key is open): neither admitted nor marked, left to a later
+    /// pass.
+    pub busy: usize,
+    /// Where the next page starts, when this one was full (`None`: no new
+    /// job after it, as of this read).
+    pub next: Option<NewCursor>,
+}
+
 #[derive(QueryableByName)]
 struct NewRow {
     #[diesel(sql_type = Uuid)]
     id: JobId,
     #[diesel(embed)]
     key: QueueKey,
+    #[diesel(sql_type = Timestamptz)]
+    run_at: DateTime<Utc>,
+}
+
+/// What [`admit`] did: jobs admitted, and the jobs of its `checked` whose
+/// key it did not get.
+struct Admitted {
+    jobs: i64,
+    busy: usize,
 }
 
 #[derive(QueryableByName)]
@@ -68,7 +103,7 @@ pub fn admit_keys(conn: &mut PgConnection, keys: &[QueueKey]) -> Result<i64> {
     if waiting.is_empty() {
         return Ok(0);
     }
-    admit(conn, &waiting, &[])
+    Ok(admit(conn, &waiting, &[])?.jobs)
 }
 
 /// [`admit_keys`] without the look for keys with waiting jobs first: for a
@@ -79,7 +114,7 @@ pub fn admit_keys_in_line(conn: &mut PgConnection, keys: &[QueueKey]) -> Result<
     if keys.is_empty() {
         return Ok(0);
     }
-    admit(conn, keys, &[])
+    Ok(admit(conn, keys, &[])?.jobs)
 }
 
 /// Whether any job of `queues` (every queue if empty) waits for its key's
@@ -97,21 +132,38 @@ pub fn any_waiting(conn: &mut PgConnection, queues: &[String]) -> Result<bool> {
         .waiting)
 }
 
-/// Admits what it can of up to `limit` due waiting jobs no admission looked
-/// at yet, of `queues` (every queue if empty), and marks the others as
-/// looked at: they wait for a holder of their key to finish. Returns how
-/// many it admitted and how many it looked at.
-pub fn admit_new(conn: &mut PgConnection, queues: &[String], limit: i64) -> Result<(i64, usize)> {
+/// Admits what it can of a page of up to `limit` due waiting jobs no
+/// admission looked at yet, of `queues` (every queue if empty), after
+/// `after` (from the first if `None`), and marks the others as looked at:
+/// they wait for a holder of their key to finish. Jobs of keys whose lock
+/// an open enqueue holds are left as they are ([`NewAdmitted::busy`]); the
+/// page's [`NewAdmitted::next`] goes on past them, so a caller that walks
+/// the pages ends however long that enqueue stays open.
+pub fn admit_new(
+    conn: &mut PgConnection,
+    queues: &[String],
+    after: Option<&NewCursor>,
+    limit: i64,
+) -> Result<NewAdmitted> {
     limits::check_batch(limit)?;
-    let rows = new_query(queues, limit).load::<NewRow>(conn)?;
-    if rows.is_empty() {
-        return Ok((0, 0));
-    }
-    let looked = rows.len();
+    let rows = new_query(queues, after, limit).load::<NewRow>(conn)?;
+    let Some(last) = rows.last() else {
+        return Ok(NewAdmitted::default());
+    };
+    let next = (rows.len() as i64 >= limit).then_some(NewCursor {
+        run_at: last.run_at,
+        id: last.id,
+    });
     let mut keys: Vec<QueueKey> = rows.iter().map(|row| row.key.clone()).collect();
     keys.sort_unstable();
     keys.dedup();
-    Ok((admit(conn, &keys, &rows)?, looked))
+    let done = admit(conn, &keys, &rows)?;
+    Ok(NewAdmitted {
+        admitted: done.jobs,
+        looked: rows.len(),
+        busy: done.busy,
+        next,
+    })
 }
 
 /// Looks at up to `limit` keys with waiting jobs of `queues` (every queue
@@ -143,7 +195,7 @@ pub fn sweep_keys(
     let admitted = if with_room.is_empty() {
         0
     } else {
-        admit(conn, &with_room, &[])?
+        admit(conn, &with_room, &[])?.jobs
     };
     Ok(Sweep {
         keys: looked,
@@ -161,7 +213,7 @@ pub(crate) fn admit_queue(conn: &mut PgConnection, queue: &str) -> Result<i64> {
     if keys.is_empty() {
         return Ok(0);
     }
-    admit(conn, &keys, &[])
+    Ok(admit(conn, &keys, &[])?.jobs)
 }
 
 /// Takes the admission locks of the queues of `keys` and tries those of
@@ -170,7 +222,7 @@ pub(crate) fn admit_queue(conn: &mut PgConnection, queue: &str) -> Result<i64> {
 /// waiting as looked at. A key it did not get (an enqueue of the key is
 /// open) has its first waiting job marked not looked at: the next pass of
 /// new jobs admits it.
-fn admit(conn: &mut PgConnection, keys: &[QueueKey], checked: &[NewRow]) -> Result<i64> {
+fn admit(conn: &mut PgConnection, keys: &[QueueKey], checked: &[NewRow]) -> Result<Admitted> {
     read_committed(conn, |conn| {
         let locked: HashSet<QueueKey> = lock_query(keys)
             .load::<QueueKey>(conn)?
@@ -188,8 +240,12 @@ fn admit(conn: &mut PgConnection, keys: &[QueueKey], checked: &[NewRow]) -> Resu
                 .bind::<Array<Text>, _>(names)
                 .execute(conn)?;
         }
+        let busy = checked
+            .iter()
+            .filter(|row| !locked.contains(&row.key))
+            .count();
         if locked.is_empty() {
-            return Ok(0);
+            return Ok(Admitted { jobs: 0, busy });
         }
         let locked_keys: Vec<QueueKey> = keys
             .iter()
@@ -205,7 +261,10 @@ fn admit(conn: &mut PgConnection, keys: &[QueueKey], checked: &[NewRow]) -> Resu
         if !ids.is_empty() {
             mark_checked_query(&ids).execute(conn)?;
         }
-        Ok(admitted)
+        Ok(Admitted {
+            jobs: admitted,
+            busy,
+        })
     })
 }
 
@@ -218,11 +277,18 @@ pub(crate) fn lock_query(keys: &[QueueKey]) -> Prepared<'_, sql::KeyLock> {
         .bind::<Array<Text>, _>(names)
 }
 
-/// [`sql::KEY_NEW`], bound: up to `limit` new waiting jobs of `queues`.
-pub(crate) fn new_query<'a>(queues: &'a [String], limit: i64) -> Prepared<'a, sql::KeyNew> {
+/// [`sql::KEY_NEW`], bound: up to `limit` new waiting jobs of `queues`,
+/// after `after`.
+pub(crate) fn new_query<'a>(
+    queues: &'a [String],
+    after: Option<&NewCursor>,
+    limit: i64,
+) -> Prepared<'a, sql::KeyNew> {
     prepared::<sql::KeyNew>()
         .bind::<Array<Text>, _>(queues)
         .bind::<BigInt, _>(limit)
+        .bind::<Nullable<Timestamptz>, _>(after.map(|at| at.run_at))
+        .bind::<Nullable<Uuid>, _>(after.map(|at| at.id))
 }
 
 /// [`sql::KEY_WITH_WAITING`], bound: which of `keys` have waiting jobs.

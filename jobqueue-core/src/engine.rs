@@ -45,7 +45,8 @@ pub mod connection {
 }
 
 pub use crate::admission::{
-    QueueKey, Sweep, admit_keys, admit_keys_in_line, admit_new, any_waiting, sweep_keys,
+    NewAdmitted, NewCursor, QueueKey, Sweep, admit_keys, admit_keys_in_line, admit_new,
+    any_waiting, sweep_keys,
 };
 pub use crate::claim::{
     Claim, Claimed, DEFAULT_LEASE, GlobalLimits, MAX_CLAIM_QUEUES, Resume, claim, claim_paced,

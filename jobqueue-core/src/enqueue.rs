@@ -525,7 +525,7 @@ fn insert_many(
         outcomes.push(match slot {
             Slot::Done(outcome) => outcome,
             // The holder finished between the insert and the look-up.
-            Slot::Again(job) => enqueue_locked(conn, job, traceparent, locks.of_job(job))?,
+            Slot::Again(job) => enqueue_locked(conn, job, traceparent, locks.of_job_left_out(job))?,
         });
     }
     Ok(Enqueued::from_outcomes(outcomes))

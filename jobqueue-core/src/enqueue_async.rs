@@ -228,7 +228,13 @@ async fn insert_many(
             Slot::Done(outcome) => outcome,
             // The holder finished between the insert and the look-up.
             Slot::Again(job) => {
-                Box::pin(enqueue_locked(conn, job, traceparent, locks.of_job(job))).await?
+                Box::pin(enqueue_locked(
+                    conn,
+                    job,
+                    traceparent,
+                    locks.of_job_left_out(job),
+                ))
+                .await?
             }
         });
     }

@@ -135,6 +135,18 @@ impl KeyLocks {
         };
         self.0.get(&key).copied().unwrap_or_default()
     }
+
+    /// What a job a batch's insert left out (its unique key was held) is
+    /// admitted by when it is inserted alone after that insert, its holder
+    /// having finished: no room, so a keyed job of a limited queue waits
+    /// for an admission pass. The room [`KeyLocks::of_job`] counted before
+    /// the batch may be what the batch's own jobs of the key took.
+    pub(crate) fn of_job_left_out(&self, job: &NewJob) -> KeyFound {
+        KeyFound {
+            room: None,
+            ..self.of_job(job)
+        }
+    }
 }
 
 /// Keys of an enqueue past which [`sql::KEY_ROOM_FOR_INSERT`] runs with JIT

@@ -167,7 +167,7 @@ pub(crate) fn explain(conn: &mut PgConnection, statement: HotStatement<'_>) -> R
         } => rolled_back(conn, |conn| {
             prune_query(&explained(sql::JOB_PRUNE), status, older_than, limit).load(conn)
         })?,
-        HotStatement::AdmitNewRead { queues, limit } => run(conn, &new_query(queues, limit))?,
+        HotStatement::AdmitNewRead { queues, limit } => run(conn, &new_query(queues, None, limit))?,
         HotStatement::KeysWithWaiting(keys) => run(conn, &with_waiting_query(keys))?,
         HotStatement::AdmitKeys(keys) => run(conn, &admit_query(keys))?,
         HotStatement::MarkChecked(ids) => run(conn, &mark_checked_query(ids))?,

@@ -175,8 +175,13 @@ impl QueueSession {
 
     /// [`crate::admission::admit_new`]: a read, then one transaction if
     /// it found jobs.
-    pub fn admit_new(&mut self, queues: &[String], limit: i64) -> Result<(i64, usize)> {
-        crate::admission::admit_new(&mut self.conn, queues, limit)
+    pub fn admit_new(
+        &mut self,
+        queues: &[String],
+        after: Option<&crate::admission::NewCursor>,
+        limit: i64,
+    ) -> Result<crate::admission::NewAdmitted> {
+        crate::admission::admit_new(&mut self.conn, queues, after, limit)
     }
 
     /// [`crate::admission::sweep_keys`]: a read, then one transaction if

@@ -1384,19 +1384,48 @@ pub(crate) const JOB_GET_STATUS: &str = "SELECT status FROM jobqueue_jobs WHERE 
 /// (a keyed job of a queue with a key limit: `waiting`, for its key to
 /// admit it), due now, with their attempts reset (their error history is
 /// kept), and wakes their queues on the channel bound as `$channel`. A job whose
-/// unique key is held by a live job meanwhile is left alone. A workflow
+/// unique key is held by a live job meanwhile is left alone, and of jobs
+/// that share a unique key only the newest is requeued (a second would
+/// break the key's uniqueness, and the whole statement with it). A workflow
 /// step goes back to `blocked` while a step it comes after has not
 /// settled, and its step is `live` again (its end is settled anew).
 /// Returns the ids requeued.
+///
+/// The step rows are locked first (CTE `step`, in id order, as a
+/// completion's count-down locks them), and the choice between `blocked`
+/// and due is made from the locked row: a completion of the last parent
+/// that committed while this statement waited has counted the step down
+/// to 0, and the step is due; one that waits for this statement's lock
+/// counts down after it, and releases the step it finds `blocked` (see
+/// `release_children!`). Read from the statement's snapshot instead, a
+/// count-down committed meanwhile would leave the step `blocked` with no
+/// parent left to release it.
 macro_rules! requeue_where {
     ($where:literal, $channel:literal) => {
         concat!(
-            "WITH requeued AS (
+            "WITH candidate AS MATERIALIZED (
+                SELECT DISTINCT ON (coalesce(j.unique_key, j.id::text)) j.id
+                FROM jobqueue_jobs AS j
+                WHERE ",
+            $where,
+            "
+                  AND (j.unique_key IS NULL OR NOT EXISTS (
+                        SELECT 1 FROM jobqueue_jobs AS live
+                        WHERE live.unique_key = j.unique_key
+                          AND live.status IN ('waiting', 'scheduled', 'pending', 'unhandled',
+                                              'claimed', 'running')))
+                ORDER BY coalesce(j.unique_key, j.id::text), j.id DESC
+            ),
+            step AS MATERIALIZED (
+                SELECT ws.job_id, ws.parents_left, ws.state
+                FROM jobqueue_workflow_steps AS ws
+                WHERE ws.job_id IN (SELECT id FROM candidate)
+                ORDER BY ws.job_id
+                FOR UPDATE
+            ),
+            requeued AS (
                 UPDATE jobqueue_jobs AS j
-                SET status = CASE WHEN j.workflow_id IS NOT NULL AND EXISTS (
-                                      SELECT 1 FROM jobqueue_workflow_steps AS ws
-                                      WHERE ws.job_id = j.id AND ws.parents_left > 0)
-                                  THEN 'blocked' ELSE ",
+                SET status = CASE WHEN step.parents_left > 0 THEN 'blocked' ELSE ",
             status_for_keyed!("now()", "j.queue", "j.concurrency_key"),
             " END,
                     key_checked = NULL,
@@ -1408,21 +1437,17 @@ macro_rules! requeue_where {
                     cancel_requested = false,
                     progress = 0,
                     current_stage = NULL
-                WHERE ",
+                FROM candidate LEFT JOIN step ON step.job_id = candidate.id
+                WHERE j.id = candidate.id AND ",
             $where,
             "
-                  AND (j.unique_key IS NULL OR NOT EXISTS (
-                        SELECT 1 FROM jobqueue_jobs AS live
-                        WHERE live.unique_key = j.unique_key
-                          AND live.status IN ('waiting', 'scheduled', 'pending', 'unhandled',
-                                              'claimed', 'running')))
-                RETURNING j.id, j.queue, j.status
+                RETURNING j.id, j.queue, j.status, step.state AS step_state
             ),
             revived AS (
                 UPDATE jobqueue_workflow_steps AS ws
                 SET state = 'live', ended_at = NULL
                 FROM requeued
-                WHERE ws.job_id = requeued.id AND ws.state <> 'live'
+                WHERE ws.job_id = requeued.id AND requeued.step_state <> 'live'
             ),
             ",
             wake_queues_of!("requeued", $channel),

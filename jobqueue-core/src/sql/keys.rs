@@ -258,14 +258,19 @@ pub(crate) const KEY_WITH_WAITING: &str = "
     ) AS line";
 
 /// Up to `$2` waiting jobs no admission looked at yet that are due, of the
-/// queues in `$1` (every queue if empty), soonest due first: `id`,
-/// `queue`, `key`.
+/// queues in `$1` (every queue if empty), soonest due first, after the job
+/// due at `$3` with id `$4` (from the first when they are null): `id`,
+/// `queue`, `key`, `run_at`. The position lets a pass page past jobs whose
+/// key it could not lock (an enqueue of the key is open): they stay not
+/// looked at, and a read from the first would find them again.
 pub(crate) const KEY_NEW: &str = "
-    SELECT id, queue, concurrency_key AS key
+    SELECT id, queue, concurrency_key AS key, run_at
     FROM jobqueue_jobs
     WHERE status = 'waiting' AND key_checked IS NOT TRUE AND run_at <= now()
+      AND (run_at, id) > (coalesce($3::timestamptz, '-infinity'),
+                          coalesce($4::uuid, '00000000-0000-0000-0000-000000000000'))
       AND (cardinality($1::text[]) = 0 OR queue = ANY($1::text[]))
-    ORDER BY run_at
+    ORDER BY run_at, id
     LIMIT $2";
 
 /// The keys with waiting jobs, of the queues in `$3` (every queue if

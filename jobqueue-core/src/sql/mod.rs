@@ -191,12 +191,20 @@ macro_rules! wake_queues_of {
 /// woken on channel `$channel`. CTEs `settled`, `counts`, `counted_down`,
 /// `released` and `wake`.
 ///
-/// A child is released by the one statement that takes its count to zero:
-/// concurrent releases of one child wait on its step's row lock, and each
+/// A child is released by the one statement that takes its count to zero.
+/// A child that is failed or cancelled as this statement's snapshot sees
+/// it is looked at again on its newest row: a retry of it that committed
+/// while this statement waited for the step's lock (the retry holds it
+/// while it decides, see `requeue_where!` in `jobs.rs`) made it `blocked`
+/// by a count this statement then took to zero, and it is released here;
+/// one still failed or cancelled is rewritten as it is (a rare write: a
+/// child that ended before its last parent completed).
+///
+/// Concurrent releases of one child wait on its step's row lock, and each
 /// counts down from what the last one left. The children are counted down
 /// as the batch writes on jobs are, by `job_id = ANY(<their ids, sorted>)`
-/// (one scan of the steps' primary key, in id order, so two statements
-/// that share children lock them in the same order and never deadlock)
+/// (one scan of the steps' primary key, in id order, so two completions
+/// that share children lock them in the same order)
 /// with each one's count found by `width_bucket`: no join whose cost
 /// follows the table, under the hot path's planner settings.
 macro_rules! release_children {
@@ -226,11 +234,12 @@ macro_rules! release_children {
     ),
     released AS (
         UPDATE jobqueue_jobs AS j
-        SET status = ",
+        SET status = CASE WHEN j.status = 'blocked' THEN ",
             status_for_keyed!("j.run_at", "j.queue", "j.concurrency_key"),
-            "
+            " ELSE j.status END
         FROM counted_down AS c
-        WHERE j.id = c.job_id AND c.parents_left = 0 AND j.status = 'blocked'
+        WHERE j.id = c.job_id AND c.parents_left = 0
+          AND j.status IN ('blocked', 'failed', 'cancelled')
         RETURNING j.id, j.queue, j.status
     ),
     ",

@@ -72,7 +72,11 @@ pub(crate) const WORKFLOW_INSERT: &str = concat!(
 /// status (CTE `ended`, with its workflow's `on_failure`), in one
 /// statement; only the steps of the jobs in `$3` when it is not null
 /// (planned with its value: a look at those jobs, not at every step).
-/// Steps another sweep has locked are skipped.
+/// Steps another sweep has locked are skipped. The jobs are locked too
+/// (shared), and their status read from the locked row: a retry that
+/// committed after this statement's snapshot finds its job pending and
+/// leaves its step live, and one that comes later waits for this statement
+/// (see `requeue_where!` in `jobs.rs`), then revives the step it ended.
 ///
 /// Their edges of kind `finished`, and all of them under `on_failure =
 /// 'run'`, settle (`release_children!`, waking queues on channel `$2`);
@@ -93,6 +97,7 @@ pub(crate) const WORKFLOW_SETTLE_ENDED: &str = concat!(
           AND ($3::uuid[] IS NULL OR s.job_id = ANY($3::uuid[]))
         LIMIT $1
         FOR UPDATE OF s SKIP LOCKED
+        FOR SHARE OF j SKIP LOCKED
     ),
     deferred AS (
         SELECT c.job_id

@@ -136,17 +136,19 @@ fn admit_after(
 /// If waiting jobs were announced, admits those whose key has room (the
 /// statement wakes the queues that got due jobs, this runner's included)
 /// and marks the others as looked at: they wait for a job of their key to
-/// finish. A full batch leaves the announcement up for the next round; a
-/// failure leaves the jobs to the maintenance's admission pass.
+/// finish. A full batch it settled whole leaves the announcement up for
+/// the next round; one with jobs of keys an open enqueue holds (which a
+/// next round would read again), or a failure, leaves the rest to the
+/// maintenance's admission pass, which pages past them.
 pub(super) fn admit_announced(shared: &Shared, claimer: &Claimer, db: &mut Db) {
     if !claimer.waiting.take() {
         return;
     }
     let queues = &shared.config.queues;
     match db.run(&shared.health, |session| {
-        session.admit_new(queues, ADMIT_BATCH)
+        session.admit_new(queues, None, ADMIT_BATCH)
     }) {
-        Ok((_, looked)) if looked as i64 >= ADMIT_BATCH => claimer.waiting.set(),
+        Ok(page) if page.next.is_some() && page.busy == 0 => claimer.waiting.set(),
         Ok(_) => {}
         Err(e) => log::debug!("admitting waiting keyed jobs failed: {e}"),
     }

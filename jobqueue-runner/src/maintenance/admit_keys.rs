@@ -14,6 +14,10 @@ use crate::RunnerConfig;
 /// Waiting jobs looked at, or keys swept, per statement.
 const BATCH: i64 = 1000;
 
+/// Pages of new waiting jobs a pass looks at, at most: the rest wait for
+/// the next pass, so that the services after this one run meanwhile.
+const NEW_PAGES: usize = 16;
+
 /// Admits the waiting keyed jobs of the runner's queues whose key has
 /// room: every `poll_interval` from the start, the jobs no admission looked
 /// at yet (their notification was lost, or they came due since); every
@@ -77,11 +81,22 @@ impl Service for AdmitKeys {
         let shared = Arc::clone(&cx.shared);
         let queues = &shared.config.queues;
         let mut jobs = 0;
-        loop {
-            let (admitted, looked) = cx.run(|session| session.admit_new(queues, BATCH))?;
-            jobs += admitted;
-            if (looked as i64) < BATCH {
-                break;
+        // Pages forward past the jobs of keys an open enqueue holds, which
+        // stay new: a walk from the first would find them again at every
+        // page for as long as that enqueue stays open.
+        let mut after = None;
+        for _ in 0..NEW_PAGES {
+            if cx.stopping() {
+                return Ok(KeysAdmitted {
+                    jobs,
+                    keys_swept: 0,
+                });
+            }
+            let page = cx.run(|session| session.admit_new(queues, after.as_ref(), BATCH))?;
+            jobs += page.admitted;
+            match page.next {
+                Some(next) => after = Some(next),
+                None => break,
             }
         }
         let mut keys_swept = 0;
@@ -91,7 +106,7 @@ impl Service for AdmitKeys {
         {
             self.swept_at = Some(Instant::now());
             let mut after: Option<QueueKey> = None;
-            loop {
+            while !cx.stopping() {
                 let sweep = cx.run(|session| session.sweep_keys(queues, after.as_ref(), BATCH))?;
                 jobs += sweep.admitted;
                 keys_swept += sweep.keys;

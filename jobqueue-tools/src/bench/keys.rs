@@ -284,8 +284,8 @@ fn busy_keys(conn: &mut PgConnection, keys: usize, waiting: usize) -> Result<(),
     insert(conn, &keyed_backlog(keys, BUSY_QUEUE, keys)?)?;
     let busy = [BUSY_QUEUE.to_owned()];
     loop {
-        let (_, looked) = engine::admit_new(conn, &busy, SETUP_BATCH)?;
-        if looked == 0 {
+        let page = engine::admit_new(conn, &busy, None, SETUP_BATCH)?;
+        if page.looked == 0 {
             break;
         }
     }
@@ -310,7 +310,8 @@ fn busy_keys(conn: &mut PgConnection, keys: usize, waiting: usize) -> Result<(),
     insert_analyzed(conn, &keyed_backlog(keys * waiting, BUSY_QUEUE, keys)?)?;
     // As a runner leaves them: looked at by an admission, and waiting.
     loop {
-        let (now, looked) = engine::admit_new(conn, &busy, SETUP_BATCH)?;
+        let page = engine::admit_new(conn, &busy, None, SETUP_BATCH)?;
+        let (now, looked) = (page.admitted, page.looked);
         if now > 0 {
             return Err(ToolError::Usage(format!(
                 "keys: {now} jobs behind busy keys were admitted"
