@@ -91,7 +91,7 @@ fn enqueue_unregistered(db: &TestDb) -> String {
 #[test]
 fn migrate_applies_the_schema_once() {
     let (db, mut conn) = TestDb::connected();
-    diesel::sql_query("DELETE FROM __diesel_schema_migrations")
+    diesel::sql_query("DELETE FROM jobqueue_schema_migrations")
         .execute(&mut conn)
         .expect("reset");
     diesel::sql_query(

@@ -619,7 +619,7 @@ fn a_role_that_may_not_read_what_a_check_reads_gets_that_check_failed_and_the_re
         migrations,
         &[
             "could not check: database error: permission denied for table \
-             __diesel_schema_migrations",
+             jobqueue_schema_migrations",
             "run the doctor as a role that may read what it checks",
         ],
     );

@@ -1,4 +1,5 @@
-//! The schema's migrations on a database that already holds jobs.
+//! The schema's migrations on a database that already holds jobs, and
+//! beside an application's own Diesel migrations.
 //!
 //! The row-layout migration copies `jobqueue_jobs` (PostgreSQL cannot
 //! reorder columns in place): every row, every value and every grant must
@@ -7,8 +8,8 @@
 use diesel::connection::SimpleConnection;
 use diesel::prelude::*;
 use diesel::sql_types::{Bool, Text};
-use diesel_migrations::MigrationHarness;
-use jobqueue_core::MIGRATIONS;
+use diesel_migrations::{FileBasedMigrations, MigrationHarness};
+use jobqueue_core::{Check, CheckStatus, DoctorOptions, MIGRATIONS, SchemaVersions};
 use jobqueue_tests::{TestDb, claim_one, scalar};
 
 /// The version of the migration that lays the row out anew.
@@ -144,14 +145,15 @@ fn fillfactor(conn: &mut PgConnection) -> i64 {
 fn the_row_layout_migration_keeps_every_job_and_grant() {
     let db = TestDb::unmigrated();
     let mut conn = db.conn();
-    let pending = conn
+    let pending = SchemaVersions::new(&mut conn)
         .pending_migrations(MIGRATIONS)
         .expect("list migrations");
     for migration in pending
         .iter()
         .take_while(|m| m.name().version().to_string() != ROW_LAYOUT)
     {
-        conn.run_migration(migration.as_ref())
+        SchemaVersions::new(&mut conn)
+            .run_migration(migration.as_ref())
             .expect("apply a migration");
     }
     assert!(position(&mut conn, "status") < position(&mut conn, "payload"));
@@ -234,7 +236,7 @@ fn the_row_layout_migration_keeps_every_job_and_grant() {
 
     // Reverting it (and any later one) keeps the rows and writes pages full
     // again.
-    while conn
+    while SchemaVersions::new(&mut conn)
         .revert_last_migration(MIGRATIONS)
         .expect("revert")
         .to_string()
@@ -246,4 +248,198 @@ fn the_row_layout_migration_keeps_every_job_and_grant() {
         scalar(&mut conn, "SELECT count(*) AS n FROM jobqueue_jobs"),
         5
     );
+}
+
+/// An application's own Diesel migrations, written to a folder of their
+/// own (removed when this value is dropped), as `diesel migration
+/// generate` lays them out.
+struct AppMigrations {
+    dir: std::path::PathBuf,
+}
+
+impl AppMigrations {
+    /// Two migrations, both older than every one of jobqueue's, so that a
+    /// jobqueue version is the latest applied once jobqueue migrated.
+    fn write() -> Self {
+        let dir = std::env::temp_dir().join(format!(
+            "jq_app_migrations_{}_{}",
+            std::process::id(),
+            fastrand::u32(..)
+        ));
+        for (name, up, down) in [
+            (
+                "2025-01-01-000000_users",
+                "CREATE TABLE users (id int PRIMARY KEY, email text NOT NULL)",
+                "DROP TABLE users",
+            ),
+            (
+                "2025-06-01-000000_posts",
+                "CREATE TABLE posts (id int PRIMARY KEY, user_id int REFERENCES users)",
+                "DROP TABLE posts",
+            ),
+        ] {
+            let folder = dir.join(name);
+            std::fs::create_dir_all(&folder).expect("create a migration folder");
+            std::fs::write(folder.join("up.sql"), up).expect("write up.sql");
+            std::fs::write(folder.join("down.sql"), down).expect("write down.sql");
+        }
+        AppMigrations { dir }
+    }
+
+    fn source(&self) -> FileBasedMigrations {
+        FileBasedMigrations::from_path(&self.dir).expect("the application's migrations")
+    }
+}
+
+impl Drop for AppMigrations {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// The versions table `table` records, oldest first.
+fn versions(conn: &mut PgConnection, table: &str) -> Vec<String> {
+    #[derive(QueryableByName)]
+    struct Version {
+        #[diesel(sql_type = Text)]
+        version: String,
+    }
+    diesel::sql_query(format!(
+        "SELECT version::text AS version FROM {table} ORDER BY version"
+    ))
+    .load::<Version>(conn)
+    .expect("read the versions")
+    .into_iter()
+    .map(|v| v.version)
+    .collect()
+}
+
+fn has_table(conn: &mut PgConnection, table: &str) -> bool {
+    scalar(
+        conn,
+        &format!("SELECT (to_regclass('{table}') IS NOT NULL)::int::int8 AS n"),
+    ) == 1
+}
+
+/// The doctor's `migrations` check.
+fn migrations_check(conn: &mut PgConnection) -> Check {
+    jobqueue_core::doctor(conn, &DoctorOptions::default())
+        .expect("run the doctor")
+        .into_iter()
+        .find(|check| check.name == "migrations")
+        .expect("the migrations check")
+}
+
+const APP_VERSIONS: [&str; 2] = ["20250101000000", "20250601000000"];
+
+/// jobqueue migrated into a Diesel application's database: Diesel's table
+/// keeps the application's versions only, so `diesel migration revert` and
+/// `redo` (Diesel's harness, as its CLI runs them) work on the application's
+/// migrations as they would without jobqueue, and the doctor is quiet.
+#[test]
+fn an_applications_diesel_migrations_run_revert_and_redo_beside_jobqueues() {
+    let db = TestDb::unmigrated();
+    let mut conn = db.conn();
+    let app = AppMigrations::write();
+    conn.run_pending_migrations(app.source())
+        .expect("diesel migration run");
+    jobqueue_core::run_migrations(&mut conn).expect("migrate jobqueue");
+    assert_eq!(
+        versions(&mut conn, "__diesel_schema_migrations"),
+        APP_VERSIONS
+    );
+    assert_eq!(
+        versions(&mut conn, "jobqueue_schema_migrations").len(),
+        jobqueue_tests::migration_count()
+    );
+    let check = migrations_check(&mut conn);
+    assert_eq!(check.status, CheckStatus::Ok, "{check:#?}");
+
+    // `diesel migration revert`: the application's latest, although a
+    // jobqueue migration was applied after it.
+    let reverted = conn
+        .revert_last_migration(app.source())
+        .expect("diesel migration revert");
+    assert_eq!(reverted.to_string(), APP_VERSIONS[1]);
+    assert!(!has_table(&mut conn, "posts"));
+    // `diesel migration redo`: revert, then run again.
+    conn.run_pending_migrations(app.source())
+        .expect("diesel migration run");
+    let reverted = conn
+        .revert_last_migration(app.source())
+        .expect("diesel migration redo's revert");
+    assert_eq!(reverted.to_string(), APP_VERSIONS[1]);
+    conn.run_next_migration(app.source())
+        .expect("diesel migration redo's run");
+    assert!(has_table(&mut conn, "posts"));
+    assert_eq!(
+        versions(&mut conn, "__diesel_schema_migrations"),
+        APP_VERSIONS
+    );
+    assert!(
+        jobqueue_core::pending_migrations(&mut conn)
+            .expect("read")
+            .is_empty()
+    );
+    assert_eq!(
+        jobqueue_core::run_migrations(&mut conn).expect("migrate"),
+        Vec::<String>::new()
+    );
+    let check = migrations_check(&mut conn);
+    assert_eq!(check.status, CheckStatus::Ok, "{check:#?}");
+}
+
+/// A database whose jobqueue versions an older jobqueue recorded in
+/// Diesel's table, beside the application's: read as applied (a runner
+/// starts, no version is taken for a newer jobqueue's), the doctor says
+/// where they are, and the next migration run moves them to jobqueue's
+/// table, applying nothing; then the application's revert works.
+#[test]
+fn versions_recorded_in_diesels_table_by_an_older_jobqueue_are_moved_to_jobqueues() {
+    let db = TestDb::unmigrated();
+    let mut conn = db.conn();
+    let app = AppMigrations::write();
+    conn.run_pending_migrations(app.source())
+        .expect("diesel migration run");
+    // As jobqueue recorded its versions before: Diesel's harness on
+    // Diesel's table.
+    conn.run_pending_migrations(MIGRATIONS)
+        .expect("migrate as an older jobqueue did");
+    assert!(
+        jobqueue_core::pending_migrations(&mut conn)
+            .expect("read")
+            .is_empty()
+    );
+    let check = migrations_check(&mut conn);
+    assert_eq!(check.status, CheckStatus::Warn, "{check:#?}");
+    assert!(
+        check.evidence.contains(&format!(
+            "{} of them recorded in the application's Diesel table",
+            jobqueue_tests::migration_count()
+        )) && check.advice.contains("run `jobqueue migrate`"),
+        "{check:#?}"
+    );
+    // What the move is for: Diesel cannot revert past a version that is
+    // not the application's.
+    assert!(conn.revert_last_migration(app.source()).is_err());
+
+    assert_eq!(
+        jobqueue_core::run_migrations(&mut conn).expect("migrate"),
+        Vec::<String>::new(),
+        "nothing applied, only moved"
+    );
+    assert_eq!(
+        versions(&mut conn, "__diesel_schema_migrations"),
+        APP_VERSIONS
+    );
+    assert_eq!(
+        versions(&mut conn, "jobqueue_schema_migrations").len(),
+        jobqueue_tests::migration_count()
+    );
+    let check = migrations_check(&mut conn);
+    assert_eq!(check.status, CheckStatus::Ok, "{check:#?}");
+    let reverted = conn
+        .revert_last_migration(app.source())
+        .expect("diesel migration revert");
+    assert_eq!(reverted.to_string(), APP_VERSIONS[1]);
 }

@@ -158,7 +158,7 @@ pub use job::{EnqueueBuilder, Job};
 pub use jobqueue_derive::Job;
 pub use key_limit::{KeyLimit, set_queue_key_limit};
 pub use lookup::{ID_CLOCK_TOLERANCE, JobLookup, Missing, MissingJob, get_job};
-pub use migrate::{MIGRATIONS, pending_migrations, run_migrations};
+pub use migrate::{MIGRATIONS, SchemaVersions, pending_migrations, run_migrations};
 pub use new_job::NewJob;
 pub use options::JobOptions;
 pub use periodic::{

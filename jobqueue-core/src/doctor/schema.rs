@@ -1,8 +1,10 @@
 //! `migrations`: whether the database has the schema this library embeds.
 //!
-//! Read-only: diesel's `MigrationHarness::pending_migrations` would create
-//! the migrations table in a database that has none; the doctor only
-//! compares the versions recorded there with the embedded ones.
+//! Read-only: the harness's reading of what is applied would create
+//! jobqueue's table of versions in a database that has none; the doctor
+//! only compares the versions recorded there (and those of jobqueue's that
+//! an older jobqueue recorded in Diesel's table) with the embedded ones.
+//! The application's own Diesel migrations play no part.
 
 use diesel::prelude::*;
 
@@ -77,6 +79,20 @@ pub(super) fn migrations(conn: &mut PgConnection) -> Result<Schema> {
             ),
             "a newer jobqueue migrated this database: run this check (and the runners) \
              with that version",
+        )
+    } else if present.in_diesels_table > 0 {
+        Check::graded(
+            MIGRATIONS_CHECK,
+            CheckStatus::Warn,
+            format!(
+                "all {} migrations applied; {} of them recorded in the application's Diesel \
+                 table (__diesel_schema_migrations) by an older jobqueue, where `diesel \
+                 migration revert` trips on them",
+                embedded.len(),
+                present.in_diesels_table
+            ),
+            "run `jobqueue migrate`: it moves them to jobqueue_schema_migrations, and applies \
+             nothing else",
         )
     } else {
         Check::ok(

@@ -3,8 +3,7 @@
 //!
 //! Each reads the statistics views (`pg_stat_activity`,
 //! `pg_stat_user_tables`), the catalogs (`pg_class`, `pg_index`,
-//! `pg_roles`, `pg_replication_slots`, `pg_prepared_xacts`), the migrations
-//! table (`__diesel_schema_migrations`), or the partial indexes of live
+//! `pg_roles`, `pg_replication_slots`, `pg_prepared_xacts`), or the partial indexes of live
 //! jobs (`jobqueue_jobs_fetch_idx`, `_scheduled_idx`, `_unhandled_idx`,
 //! `_lease_idx`), so none costs more with a longer finished history.
 //! [`XMIN_HORIZON`] is the one reading of the xmin horizon
@@ -47,19 +46,13 @@ pub(crate) const DOCTOR_PREPARED: &str = "
     WHERE database = current_database()
     ORDER BY prepared, gid";
 
-/// Which of the tables the checks of the jobs read exist, and whether the
-/// migrations table does.
+/// Which of the tables the checks of the jobs read exist.
 pub(crate) const DOCTOR_SCHEMA: &str = "
-    SELECT to_regclass('__diesel_schema_migrations') IS NOT NULL AS has_migrations_table,
-           array_remove(ARRAY[
+    SELECT array_remove(ARRAY[
                CASE WHEN to_regclass('jobqueue_jobs') IS NULL THEN 'jobqueue_jobs' END,
                CASE WHEN to_regclass('jobqueue_queues') IS NULL THEN 'jobqueue_queues' END,
                CASE WHEN to_regclass('jobqueue_runners') IS NULL THEN 'jobqueue_runners' END
            ], NULL) AS missing_tables";
-
-/// The migrations applied, by version.
-pub(crate) const DOCTOR_APPLIED_MIGRATIONS: &str = "
-    SELECT version::text AS version FROM __diesel_schema_migrations ORDER BY version";
 
 /// Live and dead row versions of the jobs table by the statistics views,
 /// its last (auto)vacuum, and whether autovacuum may visit it.

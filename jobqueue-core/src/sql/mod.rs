@@ -11,6 +11,8 @@
 //!   (`QUEUE_*`).
 //! - `keys.rs`: the admission of keyed jobs under their queue's key limit
 //!   (`KEY_*`).
+//! - `migrations.rs`: `jobqueue_schema_migrations`, the schema versions
+//!   jobqueue applied (`MIGRATIONS_*`).
 //! - `schedules.rs`: `jobqueue_schedules`, the periodic jobs (`SCHEDULE_*`).
 //! - `runners.rs`: `jobqueue_runners`, the registry of running runners
 //!   (`RUNNER_*`).
@@ -252,6 +254,7 @@ mod completions;
 mod doctor;
 mod jobs;
 mod keys;
+mod migrations;
 mod queues;
 mod runners;
 mod schedules;
@@ -262,6 +265,7 @@ pub(crate) use completions::*;
 pub(crate) use doctor::*;
 pub(crate) use jobs::*;
 pub(crate) use keys::*;
+pub(crate) use migrations::*;
 pub(crate) use queues::*;
 pub(crate) use runners::*;
 pub(crate) use schedules::*;
