@@ -279,6 +279,91 @@ fn the_window_drops_what_left_it_and_never_counts_a_start_short() {
     assert_eq!(jobs, [3, 7]);
 }
 
+/// The most claims of queue `queue` logged in any window of `period`.
+fn most_of_queue_in_window(conn: &mut PgConnection, queue: &str, period: &str) -> i64 {
+    scalar(
+        conn,
+        &format!(
+            "WITH q AS (SELECT l.claimed_at FROM claims_log AS l
+                        JOIN jobqueue_jobs AS j ON j.id = l.id WHERE j.queue = '{queue}')
+             SELECT coalesce(max(w.n), 0) AS n FROM q AS c
+             CROSS JOIN LATERAL (
+                 SELECT count(*) AS n FROM q AS o
+                 WHERE o.claimed_at > c.claimed_at - interval '{period}'
+                   AND o.claimed_at <= c.claimed_at
+             ) AS w"
+        ),
+    )
+}
+
+/// A claim of every queue that started before another claim of the rated
+/// queue, but got the rated queue's lock after it (it waited for another
+/// limited queue's row, held by a third session): it counts its window at
+/// the time it got the lock, after the other claim cut the window's old
+/// entries, and no period holds more starts than the limit, by the
+/// `claimed_at` of each (before, it counted at its statement's start, found
+/// the entries that still counted then cut, and 19 starts went into one
+/// second under a limit of 10).
+#[test]
+fn a_claim_that_got_the_lock_after_a_later_claim_counts_at_the_time_it_got_it() {
+    let (db, mut conn) = TestDb::connected();
+    log_claims(&mut conn);
+    rated_backlog(&mut conn, 40);
+    let jobs: Vec<NewJob> = (0..5)
+        .map(|n| NewJob::from_job(&Noop { n }, JobOptions::new().queue("a_other")))
+        .collect::<Result<_, _>>()
+        .expect("build");
+    enqueue_many(&mut conn, &jobs).expect("enqueue");
+    let limit = RateLimit::new(100, Duration::from_secs(1)).expect("a limit");
+    set_queue_rate_limit(&mut conn, "a_other", Some(limit)).expect("set the limit");
+
+    // Z: the whole second's room, at t0.
+    let z = claim_paced(&mut conn, &Claim::new("z").queues(["rated"]).limit(10)).expect("claim");
+    assert_eq!(z.rows.len(), 10);
+    let t0 = z.rows[0].claimed_at.expect("claimed");
+    let past = |conn: &mut PgConnection, ms: i64| {
+        let at = t0 + chrono::Duration::milliseconds(ms);
+        wait_for(
+            "the database's clock to pass a point",
+            Duration::from_secs(10),
+            || jobqueue_tests::db_now(conn) > at,
+        );
+    };
+    // B, a claim of every queue, starts within Z's second and waits for
+    // queue a_other's row (it locks the limited queues in name order).
+    past(&mut conn, 600);
+    let mut holder = db.conn();
+    exec(
+        &mut holder,
+        "BEGIN; SELECT 1 FROM jobqueue_queues WHERE name = 'a_other' FOR UPDATE",
+    );
+    let mut b_conn = db.conn();
+    let b_pid = scalar(&mut b_conn, "SELECT pg_backend_pid()::int8 AS n");
+    let b = std::thread::spawn(move || {
+        claim_paced(&mut b_conn, &Claim::new("b").limit(20)).expect("claim of every queue")
+    });
+    wait_for("B to wait for the row", Duration::from_secs(30), || {
+        scalar(
+            &mut conn,
+            &format!("SELECT count(*) AS n FROM pg_locks WHERE pid = {b_pid} AND NOT granted"),
+        ) > 0
+    });
+    // A, a claim of the rated queue alone, a period after Z: it cuts Z's
+    // entry and takes one start.
+    past(&mut conn, 1_050);
+    let a = claim_paced(&mut conn, &Claim::new("a").queues(["rated"]).limit(1)).expect("claim");
+    assert_eq!(a.rows.len(), 1);
+    exec(&mut holder, "COMMIT");
+    let b = b.join().expect("B's thread");
+    let b_rated = b.rows.iter().filter(|row| row.queue == "rated").count();
+    assert!(b_rated <= 9, "B took {b_rated} of the rated queue");
+    let most = most_of_queue_in_window(&mut conn, "rated", "1 second");
+    assert!(
+        most <= 10,
+        "{most} starts of the rated queue within one second"
+    );
+}
+
 /// Calls a service that answers its first call with 429 and "retry after
 /// 2 s".
 #[derive(Serialize, Deserialize, Job)]

@@ -299,7 +299,7 @@ macro_rules! quota_range {
 /// in the same statement (`set_aside!`), and returned with that status:
 /// one write each instead of a claim and a second statement to park them.
 macro_rules! claim_from_ready {
-    () => {
+    ($now:literal) => {
         concat!(
             "ready AS (
             SELECT f.queue, f.after_priority, f.after_run_at, f.after_id,
@@ -355,9 +355,15 @@ macro_rules! claim_from_ready {
                 worker_id = $3,
                 attempts = j.attempts + 1,
                 claim_count = j.claim_count + 1,
-                claimed_at = statement_timestamp(),
-                heartbeat_at = statement_timestamp(),
-                lease_expires_at = statement_timestamp() + make_interval(secs => $4),
+                claimed_at = ",
+            $now,
+            ",
+                heartbeat_at = ",
+            $now,
+            ",
+                lease_expires_at = ",
+            $now,
+            " + make_interval(secs => $4),
                 started_at = NULL,
                 progress = 0,
                 current_stage = NULL
@@ -406,6 +412,15 @@ macro_rules! claimed_rows {
 /// the claim leaves limited queues out: a row read under an older snapshot
 /// would not show the claims committed since.
 ///
+/// `clock` is the claim's time: the server's clock read once every lock is
+/// held (after `locked` is read whole). Claims that take turns on a row read
+/// it in the order they got the lock, so a claim never counts its window at
+/// a time before the one at which the claim before it cut entries off the
+/// window; the statement's own start would be such a time for a claim that
+/// waited for the lock, and it would miss starts that still count. The
+/// claimed jobs' `claimed_at` is that time too, so a rate limit holds
+/// exactly as `claimed_at` shows it.
+///
 /// `used`, per locked queue:
 /// - `held_room`, the room under its global limit: its limit minus what
 ///   bounds its held jobs from above, `held_counted + claimed_since` (the
@@ -418,10 +433,10 @@ macro_rules! claimed_rows {
 ///   `$2`, as otherwise);
 /// - `rate_room`, the room under its rate limit (null without one): its
 ///   starts per period minus the starts its window holds that count at
-///   this statement's time (a claim's starts count for a whole period from
+///   the claim's time (a claim's starts count for a whole period from
 ///   their window entry, the end of the claim's slot: `note_limited!`);
 ///   the entries that no longer count are found by binary search;
-/// - `room_in`, when the window next drops a start, from this statement.
+/// - `room_in`, when the window next drops a start, from the claim's time.
 macro_rules! lock_limited {
     () => {
         "locked AS MATERIALIZED (
@@ -436,6 +451,9 @@ macro_rules! lock_limited {
         ORDER BY c.name
         FOR NO KEY UPDATE OF c
     ),
+    clock AS MATERIALIZED (
+        SELECT clock_timestamp() AS now FROM (SELECT count(*) FROM locked) AS every_lock
+    ),
     used AS (
         SELECT k.name,
                CASE WHEN h.recount
@@ -446,8 +464,9 @@ macro_rules! lock_limited {
                CASE WHEN k.rate_starts IS NOT NULL
                     THEN greatest(k.rate_starts - w.starts, 0)::int8
                END AS rate_room,
-               w.first + k.rate_period - statement_timestamp() AS room_in
+               w.first + k.rate_period - clock.now AS room_in
         FROM locked AS k
+        CROSS JOIN clock
         CROSS JOIN LATERAL (
             SELECT b.bound,
                    k.global_limit IS NOT NULL
@@ -458,7 +477,7 @@ macro_rules! lock_limited {
             SELECT (SELECT coalesce(sum(n), 0) FROM unnest(k.rate_jobs[g.gone + 1:]) AS n)
                        AS starts,
                    k.rate_at[g.gone + 1] AS first
-            FROM (SELECT width_bucket(statement_timestamp() - k.rate_period, k.rate_at) AS gone)
+            FROM (SELECT width_bucket(clock.now - k.rate_period, k.rate_at) AS gone)
                  AS g
         ) AS w
     ),
@@ -519,15 +538,15 @@ macro_rules! note_limited {
                                + interval '1 microsecond' * ((e.now + e.slot - 1) / e.slot * e.slot)
                                AS entry
                     FROM (SELECT c.rate_at[g.gone + 1:] AS at, c.rate_jobs[g.gone + 1:] AS jobs
-                          FROM (SELECT width_bucket(statement_timestamp() - c.rate_period,
+                          FROM (SELECT width_bucket(clock.now - c.rate_period,
                                                     c.rate_at) AS gone) AS g) AS k,
-                         (SELECT (EXTRACT(EPOCH FROM statement_timestamp()) * 1000000)::int8
+                         (SELECT (EXTRACT(EPOCH FROM clock.now) * 1000000)::int8
                                      AS now,
                                  greatest((EXTRACT(EPOCH FROM c.rate_period) * 1000000)::int8
                                           / 1000, 1) AS slot) AS e
                 ) AS w
             )
-        FROM took AS t
+        FROM took AS t, clock
         WHERE c.name = t.queue
     ),
     summary AS (
@@ -548,7 +567,7 @@ macro_rules! note_limited {
 /// queues it locked) and `$end` (SQL: what it returns) after
 /// `claim_from_ready!`.
 macro_rules! claim_queues {
-    ($limited:expr, $end:expr) => {
+    ($limited:expr, $now:literal, $end:expr) => {
         concat!(
             "WITH ",
             $limited,
@@ -578,7 +597,7 @@ macro_rules! claim_queues {
                         AND p.priority < n.after_priority)
     ),
     ",
-            claim_from_ready!(),
+            claim_from_ready!($now),
             $end
         )
     };
@@ -590,12 +609,14 @@ macro_rules! claim_queues {
 /// (queue, priority, run_at, id) are resume points, at most one per queue:
 /// whether a queue that has one has due jobs is looked up in the same
 /// three ranges.
-pub(crate) const JOB_CLAIM_QUEUES: &str = claim_queues!(none_limited!(), claimed_rows!());
+pub(crate) const JOB_CLAIM_QUEUES: &str =
+    claim_queues!(none_limited!(), "statement_timestamp()", claimed_rows!());
 
 /// [`JOB_CLAIM_QUEUES`], honouring global and rate limits: locks the
 /// limited queues' rows first and notes what it took from them
 /// (`lock_limited!`, `note_limited!`).
-pub(crate) const JOB_CLAIM_QUEUES_LIMITED: &str = claim_queues!(lock_limited!(), note_limited!());
+pub(crate) const JOB_CLAIM_QUEUES_LIMITED: &str =
+    claim_queues!(lock_limited!(), "(SELECT now FROM clock)", note_limited!());
 
 /// Whether queue `$q` (an SQL expression) may be claimed from, as `ready`
 /// in `claim_from_ready!` decides: not paused, not limited unless locked
@@ -692,7 +713,7 @@ macro_rules! walk_queues {
 /// The claim of every queue, with CTE `limited` from `$limited` and `$end`
 /// as in `claim_queues!`.
 macro_rules! claim_any {
-    ($limited:expr, $end:expr) => {
+    ($limited:expr, $now:literal, $end:expr) => {
         concat!(
             "WITH RECURSIVE ",
             $limited,
@@ -715,7 +736,7 @@ macro_rules! claim_any {
         WHERE queue IS NOT NULL
     ),
     ",
-            claim_from_ready!(),
+            claim_from_ready!($now),
             $end
         )
     };
@@ -733,11 +754,13 @@ macro_rules! claim_any {
 /// `$1` (the claim's queues) is empty, which `lock_limited!` reads as
 /// every queue, and there are no resume points (`$7` to `$10` go unused),
 /// so every claim binds the same parameters.
-pub(crate) const JOB_CLAIM_ANY: &str = claim_any!(none_limited!(), claimed_rows!());
+pub(crate) const JOB_CLAIM_ANY: &str =
+    claim_any!(none_limited!(), "statement_timestamp()", claimed_rows!());
 
 /// [`JOB_CLAIM_ANY`], honouring global and rate limits, as
 /// [`JOB_CLAIM_QUEUES_LIMITED`] does.
-pub(crate) const JOB_CLAIM_ANY_LIMITED: &str = claim_any!(lock_limited!(), note_limited!());
+pub(crate) const JOB_CLAIM_ANY_LIMITED: &str =
+    claim_any!(lock_limited!(), "(SELECT now FROM clock)", note_limited!());
 
 /// Looks for the first due job of each queue in `$1` (distinct names)
 /// from the start of its range of `jobqueue_jobs_fetch_idx`, as a claim
