@@ -161,12 +161,12 @@ fn an_open_transaction_warns_then_fails_past_its_thresholds_until_it_ends() {
     let strict = ["doctor", "--xact-warn", "100ms", "--xact-fail", "200ms"];
     let (out, err) = doctor_cli(&server.url, &strict, 1);
     assert_line(&out, "vacuum horizon", "fail");
-    assert_contains(&err, &["1 of 13 checks failed: vacuum horizon"]);
+    assert_contains(&err, &["1 of 14 checks failed: vacuum horizon"]);
 
     exec(&mut idle, "COMMIT");
     let (out, _) = doctor_cli(&server.url, &strict, 0);
     assert_line(&out, "vacuum horizon", "ok");
-    assert!(out.ends_with("13 checks: 13 ok, 0 warn, 0 fail\n"), "{out}");
+    assert!(out.ends_with("14 checks: 14 ok, 0 warn, 0 fail\n"), "{out}");
 }
 
 #[test]
@@ -457,7 +457,7 @@ fn a_database_without_the_schema_fails_on_migrations_until_migrated() {
     );
     jobqueue_core::run_migrations(&mut conn).expect("migrate");
     let checks = jobqueue_core::doctor(&mut conn, &options).expect("run the doctor");
-    assert_eq!(checks.len(), 13);
+    assert_eq!(checks.len(), 14);
     assert_eq!(checks[0].status, CheckStatus::Ok, "{:#?}", checks[0]);
 }
 
@@ -595,7 +595,7 @@ fn the_checks_never_scan_the_jobs_table() {
     };
     let (seq_before, idx_before) = scans(&mut conn);
     let checks = jobqueue_core::doctor(&mut conn, &DoctorOptions::default()).expect("doctor");
-    assert_eq!(checks.len(), 13);
+    assert_eq!(checks.len(), 14);
     let (seq_after, idx_after) = scans(&mut conn);
     assert!(idx_after > idx_before, "the checks read the indexes");
     assert_eq!(
@@ -701,4 +701,81 @@ fn workflows_waiting_on_a_retry_warn_and_ends_nobody_settles_fail() {
     );
     let found = check_is(&mut conn, &options, "workflows", CheckStatus::Fail);
     assert_has(&found, &["1 steps not ended have no job row"]);
+}
+
+/// A blocked workflow step with no parent left to settle (what a lost
+/// release leaves) fails the `workflows` check until the cancel and retry
+/// its advice names make it due; jobs of a key that has room, waiting for
+/// over a minute, warn under `keys` until an admission admits them.
+#[test]
+fn a_stranded_step_fails_and_keyed_jobs_waiting_with_room_warn_until_repaired() {
+    let (_db, mut conn) = TestDb::connected();
+    let options = DoctorOptions::default();
+    let job = || {
+        jobqueue_core::NewJob::new("flow.step", "{}", jobqueue_core::JobOptions::new())
+            .expect("job")
+    };
+    let mut flow = jobqueue_core::Workflow::new("stranded").expect("workflow");
+    let first = flow.add_job("first", job()).expect("step");
+    let then = flow.add_job("then", job()).expect("step");
+    flow.after(then, [first]).expect("edge");
+    flow.enqueue(&mut conn).expect("enqueue");
+    check_is(&mut conn, &options, "workflows", CheckStatus::Ok);
+    exec(
+        &mut conn,
+        &format!(
+            "UPDATE jobqueue_workflow_steps SET parents_left = 0 WHERE job_id = '{}'",
+            then.id()
+        ),
+    );
+    let found = check_is(&mut conn, &options, "workflows", CheckStatus::Fail);
+    assert_has(
+        &found,
+        &[
+            "1 workflow steps are blocked with no parent left to settle",
+            "`jobqueue cancel ID`, then `jobqueue retry ID`",
+        ],
+    );
+    jobqueue_core::cancel(&mut conn, then.id()).expect("cancel");
+    jobqueue_core::retry_job(&mut conn, then.id()).expect("retry");
+    assert_eq!(
+        jobqueue_tests::read_job(&mut conn, then.id()).status,
+        jobqueue_core::JobStatus::Pending
+    );
+    check_is(&mut conn, &options, "workflows", CheckStatus::Ok);
+
+    let found = check_is(&mut conn, &options, "keys", CheckStatus::Ok);
+    assert_has(&found, &["no key's jobs wait"]);
+    let keyed = jobqueue_core::NewJob::new(
+        "keyed.job",
+        "{}",
+        jobqueue_core::JobOptions::new()
+            .queue("ledger")
+            .key("acct-1"),
+    )
+    .expect("job");
+    jobqueue_core::enqueue_many(&mut conn, &[keyed]).expect("enqueue");
+    jobqueue_core::set_queue_key_limit(
+        &mut conn,
+        "ledger",
+        Some(jobqueue_core::KeyLimit::per_key(1).expect("limit")),
+    )
+    .expect("limit");
+    // As an admission that never came leaves it: waiting, due long ago.
+    exec(
+        &mut conn,
+        "UPDATE jobqueue_jobs SET status = 'waiting', run_at = now() - interval '2 minutes'
+         WHERE queue = 'ledger'",
+    );
+    let found = check_is(&mut conn, &options, "keys", CheckStatus::Warn);
+    assert_has(
+        &found,
+        &[
+            "jobs of 1 keys (such as ledger/acct-1)",
+            "start a runner of their queue",
+        ],
+    );
+    let swept = jobqueue_core::engine::sweep_keys(&mut conn, &[], None, 100).expect("sweep");
+    assert_eq!(swept.admitted, 1);
+    check_is(&mut conn, &options, "keys", CheckStatus::Ok);
 }

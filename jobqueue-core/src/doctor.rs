@@ -5,6 +5,7 @@
 
 mod format;
 mod horizon;
+mod keys;
 mod schema;
 mod server;
 mod table;
@@ -229,7 +230,8 @@ impl DoctorOptions {
 /// | `dead tuples` | too much of `jobqueue_jobs` is dead row versions |
 /// | `fetch index` | `jobqueue_jobs_fetch_idx` is missing or invalid (warns when bloated) |
 /// | `claim plan` | the claim does not read the jobs through `jobqueue_jobs_fetch_idx` |
-/// | `workflows` | workflow steps ended a minute ago and more are not settled, or a step not ended lost its job's row (warns when steps wait for a retry of a failed step) |
+/// | `workflows` | a blocked step has no parent left to settle, workflow steps ended a minute ago and more are not settled, or a step not ended lost its job's row (warns when steps wait for a retry of a failed step) |
+/// | `keys` | never; warns when jobs of a key have waited over a minute for room their key has |
 /// | `held leases` | jobs are held past their lease and no live runner can recover them |
 /// | `job types` | due jobs have a type no live runner working their queue handles |
 /// | `queues` | a queue has due jobs and no live runner works it |
@@ -301,11 +303,12 @@ const HORIZON_CHECKS: [(&str, Graded); 3] = [
 ];
 
 /// The checks of the jobs table that need no list of runners.
-const TABLE_CHECKS: [(&str, Graded); 4] = [
+const TABLE_CHECKS: [(&str, Graded); 5] = [
     (table::DEAD_TUPLES, table::dead_tuples),
     (table::FETCH_INDEX_CHECK, table::fetch_index),
     (table::CLAIM_PLAN, |conn, _| table::claim_plan(conn)),
     (workflows::WORKFLOWS, workflows::workflows),
+    (keys::KEYS, keys::keys),
 ];
 
 /// The checks of the server, last.

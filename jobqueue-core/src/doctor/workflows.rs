@@ -18,17 +18,34 @@ struct Stuck {
     unsettled: i64,
     #[diesel(sql_type = BigInt)]
     orphaned: i64,
+    #[diesel(sql_type = BigInt)]
+    stranded: i64,
 }
 
-/// `workflows`: fails when steps ended (failed for good or cancelled) a
-/// minute ago and more and no runner settled them, or when a step not
-/// ended has lost its job's row (deleted outside the queue): the steps
-/// after them wait for good. Warns when steps wait for a retry of a failed
+/// `workflows`: fails when a blocked step has no parent left to settle
+/// (nothing will release it), when steps ended (failed for good or
+/// cancelled) a minute ago and more and no runner settled them, or when a
+/// step not ended has lost its job's row (deleted outside the queue): the
+/// steps after them wait for good. Warns when steps wait for a retry of a failed
 /// step (`on_failure = wait`).
 pub(super) fn workflows(conn: &mut PgConnection, _: &DoctorOptions) -> Result<Check> {
     let stuck = read(conn, |conn| {
         Ok(diesel::sql_query(sql::DOCTOR_WORKFLOWS).get_result::<Stuck>(conn)?)
     })?;
+    if stuck.stranded > 0 {
+        return Ok(Check::graded(
+            WORKFLOWS,
+            CheckStatus::Fail,
+            format!(
+                "{} workflow steps are blocked with no parent left to settle: nothing will \
+                 release them",
+                stuck.stranded
+            ),
+            "cancel and retry each (`jobqueue cancel ID`, then `jobqueue retry ID`): the retry \
+             finds no parent left and makes it due; list them with `jobqueue list --status \
+             blocked`",
+        ));
+    }
     if stuck.unsettled > 0 || stuck.orphaned > 0 {
         return Ok(Check::graded(
             WORKFLOWS,

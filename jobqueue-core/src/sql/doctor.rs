@@ -201,9 +201,11 @@ pub(crate) const XMIN_HORIZON: &str = "
 /// Workflow steps that wait in vain, or until someone acts:
 /// `waiting_on_retry` (live steps of `wait` workflows with an unsettled
 /// edge from a failed or cancelled step), `unsettled` (live steps whose
-/// jobs failed or were cancelled over a minute ago: no sweep settled them)
-/// and `orphaned` (live steps whose job row is gone). Reads every live
-/// step, through `jobqueue_workflow_steps_live_idx`.
+/// jobs failed or were cancelled over a minute ago: no sweep settled them),
+/// `orphaned` (live steps whose job row is gone) and `stranded` (blocked
+/// jobs whose step has no parent left to settle: nothing will release
+/// them). Reads every live step, through `jobqueue_workflow_steps_live_idx`,
+/// and every blocked job.
 pub(crate) const DOCTOR_WORKFLOWS: &str = "
     SELECT
         (SELECT count(*) FROM jobqueue_workflow_steps AS s
@@ -219,4 +221,31 @@ pub(crate) const DOCTOR_WORKFLOWS: &str = "
            AND j.finished_at < now() - interval '1 minute') AS unsettled,
         (SELECT count(*) FROM jobqueue_workflow_steps AS s
          WHERE s.state = 'live'
-           AND NOT EXISTS (SELECT 1 FROM jobqueue_jobs AS j WHERE j.id = s.job_id)) AS orphaned";
+           AND NOT EXISTS (SELECT 1 FROM jobqueue_jobs AS j WHERE j.id = s.job_id)) AS orphaned,
+        (SELECT count(*) FROM jobqueue_jobs AS j
+         JOIN jobqueue_workflow_steps AS s ON s.job_id = j.id
+         WHERE j.status = 'blocked' AND s.parents_left = 0) AS stranded";
+
+/// Keys whose jobs have waited for their key's room for over a minute
+/// although the key has room (fewer holders than its queue's key limit, or
+/// no limit any more): `keys`, and `example`, one of them as `queue/key`.
+/// No admission looked at them since they came due; a runner of their
+/// queue admits them within its rescue interval. Reads every waiting job,
+/// through `jobqueue_jobs_key_waiting_idx`.
+pub(crate) const DOCTOR_KEYS: &str = concat!(
+    "WITH lines AS (
+        SELECT queue, concurrency_key AS key
+        FROM jobqueue_jobs
+        WHERE status = 'waiting' AND run_at < now() - interval '1 minute'
+        GROUP BY queue, concurrency_key
+    ),
+    with_room AS (
+        SELECT k.queue, k.key
+        FROM lines AS k
+        LEFT JOIN jobqueue_queues AS c ON c.name = k.queue
+        WHERE c.key_limit IS NULL OR c.key_limit > ",
+    key_holders!("k.queue", "k.key"),
+    "
+    )
+    SELECT count(*) AS keys, min(queue || '/' || key) AS example FROM with_room"
+);
