@@ -161,12 +161,12 @@ fn an_open_transaction_warns_then_fails_past_its_thresholds_until_it_ends() {
     let strict = ["doctor", "--xact-warn", "100ms", "--xact-fail", "200ms"];
     let (out, err) = doctor_cli(&server.url, &strict, 1);
     assert_line(&out, "vacuum horizon", "fail");
-    assert_contains(&err, &["1 of 14 checks failed: vacuum horizon"]);
+    assert_contains(&err, &["1 of 15 checks failed: vacuum horizon"]);
 
     exec(&mut idle, "COMMIT");
     let (out, _) = doctor_cli(&server.url, &strict, 0);
     assert_line(&out, "vacuum horizon", "ok");
-    assert!(out.ends_with("14 checks: 14 ok, 0 warn, 0 fail\n"), "{out}");
+    assert!(out.ends_with("15 checks: 15 ok, 0 warn, 0 fail\n"), "{out}");
 }
 
 #[test]
@@ -457,7 +457,7 @@ fn a_database_without_the_schema_fails_on_migrations_until_migrated() {
     );
     jobqueue_core::run_migrations(&mut conn).expect("migrate");
     let checks = jobqueue_core::doctor(&mut conn, &options).expect("run the doctor");
-    assert_eq!(checks.len(), 14);
+    assert_eq!(checks.len(), 15);
     assert_eq!(checks[0].status, CheckStatus::Ok, "{:#?}", checks[0]);
 }
 
@@ -595,7 +595,7 @@ fn the_checks_never_scan_the_jobs_table() {
     };
     let (seq_before, idx_before) = scans(&mut conn);
     let checks = jobqueue_core::doctor(&mut conn, &DoctorOptions::default()).expect("doctor");
-    assert_eq!(checks.len(), 14);
+    assert_eq!(checks.len(), 15);
     let (seq_after, idx_after) = scans(&mut conn);
     assert!(idx_after > idx_before, "the checks read the indexes");
     assert_eq!(
@@ -778,4 +778,63 @@ fn a_stranded_step_fails_and_keyed_jobs_waiting_with_room_warn_until_repaired() 
     let swept = jobqueue_core::engine::sweep_keys(&mut conn, &[], None, 100).expect("sweep");
     assert_eq!(swept.admitted, 1);
     check_is(&mut conn, &options, "keys", CheckStatus::Ok);
+}
+
+/// A runner whose maintenance pass cannot end (its admission of keyed jobs
+/// waits for a queue's admission lock another session holds) warns under
+/// `maintenance`, naming the runner and the pass, while the runner itself
+/// stays alive; once the lock is released, the check is ok again.
+#[test]
+fn a_runner_whose_maintenance_pass_does_not_end_warns_until_it_does() {
+    let (db, mut conn) = TestDb::connected();
+    let keyed = jobqueue_core::NewJob::from_job(
+        &Noop { n: 1 },
+        jobqueue_core::JobOptions::new()
+            .queue("ledger")
+            .key("acct-1"),
+    )
+    .expect("job");
+    jobqueue_core::enqueue_many(&mut conn, &[keyed]).expect("enqueue");
+    jobqueue_core::set_queue_key_limit(
+        &mut conn,
+        "ledger",
+        Some(jobqueue_core::KeyLimit::per_key(1).expect("limit")),
+    )
+    .expect("limit");
+    exec(
+        &mut conn,
+        "UPDATE jobqueue_jobs SET status = 'waiting', key_checked = NULL WHERE queue = 'ledger'",
+    );
+    // The queue's admission lock (class `jqky`), which admissions wait for.
+    let mut holder = db.conn();
+    exec(
+        &mut holder,
+        "SELECT pg_advisory_lock(1785817977, hashtext('ledger'))",
+    );
+    let config = jobqueue_runner::RunnerConfig::new(&db.url)
+        .lease(Duration::from_secs(3))
+        .db_timeout(Duration::from_secs(600));
+    let runner = jobqueue_tests::start_runner(config, jobqueue_tests::jobs::registry());
+    let mut options = DoctorOptions::default();
+    options.maintenance_warn = Duration::from_secs(2);
+    let found = wait_status(&mut conn, &options, "maintenance", CheckStatus::Warn);
+    assert_has(
+        &found,
+        &[
+            "the maintenance of 1 live runner(s) is stuck",
+            "in `admitting keyed jobs`",
+            "promotes no retries",
+        ],
+    );
+    let mut strict = DoctorOptions::default();
+    strict.maintenance_warn = Duration::from_secs(1);
+    strict.maintenance_fail = Duration::from_secs(2);
+    wait_status(&mut conn, &strict, "maintenance", CheckStatus::Fail);
+    exec(
+        &mut holder,
+        "SELECT pg_advisory_unlock(1785817977, hashtext('ledger'))",
+    );
+    let found = wait_status(&mut conn, &options, "maintenance", CheckStatus::Ok);
+    assert_has(&found, &["each of the 1 live runner(s) that report it"]);
+    runner.shutdown();
 }

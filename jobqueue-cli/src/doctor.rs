@@ -65,6 +65,16 @@ pub(crate) struct DoctorArgs {
     #[arg(long, value_name = "PERCENT", default_value = "95%", value_parser = parse_percent,
           allow_hyphen_values = true)]
     connections_fail: f64,
+    /// Warn when a live runner's maintenance has not finished a pass for
+    /// this long.
+    #[arg(long, value_name = "DURATION", default_value = "1m",
+          value_parser = parse_duration, allow_hyphen_values = true)]
+    maintenance_warn: Duration,
+    /// Fail when a live runner's maintenance has not finished a pass for
+    /// this long.
+    #[arg(long, value_name = "DURATION", default_value = "10m",
+          value_parser = parse_duration, allow_hyphen_values = true)]
+    maintenance_fail: Duration,
     /// Print the checks as JSON: {"status": ..., "checks": [{"name",
     /// "status", "evidence", "advice"}, ...]}.
     #[arg(long)]
@@ -86,6 +96,8 @@ impl DoctorArgs {
         options.notify_fail = self.notify_fail;
         options.connections_warn = self.connections_warn;
         options.connections_fail = self.connections_fail;
+        options.maintenance_warn = self.maintenance_warn;
+        options.maintenance_fail = self.maintenance_fail;
         options
     }
 }

@@ -135,6 +135,12 @@ pub struct DoctorOptions {
     pub connections_warn: f64,
     /// Fail at this fraction. Default 0.95.
     pub connections_fail: f64,
+    /// Warn when a live runner's maintenance has not finished a pass for
+    /// this long. Default 1 min (a long vacuum or index rebuild may take
+    /// that).
+    pub maintenance_warn: Duration,
+    /// Fail when it has not for this long. Default 10 min.
+    pub maintenance_fail: Duration,
 }
 
 impl Default for DoctorOptions {
@@ -153,6 +159,8 @@ impl Default for DoctorOptions {
             notify_fail: 0.5,
             connections_warn: 0.8,
             connections_fail: 0.95,
+            maintenance_warn: Duration::from_secs(60),
+            maintenance_fail: Duration::from_secs(10 * 60),
         }
     }
 }
@@ -169,6 +177,16 @@ impl DoctorOptions {
                     "warn at {} is above fail at {}",
                     crate::human::human_duration(self.xact_warn),
                     crate::human::human_duration(self.xact_fail)
+                ),
+            ));
+        }
+        if self.maintenance_warn > self.maintenance_fail {
+            return Err(Error::invalid(
+                "maintenance thresholds",
+                format!(
+                    "warn at {} is above fail at {}",
+                    crate::human::human_duration(self.maintenance_warn),
+                    crate::human::human_duration(self.maintenance_fail)
                 ),
             ));
         }
@@ -235,6 +253,7 @@ impl DoctorOptions {
 /// | `held leases` | jobs are held past their lease and no live runner can recover them |
 /// | `job types` | due jobs have a type no live runner working their queue handles |
 /// | `queues` | a queue has due jobs and no live runner works it |
+/// | `maintenance` | a live runner's maintenance has not finished a pass for `maintenance_fail` (warns at `maintenance_warn`) |
 /// | `notify queue` | the `LISTEN`/`NOTIFY` queue fills up |
 /// | `connections` | the connections in use near `max_connections` |
 ///
@@ -270,7 +289,12 @@ pub fn doctor(conn: &mut PgConnection, options: &DoctorOptions) -> Result<Vec<Ch
     if schema.ready {
         graded(conn, options, &TABLE_CHECKS, &mut checks)?;
         let runners = read(conn, crate::list_runners);
-        let covered = [workers::HELD_LEASES, workers::JOB_TYPES, workers::QUEUES];
+        let covered = [
+            workers::HELD_LEASES,
+            workers::JOB_TYPES,
+            workers::QUEUES,
+            workers::MAINTENANCE,
+        ];
         match runners {
             Ok(runners) => {
                 let live: Vec<_> = runners.iter().filter(|r| !r.is_gone()).collect();
@@ -280,6 +304,7 @@ pub fn doctor(conn: &mut PgConnection, options: &DoctorOptions) -> Result<Vec<Ch
                 )?);
                 checks.push(guard(workers::JOB_TYPES, workers::job_types(conn, &live))?);
                 checks.push(guard(workers::QUEUES, workers::queues(conn, &live))?);
+                checks.push(workers::maintenance(&live, options));
             }
             Err(e) => {
                 let failed: Option<Vec<Check>> =

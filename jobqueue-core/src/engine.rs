@@ -76,7 +76,8 @@ pub use crate::queue_head::{MAX_QUEUE_HEADS, QueueHead, queue_head, queue_heads}
 pub use crate::ready::{DEFAULT_PROMOTE_BATCH, promote_due, promote_due_by, reclaim_unhandled};
 pub use crate::rescue::{DEFAULT_RESCUE_BATCH, Rescued, rescue_stale};
 pub use crate::runners::{
-    RunnerInfo, deregister_runner, register_runner, runner_seen, try_lead_queue_gauges,
+    MaintenanceBeat, RunnerInfo, deregister_runner, register_runner, runner_seen,
+    try_lead_queue_gauges,
 };
 pub use crate::session::{QueueSession, Vacuumed};
 pub use crate::set_aside::{SetAside, set_aside_due};

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use diesel::prelude::*;
-use diesel::sql_types::{Array, Double, Integer, Text, Timestamptz};
+use diesel::sql_types::{Array, Double, Integer, Nullable, Text, Timestamptz};
 
 use crate::isolation::read_committed;
 use crate::{Result, sql};
@@ -49,11 +49,28 @@ pub fn register_runner(conn: &mut PgConnection, info: &RunnerInfo) -> Result<()>
     })
 }
 
-/// Notes that runner `worker_id` is alive; false if it has no row (never
-/// registered, or deleted): register it again.
-pub fn runner_seen(conn: &mut PgConnection, worker_id: &str) -> Result<bool> {
+/// Where a runner's maintenance is, as it reports it when it is seen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MaintenanceBeat<'a> {
+    /// How long since its last maintenance pass (of any service) ended, or
+    /// since it started if none has.
+    pub since_pass: Duration,
+    /// The pass under way, if one is (the service's name).
+    pub in_pass: Option<&'a str>,
+}
+
+/// Notes that runner `worker_id` is alive, and where its maintenance is;
+/// false if it has no row (never registered, or deleted): register it
+/// again.
+pub fn runner_seen(
+    conn: &mut PgConnection,
+    worker_id: &str,
+    maintenance: &MaintenanceBeat<'_>,
+) -> Result<bool> {
     Ok(diesel::sql_query(sql::RUNNER_SEEN)
         .bind::<Text, _>(worker_id)
+        .bind::<Double, _>(maintenance.since_pass.as_secs_f64())
+        .bind::<Nullable<Text>, _>(maintenance.in_pass)
         .execute(conn)?
         > 0)
 }
@@ -100,12 +117,26 @@ pub struct RunnerRow {
     pub last_seen: DateTime<Utc>,
     #[diesel(sql_type = Double)]
     silent_secs: f64,
+    #[diesel(sql_type = Nullable<Double>)]
+    maintenance_silent_secs: Option<f64>,
+    /// The maintenance pass it was in when last seen (a service's name),
+    /// if one was under way.
+    #[diesel(sql_type = Nullable<Text>)]
+    pub maintenance_pass: Option<String>,
 }
 
 impl RunnerRow {
     /// How long since it was last seen (database clock).
     pub fn silent_for(&self) -> Duration {
         Duration::from_secs_f64(self.silent_secs.max(0.0))
+    }
+
+    /// How long its maintenance had gone without finishing a pass, as of
+    /// now by what it said when last seen (`None` before it said: a runner
+    /// of an older version, or one that just started).
+    pub fn maintenance_silent_for(&self) -> Option<Duration> {
+        self.maintenance_silent_secs
+            .map(|secs| Duration::from_secs_f64(secs.max(0.0)))
     }
 
     /// Not seen for three of its leases: it died (its held jobs are

@@ -107,8 +107,13 @@ pub(crate) fn run(
 fn presence(shared: &Shared, db: &mut Db, registered: bool) -> bool {
     let config = &shared.config;
     if registered {
+        let (since_pass, in_pass) = shared.maintenance.read();
+        let maintenance = jobqueue_core::engine::MaintenanceBeat {
+            since_pass,
+            in_pass,
+        };
         match db.run(&shared.health, |session| {
-            jobqueue_core::engine::runner_seen(session.conn(), &config.worker_id)
+            jobqueue_core::engine::runner_seen(session.conn(), &config.worker_id, &maintenance)
         }) {
             Ok(true) => return true,
             Ok(false) => {}

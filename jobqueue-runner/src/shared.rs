@@ -45,6 +45,9 @@ pub(crate) struct Shared {
     pub(crate) watchdog: Arc<crate::hang_guard::Watchdog>,
     /// Makes every connection the runner opens.
     pub(crate) connector: Arc<crate::connector::Connector>,
+    /// Where the maintenance thread is (reported with the runner's
+    /// presence).
+    pub(crate) maintenance: crate::maintenance::MaintenanceProgress,
 }
 
 impl Shared {
@@ -98,6 +101,7 @@ impl Shared {
             epoch: Instant::now(),
             watchdog,
             connector,
+            maintenance: crate::maintenance::MaintenanceProgress::default(),
             config,
         })
     }

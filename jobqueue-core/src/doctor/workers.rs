@@ -271,3 +271,70 @@ pub(super) fn queues(conn: &mut PgConnection, live: &[&RunnerRow]) -> Result<Che
     }
     Ok(Check::ok(QUEUES, evidence))
 }
+
+/// The name of the `maintenance` check.
+pub(super) const MAINTENANCE: &str = "maintenance";
+
+/// `maintenance`: live runners whose maintenance has not finished a pass
+/// for `maintenance_warn` (warns) or `maintenance_fail` (fails) of the
+/// options, by what each said when last seen:
+/// while a pass does not end, that runner promotes no retries, rescues no
+/// leases, prunes nothing and settles no workflow ends.
+pub(super) fn maintenance(live: &[&RunnerRow], options: &super::DoctorOptions) -> Check {
+    let mut stalled: Vec<(&RunnerRow, std::time::Duration)> = live
+        .iter()
+        .filter_map(|r| {
+            r.maintenance_silent_for()
+                .filter(|silent| *silent >= options.maintenance_warn)
+                .map(|silent| (*r, silent))
+        })
+        .collect();
+    if stalled.is_empty() {
+        let reporting = live
+            .iter()
+            .filter(|r| r.maintenance_silent_for().is_some())
+            .count();
+        return Check::ok(
+            MAINTENANCE,
+            format!(
+                "the maintenance of each of the {reporting} live runner(s) that report it \
+                 finished a pass within {}",
+                crate::human::human_duration(options.maintenance_warn)
+            ),
+        );
+    }
+    stalled.sort_by(|a, b| b.1.cmp(&a.1));
+    let status = if stalled[0].1 >= options.maintenance_fail {
+        CheckStatus::Fail
+    } else {
+        CheckStatus::Warn
+    };
+    let named: Vec<String> = stalled
+        .iter()
+        .map(|(r, silent)| {
+            format!(
+                "{} ({}, pid {}): no pass finished for {}{}",
+                r.worker_id,
+                r.host,
+                r.pid,
+                crate::human::human_duration(*silent),
+                r.maintenance_pass
+                    .as_deref()
+                    .map(|pass| format!(", in `{pass}`"))
+                    .unwrap_or_default()
+            )
+        })
+        .collect();
+    Check::graded(
+        MAINTENANCE,
+        status,
+        format!(
+            "the maintenance of {} live runner(s) is stuck: {}",
+            stalled.len(),
+            format::list(&named, 3)
+        ),
+        "while a pass does not end, that runner promotes no retries, rescues no leases, \
+         prunes nothing and settles no workflow ends: its log (RUST_LOG=debug) says what the \
+         pass waits for; restart the runner if it stays stuck",
+    )
+}

@@ -22,9 +22,15 @@ pub(crate) const RUNNER_REGISTER: &str = "
         concurrency = EXCLUDED.concurrency, lease_secs = EXCLUDED.lease_secs,
         started_at = now(), last_seen = now()";
 
-/// Runner `$1` is alive: returns whether its row was there.
+/// Runner `$1` is alive, its last maintenance pass ended `$2` seconds ago,
+/// and pass `$3` is under way (null: none): returns whether its row was
+/// there.
 pub(crate) const RUNNER_SEEN: &str = "
-    UPDATE jobqueue_runners SET last_seen = now() WHERE worker_id = $1";
+    UPDATE jobqueue_runners
+    SET last_seen = now(),
+        maintained_at = now() - make_interval(secs => $2),
+        maintenance_pass = $3
+    WHERE worker_id = $1";
 
 /// Runner `$1` stopped.
 pub(crate) const RUNNER_DEREGISTER: &str = "
@@ -34,7 +40,9 @@ pub(crate) const RUNNER_DEREGISTER: &str = "
 pub(crate) const RUNNER_LIST: &str = "
     SELECT worker_id, host, pid, version, queues, job_types, concurrency, lease_secs,
            started_at, last_seen,
-           EXTRACT(EPOCH FROM now() - last_seen)::float8 AS silent_secs
+           EXTRACT(EPOCH FROM now() - last_seen)::float8 AS silent_secs,
+           EXTRACT(EPOCH FROM now() - maintained_at)::float8 AS maintenance_silent_secs,
+           maintenance_pass
     FROM jobqueue_runners
     ORDER BY started_at, worker_id";
 

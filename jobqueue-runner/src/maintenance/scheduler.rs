@@ -61,9 +61,16 @@ pub(crate) fn run(shared: Arc<Shared>, claimer: Arc<Claimer>, stop: Receiver<()>
 trait Pass: Send {
     /// Runs one pass, logs what it did; returns when the next is due.
     fn pass(&mut self, cx: &mut ServiceContext) -> Duration;
+
+    /// The service's name.
+    fn name(&self) -> &'static str;
 }
 
 impl<S: Service> Pass for S {
+    fn name(&self) -> &'static str {
+        self.cadence().name
+    }
+
     fn pass(&mut self, cx: &mut ServiceContext) -> Duration {
         match self.run_once(cx) {
             Ok(report) => {
@@ -106,7 +113,9 @@ impl Scheduler {
             if stopped_within(stop, due.saturating_duration_since(Instant::now())) {
                 return;
             }
+            cx.shared.maintenance.begin(service.name());
             let next = service.pass(cx);
+            cx.shared.maintenance.end();
             *due = Instant::now() + next;
         }
     }
