@@ -117,6 +117,33 @@ impl Perform for Sleep {
     }
 }
 
+/// Notes the handler process's clock as it enters (before anything else,
+/// a connection included), sleeps, then records `start` with that time in
+/// `local_at`: the start a third-party API called first thing would see.
+#[derive(Debug, Serialize, Deserialize, Job)]
+#[job(type = "test.entry")]
+pub struct Entry {
+    /// How long it works, in milliseconds.
+    pub ms: u64,
+}
+
+impl Perform for Entry {
+    fn perform(&self, ctx: &mut JobContext<'_>) -> Result<(), JobError> {
+        let entered = chrono::Utc::now();
+        std::thread::sleep(Duration::from_millis(self.ms));
+        let (id, attempt) = (ctx.job_id(), ctx.attempt());
+        diesel::sql_query(
+            "INSERT INTO test_effects (job_id, attempt, kind, local_at) \
+             VALUES ($1, $2, 'start', $3)",
+        )
+        .bind::<Uuid, _>(id)
+        .bind::<Integer, _>(attempt)
+        .bind::<Timestamptz, _>(entered)
+        .execute(ctx.conn()?)?;
+        Ok(())
+    }
+}
+
 /// Records `start`, sleeps, then on its first attempt stumbles as `first`
 /// says (`fail`: a failure to retry 20 ms later; `snooze`: a snooze of 50
 /// ms) and records it; any other attempt, or `first` empty, records `done`.
@@ -428,6 +455,7 @@ pub fn registry() -> jobqueue_runner::Registry {
     jobqueue_runner::Registry::new()
         .register::<Noop>()
         .register::<Sleep>()
+        .register::<Entry>()
         .register::<Stumble>()
         .register::<Panic>()
         .register::<Effect>()

@@ -63,6 +63,12 @@ pub struct Claim {
     /// for) and returned with that status, not claimed: the caller must
     /// not run them. See `set_aside_due` for a queue's whole backlog.
     pub handled_types: Vec<String>,
+    /// At most this many jobs of each queue with a rate limit in this claim
+    /// (`None`, the default: as many as its limit leaves): a runner claims
+    /// no more of them than its free workers start at once, so that a
+    /// handler starts within moments of its claim, which is what the rate
+    /// limit counts (see [`crate::RateLimit`]).
+    pub rate_limited_most: Option<i64>,
 }
 
 /// A resume point: the position, in one queue's claim order (priority,
@@ -147,6 +153,7 @@ impl Claim {
             resume: Vec::new(),
             start_after: String::new(),
             handled_types: Vec::new(),
+            rate_limited_most: None,
         }
     }
 
@@ -211,6 +218,13 @@ impl Claim {
     /// (see [`handled_types`](Self::handled_types)).
     pub fn handled_types<S: Into<String>>(mut self, types: impl IntoIterator<Item = S>) -> Self {
         self.handled_types = types.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// At most `most` jobs of each rate-limited queue (see
+    /// [`rate_limited_most`](Self::rate_limited_most)).
+    pub fn rate_limited_most(mut self, most: i64) -> Self {
+        self.rate_limited_most = Some(most);
         self
     }
 
@@ -304,6 +318,13 @@ pub struct Claimed {
     /// the claim: the soonest its window drops a start. `None` when no rate
     /// limit held the claim back.
     pub rate_room_in: Option<Duration>,
+    /// The claim's queues that have a rate limit, each with how long after
+    /// the claim was sent a handler of one of their jobs may start (the
+    /// limit's margin, and the time the claim waited for the queues'
+    /// locks), or the job be handed back unstarted ([`release_many`](crate::engine::release_many)); that is
+    /// what keeps the handlers' starts, not only the claims, within the
+    /// limit in every window.
+    pub rate_margins: Vec<(String, Duration)>,
 }
 
 /// [`claim`], also saying when a rate limit that held it back gives room
@@ -332,6 +353,7 @@ pub(crate) fn query<S: Statement>(claim: &Claim) -> Prepared<'_, S> {
         .bind::<Text, _>(&claim.start_after)
         .bind::<Array<Text>, _>(&claim.handled_types)
         .bind::<BigInt, _>(MAX_CLAIM_QUEUES)
+        .bind::<diesel::sql_types::Nullable<BigInt>, _>(claim.rate_limited_most)
 }
 
 pub(crate) fn claim_in(conn: &mut PgConnection, scope: Scope, claim: &Claim) -> Result<Claimed> {
@@ -341,6 +363,7 @@ pub(crate) fn claim_in(conn: &mut PgConnection, scope: Scope, claim: &Claim) -> 
             GlobalLimits::Skip => Ok(Claimed {
                 rows: run(conn, claim)?,
                 rate_room_in: None,
+                rate_margins: Vec::new(),
             }),
             GlobalLimits::Honour => claim_limited(conn, claim),
         }
@@ -376,6 +399,12 @@ struct LimitedRow {
     /// [`Claimed::rate_room_in`], in microseconds.
     #[diesel(sql_type = Nullable<BigInt>)]
     rate_room_in_micros: Option<i64>,
+    /// The rate-limited queues among those it locked, and their margins in
+    /// microseconds ([`Claimed::rate_margins`]).
+    #[diesel(sql_type = Array<Text>)]
+    rated: Vec<String>,
+    #[diesel(sql_type = Array<BigInt>)]
+    rated_margin_micros: Vec<i64>,
 }
 
 /// Runs the claim statement that honours limits (one statement: it locks
@@ -387,14 +416,27 @@ fn run_limited(conn: &mut PgConnection, claim: &Claim) -> Result<(Claimed, Vec<S
     } else {
         query::<sql::JobClaimQueuesLimited>(claim).load::<LimitedRow>(conn)?
     };
-    // Every row carries the same two values, and there is always one.
-    let (recount, micros) = rows
+    // Every row carries the same values, and there is always one.
+    let (recount, micros, rate_margins) = rows
         .first()
-        .map(|row| (row.recount.clone(), row.rate_room_in_micros))
+        .map(|row| {
+            let margins = row
+                .rated
+                .iter()
+                .cloned()
+                .zip(
+                    row.rated_margin_micros
+                        .iter()
+                        .map(|m| Duration::from_micros(m.max(&0).unsigned_abs())),
+                )
+                .collect();
+            (row.recount.clone(), row.rate_room_in_micros, margins)
+        })
         .unwrap_or_default();
     let claimed = Claimed {
         rows: rows.into_iter().filter_map(|row| row.job).collect(),
         rate_room_in: micros.map(|micros| Duration::from_micros(micros.max(0).unsigned_abs())),
+        rate_margins,
     };
     Ok((claimed, recount))
 }
@@ -432,5 +474,10 @@ fn claim_limited(conn: &mut PgConnection, claim: &Claim) -> Result<Claimed> {
     let (more, _) = run_limited(conn, &rest)?;
     claimed.rows.extend(more.rows);
     claimed.rate_room_in = more.rate_room_in;
+    for (queue, margin) in more.rate_margins {
+        if !claimed.rate_margins.iter().any(|(q, _)| *q == queue) {
+            claimed.rate_margins.push((queue, margin));
+        }
+    }
     Ok(claimed)
 }

@@ -169,7 +169,8 @@ pub use queues::{
     Counting, QueueChange, QueueInfo, list_queues, pause_queue, resume_queue, set_queue_limit,
 };
 pub use rate_limit::{
-    MAX_RATE_PERIOD, MAX_RATE_STARTS, MIN_RATE_PERIOD, RateLimit, set_queue_rate_limit,
+    MAX_RATE_PERIOD, MAX_RATE_STARTS, MIN_RATE_MARGIN, MIN_RATE_PERIOD, RateLimit,
+    set_queue_rate_limit,
 };
 pub use redact::redact_url;
 pub use retry_policy::RetryPolicy;

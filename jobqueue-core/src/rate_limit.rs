@@ -29,6 +29,12 @@ pub const MAX_RATE_STARTS: u32 = 1_000_000;
 pub const MIN_RATE_PERIOD: Duration = Duration::from_millis(1);
 /// The longest period of a rate limit: a day.
 pub const MAX_RATE_PERIOD: Duration = Duration::from_secs(86_400);
+/// The least margin of a rate limit: a claimed job's handler starts within
+/// its limit's margin of the claim (a fortieth of the period, at least
+/// this), or the job is handed back unstarted, and each claim counts
+/// against the limit for the period plus the margin (see
+/// `Claimed::rate_margins`).
+pub const MIN_RATE_MARGIN: Duration = Duration::from_millis(25);
 
 /// At most `starts` jobs of a queue started per `period`, fleet-wide.
 ///

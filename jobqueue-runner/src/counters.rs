@@ -55,8 +55,12 @@ counts! {
     cancelled,
     /// Jobs snoozed: sent back to wait without using up an attempt.
     snoozed,
-    /// Claimed jobs handed back unstarted (shutdown).
+    /// Claimed jobs handed back unstarted (shutdown, or a late start).
     released,
+    /// Jobs of rate-limited queues handed back because no worker started
+    /// them within their limit's margin of their claim (also counted as
+    /// released).
+    late_starts,
     /// Outcomes not written because the lease was lost meanwhile.
     lost,
     /// Jobs set aside as unhandled: claimed from a queue this runner works,

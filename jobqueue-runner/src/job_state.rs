@@ -36,6 +36,10 @@ pub(crate) struct JobState {
     /// the one plus the time since the other when its handler starts.
     pub(crate) waited_at_claim: Duration,
     pub(crate) claim_returned: Instant,
+    /// A job of a rate-limited queue: when its handler must have started
+    /// by (its claim was sent, plus the limit's margin), or it is handed
+    /// back unstarted (see `Claimed::rate_margins`).
+    pub(crate) start_by: Option<Instant>,
     /// A cancel was requested (seen at a heartbeat).
     pub(crate) cancel: AtomicBool,
     /// The lease was lost: the job was recovered by someone else.
@@ -76,6 +80,7 @@ impl JobState {
             result: Mutex::new(None),
             waited_at_claim: Duration::ZERO,
             claim_returned: Instant::now(),
+            start_by: None,
             cancel: AtomicBool::new(false),
             lost: AtomicBool::new(false),
             timed_out: AtomicBool::new(false),

@@ -19,6 +19,24 @@ pub(crate) fn run(shared: Arc<Shared>, jobs: JobReceiver, outcomes: Sender<Outco
             let _ = outcomes.send(Outcome::new(&claimed.state, OutcomeKind::Release));
             continue;
         }
+        if claimed
+            .state
+            .start_by
+            .is_some_and(|by| std::time::Instant::now() > by)
+        {
+            // Started this late, it could break its queue's rate limit as
+            // the handlers' starts show it: handed back, claimed again
+            // later.
+            log::debug!(
+                "job {} ({}) of a rate-limited queue handed back: no worker started it \
+                 within the limit's margin of its claim",
+                claimed.state.lease.job_id,
+                claimed.state.job_type
+            );
+            crate::counters::Counters::add(&shared.counters.late_starts, 1);
+            let _ = outcomes.send(Outcome::new(&claimed.state, OutcomeKind::Release));
+            continue;
+        }
         let started = std::time::Instant::now();
         shared
             .last_start

@@ -399,6 +399,31 @@ macro_rules! claimed_rows {
     };
 }
 
+/// The margin of a rate limit, for the queue row `$q` (an SQL alias): how
+/// long after its claim a claimed job's handler may start (a fortieth of
+/// the period, at least 25 ms). A runner hands back unstarted a job it
+/// could not start within it (see `Claimed::rate_margins`).
+macro_rules! rate_margin {
+    ($q:literal) => {
+        concat!(
+            "greatest(",
+            $q,
+            ".rate_period / 40, interval '25 milliseconds')"
+        )
+    };
+}
+
+/// How long a claim's starts count against a rate limit, for the queue row
+/// `$q`: its period and its margin (`rate_margin!`). Each handler starts
+/// between its claim and the margin after it, so claims that count each
+/// other's starts for that much longer than the period keep the handlers'
+/// starts within the limit in every window of the period.
+macro_rules! rate_span {
+    ($q:literal) => {
+        concat!("(", $q, ".rate_period + ", rate_margin!($q), ")")
+    };
+}
+
 /// The start of a claim that honours global and rate limits: CTE
 /// `limited` (`name`, `room`), the queues with a global limit or a rate
 /// limit among `$1` (every queue if empty) that have due jobs, each with
@@ -439,7 +464,8 @@ macro_rules! claimed_rows {
 /// - `room_in`, when the window next drops a start, from the claim's time.
 macro_rules! lock_limited {
     () => {
-        "locked AS MATERIALIZED (
+        concat!(
+            "locked AS MATERIALIZED (
         SELECT c.name, c.global_limit, c.held_counted, c.claimed_since, c.rate_starts,
                c.rate_period, c.rate_at, c.rate_jobs
         FROM jobqueue_queues AS c
@@ -464,7 +490,13 @@ macro_rules! lock_limited {
                CASE WHEN k.rate_starts IS NOT NULL
                     THEN greatest(k.rate_starts - w.starts, 0)::int8
                END AS rate_room,
-               w.first + k.rate_period - clock.now AS room_in
+               CASE WHEN k.rate_starts IS NOT NULL THEN $14::int8 END AS start_room,
+               CASE WHEN k.rate_starts IS NOT NULL THEN ",
+            rate_margin!("k"),
+            " END AS margin,
+               w.first + ",
+            rate_span!("k"),
+            " - clock.now AS room_in
         FROM locked AS k
         CROSS JOIN clock
         CROSS JOIN LATERAL (
@@ -477,14 +509,17 @@ macro_rules! lock_limited {
             SELECT (SELECT coalesce(sum(n), 0) FROM unnest(k.rate_jobs[g.gone + 1:]) AS n)
                        AS starts,
                    k.rate_at[g.gone + 1] AS first
-            FROM (SELECT width_bucket(clock.now - k.rate_period, k.rate_at) AS gone)
+            FROM (SELECT width_bucket(clock.now - ",
+            rate_span!("k"),
+            ", k.rate_at) AS gone)
                  AS g
         ) AS w
     ),
     limited AS (
-        SELECT u.name, least(u.held_room, u.rate_room) AS room
+        SELECT u.name, least(u.held_room, u.rate_room, u.start_room) AS room
         FROM used AS u
     )"
+        )
     };
 }
 
@@ -493,8 +528,12 @@ macro_rules! lock_limited {
 /// each with `recount` (the locked queues to count again) and
 /// `rate_room_in_micros` (when a queue whose rate limit left it less room
 /// than the claim could take gets room again, from this statement; null
-/// when no rate limit held the claim back). A claim that took nothing
-/// returns one row of those two with null job columns.
+/// when no rate limit held the claim back), `rated` and
+/// `rated_margin_micros` (the locked queues with a rate limit, and how
+/// long after the statement was sent their jobs' handlers may start: the
+/// limit's margin plus the time the statement waited for its locks, so
+/// that no handler starts later than the margin after the claim's time). A
+/// claim that took nothing returns one row of those with null job columns.
 ///
 /// `noted` adds the jobs to the `claimed_since` of a queue with a global
 /// limit, and to the window of a queue with a rate limit. The window is a
@@ -510,7 +549,8 @@ macro_rules! lock_limited {
 /// reads the whole window but the sum of its starts.
 macro_rules! note_limited {
     () => {
-        ",
+        concat!(
+            ",
     took AS (
         SELECT j.queue, count(*)::int4 AS n
         FROM claimed AS j
@@ -538,8 +578,9 @@ macro_rules! note_limited {
                                + interval '1 microsecond' * ((e.now + e.slot - 1) / e.slot * e.slot)
                                AS entry
                     FROM (SELECT c.rate_at[g.gone + 1:] AS at, c.rate_jobs[g.gone + 1:] AS jobs
-                          FROM (SELECT width_bucket(clock.now - c.rate_period,
-                                                    c.rate_at) AS gone) AS g) AS k,
+                          FROM (SELECT width_bucket(clock.now - ",
+            rate_span!("c"),
+            ", c.rate_at) AS gone) AS g) AS k,
                          (SELECT (EXTRACT(EPOCH FROM clock.now) * 1000000)::int8
                                      AS now,
                                  greatest((EXTRACT(EPOCH FROM c.rate_period) * 1000000)::int8
@@ -554,12 +595,19 @@ macro_rules! note_limited {
                    AS recount,
                (EXTRACT(EPOCH FROM min(u.room_in) FILTER (
                     WHERE u.rate_room < u.held_room)) * 1000000)::int8
-                   AS rate_room_in_micros
-        FROM used AS u
+                   AS rate_room_in_micros,
+               coalesce(array_agg(u.name ORDER BY u.name) FILTER (WHERE u.margin IS NOT NULL),
+                        '{}') AS rated,
+               coalesce(array_agg((EXTRACT(EPOCH FROM u.margin + (clock.now - statement_timestamp()))
+                                   * 1000000)::int8
+                                  ORDER BY u.name) FILTER (WHERE u.margin IS NOT NULL),
+                        '{}') AS rated_margin_micros
+        FROM used AS u CROSS JOIN clock
     )
-    SELECT s.recount, s.rate_room_in_micros, j.*
+    SELECT s.recount, s.rate_room_in_micros, s.rated, s.rated_margin_micros, j.*
     FROM summary AS s
     LEFT JOIN (SELECT * FROM claimed UNION ALL SELECT * FROM set_aside) AS j ON true"
+        )
     };
 }
 

@@ -3,7 +3,7 @@
 
 use std::collections::HashSet;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crossbeam_channel::Sender;
 use jobqueue_core::engine::QueueKey;
@@ -40,13 +40,17 @@ impl Delivery {
     /// itself (types without a handler here: see `Claim::handled_types`)
     /// are counted, logged once per type, and noted for the set-aside
     /// service, which sets aside the rest of their queue's backlog of that
-    /// type. `took`: the claim's round trip.
+    /// type. `took`: the claim's round trip; `sent`, when it was sent, from
+    /// which the jobs of the rate-limited queues in `margins` must start
+    /// within their queue's margin.
     pub(super) fn deliver(
         &mut self,
         shared: &Shared,
         claimer: &Claimer,
         mut rows: Vec<JobRow>,
         took: Duration,
+        sent: Instant,
+        margins: &[(String, Duration)],
     ) -> Result<(), Disconnected> {
         if let Some(metrics) = &shared.metrics {
             metrics.claimed(took, rows.len());
@@ -73,6 +77,10 @@ impl Delivery {
                 key,
             });
             state.workflow = row.workflow_id.is_some();
+            state.start_by = margins
+                .iter()
+                .find(|(queue, _)| *queue == row.queue)
+                .map(|(_, margin)| sent + *margin);
             if let Some(metrics) = &shared.metrics {
                 let job = metrics.job(&row.queue, &row.job_type);
                 job.claimed();

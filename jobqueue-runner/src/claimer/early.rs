@@ -114,15 +114,32 @@ pub(super) fn run(
         claim.queues = mine.iter().map(|(queue, _)| queue.clone()).collect();
         claim.queues.sort_unstable();
         claim.limit = room as i64;
+        // As the fetcher's: of a rate-limited queue, only what free workers
+        // start now.
+        claim.rate_limited_most = Some(
+            config
+                .concurrency
+                .saturating_sub(claimer.room.outstanding()) as i64,
+        );
         claim.global_limits = claimer.limits.policy();
         claim.queue_limits = claimer.room.queue_room();
         let started = std::time::Instant::now();
         let span = ClaimSpan::enter("early", &claim);
-        match db.run(&shared.health, |session| session.claim(&claim)) {
-            Ok(rows) => {
-                span.claimed(rows.len());
+        match db.run(&shared.health, |session| session.claim_paced(&claim)) {
+            Ok(claimed) => {
+                span.claimed(claimed.rows.len());
                 let took = started.elapsed();
-                if delivery.deliver(shared, claimer, rows, took).is_err() {
+                if delivery
+                    .deliver(
+                        shared,
+                        claimer,
+                        claimed.rows,
+                        took,
+                        started,
+                        &claimed.rate_margins,
+                    )
+                    .is_err()
+                {
                     return;
                 }
             }

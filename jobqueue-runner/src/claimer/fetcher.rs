@@ -276,6 +276,7 @@ pub(super) fn run(
             continue;
         }
         claim.limit = room as i64;
+        claim.rate_limited_most = Some(rate_limited_most(config, outstanding, job_micros, room));
         aim(
             shared,
             claimer,
@@ -289,7 +290,10 @@ pub(super) fn run(
         let span = ClaimSpan::enter("fetcher", &claim);
         match db.run(&shared.health, |session| session.claim_paced(&claim)) {
             Ok(Claimed {
-                rows, rate_room_in, ..
+                rows,
+                rate_room_in,
+                rate_margins,
+                ..
             }) => {
                 span.claimed(rows.len());
                 backoff.reset();
@@ -315,7 +319,10 @@ pub(super) fn run(
                 if !claim.resume.is_empty() {
                     crate::counters::Counters::add(&shared.counters.resumed_claims, 1);
                 }
-                if delivery.deliver(shared, claimer, rows, took).is_err() {
+                if delivery
+                    .deliver(shared, claimer, rows, took, started, &rate_margins)
+                    .is_err()
+                {
                     // Every worker is gone: the runner is going down. The
                     // leases of what is left expire and get recovered.
                     return;
@@ -407,4 +414,27 @@ mod tests {
         assert_eq!(to_shed(&config, 50, SHED_AFTER), 48);
         assert_eq!(to_shed(&config, 2, Duration::from_secs(1)), 0);
     }
+}
+
+/// How many jobs of a rate-limited queue a claim may take: what the free
+/// workers start at once, and what the busy ones are likely to start within
+/// the least margin of a rate limit (by the moving average of a job's time;
+/// none while it is unknown). A rate limit counts claims; a job that waits
+/// for a worker past its limit's margin is handed back unstarted, so a claim
+/// takes no more than the workers start in time.
+fn rate_limited_most(
+    config: &RunnerConfig,
+    outstanding: usize,
+    job_micros: u64,
+    room: usize,
+) -> i64 {
+    let free = config.concurrency.saturating_sub(outstanding);
+    let margin_micros = jobqueue_core::MIN_RATE_MARGIN.as_micros() as u64;
+    let soon = if job_micros == 0 {
+        0
+    } else {
+        (config.concurrency as u64).saturating_mul(margin_micros) / job_micros
+    };
+    let most = free.saturating_add(usize::try_from(soon).unwrap_or(usize::MAX));
+    most.min(room) as i64
 }
