@@ -303,7 +303,7 @@ pub(super) fn maintenance(live: &[&RunnerRow], options: &super::DoctorOptions) -
             ),
         );
     }
-    stalled.sort_by(|a, b| b.1.cmp(&a.1));
+    stalled.sort_by_key(|(_, silent)| std::cmp::Reverse(*silent));
     let status = if stalled[0].1 >= options.maintenance_fail {
         CheckStatus::Fail
     } else {

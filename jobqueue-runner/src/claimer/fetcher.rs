@@ -366,6 +366,28 @@ pub(super) fn run(
     log::debug!("fetcher stopped");
 }
 
+/// How many jobs of a rate-limited queue a claim may take: what the free
+/// workers start at once, and what the busy ones are likely to start within
+/// the least margin of a rate limit (by the moving average of a job's time;
+/// none while it is unknown). A rate limit counts claims; a job that waits
+/// for a worker past its limit's margin is handed back unstarted, so a claim
+/// takes no more than the workers start in time.
+fn rate_limited_most(
+    config: &RunnerConfig,
+    outstanding: usize,
+    job_micros: u64,
+    room: usize,
+) -> i64 {
+    let free = config.concurrency.saturating_sub(outstanding);
+    let margin_micros = jobqueue_core::MIN_RATE_MARGIN.as_micros() as u64;
+    let soon = (config.concurrency as u64)
+        .saturating_mul(margin_micros)
+        .checked_div(job_micros)
+        .unwrap_or(0);
+    let most = free.saturating_add(usize::try_from(soon).unwrap_or(usize::MAX));
+    most.min(room) as i64
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -414,27 +436,4 @@ mod tests {
         assert_eq!(to_shed(&config, 50, SHED_AFTER), 48);
         assert_eq!(to_shed(&config, 2, Duration::from_secs(1)), 0);
     }
-}
-
-/// How many jobs of a rate-limited queue a claim may take: what the free
-/// workers start at once, and what the busy ones are likely to start within
-/// the least margin of a rate limit (by the moving average of a job's time;
-/// none while it is unknown). A rate limit counts claims; a job that waits
-/// for a worker past its limit's margin is handed back unstarted, so a claim
-/// takes no more than the workers start in time.
-fn rate_limited_most(
-    config: &RunnerConfig,
-    outstanding: usize,
-    job_micros: u64,
-    room: usize,
-) -> i64 {
-    let free = config.concurrency.saturating_sub(outstanding);
-    let margin_micros = jobqueue_core::MIN_RATE_MARGIN.as_micros() as u64;
-    let soon = if job_micros == 0 {
-        0
-    } else {
-        (config.concurrency as u64).saturating_mul(margin_micros) / job_micros
-    };
-    let most = free.saturating_add(usize::try_from(soon).unwrap_or(usize::MAX));
-    most.min(room) as i64
 }
