@@ -583,3 +583,68 @@ fn a_step_cancelled_with_its_parent_is_settled_after_it() {
     assert_eq!(early_starts(&mut conn, enqueued.id), 0);
     assert_eq!(state_of(&mut conn, enqueued.id, "d"), "cancelled");
 }
+
+/// A step whose job row went before the step was settled (a cancelled row
+/// deleted at once, an operator's delete): the sweep settles it as
+/// cancelled and the steps after it as its workflow says, so the workflow
+/// finishes (it stayed live for good, and was never pruned).
+#[test]
+fn a_step_whose_row_was_deleted_before_it_was_settled_is_settled_as_cancelled() {
+    let (_db, mut conn) = TestDb::with_side_tables();
+    let mut flow = Workflow::new("row gone").expect("workflow");
+    let a = flow.add("a", &step(1)).expect("step");
+    let b = flow.add("b", &step(2)).expect("step");
+    flow.after(b, [a]).expect("edge");
+    let enqueued = flow.enqueue(&mut conn).expect("enqueue");
+    jobqueue_tests::exec(
+        &mut conn,
+        &format!("DELETE FROM jobqueue_jobs WHERE id = '{}'", a.id()),
+    );
+    jobqueue_core::engine::settle_ended(&mut conn, 100).expect("settle");
+    assert_eq!(state_of(&mut conn, enqueued.id, "a"), "cancelled");
+    assert_eq!(state_of(&mut conn, enqueued.id, "b"), "cancelled");
+    assert!(
+        get_workflow(&mut conn, enqueued.id)
+            .expect("read")
+            .expect("workflow")
+            .is_finished()
+    );
+}
+
+/// A workflow whose steps all ended is kept while one of its failed jobs
+/// is (failed jobs are kept longer than workflows by default): a retry of
+/// that step still finds its step and the steps after it. Once the failed
+/// row goes, the workflow is pruned.
+#[test]
+fn a_workflow_is_kept_while_one_of_its_failed_jobs_is() {
+    let (_db, mut conn) = TestDb::with_side_tables();
+    let mut chain = Workflow::new("kept").expect("workflow");
+    let a = chain.add("a", &failing(1)).expect("step");
+    let b = chain.add("b", &step(2)).expect("step");
+    chain.after(b, [a]).expect("edge");
+    let flow = chain.enqueue(&mut conn).expect("enqueue").id;
+    let a = a.id();
+    jobqueue_tests::exec(
+        &mut conn,
+        &format!(
+            "UPDATE jobqueue_jobs SET status = 'failed', finished_at = now() WHERE id = '{a}'"
+        ),
+    );
+    jobqueue_core::engine::settle_ended(&mut conn, 1000).expect("settle");
+    assert!(
+        get_workflow(&mut conn, flow)
+            .expect("read")
+            .expect("workflow")
+            .is_finished()
+    );
+    let keep_none = Retention::default().workflows(Some(Duration::ZERO));
+    let pruned = jobqueue_core::engine::prune(&mut conn, &keep_none).expect("prune");
+    assert_eq!(pruned.workflows, 0, "kept while a's failed row is");
+    assert!(get_workflow(&mut conn, flow).expect("read").is_some());
+    jobqueue_tests::exec(
+        &mut conn,
+        &format!("DELETE FROM jobqueue_jobs WHERE id = '{a}'"),
+    );
+    let pruned = jobqueue_core::engine::prune(&mut conn, &keep_none).expect("prune");
+    assert_eq!(pruned.workflows, 1);
+}

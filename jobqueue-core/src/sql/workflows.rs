@@ -68,8 +68,9 @@ pub(crate) const WORKFLOW_INSERT: &str = concat!(
 
 /// Settles the ends that no completion released: up to `$1` steps still
 /// `live` whose jobs failed for good or were cancelled (by a handler, an
-/// operator, a rescue, or this statement), each marked with its job's
-/// status (CTE `ended`, with its workflow's `on_failure`), in one
+/// operator, a rescue, or this statement), or whose job row is gone (a
+/// cancelled row deleted, or pruned, before its step was settled: settled
+/// as cancelled), each marked with its job's status (CTE `ended`, with its workflow's `on_failure`), in one
 /// statement; only the steps of the jobs in `$3` when it is not null
 /// (planned with its value: a look at those jobs, not at every step).
 /// Steps another sweep has locked are skipped. The jobs are locked too
@@ -89,7 +90,7 @@ pub(crate) const WORKFLOW_INSERT: &str = concat!(
 /// statement, and drops the other). Returns how many steps ended, the
 /// children it cancelled, and the steps it deferred.
 pub(crate) const WORKFLOW_SETTLE_ENDED: &str = concat!(
-    "WITH candidate AS (
+    "WITH ended_jobs AS (
         SELECT s.job_id, j.status
         FROM jobqueue_workflow_steps AS s
         JOIN jobqueue_jobs AS j ON j.id = s.job_id
@@ -98,6 +99,20 @@ pub(crate) const WORKFLOW_SETTLE_ENDED: &str = concat!(
         LIMIT $1
         FOR UPDATE OF s SKIP LOCKED
         FOR SHARE OF j SKIP LOCKED
+    ),
+    rows_gone AS (
+        SELECT s.job_id, 'cancelled'::text AS status
+        FROM jobqueue_workflow_steps AS s
+        WHERE s.state = 'live'
+          AND NOT EXISTS (SELECT 1 FROM jobqueue_jobs AS j WHERE j.id = s.job_id)
+          AND ($3::uuid[] IS NULL OR s.job_id = ANY($3::uuid[]))
+        LIMIT $1
+        FOR UPDATE OF s SKIP LOCKED
+    ),
+    candidate AS (
+        SELECT job_id, status FROM ended_jobs
+        UNION ALL
+        SELECT job_id, status FROM rows_gone
     ),
     deferred AS (
         SELECT c.job_id
@@ -196,9 +211,12 @@ pub(crate) const WORKFLOW_OF_STEP: &str = "
     SELECT workflow_id AS id FROM jobqueue_workflow_steps WHERE job_id = $1";
 
 /// Deletes up to `$2` workflows whose steps all ended more than `$1`
-/// seconds ago (and that were enqueued before that), with their steps
-/// and edges (`ON DELETE CASCADE`). Workflows another prune has locked
-/// are skipped.
+/// seconds ago (and that were enqueued before that), and none of whose jobs
+/// is still kept as failed, with their steps and edges (`ON DELETE
+/// CASCADE`): a failed step can be retried for as long as its row is
+/// kept, and its retry needs its step and edges (pruned first, the retry
+/// would run it as a job of its own, its parents' results gone).
+/// Workflows another prune has locked are skipped.
 pub(crate) const WORKFLOW_PRUNE: &str = "
     WITH doomed AS (
         SELECT w.id
@@ -207,7 +225,10 @@ pub(crate) const WORKFLOW_PRUNE: &str = "
           AND NOT EXISTS (
               SELECT 1 FROM jobqueue_workflow_steps AS s
               WHERE s.workflow_id = w.id
-                AND (s.state = 'live' OR s.ended_at >= now() - make_interval(secs => $1)))
+                AND (s.state = 'live' OR s.ended_at >= now() - make_interval(secs => $1)
+                     OR (s.state = 'failed'
+                         AND EXISTS (SELECT 1 FROM jobqueue_jobs AS j
+                                     WHERE j.id = s.job_id AND j.status = 'failed'))))
         ORDER BY w.created_at
         LIMIT $2
         FOR UPDATE SKIP LOCKED
