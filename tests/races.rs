@@ -381,3 +381,47 @@ fn a_pass_of_admissions_ends_while_an_open_transaction_holds_its_keys() {
     assert_eq!(report.jobs, JOBS as i64);
     assert_eq!(count_where(&mut conn, "status = 'pending'"), JOBS as i64);
 }
+
+/// A retry of a step whose parent was cancelled, before the parent's own
+/// retry: the step waits for the parent (a retry of the parent then runs
+/// both), and the doctor warns that it waits for a retry, naming what to
+/// do (before, it waited silently, for good if nobody retried the parent).
+#[test]
+fn a_step_retried_before_its_cancelled_parent_waits_for_it_and_the_doctor_says_so() {
+    let db = TestDb::new();
+    let mut conn = db.conn();
+    let mut flow = Workflow::new("cancelled parent").expect("workflow");
+    let parent = flow.add("parent", &step(1)).expect("step");
+    let child = flow.add("child", &step(2)).expect("step");
+    flow.after(child, [parent]).expect("edge");
+    flow.enqueue(&mut conn).expect("enqueue");
+    let (parent, child) = (parent.id(), child.id());
+    cancel(&mut conn, child).expect("cancel the child");
+    cancel(&mut conn, parent).expect("cancel the parent");
+    retry_job(&mut conn, child).expect("retry the child");
+    settle_ended(&mut conn, 1000).expect("the sweep");
+    assert_eq!(read_job(&mut conn, child).status, JobStatus::Blocked);
+    let checks =
+        jobqueue_core::doctor(&mut conn, &jobqueue_core::DoctorOptions::default()).expect("doctor");
+    let workflows = checks
+        .iter()
+        .find(|c| c.name == "workflows")
+        .expect("the workflows check");
+    assert_eq!(
+        workflows.status,
+        jobqueue_core::CheckStatus::Warn,
+        "{workflows:#?}"
+    );
+    assert!(
+        workflows
+            .evidence
+            .contains("1 workflow steps wait for a retry of a step that failed or was cancelled")
+            && workflows.advice.contains("retry the step they wait for"),
+        "{workflows:#?}"
+    );
+    retry_job(&mut conn, parent).expect("retry the parent");
+    let lease = claim_one(&mut conn, "worker");
+    assert_eq!(lease.job_id, parent);
+    complete_step(&mut conn, &StepDone::new(lease), false).expect("complete the parent");
+    assert_eq!(read_job(&mut conn, child).status, JobStatus::Pending);
+}

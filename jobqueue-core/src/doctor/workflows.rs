@@ -65,11 +65,12 @@ pub(super) fn workflows(conn: &mut PgConnection, _: &DoctorOptions) -> Result<Ch
             WORKFLOWS,
             CheckStatus::Warn,
             format!(
-                "{} workflow steps wait for a retry of a step that failed (on failure: wait)",
+                "{} workflow steps wait for a retry of a step that failed or was cancelled (on \
+                 failure: wait, or they were retried before it)",
                 stuck.waiting_on_retry
             ),
-            "retry the failed step (`jobqueue retry ID`, the dashboard's Retry) to run them, or \
-             cancel them",
+            "retry the step they wait for (`jobqueue retry ID`, the dashboard's Retry; \
+             `jobqueue workflow show ID` names it) to run them, or cancel them",
         ));
     }
     Ok(Check::ok(

@@ -199,8 +199,10 @@ pub(crate) const XMIN_HORIZON: &str = "
     LIMIT 1";
 
 /// Workflow steps that wait in vain, or until someone acts:
-/// `waiting_on_retry` (live steps of `wait` workflows with an unsettled
-/// edge from a failed or cancelled step), `unsettled` (live steps whose
+/// `waiting_on_retry` (live steps with an unsettled edge from a step that
+/// failed for good or was cancelled: in `wait` workflows by design, in
+/// others after the step was retried before the one it waits for),
+/// `unsettled` (live steps whose
 /// jobs failed or were cancelled over a minute ago: no sweep settled them),
 /// `orphaned` (live steps whose job row is gone) and `stranded` (blocked
 /// jobs whose step has no parent left to settle: nothing will release
@@ -209,8 +211,7 @@ pub(crate) const XMIN_HORIZON: &str = "
 pub(crate) const DOCTOR_WORKFLOWS: &str = "
     SELECT
         (SELECT count(*) FROM jobqueue_workflow_steps AS s
-         JOIN jobqueue_workflows AS w ON w.id = s.workflow_id
-         WHERE s.state = 'live' AND w.on_failure = 'wait'
+         WHERE s.state = 'live'
            AND EXISTS (SELECT 1 FROM jobqueue_workflow_edges AS e
                        JOIN jobqueue_workflow_steps AS p ON p.job_id = e.parent_id
                        WHERE e.child_id = s.job_id AND NOT e.settled
