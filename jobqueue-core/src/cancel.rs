@@ -1,7 +1,7 @@
 //! Cancelling a job from outside its worker.
 
 use diesel::prelude::*;
-use diesel::sql_types::{Bool, Text, Uuid};
+use diesel::sql_types::{Bool, Nullable, Text, Uuid};
 
 use crate::isolation::read_committed;
 use crate::{Error, JobId, JobStatus, Result, sql};
@@ -32,11 +32,18 @@ struct CancelledRow {
     status: JobStatus,
     #[diesel(sql_type = Bool)]
     in_workflow: bool,
+    #[diesel(sql_type = Text)]
+    queue: String,
+    #[diesel(sql_type = Nullable<Text>)]
+    key: Option<String>,
 }
 
 /// Cancels job `id`. [`Error::NotFound`] if there is no such job. A step
 /// of a workflow cancelled at once has the steps after it settled in the
-/// same transaction, as its workflow says (see [`crate::OnFailure`]).
+/// same transaction, as its workflow says (see [`crate::OnFailure`]); a job
+/// with a concurrency key cancelled at once has the next jobs of its key
+/// admitted in the same transaction, when the key has room (they waited
+/// for the sweep of keys, up to a rescue interval).
 pub fn cancel(conn: &mut PgConnection, id: JobId) -> Result<CancelOutcome> {
     read_committed(conn, |conn| {
         let changed = diesel::sql_query(sql::JOB_CANCEL)
@@ -46,6 +53,15 @@ pub fn cancel(conn: &mut PgConnection, id: JobId) -> Result<CancelOutcome> {
         if let Some(row) = changed {
             if row.in_workflow && row.status == JobStatus::Cancelled {
                 crate::workflow_release::settle_ended_of(conn, &[id])?;
+            }
+            if let Some(key) = row.key.filter(|_| row.status == JobStatus::Cancelled) {
+                crate::admission::admit_keys(
+                    conn,
+                    &[crate::queue_key::QueueKey {
+                        queue: row.queue,
+                        key,
+                    }],
+                )?;
             }
             return Ok(if row.status == JobStatus::Cancelled {
                 CancelOutcome::Cancelled

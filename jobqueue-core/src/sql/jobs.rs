@@ -1139,7 +1139,8 @@ pub(crate) const JOB_CANCEL: &str = "
     WHERE j.id = $1
       AND j.status IN ('blocked', 'waiting', 'scheduled', 'pending', 'unhandled', 'claimed',
                        'running')
-    RETURNING j.status, j.workflow_id IS NOT NULL AS in_workflow";
+    RETURNING j.status, j.workflow_id IS NOT NULL AS in_workflow, j.queue,
+              j.concurrency_key AS key";
 
 /// Marks held jobs as cancelled (their handler stopped after a cancel request).
 /// Arrays `$1` ids, `$2` tokens; returns the ids changed.
