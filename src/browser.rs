@@ -40,7 +40,7 @@
 //! verbatim (`textContent`: escaped markup reads back as the characters),
 //! that no element came of it ([`Tab::count`] of `"#that-element *"` is 0),
 //! that the flag is unset (`tab.eval("typeof window.__xss") == "undefined"`)
-//! and that [`Tab::dialogs`] is empty (see `tests/browser_harness.rs`).
+//! and that [`Tab::dialogs`] is empty (see `tests/it/browser_harness.rs`).
 //!
 //! Speed: each step is one or a few round trips to the browser, and
 //! `headless_chrome` takes up to about 100 ms for one (its connection's

@@ -7,7 +7,11 @@ use std::sync::mpsc::{self, Receiver};
 
 /// Example `name`'s executable, built (or found up to date) by cargo with
 /// the test's own profile and target directory: `cargo test --test X`
-/// alone does not build the package's examples.
+/// alone does not build the package's examples. Built as a part of the
+/// workspace (`--workspace`), so its dependencies have the features that
+/// `cargo test --workspace` (scripts/test) built them with, and a run of
+/// the whole suite, which built the examples already, finds it up to date
+/// instead of building the dependencies again for this package alone.
 pub fn example_binary(name: &str) -> PathBuf {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let mut command = Command::new(cargo);
@@ -33,8 +37,7 @@ pub fn example_binary(name: &str) -> PathBuf {
     let output = command
         .args([
             "build",
-            "--package",
-            "jobqueue-tests",
+            "--workspace",
             "--example",
             name,
             "--message-format",

@@ -1,4 +1,4 @@
-//! Job types the testing kit's own tests (`tests/kit_*.rs`) enqueue,
+//! Job types the testing kit's own tests (`tests/it/kit_*.rs`) enqueue,
 //! assert on, drain and perform, and the registry that handles them.
 
 use std::sync::Arc;

@@ -1,6 +1,6 @@
 //! Test harness for jobqueue's integration tests: a fresh, migrated database
-//! per test, on the server [`jobqueue_tools::postgres::database_url`] finds
-//! (or starts), so tests run in parallel without seeing each other's jobs.
+//! per test, on the suite's server ([`server_url`]), so tests run in
+//! parallel without seeing each other's jobs.
 
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -18,12 +18,54 @@ pub mod span_capture;
 
 pub use jobqueue_tools::postgres::with_database;
 
-/// The server all test databases live on, found once per process.
+/// Port of the suite's own PostgreSQL cluster (override with
+/// `JOBQUEUE_TEST_PG_PORT`).
+pub const SUITE_PORT: u16 = 54339;
+
+/// Connections the suite's own cluster accepts: the tests of a binary run
+/// at once, each with its runners' pools and processes, and need more
+/// than a server's default 100.
+pub const SUITE_MAX_CONNECTIONS: u32 = 500;
+
+/// The server all test databases live on, found once per process:
+/// `DATABASE_URL` if set, else a PostgreSQL cluster of the suite's own on
+/// 127.0.0.1, port [`SUITE_PORT`], started from the machine's binaries
+/// (initialized in the temporary folder the first time, and left running
+/// for later runs and for other checkouts). The suite's own rather than the
+/// machine's server: its tests run in parallel and take up to a few
+/// hundred connections, where a server's default is 100 (and other users
+/// of the machine's server need theirs), and it runs without `fsync`,
+/// since nothing on it needs to survive a crash of the machine (the tests
+/// that crash or stop a server start clusters of their own).
 pub fn server_url() -> &'static str {
     static URL: OnceLock<String> = OnceLock::new();
-    URL.get_or_init(|| match jobqueue_tools::postgres::database_url() {
-        Ok(url) => url,
-        Err(e) => panic!("no PostgreSQL server for the tests: {e}"),
+    URL.get_or_init(|| {
+        if let Ok(url) = std::env::var("DATABASE_URL")
+            && !url.trim().is_empty()
+        {
+            return url;
+        }
+        let port = std::env::var("JOBQUEUE_TEST_PG_PORT")
+            .ok()
+            .and_then(|p| p.parse().ok())
+            .unwrap_or(SUITE_PORT);
+        let base = std::env::temp_dir().join(format!("jobqueue-test-pg-{port}"));
+        let max_connections = SUITE_MAX_CONNECTIONS.to_string();
+        let cluster = jobqueue_tools::postgres::PrivateCluster::new(base, port)
+            .map(|cluster| {
+                cluster
+                    .with_setting("max_connections", &max_connections)
+                    .with_setting("fsync", "off")
+                    .with_setting("full_page_writes", "off")
+            })
+            .and_then(|cluster| cluster.ensure_running().map(|()| cluster))
+            .unwrap_or_else(|e| {
+                panic!(
+                    "no PostgreSQL server for the tests: {e} (scripts/setup installs \
+                     PostgreSQL; or set DATABASE_URL to a server's)"
+                )
+            });
+        cluster.url("postgres")
     })
 }
 

@@ -66,7 +66,7 @@ pub fn fenced_blocks(markdown: &str) -> Vec<Block> {
 }
 
 /// The README's quick start: the text between `<!-- quickstart` and
-/// `<!-- /quickstart -->`, which `tests/quickstart.rs` builds as an
+/// `<!-- /quickstart -->`, which `tests/it/quickstart.rs` builds as an
 /// application crate of its own.
 pub fn quickstart(readme: &str) -> Option<&str> {
     let start = readme.find("<!-- quickstart")?;

@@ -1,6 +1,7 @@
-//! A `tracing` layer for the span tests (`tests/tracing_*.rs`): it keeps
-//! each span's name, fields (as recorded by its end) and parent, for the
-//! runner's spans (the `tracing` feature) to be checked.
+//! A `tracing` layer for the span tests (`tests/it/tracing_spans.rs`,
+//! `tests/tracing_runner.rs`): it keeps each span's name, fields (as
+//! recorded by its end) and parent, for the runner's spans (the `tracing`
+//! feature) to be checked.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -83,4 +84,24 @@ impl Capture {
     pub fn spans(&self) -> Vec<Seen> {
         self.0.lock().expect("capture lock").clone()
     }
+}
+
+/// Makes `subscriber` this thread's default until the guard is dropped, as
+/// `tracing::subscriber::set_default` does, in a test process whose other
+/// threads (other tests, their runners) reach `tracing` callsites
+/// meanwhile.
+///
+/// While a single dispatcher is registered in a process, `tracing-core`
+/// caches a newly reached callsite's interest from the default of
+/// whichever thread reaches it first: a thread without a subscriber turns
+/// the callsite off for every thread, this test's too, and its spans are
+/// never seen. A second dispatcher (an idle one, kept for the life of the
+/// process) makes it ask every live dispatcher instead.
+pub fn set_default<S>(subscriber: S) -> tracing::subscriber::DefaultGuard
+where
+    S: tracing::Subscriber + Send + Sync + 'static,
+{
+    static IDLE: std::sync::OnceLock<tracing::Dispatch> = std::sync::OnceLock::new();
+    IDLE.get_or_init(|| tracing::Dispatch::new(tracing::subscriber::NoSubscriber::default()));
+    tracing::subscriber::set_default(subscriber)
 }

@@ -232,7 +232,10 @@ fn form_post_and_link() {
     assert_eq!(tab.texts("#queues td"), ["default", "1", "mail", "0"]);
 
     let png = tab.screenshot("queues");
-    assert_eq!(png, screenshot_dir("form_post_and_link").join("queues.png"));
+    assert_eq!(
+        png,
+        screenshot_dir("browser_harness::form_post_and_link").join("queues.png")
+    );
     let bytes = std::fs::read(&png).unwrap_or_else(|e| panic!("read {}: {e}", png.display()));
     assert!(
         bytes.len() > 100,

@@ -48,7 +48,7 @@ impl Perform for Flaky {
 fn each_attempt_has_a_span_with_its_fields_outcome_and_the_handlers_spans() {
     let capture = Capture::default();
     let subscriber = tracing_subscriber::registry().with(capture.clone());
-    let _default = tracing::subscriber::set_default(subscriber);
+    let _default = jobqueue_tests::span_capture::set_default(subscriber);
 
     let (_db, mut conn) = TestDb::connected();
     conn.begin_test_transaction()

@@ -1,10 +1,10 @@
 //! The code of the README and of the guide (`docs/src/`), compiled and
 //! run: every ```rust block of README.md (but the quick start's, which
-//! `tests/quickstart.rs` builds as a crate of its own) and of the guide's
+//! `tests/it/quickstart.rs` builds as a crate of its own) and of the guide's
 //! pages is an excerpt of this file, `tests/embedded.rs`,
 //! `examples/app_worker.rs`, `examples/async_signup.rs` or
-//! `tests/async_patterns.rs` (checked below, line by line), and the tests
-//! (here, `tests/async_signup.rs` and `tests/async_patterns.rs`) run what
+//! `tests/it/async_patterns.rs` (checked below, line by line), and the tests
+//! (here, `tests/it/async_signup.rs` and `tests/it/async_patterns.rs`) run what
 //! the blocks show against a real database.
 
 use std::sync::{Arc, Mutex};
@@ -337,11 +337,11 @@ fn the_handler_reaches_the_applications_state_and_retries_on_its_errors() {
 /// The compiled files the README's and the guide's ```rust blocks are
 /// excerpts of.
 const SOURCES: [&str; 7] = [
-    "tests/readme.rs",
+    "tests/it/readme.rs",
     "tests/embedded.rs",
     "examples/app_worker.rs",
     "examples/async_signup.rs",
-    "tests/async_patterns.rs",
+    "tests/it/async_patterns.rs",
     "examples/traced_signup.rs",
     "examples/video_workflow.rs",
 ];
@@ -350,7 +350,7 @@ const SOURCES: [&str; 7] = [
 fn every_rust_block_of_the_readme_is_code_the_tests_compile() {
     let readme = read("README.md");
     // The quick start is built whole, as a crate of its own, by
-    // tests/quickstart.rs; every other block is an excerpt.
+    // tests/it/quickstart.rs; every other block is an excerpt.
     let quickstart = markdown::quickstart(&readme).expect("README.md marks its quick start");
     let quickstart_blocks: Vec<_> = markdown::fenced_blocks(quickstart)
         .into_iter()
@@ -361,7 +361,7 @@ fn every_rust_block_of_the_readme_is_code_the_tests_compile() {
             && quickstart_blocks
                 .iter()
                 .all(|block| markdown::file_of(block).is_some()),
-        "the quick start's rust blocks are the files tests/quickstart.rs builds"
+        "the quick start's rust blocks are the files tests/it/quickstart.rs builds"
     );
     // The README's other blocks, if any, are excerpts like the guide's.
     check_excerpts("README.md", &markdown::without_quickstart(&readme));

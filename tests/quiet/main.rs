@@ -1,0 +1,16 @@
+//! Tests that need the PostgreSQL cluster and the machine quiet around
+//! them, in a test binary of their own that runs after `tests/it/` (their
+//! tests still run in parallel with each other):
+//!
+//! - `resume_claim`'s pinned-horizon tests wait for the transaction
+//!   horizon to move on once their pin ends. A snapshot's horizon is the
+//!   oldest transaction running anywhere on the cluster, so a long write of
+//!   another test, in another database, holds it back as surely as their
+//!   own pin.
+//! - `rate_limit` and `periodic` measure rates and slots of runner
+//!   processes in real time, which a machine busy with the whole suite
+//!   slows below the rate they check.
+
+mod periodic;
+mod rate_limit;
+mod resume_claim;
