@@ -65,6 +65,7 @@ mod private_cluster;
 mod progress;
 mod queue_control;
 mod quickstart;
+mod races;
 mod readme;
 mod redaction;
 mod rescue;
