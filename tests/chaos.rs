@@ -11,7 +11,7 @@ use jobqueue_tools::bench::chaos::{ChaosOptions, run, seed_from_env};
 
 const WORKER: &str = env!("CARGO_BIN_EXE_jobqueue-test-worker");
 /// Adversary operations per run: a few seconds of work.
-const OPS: usize = 250;
+const OPS: usize = 200;
 
 fn check(seed: u64, restarts: usize) {
     let mut options = ChaosOptions::new(seed, OPS, WORKER);
@@ -40,4 +40,55 @@ fn seeded_adversaries_break_no_invariant() {
             check(2, 1);
         }
     }
+}
+
+/// Found by the checker (seeds 1 and 10733384952162253235, timing
+/// permitting): a retried step stays `blocked` forever once a parent it
+/// waits for already failed or was cancelled and settled. Workflow
+/// `parent` → `child` (on failure: cancel). An operator cancels the
+/// waiting child, then the parent: the parent's settling dooms only
+/// `blocked` children, so the child (already cancelled) is passed over and
+/// the edge stays unsettled. Retrying the child (`JOB_RETRY`) reads
+/// `parents_left = 1` and sets it `blocked`; nothing ever counts that
+/// edge down or dooms the child again (the sweep reads only live steps
+/// whose jobs ended, and the parent's step has ended), so the child is
+/// never run, cancelled or pruned, and a batch's `on_success` in its place
+/// never runs. Expected: the retry, or the sweep after it, settles the
+/// child as its workflow says (cancelled, since its parent did not complete).
+#[test]
+#[ignore = "bug: a retried workflow step whose parent already ended uncompleted stays blocked forever"]
+fn a_retried_step_whose_parent_was_cancelled_is_not_blocked_forever() {
+    use jobqueue_core::engine::settle_ended;
+    use jobqueue_core::{JobStatus, Workflow, cancel, retry_job};
+    use jobqueue_tests::jobs::Noop;
+    use jobqueue_tests::{TestDb, read_job, scalar};
+
+    let (_db, mut conn) = TestDb::connected();
+    let mut flow = Workflow::new("cancelled parent").expect("workflow");
+    let parent = flow.add("parent", &Noop { n: 1 }).expect("step");
+    let child = flow.add("child", &Noop { n: 2 }).expect("step");
+    flow.after(child, [parent]).expect("edge");
+    flow.enqueue(&mut conn).expect("enqueue");
+
+    cancel(&mut conn, child.id()).expect("cancel the waiting child");
+    cancel(&mut conn, parent.id()).expect("cancel the parent");
+    retry_job(&mut conn, child.id()).expect("retry the child");
+    // What every runner's maintenance runs each rescue interval.
+    settle_ended(&mut conn, 1000).expect("the sweep of ended steps");
+
+    let status = read_job(&mut conn, child.id()).status;
+    let parents_left = scalar(
+        &mut conn,
+        &format!(
+            "SELECT parents_left::int8 AS n FROM jobqueue_workflow_steps
+             WHERE job_id = '{}'",
+            child.id()
+        ),
+    );
+    assert_ne!(
+        status,
+        JobStatus::Blocked,
+        "the child waits for a parent that was cancelled and will never complete \
+         (parents_left {parents_left}): blocked forever"
+    );
 }

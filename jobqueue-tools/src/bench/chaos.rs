@@ -171,6 +171,11 @@ pub struct ChaosReport {
     pub claims: i64,
     /// Rows of the database-written log.
     pub log_rows: i64,
+    /// How close the run came to each limit, `name=value` (the busiest
+    /// rate window, the most held in the limited queue, the most admitted
+    /// of one key, the claims of workflow steps checked against their
+    /// parents): evidence that the checks had something to check.
+    pub peaks: Vec<String>,
     /// Broken invariants (empty: the run passed).
     pub findings: Vec<Finding>,
     /// What is worth knowing but is no invariant broken: operations that
@@ -202,6 +207,9 @@ impl ChaosReport {
             self.secs,
             self.findings.len()
         );
+        if !self.peaks.is_empty() {
+            text.push_str(&format!("\n  peaks: {}", self.peaks.join(" ")));
+        }
         for finding in &self.findings {
             text.push_str(&format!("\n  FINDING {} x{}", finding.check, finding.count));
             for example in &finding.examples {
@@ -807,12 +815,8 @@ impl Adversary<'_> {
         for _ in 0..self.options.ops {
             let result = self.step();
             match result {
-                Ok((op, outcome)) => {
-                    *self.report.ops.entry(op).or_default() += 1;
-                    if let Outcome::Refused = outcome {
-                        self.report.refused += 1;
-                    }
-                }
+                Ok((op, Outcome::Done)) => *self.report.ops.entry(op).or_default() += 1,
+                Ok((_, Outcome::Refused)) => self.report.refused += 1,
                 Err(ToolError::Queue(
                     QueueError::WrongStatus { .. }
                     | QueueError::NotFound(_)
@@ -911,10 +915,15 @@ pub fn run(options: &ChaosOptions) -> Result<ChaosReport, ToolError> {
     jobqueue_core::set_queue_limit(conn, "limited", Some(4))?;
     let deadline = Instant::now() + options.drain;
     loop {
+        // Jobs the known bug leaves blocked would hold the drain to its
+        // end: they do not count.
         let live = count(
             conn,
-            "SELECT count(*) AS n FROM jobqueue_jobs
-             WHERE status NOT IN ('completed', 'failed', 'cancelled')",
+            &format!(
+                "SELECT count(*) AS n FROM jobqueue_jobs
+                 WHERE status NOT IN ('completed', 'failed', 'cancelled')
+                   AND id NOT IN ({KNOWN_STUCK})"
+            ),
         )?;
         if live == 0 || Instant::now() >= deadline {
             break;
@@ -938,6 +947,21 @@ pub fn run(options: &ChaosOptions) -> Result<ChaosReport, ToolError> {
     Ok(report)
 }
 
+/// Jobs the known bug of a retried step leaves `blocked` forever
+/// (`tests/chaos.rs`,
+/// `a_retried_step_whose_parent_was_cancelled_is_not_blocked_forever`): an
+/// operator retried the step after a parent it waits for (edge
+/// `completed`, workflow on failure `cancel`) ended uncompleted.
+const KNOWN_STUCK: &str = "
+    SELECT j.id FROM jobqueue_jobs AS j
+    WHERE j.status = 'blocked'
+      AND j.id IN (SELECT job_id FROM chaos_ops WHERE op IN ('retry', 'retry_failed'))
+      AND EXISTS (SELECT 1 FROM jobqueue_workflow_edges AS e
+                  JOIN jobqueue_workflow_steps AS ps ON ps.job_id = e.parent_id
+                  JOIN jobqueue_workflows AS w ON w.id = e.workflow_id
+                  WHERE e.child_id = j.id AND NOT e.settled AND e.kind = 'completed'
+                    AND w.on_failure = 'cancel' AND ps.state IN ('failed', 'cancelled'))";
+
 /// The state intervals the checks read: each log row starts its job's
 /// state (`deleted` for a delete), lasting until the job's next row.
 const STATES: &str = "
@@ -956,6 +980,7 @@ SELECT queue, at AS since,
        coalesce(lead(at) OVER (PARTITION BY queue ORDER BY n), 'infinity') AS until,
        paused, global_limit, rate_starts, rate_period, key_limit
 FROM chaos_limits;
+CREATE TEMP TABLE known_stuck AS {KNOWN_STUCK};
 CREATE TEMP TABLE retried AS
 SELECT DISTINCT job_id FROM chaos_ops WHERE op IN ('retry', 'retry_failed');
 ANALYZE st; ANALYZE lims; ANALYZE retried;
@@ -1127,8 +1152,15 @@ fn checks() -> Vec<(&'static str, String)> {
                                     AND k.status IN ('scheduled', 'pending', 'unhandled',
                                                      'claimed', 'running')))
                              ELSE format('run_at %s, lease %s', j.run_at, j.lease_expires_at)
-                           END) AS line,
-                    false AS excused
+                           END
+                           || format(' | its log %s; ops on it %s',
+                                (SELECT string_agg(coalesce(l.old_status, 'new') || '>'
+                                                   || coalesce(l.new_status, 'deleted')
+                                                   || '@' || to_char(l.at, 'MI:SS.MS'), ' ' ORDER BY l.n)
+                                 FROM chaos_log l WHERE l.job_id = j.id),
+                                (SELECT string_agg(o.op || '@' || to_char(o.at, 'MI:SS.MS'), ' ' ORDER BY o.n)
+                                 FROM chaos_ops o WHERE o.job_id = j.id))) AS line,
+                    (j.id IN (SELECT id FROM pg_temp.known_stuck)) AS excused
              FROM jobqueue_jobs AS j
              WHERE j.status NOT IN ('completed', 'failed', 'cancelled')"
                 .to_owned(),
@@ -1151,14 +1183,59 @@ fn checks() -> Vec<(&'static str, String)> {
     ]
 }
 
+/// The peaks of [`ChaosReport::peaks`]: a name, a query of one `n`.
+const PEAKS: [(&str, &str); 6] = [
+    (
+        "rated_most_claims_in_1s",
+        "WITH c AS (SELECT claimed_at FROM st WHERE claim_count > prev_claims AND queue = 'rated')
+         SELECT coalesce(max((SELECT count(*) FROM c AS o
+                              WHERE o.claimed_at > c.claimed_at - interval '1 second'
+                                AND o.claimed_at <= c.claimed_at)), 0) AS n FROM c",
+    ),
+    (
+        "rated_highest_limit",
+        "SELECT coalesce(max(rate_starts), 0)::int8 AS n FROM lims WHERE queue = 'rated'",
+    ),
+    (
+        "limited_most_held",
+        "SELECT coalesce(max((SELECT count(*) FROM st AS h
+                              WHERE h.queue = 'limited' AND h.status IN ('claimed', 'running')
+                                AND h.since <= c.since AND h.until > c.since)), 0) AS n
+         FROM st AS c WHERE c.queue = 'limited' AND c.claim_count > c.prev_claims",
+    ),
+    (
+        "keyed_most_admitted",
+        "WITH adm AS (SELECT * FROM st WHERE ckey IS NOT NULL AND queue = 'keyed'
+                        AND status IN ('scheduled', 'pending', 'unhandled', 'claimed', 'running'))
+         SELECT coalesce(max((SELECT count(*) FROM adm AS b
+                              WHERE b.ckey = a.ckey AND b.since <= a.since
+                                AND b.until > a.since)), 0) AS n FROM adm AS a",
+    ),
+    (
+        "ordered_jobs_claimed",
+        "SELECT count(DISTINCT s.job_id) AS n FROM chaos_seq AS q
+         JOIN st AS s ON s.job_id = q.job_id AND s.claim_count > s.prev_claims",
+    ),
+    (
+        "step_claims_checked",
+        "SELECT count(*) AS n FROM chaos_edges AS e
+         JOIN st AS c ON c.job_id = e.child AND c.claim_count > c.prev_claims",
+    ),
+];
+
 /// Reads the log and fills in the findings.
 fn oracle(conn: &mut PgConnection, report: &mut ChaosReport) -> Result<(), ToolError> {
-    conn.batch_execute(STATES).map_err(sql_err)?;
+    conn.batch_execute(&STATES.replace("{KNOWN_STUCK}", KNOWN_STUCK))
+        .map_err(sql_err)?;
     report.log_rows = count(conn, "SELECT count(*) AS n FROM chaos_log")?;
     report.claims = count(
         conn,
         "SELECT count(*) AS n FROM st WHERE claim_count > prev_claims",
     )?;
+    for (name, query) in PEAKS {
+        let value = count(conn, query)?;
+        report.peaks.push(format!("{name}={value}"));
+    }
     for (check, query) in checks() {
         let lines = diesel::sql_query(format!("SELECT * FROM ({query}) AS v LIMIT 1000"))
             .load::<Line>(conn)
