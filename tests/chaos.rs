@@ -7,7 +7,7 @@
 //! seed and what it found; `JOBQUEUE_CHAOS_SEED=<n>` replays one seed
 //! instead of the fixed ones. The long run is `jobqueue bench --only chaos`.
 
-use jobqueue_tools::bench::chaos::{ChaosOptions, run, seed_from_env};
+use jobqueue_tools::bench::chaos::{ChaosOptions, check_names, run, seed_from_env};
 
 const WORKER: &str = env!("CARGO_BIN_EXE_jobqueue-test-worker");
 /// Adversary operations per run: a few seconds of work.
@@ -39,6 +39,25 @@ fn seeded_adversaries_break_no_invariant() {
             check(1, 0);
             check(2, 1);
         }
+    }
+}
+
+/// The oracle's own test: a short run with one violation of each
+/// invariant planted in the log (and a job left behind) must report every
+/// check, each with the planted violation only.
+#[test]
+fn the_oracle_reports_a_planted_violation_of_each_invariant() {
+    let mut options = ChaosOptions::new(7, 40, WORKER);
+    options.plant = true;
+    let report = run(&options).expect("a planted run");
+    eprintln!("{}", report.describe());
+    for check in check_names() {
+        let found = report.findings.iter().find(|f| f.check == check);
+        assert!(
+            found.is_some(),
+            "the planted violation of `{check}` went unreported:\n{}",
+            report.describe()
+        );
     }
 }
 

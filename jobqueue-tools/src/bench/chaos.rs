@@ -127,6 +127,10 @@ pub struct ChaosOptions {
     pub worker_bin: PathBuf,
     /// Longest wait for the runners to drain once the adversary stopped.
     pub drain: Duration,
+    /// Plant one violation of each invariant in the log (and one job left
+    /// behind) before the oracle reads it: the oracle's own test, which
+    /// must then report every check.
+    pub plant: bool,
 }
 
 impl ChaosOptions {
@@ -140,6 +144,7 @@ impl ChaosOptions {
             restarts: 0,
             worker_bin: worker_bin.into(),
             drain: Duration::from_secs(90),
+            plant: false,
         }
     }
 }
@@ -942,6 +947,9 @@ pub fn run(options: &ChaosOptions) -> Result<ChaosReport, ToolError> {
     }
     // Stop the runners before reading the log: nothing changes under the oracle.
     adversary.runners.clear();
+    if options.plant {
+        plant(&mut adversary.conn)?;
+    }
     oracle(&mut adversary.conn, &mut report)?;
     report.secs = began.elapsed().as_secs_f64();
     Ok(report)
@@ -951,16 +959,23 @@ pub fn run(options: &ChaosOptions) -> Result<ChaosReport, ToolError> {
 /// (`tests/chaos.rs`,
 /// `a_retried_step_whose_parent_was_cancelled_is_not_blocked_forever`): an
 /// operator retried the step after a parent it waits for (edge
-/// `completed`, workflow on failure `cancel`) ended uncompleted.
+/// `completed`, workflow on failure `cancel`) ended uncompleted; and the
+/// steps blocked behind such a step.
 const KNOWN_STUCK: &str = "
-    SELECT j.id FROM jobqueue_jobs AS j
-    WHERE j.status = 'blocked'
-      AND j.id IN (SELECT job_id FROM chaos_ops WHERE op IN ('retry', 'retry_failed'))
-      AND EXISTS (SELECT 1 FROM jobqueue_workflow_edges AS e
-                  JOIN jobqueue_workflow_steps AS ps ON ps.job_id = e.parent_id
-                  JOIN jobqueue_workflows AS w ON w.id = e.workflow_id
-                  WHERE e.child_id = j.id AND NOT e.settled AND e.kind = 'completed'
-                    AND w.on_failure = 'cancel' AND ps.state IN ('failed', 'cancelled'))";
+    WITH RECURSIVE stuck(id) AS (
+        SELECT j.id FROM jobqueue_jobs AS j
+        WHERE j.status = 'blocked'
+          AND j.id IN (SELECT job_id FROM chaos_ops WHERE op IN ('retry', 'retry_failed'))
+          AND EXISTS (SELECT 1 FROM jobqueue_workflow_edges AS e
+                      JOIN jobqueue_workflow_steps AS ps ON ps.job_id = e.parent_id
+                      JOIN jobqueue_workflows AS w ON w.id = e.workflow_id
+                      WHERE e.child_id = j.id AND NOT e.settled AND e.kind = 'completed'
+                        AND w.on_failure = 'cancel' AND ps.state IN ('failed', 'cancelled'))
+        UNION
+        SELECT e.child_id FROM stuck
+        JOIN jobqueue_workflow_edges AS e ON e.parent_id = stuck.id AND NOT e.settled
+        JOIN jobqueue_jobs AS c ON c.id = e.child_id AND c.status = 'blocked')
+    SELECT id FROM stuck";
 
 /// The state intervals the checks read: each log row starts its job's
 /// state (`deleted` for a delete), lasting until the job's next row.
@@ -1222,6 +1237,74 @@ const PEAKS: [(&str, &str); 6] = [
          JOIN st AS c ON c.job_id = e.child AND c.claim_count > c.prev_claims",
     ),
 ];
+
+/// One violation of each invariant, an hour and more after the run (so
+/// that nothing real overlaps them), and a job left scheduled.
+const PLANTED: &str = "
+-- Six jobs held at once in `limited` (limit at most 4).
+INSERT INTO chaos_log (at, job_id, queue, old_status, new_status, claim_count, claimed_at)
+SELECT now() + interval '1 hour' + g * interval '1 ms', gen_random_uuid(), 'limited',
+       'pending', 'claimed', 1, now() + interval '1 hour'
+FROM generate_series(1, 6) AS g;
+-- 150 claims in 150 ms in `rated` (at most 100 a second).
+INSERT INTO chaos_log (at, job_id, queue, old_status, new_status, claim_count, claimed_at)
+SELECT now() + interval '2 hours' + g * interval '1 ms', gen_random_uuid(), 'rated',
+       'pending', 'claimed', 1, now() + interval '2 hours' + g * interval '1 ms'
+FROM generate_series(1, 150) AS g;
+-- Five jobs of one key admitted at once in `keyed` (at most 3).
+INSERT INTO chaos_log (at, job_id, queue, ckey, old_status, new_status, claim_count)
+SELECT now() + interval '3 hours' + g * interval '1 ms', gen_random_uuid(), 'keyed', 'kx',
+       NULL, 'pending', 0
+FROM generate_series(1, 5) AS g;
+-- An ordered key's second job claimed while its first never ended.
+INSERT INTO chaos_seq VALUES ('00000000-0000-7000-8000-00000000000a', 'ox', 1000000000),
+                             ('00000000-0000-7000-8000-00000000000b', 'ox', 1000000001);
+INSERT INTO chaos_log (at, job_id, queue, ckey, old_status, new_status, claim_count, claimed_at)
+VALUES (now() + interval '4 hours', '00000000-0000-7000-8000-00000000000b', 'ordered', 'ox',
+        'pending', 'claimed', 1, now() + interval '4 hours');
+-- An effect of a job that never completed.
+INSERT INTO chaos_effects (job_id, attempt) VALUES ('00000000-0000-7000-8000-00000000000c', 1);
+-- A step claimed before its parent existed.
+INSERT INTO chaos_edges VALUES ('00000000-0000-7000-8000-00000000000d',
+                                '00000000-0000-7000-8000-00000000000e', 'completed', 'cancel');
+INSERT INTO chaos_log (at, job_id, queue, old_status, new_status, claim_count, claimed_at)
+VALUES (now() + interval '5 hours', '00000000-0000-7000-8000-00000000000e', 'plain',
+        'pending', 'claimed', 1, now() + interval '5 hours');
+-- A batch whose on_finish was cancelled by no one.
+INSERT INTO chaos_batches VALUES ('00000000-0000-7000-8000-00000000000f',
+                                  '00000000-0000-7000-8000-000000000010',
+                                  '00000000-0000-7000-8000-000000000011', '{}');
+INSERT INTO chaos_log (at, job_id, queue, old_status, new_status, claim_count)
+VALUES (now() + interval '6 hours', '00000000-0000-7000-8000-000000000011', 'default',
+        'blocked', 'cancelled', 0);
+-- A promotion a minute late.
+INSERT INTO chaos_log (at, job_id, queue, old_status, new_status, claim_count, run_at)
+VALUES (now() + interval '7 hours', gen_random_uuid(), 'plain', 'scheduled', 'pending', 0,
+        now() + interval '7 hours' - interval '1 minute');
+";
+
+/// Plants [`PLANTED`], and a job due in an hour: left behind by the drain.
+fn plant(conn: &mut PgConnection) -> Result<(), ToolError> {
+    conn.batch_execute(PLANTED).map_err(sql_err)?;
+    let job = NewJob::from_job(
+        &ChaosJob {
+            seq: 0,
+            ms: 0,
+            fail: 0,
+        },
+        JobOptions::new()
+            .queue("plain")
+            .delay(Duration::from_secs(3600)),
+    )?;
+    jobqueue_core::enqueue(conn, &job)?;
+    Ok(())
+}
+
+/// The names of the checks the oracle runs, each of which a planted run
+/// must report.
+pub fn check_names() -> Vec<&'static str> {
+    checks().into_iter().map(|(name, _)| name).collect()
+}
 
 /// Reads the log and fills in the findings.
 fn oracle(conn: &mut PgConnection, report: &mut ChaosReport) -> Result<(), ToolError> {

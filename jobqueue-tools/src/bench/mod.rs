@@ -84,12 +84,13 @@ pub struct BenchOptions {
     pub runs: usize,
     /// Small sizes for a smoke test: figures are not comparable.
     pub quick: bool,
-    /// Only these measurements (empty: all but the soak, the failover and
-    /// the trace). Names: bulk, txn, burn, metrics, floor, drain, pickup,
+    /// Only these measurements (empty: all but the soak, the failover, the
+    /// trace and the chaos checker). Names: bulk, txn, burn, metrics, floor, drain, pickup,
     /// history, isolation, steady, fleet, footprint, limit, keys, workflows, fair,
     /// scale, spread, backlog, soak (minutes long), failover (clusters of its own,
     /// from the PostgreSQL binaries), trace (the `tracing` feature's cost,
-    /// against `plain_bin`): the last three run only when named.
+    /// against `plain_bin`), chaos (the stateful checker, clusters of its
+    /// own): the last four run only when named.
     pub only: Vec<String>,
     /// Database to create for the bench; one of that name the bench did not
     /// create is refused, never dropped.
