@@ -39,6 +39,10 @@
 //!   expired lease rescued, more than 30 s late;
 //! - **runners survive**: no runner process exited unless killed.
 //!
+//! Keyed, rate-limited and limited jobs sometimes carry one of a few unique
+//! keys, so enqueues also drop duplicates and re-enqueue jobs whose holder
+//! finished meanwhile.
+//!
 //! A run is reproducible up to timing: the seed fixes the adversary's
 //! program (which operation, which queue, which job among those it lists),
 //! not the runners' interleavings. Replay one with `JOBQUEUE_CHAOS_SEED`.
@@ -595,7 +599,9 @@ impl Adversary<'_> {
         Ok(Outcome::Done)
     }
 
-    /// `n` (random, below `most`) jobs into `queue`, keyed as `key` says.
+    /// `n` (random, below `most`) jobs into `queue`, keyed as `key` says;
+    /// the ids inserted, each with its key and sequence number (in order
+    /// only while none was dropped for its unique key, as in `ordered`).
     fn jobs(
         &mut self,
         queue: &str,
@@ -610,6 +616,13 @@ impl Adversary<'_> {
             let k = key(&mut self.rng);
             if let Some(k) = &k {
                 options = options.key(k.clone());
+            }
+            // A quarter of the unordered ones hold one of a few unique
+            // keys: some are dropped by the insert, some re-enqueued alone
+            // once a holder finished (an ordered key's line is read by id,
+            // so its jobs carry none).
+            if queue != "ordered" && self.rng.u8(..100) < 25 {
+                options = options.unique_key(format!("u{}", self.rng.usize(..8)));
             }
             let job = self.new_job(options)?;
             meta.push((k, self.seq));
