@@ -39,6 +39,10 @@
 //!   expired lease rescued, more than 30 s late;
 //! - **runners survive**: no runner process exited unless killed.
 //!
+//! Violations an operator's retry explains (a step run while a parent it
+//! waited for runs again, retried after the step was released), and the jobs the known bug of
+//! `tests/chaos.rs` leaves blocked, are reported as notes, not findings.
+//!
 //! Keyed, rate-limited and limited jobs sometimes carry one of a few unique
 //! keys, so enqueues also drop duplicates and re-enqueue jobs whose holder
 //! finished meanwhile.
@@ -1023,8 +1027,9 @@ fn checks() -> Vec<(&'static str, String)> {
             "SELECT format('step %s claimed at %s while parent %s was %s (edge %s, on_failure %s)',
                            e.child, c.since, e.parent, coalesce(p.status, 'not there yet'),
                            e.kind, e.on_failure) AS line,
-                    (e.child IN (SELECT job_id FROM retried)
-                     OR e.parent IN (SELECT job_id FROM retried)) AS excused
+                    -- A parent retried after its child was released runs
+                    -- again beside it: not what the child waits for.
+                    (e.parent IN (SELECT job_id FROM retried)) AS excused
              FROM chaos_edges AS e
              JOIN st AS c ON c.job_id = e.child AND c.claim_count > c.prev_claims
              LEFT JOIN LATERAL (
