@@ -43,11 +43,12 @@ pub struct BenchArgs {
     quick: bool,
     /// Only these measurements, comma-separated: bulk, txn, async, burn, metrics,
     /// floor, drain, pickup, history, isolation, steady, fleet, footprint,
-    /// limit, keys, workflows, fair, scale, spread, backlog, soak, failover, trace (the last
-    /// three run only when named: the soak takes --soak-secs, the failover
+    /// limit, keys, workflows, fair, scale, spread, backlog, soak, failover, trace, chaos
+    /// (the last four run only when named: the soak takes --soak-secs, the failover
     /// builds a primary and a standby of its own from the PostgreSQL server
     /// binaries, the trace needs a build with `--features tracing` and
-    /// --plain-bin; scripts/bench-trace runs it).
+    /// --plain-bin; scripts/bench-trace runs it; chaos, the stateful checker,
+    /// runs --runs runs of --chaos-ops operations on clusters of its own).
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
     /// Database to create for the bench (dropped at the end; a database of
@@ -72,6 +73,14 @@ pub struct BenchArgs {
     /// runner's default, 0: deleted as they complete).
     #[arg(long)]
     soak_retain_completed_hours: Option<f64>,
+    /// Adversary operations per run of the stateful checker (`--only
+    /// chaos`: --runs runs, the first with the seed in JOBQUEUE_CHAOS_SEED
+    /// if set).
+    #[arg(long, default_value_t = 2000)]
+    chaos_ops: usize,
+    /// PostgreSQL restarts per run of the stateful checker.
+    #[arg(long, default_value_t = 2)]
+    chaos_restarts: usize,
     /// Run on a throwaway PostgreSQL cluster of the bench's own, at
     /// PostgreSQL's defaults (autovacuum on), made from the machine's
     /// PostgreSQL binaries under the system temp directory, stopped and
@@ -186,6 +195,8 @@ impl BenchArgs {
             steady_secs: self.steady_secs,
             soak_secs: self.soak_secs,
             soak_keep_completed,
+            chaos_ops: self.chaos_ops,
+            chaos_restarts: self.chaos_restarts,
             plain_bin: self.plain_bin,
         })
     }

@@ -31,9 +31,12 @@ pub use command::{BenchArgs, DemoArgs, ToolCommand};
 pub use error::ToolError;
 
 /// The handlers of the `jobqueue` binary's `work`: the demo's job types and
-/// the bench's (the bench's footprint measurement runs the binary's `work`).
+/// the bench's (the bench's footprint measurement and its stateful checker
+/// run the binary's `work`).
 pub fn registry() -> jobqueue_runner::Registry {
-    demo::registry().register::<bench::BenchNoop>()
+    demo::registry()
+        .register::<bench::BenchNoop>()
+        .register::<bench::chaos::ChaosJob>()
 }
 
 /// Locks a mutex whose data stays consistent even if a holder panicked

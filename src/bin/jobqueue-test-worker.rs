@@ -4,7 +4,8 @@
 //! would), for `enqueue`'s use of them, and the periodic jobs the tests ask
 //! for in `JOBQUEUE_TEST_SCHEDULES`: `name|cron|missed|n[|time zone]`
 //! entries separated by `;`, each slot enqueuing `test.noop` with payload
-//! `n` (`missed`: `latest`, or `catch_up:N`).
+//! `n` (`missed`: `latest`, or `catch_up:N`). It also works the stateful
+//! checker's job (`bench.chaos`, see `tests/chaos.rs`).
 
 use std::process::ExitCode;
 
@@ -40,8 +41,10 @@ fn schedules() -> Vec<Periodic> {
 }
 
 fn main() -> ExitCode {
-    let mut cli =
-        jobqueue_cli::Cli::with_registry(jobqueue_tests::jobs::registry().register::<SendEmail>());
+    let registry = jobqueue_tests::jobs::registry()
+        .register::<SendEmail>()
+        .register::<jobqueue_tools::bench::chaos::ChaosJob>();
+    let mut cli = jobqueue_cli::Cli::with_registry(registry);
     for schedule in schedules() {
         cli = cli.periodic(schedule);
     }

@@ -9,6 +9,7 @@
 //! synchronous_commit on).
 
 mod burn;
+pub mod chaos;
 mod drain;
 mod enqueue;
 mod enqueue_async;
@@ -44,7 +45,7 @@ pub(crate) use trace::PLAIN_BIN_HELP;
 pub use trace_part::TraceVariant;
 
 /// The measurements, by the names `--only` takes.
-pub const MEASUREMENTS: [&str; 23] = [
+pub const MEASUREMENTS: [&str; 24] = [
     "bulk",
     "txn",
     "async",
@@ -68,6 +69,7 @@ pub const MEASUREMENTS: [&str; 23] = [
     "soak",
     "failover",
     "trace",
+    "chaos",
 ];
 
 /// Producer rate of the fleet measurement, jobs/s: a light, steady load.
@@ -82,12 +84,13 @@ pub struct BenchOptions {
     pub runs: usize,
     /// Small sizes for a smoke test: figures are not comparable.
     pub quick: bool,
-    /// Only these measurements (empty: all but the soak, the failover and
-    /// the trace). Names: bulk, txn, burn, metrics, floor, drain, pickup,
+    /// Only these measurements (empty: all but the soak, the failover, the
+    /// trace and the chaos checker). Names: bulk, txn, burn, metrics, floor, drain, pickup,
     /// history, isolation, steady, fleet, footprint, limit, keys, workflows, fair,
     /// scale, spread, backlog, soak (minutes long), failover (clusters of its own,
     /// from the PostgreSQL binaries), trace (the `tracing` feature's cost,
-    /// against `plain_bin`): the last three run only when named.
+    /// against `plain_bin`), chaos (the stateful checker, clusters of its
+    /// own): the last four run only when named.
     pub only: Vec<String>,
     /// Database to create for the bench; one of that name the bench did not
     /// create is refused, never dropped.
@@ -101,6 +104,11 @@ pub struct BenchOptions {
     pub steady_secs: u64,
     /// Length of the soak (run only when named in `only`).
     pub soak_secs: u64,
+    /// Adversary operations per run of the stateful checker (`chaos`, run
+    /// only when named in `only`).
+    pub chaos_ops: usize,
+    /// PostgreSQL restarts the checker's adversary may do per run.
+    pub chaos_restarts: usize,
     /// How long the soak's runner keeps completed jobs (`None`: the
     /// runner's default).
     pub soak_keep_completed: Option<Duration>,
@@ -536,6 +544,18 @@ pub fn run(server_url: &str, options: &BenchOptions) -> Result<(), ToolError> {
     // asked for by name.
     if options.only.iter().any(|o| o == "failover") {
         failover::measure(runs)?.iter().for_each(Row::print);
+    }
+    // The stateful checker, on clusters of its own: only when asked for by
+    // name.
+    if options.only.iter().any(|o| o == "chaos") {
+        let ops = if options.quick {
+            options.chaos_ops.min(300)
+        } else {
+            options.chaos_ops
+        };
+        chaos::measure(runs, ops, options.chaos_restarts)?
+            .iter()
+            .for_each(Row::print);
     }
     // Needs a second build (without the feature): only when asked for by
     // name.
