@@ -21,6 +21,7 @@ mod async_signup;
 mod backpressure;
 mod bad_input;
 mod browser_harness;
+mod chaos;
 mod claim_concurrency;
 mod claim_order;
 mod claim_spread;

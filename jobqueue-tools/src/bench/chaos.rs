@@ -1,5 +1,5 @@
 //! The stateful checker (`jobqueue bench --only chaos`, and
-//! `tests/chaos.rs` for short runs): several runner processes work a
+//! `tests/it/chaos.rs` for short runs): several runner processes work a
 //! PostgreSQL cluster of the checker's own while an adversary, driven by a
 //! seeded random number generator, enqueues workflows, batches (with both
 //! callbacks), keyed and ordered keyed jobs into rate-limited, globally
@@ -40,8 +40,10 @@
 //! - **runners survive**: no runner process exited unless killed.
 //!
 //! Violations an operator's retry explains (a step run while a parent it
-//! waited for runs again, retried after the step was released), and the jobs the known bug of
-//! `tests/chaos.rs` leaves blocked, are reported as notes, not findings.
+//! waited for runs again, retried after the step was released), and steps
+//! an operator retried before a step they wait for that ended uncompleted
+//! (they wait for its retry, by design; the doctor's `workflows` check
+//! warns of them), are reported as notes, not findings.
 //!
 //! Keyed, rate-limited and limited jobs sometimes carry one of a few unique
 //! keys, so enqueues also drop duplicates and re-enqueue jobs whose holder
@@ -972,12 +974,13 @@ pub fn run(options: &ChaosOptions) -> Result<ChaosReport, ToolError> {
     Ok(report)
 }
 
-/// Jobs the known bug of a retried step leaves `blocked` forever
-/// (`tests/chaos.rs`,
-/// `a_retried_step_whose_parent_was_cancelled_is_not_blocked_forever`): an
+/// Steps that wait for the retry of a step that ended uncompleted: an
 /// operator retried the step after a parent it waits for (edge
-/// `completed`, workflow on failure `cancel`) ended uncompleted; and the
-/// steps blocked behind such a step.
+/// `completed`, workflow on failure `cancel`) ended uncompleted, so it
+/// waits for that parent's retry, as under on failure `wait` (the doctor's
+/// `workflows` check warns of them; `tests/it/races.rs`,
+/// `a_step_retried_before_its_cancelled_parent_waits_for_it_and_the_doctor_says_so`);
+/// and the steps blocked behind such a step.
 const KNOWN_STUCK: &str = "
     WITH RECURSIVE stuck(id) AS (
         SELECT j.id FROM jobqueue_jobs AS j
