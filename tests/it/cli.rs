@@ -346,7 +346,7 @@ fn bad_input_is_one_clear_line_and_the_right_exit_code() {
         ),
         (
             &["enqueue", "emial.send", "{}"],
-            "`emial.send` is not a job type this binary registers (it registers email.send, test.",
+            "`emial.send` is not a job type this binary registers (it registers bench.chaos, email.send, test.",
         ),
         (
             &["enqueue", "emial.send", "{not json", "--force"],
@@ -856,7 +856,7 @@ fn work_says_what_it_works_and_refuses_to_work_nothing() {
     });
     jobqueue_tests::wait_for("the start line", std::time::Duration::from_secs(20), || {
         runner.stderr().contains(
-            "jobqueue: working queues mail, reports with 2 workers; job types: email.send, test.",
+            "jobqueue: working queues mail, reports with 2 workers; job types: bench.chaos, email.send, test.",
         )
     });
     runner.terminate(std::time::Duration::from_secs(20));
