@@ -321,7 +321,7 @@ pub struct Claimed {
     /// The claim's queues that have a rate limit, each with how long after
     /// the claim was sent a handler of one of their jobs may start (the
     /// limit's margin, and the time the claim waited for the queues'
-    /// locks), or the job be handed back unstarted ([`release_many`](crate::engine::release_many)); that is
+    /// locks), or the job be handed back unstarted (`release_many`); that is
     /// what keeps the handlers' starts, not only the claims, within the
     /// limit in every window.
     pub rate_margins: Vec<(String, Duration)>,

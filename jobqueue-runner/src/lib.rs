@@ -72,6 +72,7 @@ mod job_state;
 mod lease_keeper;
 mod listener;
 pub mod maintenance;
+mod maintenance_progress;
 mod messages;
 mod metrics;
 mod metrics_server;

@@ -47,7 +47,7 @@ pub(crate) struct Shared {
     pub(crate) connector: Arc<crate::connector::Connector>,
     /// Where the maintenance thread is (reported with the runner's
     /// presence).
-    pub(crate) maintenance: crate::maintenance::MaintenanceProgress,
+    pub(crate) maintenance: crate::maintenance_progress::MaintenanceProgress,
 }
 
 impl Shared {
@@ -101,7 +101,7 @@ impl Shared {
             epoch: Instant::now(),
             watchdog,
             connector,
-            maintenance: crate::maintenance::MaintenanceProgress::default(),
+            maintenance: crate::maintenance_progress::MaintenanceProgress::default(),
             config,
         })
     }

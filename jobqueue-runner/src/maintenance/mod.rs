@@ -19,7 +19,7 @@
 //! report of what it did, [`Service::next_after`] says when the next is
 //! due given that report (by default, as its [`Cadence`] says). The scheduler (`scheduler.rs`) runs whichever is
 //! due next, logs its report, and waits for the next one or the runner's
-//! stop; it notes each pass's start and end (`beat.rs`), which the runner
+//! stop; it notes each pass's start and end (`maintenance_progress.rs`), which the runner
 //! reports with its presence, so that the doctor sees a pass that never
 //! ends. The statements use `SKIP LOCKED`, `VACUUM (SKIP_LOCKED)` and
 //! advisory locks, so every runner runs them all at once without
@@ -31,7 +31,6 @@
 
 mod admit_keys;
 mod batches;
-mod beat;
 mod context;
 mod index_upkeep;
 mod periodic;
@@ -48,7 +47,6 @@ mod vacuum_pacing;
 mod workflow_ends;
 
 pub use admit_keys::{AdmitKeys, KeysAdmitted};
-pub(crate) use beat::MaintenanceProgress;
 pub use context::ServiceContext;
 pub use index_upkeep::{IndexUpkeep, IndexUpkeepReport, IndexUpkept, Kept, Upkeep};
 pub use periodic::{PeriodicJobs, PeriodicReport};
