@@ -318,7 +318,9 @@ pub struct Claimed {
     /// the claim: the soonest its window drops a start. `None` when no rate
     /// limit held the claim back.
     pub rate_room_in: Option<Duration>,
-    /// The claim's queues that have a rate limit, each with how long after
+    /// The claim's queues that have a rate limit and whose window it left
+    /// more than half full (a limit that binds, or nearly), each with how
+    /// long after
     /// the claim was sent a handler of one of their jobs may start (the
     /// limit's margin, and the time the claim waited for the queues'
     /// locks), or the job be handed back unstarted (`release_many`); that is

@@ -491,6 +491,7 @@ macro_rules! lock_limited {
                     THEN greatest(k.rate_starts - w.starts, 0)::int8
                END AS rate_room,
                CASE WHEN k.rate_starts IS NOT NULL THEN $14::int8 END AS start_room,
+               k.rate_starts,
                CASE WHEN k.rate_starts IS NOT NULL THEN ",
             rate_margin!("k"),
             " END AS margin,
@@ -529,10 +530,13 @@ macro_rules! lock_limited {
 /// `rate_room_in_micros` (when a queue whose rate limit left it less room
 /// than the claim could take gets room again, from this statement; null
 /// when no rate limit held the claim back), `rated` and
-/// `rated_margin_micros` (the locked queues with a rate limit, and how
-/// long after the statement was sent their jobs' handlers may start: the
-/// limit's margin plus the time the statement waited for its locks, so
-/// that no handler starts later than the margin after the claim's time). A
+/// `rated_margin_micros` (the locked queues with a rate limit whose window
+/// this claim left more than half full, and how long after the statement
+/// was sent their jobs' handlers may start: the limit's margin plus the
+/// time the statement waited for its locks, so that no handler starts
+/// later than the margin after the claim's time; a window at most half
+/// full leaves room for late starts, and a runner on a loaded machine
+/// whose starts all come late still works a limit that does not bind). A
 /// claim that took nothing returns one row of those with null job columns.
 ///
 /// `noted` adds the jobs to the `claimed_since` of a queue with a global
@@ -596,13 +600,17 @@ macro_rules! note_limited {
                (EXTRACT(EPOCH FROM min(u.room_in) FILTER (
                     WHERE u.rate_room < u.held_room)) * 1000000)::int8
                    AS rate_room_in_micros,
-               coalesce(array_agg(u.name ORDER BY u.name) FILTER (WHERE u.margin IS NOT NULL),
+               coalesce(array_agg(u.name ORDER BY u.name) FILTER (WHERE u.near_full),
                         '{}') AS rated,
                coalesce(array_agg((EXTRACT(EPOCH FROM u.margin + (clock.now - statement_timestamp()))
                                    * 1000000)::int8
-                                  ORDER BY u.name) FILTER (WHERE u.margin IS NOT NULL),
+                                  ORDER BY u.name) FILTER (WHERE u.near_full),
                         '{}') AS rated_margin_micros
-        FROM used AS u CROSS JOIN clock
+        FROM (SELECT u.*,
+                     u.margin IS NOT NULL
+                     AND 2 * (u.rate_room - coalesce(t.n, 0)) < u.rate_starts AS near_full
+              FROM used AS u LEFT JOIN took AS t ON t.queue = u.name) AS u
+        CROSS JOIN clock
     )
     SELECT s.recount, s.rate_room_in_micros, s.rated, s.rated_margin_micros, j.*
     FROM summary AS s
