@@ -71,7 +71,10 @@ impl<'c> SchemaVersions<'c> {
     /// Creates the table of versions if it is missing, and moves
     /// jobqueue's versions out of Diesel's table into it.
     fn setup(&mut self) -> diesel::migration::Result<()> {
-        let ours = embedded_versions()?;
+        let ours: Vec<String> = embedded()?
+            .into_iter()
+            .map(|(version, _)| version)
+            .collect();
         self.conn.transaction(|conn| {
             diesel::sql_query(sql::MIGRATIONS_SETUP).execute(conn)?;
             if tables(conn)?.legacy {
@@ -135,11 +138,11 @@ impl MigrationHarness<Pg> for SchemaVersions<'_> {
     }
 }
 
-/// The versions of the embedded migrations, oldest first.
-fn embedded_versions() -> diesel::migration::Result<Vec<String>> {
+/// The embedded migrations, oldest first: (version, name).
+fn embedded() -> diesel::migration::Result<Vec<(String, String)>> {
     Ok(MigrationSource::<Pg>::migrations(&MIGRATIONS)?
         .iter()
-        .map(|m| m.name().version().to_string())
+        .map(|m| (m.name().version().to_string(), m.name().to_string()))
         .collect())
 }
 
@@ -196,11 +199,7 @@ struct Applied {
 }
 
 pub(crate) fn read_schema(conn: &mut PgConnection) -> Result<SchemaReading> {
-    let embedded: Vec<(String, String)> = MigrationSource::<Pg>::migrations(&MIGRATIONS)
-        .map_err(Error::Migration)?
-        .iter()
-        .map(|m| (m.name().version().to_string(), m.name().to_string()))
-        .collect();
+    let embedded = embedded().map_err(Error::Migration)?;
     let present = diesel::sql_query(sql::DOCTOR_SCHEMA).get_result::<Present>(conn)?;
     let tables = tables(conn)?;
     let mut applied: Vec<String> = if tables.own {

@@ -746,27 +746,8 @@ fn a_stranded_step_fails_and_keyed_jobs_waiting_with_room_warn_until_repaired() 
 
     let found = check_is(&mut conn, &options, "keys", CheckStatus::Ok);
     assert_has(&found, &["no key's jobs wait"]);
-    let keyed = jobqueue_core::NewJob::new(
-        "keyed.job",
-        "{}",
-        jobqueue_core::JobOptions::new()
-            .queue("ledger")
-            .key("acct-1"),
-    )
-    .expect("job");
-    jobqueue_core::enqueue_many(&mut conn, &[keyed]).expect("enqueue");
-    jobqueue_core::set_queue_key_limit(
-        &mut conn,
-        "ledger",
-        Some(jobqueue_core::KeyLimit::per_key(1).expect("limit")),
-    )
-    .expect("limit");
     // As an admission that never came leaves it: waiting, due long ago.
-    exec(
-        &mut conn,
-        "UPDATE jobqueue_jobs SET status = 'waiting', run_at = now() - interval '2 minutes'
-         WHERE queue = 'ledger'",
-    );
+    ledger_job_left_waiting(&mut conn, "run_at = now() - interval '2 minutes'");
     let found = check_is(&mut conn, &options, "keys", CheckStatus::Warn);
     assert_has(
         &found,
@@ -780,13 +761,10 @@ fn a_stranded_step_fails_and_keyed_jobs_waiting_with_room_warn_until_repaired() 
     check_is(&mut conn, &options, "keys", CheckStatus::Ok);
 }
 
-/// A runner whose maintenance pass cannot end (its admission of keyed jobs
-/// waits for a queue's admission lock another session holds) warns under
-/// `maintenance`, naming the runner and the pass, while the runner itself
-/// stays alive; once the lock is released, the check is ok again.
-#[test]
-fn a_runner_whose_maintenance_pass_does_not_end_warns_until_it_does() {
-    let (db, mut conn) = TestDb::connected();
+/// A job of key `acct-1` of queue `ledger` (one job per key at a time),
+/// left `waiting` with `set` (an SQL assignment) too, as if no admission
+/// had looked at it yet.
+fn ledger_job_left_waiting(conn: &mut PgConnection, set: &str) {
     let keyed = jobqueue_core::NewJob::from_job(
         &Noop { n: 1 },
         jobqueue_core::JobOptions::new()
@@ -794,17 +772,27 @@ fn a_runner_whose_maintenance_pass_does_not_end_warns_until_it_does() {
             .key("acct-1"),
     )
     .expect("job");
-    jobqueue_core::enqueue_many(&mut conn, &[keyed]).expect("enqueue");
+    jobqueue_core::enqueue_many(conn, &[keyed]).expect("enqueue");
     jobqueue_core::set_queue_key_limit(
-        &mut conn,
+        conn,
         "ledger",
         Some(jobqueue_core::KeyLimit::per_key(1).expect("limit")),
     )
     .expect("limit");
     exec(
-        &mut conn,
-        "UPDATE jobqueue_jobs SET status = 'waiting', key_checked = NULL WHERE queue = 'ledger'",
+        conn,
+        &format!("UPDATE jobqueue_jobs SET status = 'waiting', {set} WHERE queue = 'ledger'"),
     );
+}
+
+/// A runner whose maintenance pass cannot end (its admission of keyed jobs
+/// waits for a queue's admission lock another session holds) warns under
+/// `maintenance`, naming the runner and the pass, while the runner itself
+/// stays alive; once the lock is released, the check is ok again.
+#[test]
+fn a_runner_whose_maintenance_pass_does_not_end_warns_until_it_does() {
+    let (db, mut conn) = TestDb::connected();
+    ledger_job_left_waiting(&mut conn, "key_checked = NULL");
     // The queue's admission lock (class `jqky`), which admissions wait for.
     let mut holder = db.conn();
     exec(

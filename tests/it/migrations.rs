@@ -332,6 +332,18 @@ fn migrations_check(conn: &mut PgConnection) -> Check {
 
 const APP_VERSIONS: [&str; 2] = ["20250101000000", "20250601000000"];
 
+/// Diesel's table holds the application's versions only, jobqueue's table
+/// all of jobqueue's, and the doctor's `migrations` check is ok.
+fn assert_versions_apart(conn: &mut PgConnection) {
+    assert_eq!(versions(conn, "__diesel_schema_migrations"), APP_VERSIONS);
+    assert_eq!(
+        versions(conn, "jobqueue_schema_migrations").len(),
+        jobqueue_tests::migration_count()
+    );
+    let check = migrations_check(conn);
+    assert_eq!(check.status, CheckStatus::Ok, "{check:#?}");
+}
+
 /// jobqueue migrated into a Diesel application's database: Diesel's table
 /// keeps the application's versions only, so `diesel migration revert` and
 /// `redo` (Diesel's harness, as its CLI runs them) work on the application's
@@ -344,16 +356,7 @@ fn an_applications_diesel_migrations_run_revert_and_redo_beside_jobqueues() {
     conn.run_pending_migrations(app.source())
         .expect("diesel migration run");
     jobqueue_core::run_migrations(&mut conn).expect("migrate jobqueue");
-    assert_eq!(
-        versions(&mut conn, "__diesel_schema_migrations"),
-        APP_VERSIONS
-    );
-    assert_eq!(
-        versions(&mut conn, "jobqueue_schema_migrations").len(),
-        jobqueue_tests::migration_count()
-    );
-    let check = migrations_check(&mut conn);
-    assert_eq!(check.status, CheckStatus::Ok, "{check:#?}");
+    assert_versions_apart(&mut conn);
 
     // `diesel migration revert`: the application's latest, although a
     // jobqueue migration was applied after it.
@@ -428,16 +431,7 @@ fn versions_recorded_in_diesels_table_by_an_older_jobqueue_are_moved_to_jobqueue
         Vec::<String>::new(),
         "nothing applied, only moved"
     );
-    assert_eq!(
-        versions(&mut conn, "__diesel_schema_migrations"),
-        APP_VERSIONS
-    );
-    assert_eq!(
-        versions(&mut conn, "jobqueue_schema_migrations").len(),
-        jobqueue_tests::migration_count()
-    );
-    let check = migrations_check(&mut conn);
-    assert_eq!(check.status, CheckStatus::Ok, "{check:#?}");
+    assert_versions_apart(&mut conn);
     let reverted = conn
         .revert_last_migration(app.source())
         .expect("diesel migration revert");

@@ -33,14 +33,28 @@ fn pid(conn: &mut PgConnection) -> i64 {
     scalar(conn, "SELECT pg_backend_pid()::int8 AS n")
 }
 
+/// Whether session `pid` waits for a lock another session holds.
+fn waits_for_lock(observer: &mut PgConnection, pid: i64) -> bool {
+    scalar(
+        observer,
+        &format!("SELECT count(*) AS n FROM pg_locks WHERE pid = {pid} AND NOT granted"),
+    ) > 0
+}
+
 /// Waits until session `pid` waits for a lock another session holds.
 fn wait_blocked(observer: &mut PgConnection, pid: i64, what: &str) {
-    wait_for(what, WAIT_LIMIT, || {
-        scalar(
-            observer,
-            &format!("SELECT count(*) AS n FROM pg_locks WHERE pid = {pid} AND NOT granted"),
-        ) > 0
-    });
+    wait_for(what, WAIT_LIMIT, || waits_for_lock(observer, pid));
+}
+
+/// A workflow `parent` → `child` named `name`, enqueued: the ids of the
+/// parent and the child.
+fn parent_and_child(conn: &mut PgConnection, name: &str) -> (JobId, JobId) {
+    let mut flow = Workflow::new(name).expect("workflow");
+    let parent = flow.add("parent", &step(1)).expect("step");
+    let child = flow.add("child", &step(2)).expect("step");
+    flow.after(child, [parent]).expect("edge");
+    flow.enqueue(conn).expect("enqueue");
+    (parent.id(), child.id())
 }
 
 /// Runs `f` on a connection of its own, on a thread; returns the thread
@@ -58,16 +72,12 @@ fn on_own_connection<T: Send + 'static>(
 /// it waited, and whose parent a worker holds; returns the parent's lease
 /// and the child's id.
 fn cancelled_child(conn: &mut PgConnection) -> (jobqueue_core::engine::Lease, JobId, JobId) {
-    let mut flow = Workflow::new("cancelled child").expect("workflow");
-    let parent = flow.add("parent", &step(1)).expect("step");
-    let child = flow.add("child", &step(2)).expect("step");
-    flow.after(child, [parent]).expect("edge");
-    flow.enqueue(conn).expect("enqueue");
-    cancel(conn, child.id()).expect("cancel the child");
-    assert_eq!(read_job(conn, child.id()).status, JobStatus::Cancelled);
+    let (parent, child) = parent_and_child(conn, "cancelled child");
+    cancel(conn, child).expect("cancel the child");
+    assert_eq!(read_job(conn, child).status, JobStatus::Cancelled);
     let lease = claim_one(conn, "worker");
-    assert_eq!(lease.job_id, parent.id());
-    (lease, parent.id(), child.id())
+    assert_eq!(lease.job_id, parent);
+    (lease, parent, child)
 }
 
 fn step_of(conn: &mut PgConnection, id: JobId) -> (String, i64) {
@@ -155,12 +165,7 @@ fn a_completion_that_waits_for_a_retry_of_its_child_releases_the_child() {
 fn a_retry_during_the_sweep_of_its_failed_step_leaves_the_step_live() {
     let db = TestDb::new();
     let mut conn = db.conn();
-    let mut flow = Workflow::new("swept").expect("workflow");
-    let parent = flow.add("parent", &step(1)).expect("step");
-    let child = flow.add("child", &step(2)).expect("step");
-    flow.after(child, [parent]).expect("edge");
-    flow.enqueue(&mut conn).expect("enqueue");
-    let (parent, child) = (parent.id(), child.id());
+    let (parent, child) = parent_and_child(&mut conn, "swept");
     exec(
         &mut conn,
         &format!(
@@ -182,13 +187,7 @@ fn a_retry_during_the_sweep_of_its_failed_step_leaves_the_step_live() {
         result
     });
     wait_for("the retry to end or wait", WAIT_LIMIT, || {
-        done_rx.try_recv().is_ok()
-            || scalar(
-                &mut conn,
-                &format!(
-                    "SELECT count(*) AS n FROM pg_locks WHERE pid = {retry_pid} AND NOT granted"
-                ),
-            ) > 0
+        done_rx.try_recv().is_ok() || waits_for_lock(&mut conn, retry_pid)
     });
     exec(&mut locker, "COMMIT");
     let settled = sweep.join().expect("sweep thread").expect("sweep");
@@ -390,12 +389,7 @@ fn a_pass_of_admissions_ends_while_an_open_transaction_holds_its_keys() {
 fn a_step_retried_before_its_cancelled_parent_waits_for_it_and_the_doctor_says_so() {
     let db = TestDb::new();
     let mut conn = db.conn();
-    let mut flow = Workflow::new("cancelled parent").expect("workflow");
-    let parent = flow.add("parent", &step(1)).expect("step");
-    let child = flow.add("child", &step(2)).expect("step");
-    flow.after(child, [parent]).expect("edge");
-    flow.enqueue(&mut conn).expect("enqueue");
-    let (parent, child) = (parent.id(), child.id());
+    let (parent, child) = parent_and_child(&mut conn, "cancelled parent");
     cancel(&mut conn, child).expect("cancel the child");
     cancel(&mut conn, parent).expect("cancel the parent");
     retry_job(&mut conn, child).expect("retry the child");

@@ -86,7 +86,7 @@ impl Service for AdmitKeys {
         // page for as long as that enqueue stays open.
         let mut after = None;
         for _ in 0..NEW_PAGES {
-            if cx.stopping() {
+            if crate::backoff::is_stopped(cx.stop()) {
                 return Ok(KeysAdmitted {
                     jobs,
                     keys_swept: 0,
@@ -106,7 +106,7 @@ impl Service for AdmitKeys {
         {
             self.swept_at = Some(Instant::now());
             let mut after: Option<QueueKey> = None;
-            while !cx.stopping() {
+            while !crate::backoff::is_stopped(cx.stop()) {
                 let sweep = cx.run(|session| session.sweep_keys(queues, after.as_ref(), BATCH))?;
                 jobs += sweep.admitted;
                 keys_swept += sweep.keys;

@@ -107,13 +107,4 @@ impl ServiceContext {
     pub(super) fn stop(&self) -> &Receiver<()> {
         &self.stop
     }
-
-    /// Whether the runner is stopping: a pass of many statements looks
-    /// between them, and ends early.
-    pub(super) fn stopping(&self) -> bool {
-        matches!(
-            self.stop.try_recv(),
-            Err(crossbeam_channel::TryRecvError::Disconnected)
-        )
-    }
 }
