@@ -13,27 +13,7 @@ use std::sync::mpsc::{self, Receiver};
 /// the whole suite, which built the examples already, finds it up to date
 /// instead of building the dependencies again for this package alone.
 pub fn example_binary(name: &str) -> PathBuf {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let mut command = Command::new(cargo);
-    // What cargo set for this test's own process is not the build's: a
-    // build script that reads one (ring's reads CARGO_MANIFEST_DIR) would
-    // see it changed and rebuild, here and again in the next `cargo test`.
-    for (var, _) in std::env::vars_os() {
-        let var = var.to_string_lossy();
-        if var.starts_with("CARGO_PKG_")
-            || var.starts_with("CARGO_MANIFEST_")
-            || var.starts_with("CARGO_BIN_")
-            || [
-                "CARGO_CRATE_NAME",
-                "CARGO_PRIMARY_PACKAGE",
-                "CARGO_TARGET_TMPDIR",
-                "OUT_DIR",
-            ]
-            .contains(&var.as_ref())
-        {
-            command.env_remove(var.as_ref());
-        }
-    }
+    let mut command = cargo_command();
     let output = command
         .args([
             "build",
@@ -54,6 +34,33 @@ pub fn example_binary(name: &str) -> PathBuf {
         .filter(|message| message["target"]["name"] == name)
         .find_map(|message| message["executable"].as_str().map(PathBuf::from))
         .expect("cargo names the example's executable")
+}
+
+/// A `cargo` command (the one running the tests, `CARGO`) without what
+/// cargo set for this test's own process (`CARGO_PKG_*`,
+/// `CARGO_MANIFEST_*`, `OUT_DIR`, ...): those are not the build's, and a
+/// build script that reads one (ring's reads `CARGO_MANIFEST_DIR`) would
+/// see it changed and rebuild, here and again in the next `cargo test`.
+pub fn cargo_command() -> Command {
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let mut command = Command::new(cargo);
+    for (var, _) in std::env::vars_os() {
+        let var = var.to_string_lossy();
+        if var.starts_with("CARGO_PKG_")
+            || var.starts_with("CARGO_MANIFEST_")
+            || var.starts_with("CARGO_BIN_")
+            || [
+                "CARGO_CRATE_NAME",
+                "CARGO_PRIMARY_PACKAGE",
+                "CARGO_TARGET_TMPDIR",
+                "OUT_DIR",
+            ]
+            .contains(&var.as_ref())
+        {
+            command.env_remove(var.as_ref());
+        }
+    }
+    command
 }
 
 /// The lines `child` writes to its piped stdout, as they come, read on a

@@ -77,16 +77,28 @@ pub struct TestDb {
 }
 
 impl TestDb {
-    /// Creates and migrates a fresh database.
+    /// A fresh database with the schema migrated: a copy of the suite's
+    /// migrated template ([`migrated_template`]), so that the migrations
+    /// run once per server rather than once per test.
     pub fn new() -> Self {
-        let db = Self::unmigrated();
-        jobqueue_core::run_migrations(&mut db.conn()).expect("migrate the test database");
-        db
+        let template = migrated_template();
+        Self::create(Some(template)).unwrap_or_else(|first| {
+            // Another checkout's suite, with other migrations, may have
+            // dropped it as stale: build it again, once.
+            ensure_template(template);
+            Self::create(Some(template)).unwrap_or_else(|e| {
+                panic!("create a test database from {template}: {e} (first try: {first})")
+            })
+        })
     }
 
     /// Creates a fresh, empty database: no jobqueue schema, not even the
     /// migrations table.
     pub fn unmigrated() -> Self {
+        Self::create(None).unwrap_or_else(|e| panic!("create the test database: {e}"))
+    }
+
+    fn create(template: Option<&str>) -> QueryResult<Self> {
         static COUNTER: AtomicU32 = AtomicU32::new(0);
         let name = format!(
             "jq_test_{}_{}_{}",
@@ -94,14 +106,12 @@ impl TestDb {
             COUNTER.fetch_add(1, Ordering::Relaxed),
             fastrand::u32(..)
         );
-        let mut admin = admin_conn();
-        diesel::sql_query(format!("CREATE DATABASE {name}"))
-            .execute(&mut admin)
-            .expect("create the test database");
-        TestDb {
+        let from = template.map_or(String::new(), |t| format!(" TEMPLATE {t}"));
+        diesel::sql_query(format!("CREATE DATABASE {name}{from}")).execute(&mut admin_conn())?;
+        Ok(TestDb {
             url: with_database(server_url(), &name),
             name,
-        }
+        })
     }
 
     /// A fresh database with the test jobs' side tables, and a connection.
@@ -141,6 +151,105 @@ impl Drop for TestDb {
             eprintln!("could not drop test database {}: {e}", self.name);
         }
     }
+}
+
+/// The name of the suite's migrated template database on [`server_url`],
+/// made by [`ensure_template`] the first time a process asks. The name
+/// carries a digest of `jobqueue-core/migrations/`, so a changed migration
+/// gets a template of its own.
+pub fn migrated_template() -> &'static str {
+    static NAME: OnceLock<String> = OnceLock::new();
+    NAME.get_or_init(|| {
+        let name = format!("jq_template_{:016x}", migrations_digest());
+        ensure_template(&name);
+        name
+    })
+}
+
+/// Makes the template database `name` unless it exists: every migration run
+/// once on it. Under an advisory lock, so test processes running at once
+/// wait for one build rather than each building; built under a scratch name
+/// and renamed when complete, so a process killed mid-build leaves no
+/// half-migrated template; closed to connections, so a clone of it never
+/// meets a session on it (not even autovacuum's). Templates of other
+/// migrations (`jq_template_*`) are dropped then, unless a clone of
+/// theirs is under way.
+fn ensure_template(name: &str) {
+    const LOCK: &str = "7150000049";
+    let mut admin = admin_conn();
+    exec(&mut admin, &format!("SELECT pg_advisory_lock({LOCK})"));
+    let exists = scalar(
+        &mut admin,
+        &format!("SELECT count(*) AS n FROM pg_database WHERE datname = '{name}'"),
+    ) == 1;
+    if !exists {
+        let building = format!("{name}_building");
+        exec(
+            &mut admin,
+            &format!("DROP DATABASE IF EXISTS {building} WITH (FORCE)"),
+        );
+        exec(&mut admin, &format!("CREATE DATABASE {building}"));
+        {
+            let mut conn = PgConnection::establish(&with_database(server_url(), &building))
+                .expect("connect to the template being built");
+            jobqueue_core::run_migrations(&mut conn).expect("migrate the template database");
+        }
+        exec(
+            &mut admin,
+            &format!("ALTER DATABASE {building} RENAME TO {name}"),
+        );
+        exec(
+            &mut admin,
+            &format!("ALTER DATABASE {name} WITH IS_TEMPLATE true ALLOW_CONNECTIONS false"),
+        );
+        #[derive(QueryableByName)]
+        struct Stale {
+            #[diesel(sql_type = diesel::sql_types::Text)]
+            datname: String,
+        }
+        let stale: Vec<Stale> = diesel::sql_query(format!(
+            "SELECT datname FROM pg_database \
+             WHERE datname LIKE 'jq\\_template\\_%' AND datname <> '{name}'"
+        ))
+        .load(&mut admin)
+        .expect("list the stale templates");
+        for Stale { datname } in stale {
+            // A refusal (a clone of it under way) leaves it for next time.
+            let _ = diesel::sql_query(format!("ALTER DATABASE {datname} IS_TEMPLATE false"))
+                .execute(&mut admin)
+                .and_then(|_| {
+                    diesel::sql_query(format!("DROP DATABASE IF EXISTS {datname}"))
+                        .execute(&mut admin)
+                });
+        }
+    }
+    exec(&mut admin, &format!("SELECT pg_advisory_unlock({LOCK})"));
+}
+
+/// A digest (FNV-1a, 64 bits) of the migration files' names and contents,
+/// in name order.
+fn migrations_digest() -> u64 {
+    let root = std::path::Path::new(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/jobqueue-core/migrations"
+    ));
+    let mut files = Vec::new();
+    for dir in std::fs::read_dir(root).expect("read jobqueue-core/migrations/") {
+        let dir = dir.expect("read jobqueue-core/migrations/").path();
+        for file in std::fs::read_dir(&dir).expect("read a migration's folder") {
+            files.push(file.expect("read a migration's folder").path());
+        }
+    }
+    files.sort();
+    let mut digest: u64 = 0xcbf2_9ce4_8422_2325;
+    for file in files {
+        let name = file.strip_prefix(root).expect("under migrations/");
+        let bytes = std::fs::read(&file).expect("read a migration file");
+        for byte in name.to_string_lossy().bytes().chain(bytes) {
+            digest = (digest ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+    digest
 }
 
 fn admin_conn() -> PgConnection {

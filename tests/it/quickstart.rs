@@ -5,12 +5,16 @@
 //! at this checkout (with the version requirements and features the README
 //! shows). It must build without a warning, and its worker binary must run.
 //!
-//! The crate and its build live under the workspace's target directory
-//! (`<target>/quickstart/`), at a fixed place, so a second run only checks
-//! what changed. Cargo runs `--offline` first: every dependency is in the
-//! workspace's lockfile (copied in, so the versions are the workspace's)
-//! and so in the local registry cache; a build that still needs the
-//! network is run again online.
+//! The crate lives under the workspace's target directory
+//! (`<target>/quickstart/`), at a fixed place, and builds into that target
+//! directory with the workspace's profile settings (copied into its
+//! manifest): the dependencies it shares with the workspace, same versions
+//! and features, are the workspace's own builds rather than a second
+//! compilation of each, and a second run only checks what changed. Cargo
+//! runs `--offline` first: every dependency is in the workspace's lockfile
+//! (copied in, so the versions are the workspace's) and so in the local
+//! registry cache; a build that still needs the network is run again
+//! online.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -63,14 +67,17 @@ fn the_quick_start_builds_as_an_application_crate() {
         );
     }
 
-    let target = target_dir().join("quickstart");
-    let app = target.join(CRATE);
+    let build_dir = target_dir();
+    let app = build_dir.join("quickstart").join(CRATE);
+    let workspace = std::fs::read_to_string(format!("{ROOT}/Cargo.toml")).expect("Cargo.toml");
     let manifest = format!(
         "[package]\nname = \"{CRATE}\"\nversion = \"0.1.0\"\nedition = \"2024\"\npublish = false\n\n\
          {}\n\
          [lints.rust]\nwarnings = \"deny\"\n\n\
-         # Not a member of the jobqueue workspace above it.\n[workspace]\n",
-        with_paths(&toml[0].text())
+         # Not a member of the jobqueue workspace above it.\n[workspace]\n\n\
+         # The workspace's profile settings, as its builds are shared.\n{}",
+        with_paths(&toml[0].text()),
+        profile_sections(&workspace)
     );
     write_if_changed(&app.join("Cargo.toml"), &manifest);
     // The workspace's versions: the build resolves offline, and to what the
@@ -82,7 +89,6 @@ fn the_quick_start_builds_as_an_application_crate() {
         write_if_changed(&app.join(file), &block.text());
     }
 
-    let build_dir = target.join("target");
     let started = Instant::now();
     let offline = cargo_build(&app, &build_dir, true);
     let output = if !offline.status.success() && needs_network(&offline.stderr) {
@@ -175,18 +181,29 @@ fn target_dir() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from(ROOT).join("target"))
 }
 
+/// The `[profile.*]` sections of a manifest, each whole.
+fn profile_sections(manifest: &str) -> String {
+    let mut out = String::new();
+    let mut inside = false;
+    for line in manifest.lines() {
+        if line.starts_with('[') {
+            inside = line.starts_with("[profile.");
+        }
+        if inside {
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    out
+}
+
 fn cargo_build(app: &Path, build_dir: &Path, offline: bool) -> std::process::Output {
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let mut command = Command::new(cargo);
+    let mut command = jobqueue_tests::example::cargo_command();
     command
         .arg("build")
         .arg("--quiet")
         .current_dir(app)
-        .env("CARGO_TARGET_DIR", build_dir)
-        // The outer `cargo test`'s settings for this package are not the
-        // application's.
-        .env_remove("CARGO_MANIFEST_DIR")
-        .env_remove("CARGO_PRIMARY_PACKAGE");
+        .env("CARGO_TARGET_DIR", build_dir);
     if offline {
         command.arg("--offline");
     }

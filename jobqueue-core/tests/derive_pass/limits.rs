@@ -24,7 +24,8 @@ struct Edges;
 #[job(type = "zero", priority = -0)]
 struct Zero;
 
-fn main() {
+#[test]
+fn derives() {
     assert_eq!(<Longest as Job>::JOB_TYPE.len(), 128);
     assert_eq!(<Longest as Job>::QUEUE.len(), 64);
     assert_eq!(<Edges as Job>::JOB_TYPE, "Az09_.:-");

@@ -5,7 +5,8 @@ use serde::{Deserialize, Serialize};
 #[job(type = "cache.flush", priority = 0, max_attempts = 1)]
 struct FlushCache;
 
-fn main() {
+#[test]
+fn derives() {
     assert_eq!(<FlushCache as Job>::JOB_TYPE, "cache.flush");
     assert_eq!(<FlushCache as Job>::PRIORITY, 0);
     assert_eq!(<FlushCache as Job>::MAX_ATTEMPTS, 1);

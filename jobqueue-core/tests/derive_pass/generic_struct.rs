@@ -18,7 +18,8 @@ struct Pair<A, B>(A, B);
 
 fn assert_job<J: Job>() {}
 
-fn main() {
+#[test]
+fn derives() {
     assert_job::<Wrap<u32>>();
     assert_job::<Wrap<String>>();
     assert_job::<Pair<u8, Vec<String>>>();

@@ -10,7 +10,8 @@ enum Report {
     Custom(String),
 }
 
-fn main() {
+#[test]
+fn derives() {
     assert_eq!(<Report as Job>::JOB_TYPE, "report.build");
     assert_eq!(<Report as Job>::PRIORITY, 1000);
     assert_eq!(<Report as Job>::MAX_ATTEMPTS, 1000);

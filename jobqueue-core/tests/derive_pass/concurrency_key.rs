@@ -25,7 +25,8 @@ struct Generic<T: Display> {
     tenant: T,
 }
 
-fn main() {
+#[test]
+fn derives() {
     let raw = RawField {
         r#type: "pdf".into(),
     };

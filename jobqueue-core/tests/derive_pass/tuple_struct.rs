@@ -5,7 +5,8 @@ use serde::{Deserialize, Serialize};
 #[job(type = "image.resize", queue = "media")]
 struct Resize(String, u32);
 
-fn main() {
+#[test]
+fn derives() {
     assert_eq!(<Resize as Job>::JOB_TYPE, "image.resize");
     assert_eq!(<Resize as Job>::QUEUE, "media");
     // Keys left out keep the trait's defaults.

@@ -16,7 +16,8 @@ struct SendEmail {
     subject: String,
 }
 
-fn main() {
+#[test]
+fn derives() {
     assert_eq!(<SendEmail as Job>::JOB_TYPE, "email.send");
     assert_eq!(<SendEmail as Job>::PRIORITY, 150);
     assert_eq!(<SendEmail as Job>::QUEUE, "mail");
