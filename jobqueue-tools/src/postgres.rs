@@ -217,11 +217,14 @@ impl PrivateCluster {
             File::create(&lock_path).map_err(io(format!("creating {}", lock_path.display())))?;
         lock.lock()
             .map_err(io(format!("locking {}", lock_path.display())))?;
-        self.give_to_owner(&self.base)?;
-        if !self.data_dir().join("PG_VERSION").exists() {
-            self.initdb()?;
-        }
+        // A running cluster's files are left alone: its server creates and
+        // removes them meanwhile (a `chown -R` would race with a database
+        // being dropped), and processes sharing the cluster each call this.
         if !self.is_running() {
+            self.give_to_owner(&self.base)?;
+            if !self.data_dir().join("PG_VERSION").exists() {
+                self.initdb()?;
+            }
             self.start()?;
         }
         self.wait_ready(Duration::from_secs(30))

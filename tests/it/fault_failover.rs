@@ -394,11 +394,8 @@ fn runners_leave_a_fenced_read_only_primary() {
 /// every new connection waits out its connect timeout there first.
 ///
 /// A runner told to stop exits within its grace period plus its database
-/// timeout whatever the server does: the failover's four runners; then, on
-/// a cluster of the test's own, [`STOP_CASES`] runners in a row, each
-/// stopped while the cluster is frozen under it (see [`stop_while_frozen`]),
-/// and one frozen in the middle of its maintenance's `VACUUM`, a call
-/// with no time limit of its own.
+/// timeout whatever the server does: checked here for the failover's four
+/// runners.
 #[test]
 fn runners_leave_a_frozen_primary() {
     let outcome = failover("failover sync freeze", true, Fault::Freeze);
@@ -409,6 +406,18 @@ fn runners_leave_a_frozen_primary() {
         &outcome.exit_secs,
         GRACE_SECS + db_timeout,
     );
+}
+
+/// A runner told to stop exits within its grace period plus its database
+/// timeout whatever the server does: on a cluster of the test's own,
+/// [`STOP_CASES`] runners in a row, each stopped while the cluster is
+/// frozen under it (see [`stop_while_frozen`]), and one frozen in the
+/// middle of its maintenance's `VACUUM`, a call with no time limit of its
+/// own. Apart from the failover scenarios (and not in their turns): one
+/// small runner at a time, mostly waiting.
+#[test]
+fn runners_stopped_on_a_frozen_server_exit_within_their_bound() {
+    let db_timeout: f64 = DB_TIMEOUT_SECS.parse().expect("seconds");
     // Autovacuum off: the runner's own vacuum finds the dead rows left for it.
     let own = OwnCluster::start_with(&[("autovacuum", "off")]);
     let exit_secs: Vec<f64> = (0..STOP_CASES)
