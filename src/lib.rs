@@ -154,7 +154,7 @@ impl Drop for TestDb {
 }
 
 /// The name of the suite's migrated template database on [`server_url`],
-/// made by [`ensure_template`] the first time a process asks. The name
+/// made by `ensure_template` the first time a process asks. The name
 /// carries a digest of `jobqueue-core/migrations/`, so a changed migration
 /// gets a template of its own.
 pub fn migrated_template() -> &'static str {

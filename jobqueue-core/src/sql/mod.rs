@@ -252,6 +252,8 @@ macro_rules! release_children {
 
 mod completions;
 mod doctor;
+#[cfg(test)]
+mod expanded;
 mod jobs;
 mod keys;
 mod migrations;
