@@ -1,7 +1,7 @@
 //! The statements of `jobqueue_completions`: how many jobs completed, per
 //! minute, queue, job type and server process (`backend`).
 //!
-//! The completions of `jobs.rs` add to these counts (`count_completed!`),
+//! The completions of `jobs/finish.rs` add to these counts (`count_completed!`),
 //! each connection to its own row (`backend` = `pg_backend_pid()`), so
 //! concurrent completions never wait on one another's row. The statements
 //! here fold, read and prune them, through the primary key

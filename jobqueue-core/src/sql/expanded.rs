@@ -2,7 +2,7 @@
 //! (the macros of `mod.rs` and of each file), so the source shows none of
 //! the longer ones as PostgreSQL runs it. The test here writes each file's
 //! statements, expanded, with their doc comments, into
-//! `jobqueue-core/sql/expanded/<file>.sql`, and fails when the checked-in
+//! `jobqueue-core/sql/expanded/<file>.sql` (`jobs/<file>.sql` for `jobs/`), and fails when the checked-in
 //! copy differs: a change to a fragment shows up in review as a diff of
 //! every statement it touches. After a change, rewrite the copies with
 //! `JOBQUEUE_BLESS=1 cargo test -p jobqueue-core --lib expanded`.
@@ -59,19 +59,31 @@ const FILES: &[SqlFile] = &[
         ),
     ),
     (
-        "jobs",
-        include_str!("jobs.rs"),
+        "jobs/insert",
+        include_str!("jobs/insert.rs"),
         statements!(jobs:
             JOB_INSERT,
             JOB_INSERT_QUIET,
             JOB_INSERT_MANY,
             JOB_LIVE_HOLDERS,
             JOB_NOTIFY_QUEUES,
+        ),
+    ),
+    (
+        "jobs/claim",
+        include_str!("jobs/claim.rs"),
+        statements!(jobs:
             JOB_CLAIM_QUEUES,
             JOB_CLAIM_QUEUES_LIMITED,
             JOB_CLAIM_ANY,
             JOB_CLAIM_ANY_LIMITED,
             JOB_QUEUE_HEADS,
+        ),
+    ),
+    (
+        "jobs/finish",
+        include_str!("jobs/finish.rs"),
+        statements!(jobs:
             JOB_START_MANY,
             JOB_COMPLETE_MANY,
             JOB_COMPLETE_DELETE_MANY,
@@ -80,38 +92,56 @@ const FILES: &[SqlFile] = &[
             JOB_FAIL_MANY,
             JOB_HEARTBEAT_MANY,
             JOB_PROGRESS,
-            JOB_CANCEL,
             JOB_CANCEL_HELD_MANY,
             JOB_RELEASE_MANY,
             JOB_SNOOZE_MANY,
             JOB_PARK_MANY,
+        ),
+    ),
+    (
+        "jobs/operate",
+        include_str!("jobs/operate.rs"),
+        statements!(jobs:
+            JOB_CANCEL,
+            JOB_RETRY,
+            JOB_RETRY_FAILED,
+            JOB_DELETE_FINISHED,
+        ),
+    ),
+    (
+        "jobs/maintain",
+        include_str!("jobs/maintain.rs"),
+        statements!(jobs:
             JOB_SET_ASIDE_DUE,
             JOB_PROMOTE_DUE,
             JOB_PROMOTE_DUE_BY,
             JOB_UNPARK,
             JOB_RESCUE_STALE,
             JOB_PRUNE,
-            JOB_STATS_BY_TYPE,
             JOB_DEAD_TUPLES,
             JOB_VACUUM,
             JOB_VACUUM_TRUNCATE,
-            JOB_GET,
-            JOB_GET_STATUS,
-            JOB_RETRY,
-            JOB_RETRY_FAILED,
-            JOB_BROWSE_NEWEST,
-            JOB_WINDOW_FLOOR,
-            JOB_BROWSE_RUN_AT,
-            JOB_BROWSE_FINISHED,
-            JOB_COUNT_BOUNDED,
-            JOB_DELETE_FINISHED,
-            JOB_THROUGHPUT,
             JOB_INDEX_SIZES,
             JOB_INDEX_LEFTOVERS,
             JOB_INDEX_UPKEEP_LOCK,
             JOB_INDEX_UPKEEP_UNLOCK,
             JOB_INDEX_REBUILD_LIMITS,
             JOB_INDEX_REBUILD_UNLIMIT,
+        ),
+    ),
+    (
+        "jobs/browse",
+        include_str!("jobs/browse.rs"),
+        statements!(jobs:
+            JOB_STATS_BY_TYPE,
+            JOB_GET,
+            JOB_GET_STATUS,
+            JOB_BROWSE_NEWEST,
+            JOB_WINDOW_FLOOR,
+            JOB_BROWSE_RUN_AT,
+            JOB_BROWSE_FINISHED,
+            JOB_COUNT_BOUNDED,
+            JOB_THROUGHPUT,
         ),
     ),
     (
@@ -287,7 +317,8 @@ fn the_expanded_statements_are_current() {
             continue;
         }
         if bless {
-            std::fs::create_dir_all(&dir).expect("create sql/expanded/");
+            let folder = path.parent().expect("a folder under sql/expanded/");
+            std::fs::create_dir_all(folder).expect("create a folder of sql/expanded/");
             std::fs::write(&path, text).expect("write an expanded file");
         } else {
             stale.push(path.display().to_string());

@@ -13,7 +13,7 @@
 //! (unless the limit was lowered, or set while more were live).
 //!
 //! An enqueue admits its keyed jobs itself when their keys have room
-//! (`status_at_insert!`, see `jobs.rs`): before its insert it tries each
+//! (`status_at_insert!`, see `jobs/insert.rs`): before its insert it tries each
 //! key's lock ([`KEY_LOCK_FOR_INSERT`], never waiting), then counts the
 //! holders of the keys it got ([`KEY_ROOM_FOR_INSERT`]) in a later
 //! statement, whose snapshot sees every admission committed before, and
@@ -175,7 +175,7 @@ pub(crate) const KEY_RECHECK: &str = "
 /// cannot read it as the predicate of the waiting jobs' partial indexes:
 /// the statements that write jobs by id go through the primary key, never
 /// through a walk of a partial index that statistics taken before the
-/// jobs were inserted call small (see `jobs.rs`).
+/// jobs were inserted call small (see `jobs/mod.rs`).
 macro_rules! still_waiting {
     () => {
         "(CASE WHEN j.status = 'waiting' THEN true END)"

@@ -1,12 +1,19 @@
-//! Every SQL statement the queue runs, one file per table.
+//! Every SQL statement the queue runs, one file per table (a folder for
+//! the jobs'). `jobqueue-core/sql/expanded/` holds each file's statements
+//! whole, as PostgreSQL runs them, kept current by the test of
+//! `expanded.rs`.
 //!
 //! Statements are named Noun+Verb (`JOB_CLAIM_QUEUES`, `JOB_COMPLETE_MANY`) so
 //! they sort by table. Every value is a bound parameter; nothing is ever
 //! interpolated into these strings. Time always comes from the database's
 //! `now()`, never from the caller's clock.
 //!
-//! - `jobs.rs`: `jobqueue_jobs`, the jobs themselves (`JOB_*`), and the
-//!   prepared hot-path statements' marker types (`sql::JobInsert`, ...).
+//! - `jobs/`: `jobqueue_jobs`, the jobs themselves (`JOB_*`), a file for
+//!   each thing done with them (`insert.rs`, `claim.rs`, `finish.rs` for a
+//!   worker's writes on held jobs, `operate.rs` for an operator's,
+//!   `maintain.rs`, `browse.rs`), and in `mod.rs` what several share and
+//!   the prepared hot-path statements' marker types (`sql::JobInsert`,
+//!   ...).
 //! - `queues.rs`: `jobqueue_queues`, each queue's pause and global limit
 //!   (`QUEUE_*`).
 //! - `keys.rs`: the admission of keyed jobs under their queue's key limit
@@ -20,7 +27,7 @@
 //!   completed jobs (`COMPLETIONS_*`).
 //! - `workflows.rs`: `jobqueue_workflows`, `jobqueue_workflow_steps` and
 //!   `jobqueue_workflow_edges`, jobs that wait for other jobs
-//!   (`WORKFLOW_*`); the completions of workflow jobs are in `jobs.rs`.
+//!   (`WORKFLOW_*`); the completions of workflow jobs are in `jobs/finish.rs`.
 //! - `doctor.rs`: the doctor's reads of the statistics views and catalogs
 //!   (`DOCTOR_*`), and the one reading of the xmin horizon (`XMIN_HORIZON`).
 //! - `session.rs`: what opens a queue transaction and sets up a queue
@@ -197,7 +204,7 @@ macro_rules! wake_queues_of {
 /// A child that is failed or cancelled as this statement's snapshot sees
 /// it is looked at again on its newest row: a retry of it that committed
 /// while this statement waited for the step's lock (the retry holds it
-/// while it decides, see `requeue_where!` in `jobs.rs`) made it `blocked`
+/// while it decides, see `requeue_where!` in `jobs/operate.rs`) made it `blocked`
 /// by a count this statement then took to zero, and it is released here;
 /// one still failed or cancelled is rewritten as it is (a rare write: a
 /// child that ended before its last parent completed).

@@ -9,7 +9,7 @@
 //! `jobqueue_jobs_lease_idx` (`queue, lease_expires_at` of the held jobs).
 //! [`QUEUE_LIST`] also names the queues of `jobqueue_schedules` and
 //! `jobqueue_runners`. The claims lock and note their limited queues' rows
-//! themselves (`lock_limited!` and `note_limited!` in `jobs.rs`).
+//! themselves (`lock_limited!` and `note_limited!` in `jobs/claim.rs`).
 
 /// Locks the `jobqueue_queues` rows of queues `$1`, in name order (as a
 /// claim that honours limits locks them), for the rest of the transaction:

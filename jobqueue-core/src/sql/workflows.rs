@@ -1,7 +1,7 @@
 //! The statements of workflows: `jobqueue_workflows`,
 //! `jobqueue_workflow_steps` and `jobqueue_workflow_edges` (see the
 //! `workflows` migration). A workflow job's completion, which releases its
-//! children, is in `jobs.rs` (`JOB_COMPLETE_STEPS_MANY`); the release
+//! children, is in `jobs/finish.rs` (`JOB_COMPLETE_STEPS_MANY`); the release
 //! itself is `release_children!` (`mod.rs`).
 //!
 //! What they rely on: the steps' primary key `job_id`, the partial index
@@ -77,7 +77,7 @@ pub(crate) const WORKFLOW_INSERT: &str = concat!(
 /// (shared), and their status read from the locked row: a retry that
 /// committed after this statement's snapshot finds its job pending and
 /// leaves its step live, and one that comes later waits for this statement
-/// (see `requeue_where!` in `jobs.rs`), then revives the step it ended.
+/// (see `requeue_where!` in `jobs/operate.rs`), then revives the step it ended.
 ///
 /// Their edges of kind `finished`, and all of them under `on_failure =
 /// 'run'`, settle (`release_children!`, waking queues on channel `$2`);
