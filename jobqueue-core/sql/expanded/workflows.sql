@@ -71,7 +71,7 @@ WITH workflow AS (
 -- (shared), and their status read from the locked row: a retry that
 -- committed after this statement's snapshot finds its job pending and
 -- leaves its step live, and one that comes later waits for this statement
--- (see `requeue_where!` in `jobs.rs`), then revives the step it ended.
+-- (see `requeue_where!` in `jobs/operate.rs`), then revives the step it ended.
 --
 -- Their edges of kind `finished`, and all of them under `on_failure =
 -- 'run'`, settle (`release_children!`, waking queues on channel `$2`);
