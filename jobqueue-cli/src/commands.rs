@@ -144,14 +144,17 @@ fn work(url: &str, args: WorkArgs, registry: Registry) -> Result<()> {
         },
         config.concurrency,
     );
-    let handle = Runner::new(config, registry).start()?;
-    eprintln!("jobqueue: working {queues} with {workers} workers; job types: {types}");
-    let trigger = handle.trigger();
+    // The handlers first: a signal from now on is caught and waits for the
+    // thread below, even one sent as soon as the start line is out (before
+    // them, it ended the process at once, without a graceful stop).
     let mut signals = signal_hook::iterator::Signals::new([
         signal_hook::consts::SIGINT,
         signal_hook::consts::SIGTERM,
     ])
     .map_err(CliError::Signals)?;
+    let handle = Runner::new(config, registry).start()?;
+    let trigger = handle.trigger();
+    eprintln!("jobqueue: working {queues} with {workers} workers; job types: {types}");
     std::thread::Builder::new()
         .name("jobqueue-signals".into())
         .spawn(move || {

@@ -54,6 +54,13 @@ pub(crate) fn run(url: &str, args: DashboardArgs) -> Result<()> {
     config.allowed_hosts = args.allowed_hosts;
     let token = config.access_token.is_some();
     let dashboard = Dashboard::new(config).map_err(usage)?;
+    // The handlers before the server and its start line: a signal sent as
+    // soon as the line is out stops the server in order.
+    let mut signals = signal_hook::iterator::Signals::new([
+        signal_hook::consts::SIGINT,
+        signal_hook::consts::SIGTERM,
+    ])
+    .map_err(CliError::Signals)?;
     let server = jobqueue_dashboard::serve(dashboard, args.addr).map_err(usage)?;
     eprintln!(
         "jobqueue: dashboard at http://{}/ ({}; {})",
@@ -69,11 +76,6 @@ pub(crate) fn run(url: &str, args: DashboardArgs) -> Result<()> {
             "no access token: reachable from this machine only"
         }
     );
-    let mut signals = signal_hook::iterator::Signals::new([
-        signal_hook::consts::SIGINT,
-        signal_hook::consts::SIGTERM,
-    ])
-    .map_err(CliError::Signals)?;
     if let Some(signal) = signals.forever().next() {
         log::info!("signal {signal}: stopping the dashboard");
     }
