@@ -229,21 +229,18 @@ fn ensure_template(name: &str) {
 /// A digest (FNV-1a, 64 bits) of the migration files' names and contents,
 /// in name order.
 fn migrations_digest() -> u64 {
-    let root = std::path::Path::new(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/jobqueue-core/migrations"
-    ));
     let mut files = Vec::new();
-    for dir in std::fs::read_dir(root).expect("read jobqueue-core/migrations/") {
-        let dir = dir.expect("read jobqueue-core/migrations/").path();
-        for file in std::fs::read_dir(&dir).expect("read a migration's folder") {
+    for folder in migration_folders() {
+        for file in std::fs::read_dir(&folder).expect("read a migration's folder") {
             files.push(file.expect("read a migration's folder").path());
         }
     }
     files.sort();
     let mut digest: u64 = 0xcbf2_9ce4_8422_2325;
     for file in files {
-        let name = file.strip_prefix(root).expect("under migrations/");
+        let name = file
+            .strip_prefix(MIGRATIONS_ROOT)
+            .expect("under migrations/");
         let bytes = std::fs::read(&file).expect("read a migration file");
         for byte in name.to_string_lossy().bytes().chain(bytes) {
             digest = (digest ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3);
@@ -486,13 +483,22 @@ pub fn make_due(conn: &mut PgConnection) {
 
 /// How many migrations the schema has (the folders of `jobqueue-core/migrations/`).
 pub fn migration_count() -> usize {
-    std::fs::read_dir(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/jobqueue-core/migrations"
-    ))
-    .expect("read jobqueue-core/migrations/")
-    .filter(|entry| entry.as_ref().is_ok_and(|e| e.path().is_dir()))
-    .count()
+    migration_folders().len()
+}
+
+/// `jobqueue-core/migrations/`, where the schema's migrations are.
+const MIGRATIONS_ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/jobqueue-core/migrations");
+
+/// The folders of `jobqueue-core/migrations/`, one a migration, in name
+/// (version) order.
+fn migration_folders() -> Vec<std::path::PathBuf> {
+    let mut folders: Vec<_> = std::fs::read_dir(MIGRATIONS_ROOT)
+        .expect("read jobqueue-core/migrations/")
+        .map(|entry| entry.expect("read jobqueue-core/migrations/").path())
+        .filter(|path| path.is_dir())
+        .collect();
+    folders.sort();
+    folders
 }
 
 /// Makes the lease of every held job expire (as if its worker died).
