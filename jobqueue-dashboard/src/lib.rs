@@ -34,6 +34,7 @@ mod form;
 mod hosts;
 mod listen;
 mod pages;
+mod refusal;
 mod routes;
 mod security;
 mod server;

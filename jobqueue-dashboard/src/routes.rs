@@ -1,10 +1,11 @@
 //! Which page or action a request asks for, and the answer's headers.
 //! (Who may ask is settled before, in `admission`.)
 
-use jobqueue_core::{Error, JobId, KeyLimit, RateLimit};
+use jobqueue_core::{JobId, KeyLimit, RateLimit};
 
 use crate::form::{Params, split};
 use crate::pages;
+use crate::refusal::Refusal;
 use crate::security::{TOKEN_COOKIE, same_secret};
 use crate::{Dashboard, Method, Request, Response, assets};
 
@@ -82,46 +83,6 @@ pub(crate) fn handle(dashboard: &Dashboard, request: &Request) -> Response {
             pages::layout::message(&ctx, refusal.title(), &refusal.message),
         )
     })
-}
-
-/// A request the dashboard turns down, with the reason.
-pub(crate) struct Refusal {
-    status: u16,
-    message: String,
-}
-
-impl Refusal {
-    pub(crate) fn new(status: u16, message: impl Into<String>) -> Self {
-        Refusal {
-            status,
-            message: message.into(),
-        }
-    }
-
-    fn title(&self) -> &'static str {
-        match self.status {
-            400 => "Not understood",
-            403 => "Refused",
-            404 => "Not found",
-            409 => "Not possible now",
-            _ => "Error",
-        }
-    }
-}
-
-impl From<Error> for Refusal {
-    fn from(error: Error) -> Self {
-        let status = match &error {
-            Error::NotFound(_) | Error::UnknownQueue { .. } | Error::UnknownSchedule { .. } => 404,
-            Error::InvalidOption { .. } | Error::UnknownJobType { .. } => 400,
-            Error::WrongStatus { .. } | Error::UniqueConflict { .. } => 409,
-            _ => 500,
-        };
-        if status == 500 {
-            log::warn!("dashboard: {error}");
-        }
-        Refusal::new(status, error.to_string())
-    }
 }
 
 /// `/login?token=...`: sets the token's cookie and goes to the overview.

@@ -10,7 +10,7 @@ use super::jobs::{COUNT_BOUND, filters, job_query, list_link};
 use super::layout::{Section, page};
 use super::{Ctx, notice, when_opt};
 use crate::form::{Params, query};
-use crate::routes::Refusal;
+use crate::refusal::Refusal;
 
 /// Failed jobs per page.
 const PAGE: i64 = 50;

@@ -9,7 +9,7 @@ use maud::html;
 use super::layout::{Section, page};
 use super::{Ctx, notice, status, when, when_opt};
 use crate::form::Params;
-use crate::routes::Refusal;
+use crate::refusal::Refusal;
 
 /// One entry of the job's error history.
 struct Failure {

@@ -8,7 +8,7 @@ use maud::{Markup, html};
 use super::layout::{Section, page};
 use super::{Ctx, notice, status, when};
 use crate::form::{Params, query};
-use crate::routes::Refusal;
+use crate::refusal::Refusal;
 
 /// Jobs per page.
 const PAGE: i64 = 50;

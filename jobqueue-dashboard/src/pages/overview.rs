@@ -9,7 +9,7 @@ use maud::{Markup, html};
 use super::layout::{Section, page};
 use super::{Ctx, ago, human, notice, status};
 use crate::form::Params;
-use crate::routes::Refusal;
+use crate::refusal::Refusal;
 
 pub(crate) fn render(
     ctx: &Ctx<'_>,

@@ -7,7 +7,7 @@ use maud::html;
 use super::layout::{Section, page};
 use super::{Ctx, notice, status, when, when_opt};
 use crate::form::Params;
-use crate::routes::Refusal;
+use crate::refusal::Refusal;
 
 pub(crate) fn render(
     ctx: &Ctx<'_>,

@@ -9,7 +9,7 @@ use super::layout::{Section, page};
 use super::workflow_graph::{MOST_DRAWN, draw};
 use super::{Ctx, notice, status, when, when_opt};
 use crate::form::Params;
-use crate::routes::Refusal;
+use crate::refusal::Refusal;
 
 /// Steps listed in the table at most.
 const MOST_LISTED: usize = 1000;

@@ -8,7 +8,7 @@ use maud::html;
 use super::layout::{Section, page};
 use super::{Ctx, notice, status, when, when_opt};
 use crate::form::Params;
-use crate::routes::Refusal;
+use crate::refusal::Refusal;
 
 /// Workflows listed at most.
 const MOST_LISTED: i64 = 200;
