@@ -44,14 +44,15 @@ struct Count {
 
 /// Where a walk of the new waiting jobs ([`admit_new`]) goes on from: the
 /// last job a page looked at.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NewCursor {
+    queue: String,
     run_at: DateTime<Utc>,
     id: JobId,
 }
 
 /// What a page of [`admit_new`] did.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct NewAdmitted {
     /// Jobs admitted.
@@ -150,7 +151,8 @@ pub fn admit_new(
     let Some(last) = rows.last() else {
         return Ok(NewAdmitted::default());
     };
-    let next = (rows.len() as i64 >= limit).then_some(NewCursor {
+    let next = (rows.len() as i64 >= limit).then(|| NewCursor {
+        queue: last.key.queue.clone(),
         run_at: last.run_at,
         id: last.id,
     });
@@ -281,12 +283,13 @@ pub(crate) fn lock_query(keys: &[QueueKey]) -> Prepared<'_, sql::KeyLock> {
 /// after `after`.
 pub(crate) fn new_query<'a>(
     queues: &'a [String],
-    after: Option<&NewCursor>,
+    after: Option<&'a NewCursor>,
     limit: i64,
 ) -> Prepared<'a, sql::KeyNew> {
     prepared::<sql::KeyNew>()
         .bind::<Array<Text>, _>(queues)
         .bind::<BigInt, _>(limit)
+        .bind::<Nullable<Text>, _>(after.map(|at| at.queue.as_str()))
         .bind::<Nullable<Timestamptz>, _>(after.map(|at| at.run_at))
         .bind::<Nullable<Uuid>, _>(after.map(|at| at.id))
 }

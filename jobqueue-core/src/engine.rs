@@ -87,6 +87,6 @@ pub use crate::stats::completed_within;
 pub use crate::trace_context::enqueuer_context;
 pub use crate::workflow_release::{
     DEFAULT_SETTLE_BATCH, MAX_RESULT_BYTES, Settled, StepDone, check_result, complete_step,
-    complete_steps_many, settle_ended, settle_ended_of,
+    complete_steps_many, settle_ended, settle_ended_of, settle_ended_page,
 };
 pub use crate::workflow_show::parent_results;

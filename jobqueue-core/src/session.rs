@@ -125,9 +125,13 @@ impl QueueSession {
         crate::workflow_release::complete_steps_in(&mut self.conn, Scope::Session, done, delete)
     }
 
-    /// [`crate::workflow_release::settle_ended`].
-    pub fn settle_ended(&mut self, batch: i64) -> Result<crate::workflow_release::Settled> {
-        crate::workflow_release::settle_ended(&mut self.conn, batch)
+    /// [`crate::workflow_release::settle_ended_page`].
+    pub fn settle_ended_page(
+        &mut self,
+        after: Option<crate::JobId>,
+        batch: i64,
+    ) -> Result<crate::workflow_release::Settled> {
+        crate::workflow_release::settle_ended_page(&mut self.conn, after, batch)
     }
 
     /// [`crate::workflow_release::settle_ended_of`].

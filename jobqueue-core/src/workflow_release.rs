@@ -135,6 +135,11 @@ pub struct Settled {
     /// Steps it cancelled because a step they waited for did not complete
     /// (under [`crate::OnFailure::Cancel`]).
     pub cancelled: i64,
+    /// Live steps it looked at.
+    pub looked: i64,
+    /// Where the sweep goes on from: the last step of a full page
+    /// ([`settle_ended_page`]); `None` once it reached the last live step.
+    pub next: Option<JobId>,
 }
 
 #[derive(QueryableByName)]
@@ -145,37 +150,70 @@ struct SettleRow {
     cancelled: Vec<JobId>,
     #[diesel(sql_type = Array<Uuid>)]
     deferred: Vec<JobId>,
+    #[diesel(sql_type = BigInt)]
+    paged: i64,
+    #[diesel(sql_type = Nullable<Uuid>)]
+    last: Option<JobId>,
 }
 
-/// One round of [`sql::WORKFLOW_SETTLE_ENDED`]: of every step, or of the
-/// steps of `ids`.
-fn settle_round(conn: &mut PgConnection, batch: i64, ids: Option<&[JobId]>) -> Result<SettleRow> {
+/// One round of [`sql::WORKFLOW_SETTLE_ENDED`]: of a page of up to `batch`
+/// live steps after `after`, or of the steps of `ids`.
+fn settle_round(
+    conn: &mut PgConnection,
+    batch: i64,
+    ids: Option<&[JobId]>,
+    after: Option<JobId>,
+) -> Result<SettleRow> {
     Ok(diesel::sql_query(sql::WORKFLOW_SETTLE_ENDED)
         .bind::<BigInt, _>(batch.max(1))
         .bind::<Text, _>(crate::enqueue::NOTIFY_CHANNEL)
         .bind::<Nullable<Array<Uuid>>, _>(ids)
+        .bind::<Nullable<Uuid>, _>(after)
         .get_result::<SettleRow>(conn)?)
 }
 
 /// Settles the workflow steps whose jobs failed for good or were cancelled
 /// (by a handler, an operator, a rescue of an expired lease), as their
-/// workflows' [`crate::OnFailure`] says, rounds of up to `batch` steps,
-/// until none is left: the steps it cancels are settled by the next round,
-/// down the graph. Each step is settled once, whichever runner sweeps. It
-/// reads every step not ended yet: the repair of what no one settled where
-/// it happened ([`settle_ended_of`]).
+/// workflows' [`crate::OnFailure`] says: every live step, a page of up to
+/// `batch` at a time ([`settle_ended_page`]), until the last. Each step is
+/// settled once, whichever runner sweeps. It reads every step not ended
+/// yet: the repair of what no one settled where it happened
+/// ([`settle_ended_of`]); a runner's maintenance reads a few pages per pass
+/// instead, going on where the pass before stopped.
 pub fn settle_ended(conn: &mut PgConnection, batch: i64) -> Result<Settled> {
     let mut total = Settled::default();
     loop {
-        let row = settle_round(conn, batch, None)?;
-        total.ended += row.ended;
-        total.cancelled += row.cancelled.len() as i64;
-        // A round that ended nothing deferred nothing either: every step
-        // it deferred waited for one it ended.
-        if row.ended == 0 {
+        let page = settle_ended_page(conn, total.next, batch)?;
+        total.ended += page.ended;
+        total.cancelled += page.cancelled;
+        total.looked += page.looked;
+        total.next = page.next;
+        if total.next.is_none() {
             return Ok(total);
         }
     }
+}
+
+/// One page of [`settle_ended`]: looks at up to `batch` live steps after
+/// `after` (from the first if `None`), in id order, settles those that
+/// ended, and the steps it cancels after them, down the graph
+/// ([`settle_ended_of`]). Its [`Settled::next`] is where the next page
+/// starts. A page costs `batch` steps however many are live.
+pub fn settle_ended_page(
+    conn: &mut PgConnection,
+    after: Option<JobId>,
+    batch: i64,
+) -> Result<Settled> {
+    let row = settle_round(conn, batch, None, after)?;
+    let mut then: Vec<JobId> = row.cancelled.clone();
+    then.extend(row.deferred);
+    let after_them = settle_ended_of(conn, &then)?;
+    Ok(Settled {
+        ended: row.ended + after_them.ended,
+        cancelled: row.cancelled.len() as i64 + after_them.cancelled,
+        looked: row.paged,
+        next: (row.paged >= batch.max(1)).then_some(row.last).flatten(),
+    })
 }
 
 /// [`settle_ended`] of the steps of `ids` (jobs that just failed or were
@@ -187,7 +225,7 @@ pub fn settle_ended_of(conn: &mut PgConnection, ids: &[JobId]) -> Result<Settled
     let mut round: Vec<JobId> = ids.to_vec();
     while !round.is_empty() {
         let batch = i64::try_from(round.len()).unwrap_or(i64::MAX);
-        let row = settle_round(conn, batch, Some(&round))?;
+        let row = settle_round(conn, batch, Some(&round), None)?;
         total.ended += row.ended;
         total.cancelled += row.cancelled.len() as i64;
         round = row.cancelled;

@@ -176,18 +176,43 @@ UPDATE jobqueue_jobs AS j SET key_checked = true
 
 -- KEY_NEW
 -- Up to `$2` waiting jobs no admission looked at yet that are due, of the
--- queues in `$1` (every queue if empty), soonest due first, after the job
--- due at `$3` with id `$4` (from the first when they are null): `id`,
+-- queues in `$1` (every queue if empty), after the position `$3` (queue),
+-- `$4` (due at), `$5` (id) (from the first when they are null): `id`,
 -- `queue`, `key`, `run_at`. The position lets a pass page past jobs whose
 -- key it could not lock (an enqueue of the key is open): they stay not
 -- looked at, and a read from the first would find them again.
-    SELECT id, queue, concurrency_key AS key, run_at
-    FROM jobqueue_jobs
-    WHERE status = 'waiting' AND key_checked IS NOT TRUE AND run_at <= now()
-      AND (run_at, id) > (coalesce($3::timestamptz, '-infinity'),
-                          coalesce($4::uuid, '00000000-0000-0000-0000-000000000000'))
-      AND (cardinality($1::text[]) = 0 OR queue = ANY($1::text[]))
-    ORDER BY run_at, id
+--
+-- Of every queue, soonest due first (`jobqueue_jobs_key_new_idx`, by
+-- `run_at`: the read ends at the first job not due; the queue of the
+-- position goes unused); of named queues, queue by queue, each soonest due
+-- first (`jobqueue_jobs_key_new_queue_idx`, by queue and `run_at`: one
+-- range per named queue, never a read past another queue's new jobs).
+-- Only one of the two parts reads anything, as `$1` is empty or not.
+    SELECT id, queue, key, run_at FROM (
+        (SELECT id, queue, concurrency_key AS key, run_at
+         FROM jobqueue_jobs
+         WHERE cardinality($1::text[]) = 0
+           AND status = 'waiting' AND key_checked IS NOT TRUE AND run_at <= now()
+           AND (run_at, id) > (coalesce($4::timestamptz, '-infinity'),
+                               coalesce($5::uuid, '00000000-0000-0000-0000-000000000000'))
+         ORDER BY run_at, id
+         LIMIT $2)
+        UNION ALL
+        (SELECT n.id, n.queue, n.key, n.run_at
+         FROM (SELECT DISTINCT queue FROM unnest($1::text[]) AS u(queue)) AS q
+         CROSS JOIN LATERAL (
+             SELECT id, queue, concurrency_key AS key, run_at
+             FROM jobqueue_jobs
+             WHERE queue = q.queue
+               AND status = 'waiting' AND key_checked IS NOT TRUE AND run_at <= now()
+               AND (queue, run_at, id) > (coalesce($3::text, ''),
+                                          coalesce($4::timestamptz, '-infinity'),
+                                          coalesce($5::uuid, '00000000-0000-0000-0000-000000000000'))
+             ORDER BY run_at, id
+             LIMIT $2
+         ) AS n)
+    ) AS page
+    ORDER BY CASE WHEN cardinality($1::text[]) = 0 THEN '' ELSE queue END, run_at, id
     LIMIT $2
 ;
 
@@ -196,15 +221,55 @@ UPDATE jobqueue_jobs AS j SET key_checked = true
 -- empty), after key `$2` of queue `$1` (from the first if `$1` is null),
 -- at most `$4`, in (queue, key) order: `queue`, `key`, and whether the
 -- key has room (fewer holders than its queue's key limit, or no limit).
-WITH keys AS (
-        SELECT queue, concurrency_key AS key
-        FROM jobqueue_jobs
-        WHERE status = 'waiting'
-          AND ($1::text IS NULL OR (queue, concurrency_key) > ($1::text, $2::text))
-          AND (cardinality($3::text[]) = 0 OR queue = ANY($3::text[]))
-        GROUP BY queue, concurrency_key
-        ORDER BY queue, concurrency_key
-        LIMIT $4
+-- One index descent per key (`next_waiting_key!`, a skip scan): a page
+-- costs its keys, not the jobs waiting in their lines.
+WITH RECURSIVE keys AS (
+        SELECT f.queue, f.key, 1 AS n
+        FROM (SELECT coalesce($1::text, '') AS queue, coalesce($2::text, '') AS key) AS k
+        CROSS JOIN LATERAL (SELECT * FROM (
+            (SELECT w.queue, w.concurrency_key AS key FROM jobqueue_jobs AS w
+             WHERE w.status = 'waiting' AND w.queue = k.queue AND w.concurrency_key > k.key
+               AND (cardinality($3::text[]) = 0 OR k.queue = ANY($3::text[]))
+             ORDER BY w.concurrency_key LIMIT 1)
+            UNION ALL
+            (SELECT w.queue, w.concurrency_key FROM jobqueue_jobs AS w
+             WHERE cardinality($3::text[]) = 0 AND w.status = 'waiting' AND w.queue > k.queue
+             ORDER BY w.queue, w.concurrency_key LIMIT 1)
+            UNION ALL
+            (SELECT h.queue, h.key
+             FROM (SELECT DISTINCT l.queue FROM unnest($3::text[]) AS l(queue)
+                   WHERE l.queue > k.queue ORDER BY l.queue) AS l
+             CROSS JOIN LATERAL (
+                 SELECT w.queue, w.concurrency_key AS key FROM jobqueue_jobs AS w
+                 WHERE w.status = 'waiting' AND w.queue = l.queue
+                 ORDER BY w.concurrency_key LIMIT 1
+             ) AS h
+             LIMIT 1)
+        ) AS c LIMIT 1) AS f
+        UNION ALL
+        SELECT f.queue, f.key, k.n + 1
+        FROM keys AS k
+        CROSS JOIN LATERAL (SELECT * FROM (
+            (SELECT w.queue, w.concurrency_key AS key FROM jobqueue_jobs AS w
+             WHERE w.status = 'waiting' AND w.queue = k.queue AND w.concurrency_key > k.key
+               AND (cardinality($3::text[]) = 0 OR k.queue = ANY($3::text[]))
+             ORDER BY w.concurrency_key LIMIT 1)
+            UNION ALL
+            (SELECT w.queue, w.concurrency_key FROM jobqueue_jobs AS w
+             WHERE cardinality($3::text[]) = 0 AND w.status = 'waiting' AND w.queue > k.queue
+             ORDER BY w.queue, w.concurrency_key LIMIT 1)
+            UNION ALL
+            (SELECT h.queue, h.key
+             FROM (SELECT DISTINCT l.queue FROM unnest($3::text[]) AS l(queue)
+                   WHERE l.queue > k.queue ORDER BY l.queue) AS l
+             CROSS JOIN LATERAL (
+                 SELECT w.queue, w.concurrency_key AS key FROM jobqueue_jobs AS w
+                 WHERE w.status = 'waiting' AND w.queue = l.queue
+                 ORDER BY w.concurrency_key LIMIT 1
+             ) AS h
+             LIMIT 1)
+        ) AS c LIMIT 1) AS f
+        WHERE k.n < $4
     )
     SELECT k.queue, k.key,
            (c.key_limit IS NULL OR c.key_limit > (SELECT count(*) FROM jobqueue_jobs AS h

@@ -6,7 +6,8 @@
 //!
 //! What they rely on: the steps' primary key `job_id`, the partial index
 //! `jobqueue_workflow_steps_live_idx` (steps not ended yet: the sweep of
-//! ends), the edges' primary key `(parent_id, child_id)` (a parent's
+//! ends), `jobqueue_workflow_steps_state_idx` (a workflow's steps by state
+//! and end: the prune), the edges' primary key `(parent_id, child_id)` (a parent's
 //! children) and `jobqueue_workflow_edges_child_idx` (a child's parents).
 
 /// Inserts a workflow, its steps, its edges and its jobs in one statement,
@@ -66,13 +67,18 @@ pub(crate) const WORKFLOW_INSERT: &str = concat!(
     SELECT count(*) AS n FROM inserted LEFT JOIN wake ON true"
 );
 
-/// Settles the ends that no completion released: up to `$1` steps still
-/// `live` whose jobs failed for good or were cancelled (by a handler, an
-/// operator, a rescue, or this statement), or whose job row is gone (a
-/// cancelled row deleted, or pruned, before its step was settled: settled
-/// as cancelled), each marked with its job's status (CTE `ended`, with its workflow's `on_failure`), in one
-/// statement; only the steps of the jobs in `$3` when it is not null
-/// (planned with its value: a look at those jobs, not at every step).
+/// Settles the ends that no completion released: of a page of steps
+/// still `live` (CTE `page`), those whose jobs failed for good or were
+/// cancelled (by a handler, an operator, a rescue, or this statement), or
+/// whose job row is gone (a cancelled row deleted, or pruned, before its
+/// step was settled: settled as cancelled), each marked with its job's
+/// status (CTE `ended`, with its workflow's `on_failure`), in one
+/// statement. The page is the steps of the jobs in `$3` when it is not
+/// null (planned with its value: a look at those jobs, not at every
+/// step), else up to `$1` live steps after step `$4` (from the first when
+/// null) in id order, through `jobqueue_workflow_steps_live_idx`: a
+/// sweep reads a bounded page per statement, whatever number of steps is
+/// live, and goes on from the page's `last` step.
 /// Steps another sweep has locked are skipped. The jobs are locked too
 /// (shared), and their status read from the locked row: a retry that
 /// committed after this statement's snapshot finds its job pending and
@@ -88,25 +94,37 @@ pub(crate) const WORKFLOW_INSERT: &str = concat!(
 /// that parent's settling counts it down, and one statement may not also
 /// mark it ended (PostgreSQL applies one of two updates of a row in one
 /// statement, and drops the other). Returns how many steps ended, the
-/// children it cancelled, and the steps it deferred.
+/// children it cancelled, the steps it deferred, and of a page of the
+/// sweep, its size and last step (`paged`, `last`).
 pub(crate) const WORKFLOW_SETTLE_ENDED: &str = concat!(
-    "WITH ended_jobs AS (
-        SELECT s.job_id, j.status
+    "WITH page AS MATERIALIZED (
+        SELECT s.job_id
         FROM jobqueue_workflow_steps AS s
+        WHERE $3::uuid[] IS NULL AND s.state = 'live'
+          AND s.job_id > coalesce($4::uuid, '00000000-0000-0000-0000-000000000000')
+        ORDER BY s.job_id
+        LIMIT $1
+    ),
+    asked AS (
+        SELECT job_id FROM page
+        UNION
+        SELECT a.job_id FROM unnest($3::uuid[]) AS a(job_id)
+    ),
+    ended_jobs AS (
+        SELECT s.job_id, j.status
+        FROM asked AS a
+        JOIN jobqueue_workflow_steps AS s ON s.job_id = a.job_id
         JOIN jobqueue_jobs AS j ON j.id = s.job_id
         WHERE s.state = 'live' AND j.status IN ('failed', 'cancelled')
-          AND ($3::uuid[] IS NULL OR s.job_id = ANY($3::uuid[]))
-        LIMIT $1
         FOR UPDATE OF s SKIP LOCKED
         FOR SHARE OF j SKIP LOCKED
     ),
     rows_gone AS (
         SELECT s.job_id, 'cancelled'::text AS status
-        FROM jobqueue_workflow_steps AS s
+        FROM asked AS a
+        JOIN jobqueue_workflow_steps AS s ON s.job_id = a.job_id
         WHERE s.state = 'live'
           AND NOT EXISTS (SELECT 1 FROM jobqueue_jobs AS j WHERE j.id = s.job_id)
-          AND ($3::uuid[] IS NULL OR s.job_id = ANY($3::uuid[]))
-        LIMIT $1
         FOR UPDATE OF s SKIP LOCKED
     ),
     candidate AS (
@@ -146,6 +164,8 @@ pub(crate) const WORKFLOW_SETTLE_ENDED: &str = concat!(
     SELECT (SELECT count(*) FROM ended) AS ended,
            ARRAY(SELECT id FROM doomed) AS cancelled,
            ARRAY(SELECT job_id FROM deferred) AS deferred,
+           (SELECT count(*) FROM page) AS paged,
+           (SELECT p.job_id FROM page AS p ORDER BY p.job_id DESC LIMIT 1) AS last,
            (SELECT notified FROM wake) AS notified"
 );
 
@@ -217,18 +237,26 @@ pub(crate) const WORKFLOW_OF_STEP: &str = "
 /// kept, and its retry needs its step and edges (pruned first, the retry
 /// would run it as a job of its own, its parents' results gone).
 /// Workflows another prune has locked are skipped.
+///
+/// Each test is a probe of `jobqueue_workflow_steps_state_idx`
+/// (`workflow_id, state, ended_at`): a live step, a step that ended within
+/// `$1`, the failed steps (whose jobs are looked up); a workflow still
+/// running costs one probe, however many steps it has.
 pub(crate) const WORKFLOW_PRUNE: &str = "
     WITH doomed AS (
         SELECT w.id
         FROM jobqueue_workflows AS w
         WHERE w.created_at < now() - make_interval(secs => $1)
-          AND NOT EXISTS (
-              SELECT 1 FROM jobqueue_workflow_steps AS s
-              WHERE s.workflow_id = w.id
-                AND (s.state = 'live' OR s.ended_at >= now() - make_interval(secs => $1)
-                     OR (s.state = 'failed'
-                         AND EXISTS (SELECT 1 FROM jobqueue_jobs AS j
-                                     WHERE j.id = s.job_id AND j.status = 'failed'))))
+          AND NOT EXISTS (SELECT 1 FROM jobqueue_workflow_steps AS s
+                          WHERE s.workflow_id = w.id AND s.state = 'live')
+          AND NOT EXISTS (SELECT 1 FROM jobqueue_workflow_steps AS s
+                          WHERE s.workflow_id = w.id
+                            AND s.state IN ('completed', 'failed', 'cancelled')
+                            AND s.ended_at >= now() - make_interval(secs => $1))
+          AND NOT EXISTS (SELECT 1 FROM jobqueue_workflow_steps AS s
+                          JOIN jobqueue_jobs AS j ON j.id = s.job_id
+                          WHERE s.workflow_id = w.id AND s.state = 'failed'
+                            AND j.status = 'failed')
         ORDER BY w.created_at
         LIMIT $2
         FOR UPDATE SKIP LOCKED

@@ -4,6 +4,7 @@
 use std::fmt;
 use std::time::Duration;
 
+use jobqueue_core::JobId;
 use jobqueue_core::engine::{DEFAULT_SETTLE_BATCH, Settled};
 
 use super::context::ServiceContext;
@@ -15,17 +16,26 @@ use crate::RunnerConfig;
 /// or let them wait), every `rescue_interval` from the start: a repair,
 /// as the ends are settled where they happen (a runner's completer right
 /// after it writes one, `cancel`, a rescue that fails a job for good). A
-/// pass reads every step not ended yet.
+/// pass reads at most eight pages of a thousand live steps, going on where
+/// the pass before stopped and starting again from the first after the
+/// last: its cost is bounded whatever number of steps is live (a batch of
+/// a million members in flight), and every live step is looked at once
+/// per `live steps / 8,000` passes.
 #[derive(Debug)]
 pub struct WorkflowEnds {
     interval: Duration,
+    after: Option<JobId>,
 }
+
+/// Pages of live steps a pass of [`WorkflowEnds`] looks at, at most.
+const PAGES: usize = 8;
 
 impl WorkflowEnds {
     /// The service as `config` paces it.
     pub fn new(config: &RunnerConfig) -> Self {
         WorkflowEnds {
             interval: config.rescue_interval,
+            after: None,
         }
     }
 }
@@ -38,14 +48,16 @@ pub struct EndsSettled {
     pub ended: i64,
     /// Steps it cancelled because a step they waited for did not complete.
     pub cancelled: i64,
+    /// Live steps it looked at.
+    pub looked: i64,
 }
 
 impl fmt::Display for EndsSettled {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "settled {} workflow steps that failed or were cancelled; cancelled {} steps after them",
-            self.ended, self.cancelled
+            "settled {} workflow steps that failed or were cancelled; cancelled {} steps after them; looked at {} live steps",
+            self.ended, self.cancelled, self.looked
         )
     }
 }
@@ -64,9 +76,31 @@ impl Service for WorkflowEnds {
     }
 
     fn run_once(&mut self, cx: &mut ServiceContext) -> jobqueue_core::Result<EndsSettled> {
-        let Settled {
-            ended, cancelled, ..
-        } = cx.run(|session| session.settle_ended(DEFAULT_SETTLE_BATCH))?;
-        Ok(EndsSettled { ended, cancelled })
+        let mut report = EndsSettled {
+            ended: 0,
+            cancelled: 0,
+            looked: 0,
+        };
+        for _ in 0..PAGES {
+            if crate::backoff::is_stopped(cx.stop()) {
+                break;
+            }
+            let after = self.after;
+            let Settled {
+                ended,
+                cancelled,
+                looked,
+                next,
+                ..
+            } = cx.run(|session| session.settle_ended_page(after, DEFAULT_SETTLE_BATCH))?;
+            report.ended += ended;
+            report.cancelled += cancelled;
+            report.looked += looked;
+            self.after = next;
+            if next.is_none() {
+                break;
+            }
+        }
+        Ok(report)
     }
 }

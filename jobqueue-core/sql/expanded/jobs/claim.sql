@@ -8,8 +8,7 @@
 -- (queue, priority, run_at, id) are resume points, at most one per queue:
 -- whether a queue that has one has due jobs is looked up in the same
 -- three ranges.
-WITH limited AS (SELECT NULL::text AS name, NULL::int8 AS room WHERE false),
-    named AS (
+WITH named AS (
         SELECT q.queue, w.priority AS after_priority, w.run_at AS after_run_at,
                w.id AS after_id
         FROM unnest($1::text[]) AS q(queue)
@@ -33,6 +32,7 @@ WITH limited AS (SELECT NULL::text AS name, NULL::int8 AS room WHERE false),
                       WHERE p.status = 'pending' AND p.queue = n.queue
                         AND p.priority < n.after_priority)
     ),
+    limited AS (SELECT NULL::text AS name, NULL::int8 AS room WHERE false),
     ready AS (
             SELECT f.queue, f.after_priority, f.after_run_at, f.after_id,
                    least($2::int8, r.room, l.room) AS room
@@ -132,15 +132,38 @@ WITH limited AS (SELECT NULL::text AS name, NULL::int8 AS room WHERE false),
 -- [`JOB_CLAIM_QUEUES`], honouring global and rate limits: locks the
 -- limited queues' rows first and notes what it took from them
 -- (`lock_limited!`, `note_limited!`).
-WITH locked AS MATERIALIZED (
+WITH named AS (
+        SELECT q.queue, w.priority AS after_priority, w.run_at AS after_run_at,
+               w.id AS after_id
+        FROM unnest($1::text[]) AS q(queue)
+        LEFT JOIN unnest($7::text[], $8::int4[], $9::timestamptz[], $10::uuid[])
+                  AS w(queue, priority, run_at, id)
+               ON w.queue = q.queue
+    ),
+    found AS (
+        SELECT n.* FROM named AS n
+        WHERE EXISTS (SELECT 1 FROM jobqueue_jobs AS p
+                      WHERE n.after_priority IS NULL
+                        AND p.status = 'pending' AND p.queue = n.queue)
+           OR EXISTS (SELECT 1 FROM jobqueue_jobs AS p
+                      WHERE p.status = 'pending' AND p.queue = n.queue
+                        AND p.priority > n.after_priority)
+           OR EXISTS (SELECT 1 FROM jobqueue_jobs AS p
+                      WHERE p.status = 'pending' AND p.queue = n.queue
+                        AND p.priority = n.after_priority
+                        AND (p.run_at, p.id) > (n.after_run_at, n.after_id))
+           OR EXISTS (SELECT 1 FROM jobqueue_jobs AS p
+                      WHERE p.status = 'pending' AND p.queue = n.queue
+                        AND p.priority < n.after_priority)
+    ),
+    locked AS MATERIALIZED (
         SELECT c.name, c.global_limit, c.held_counted, c.claimed_since, c.rate_starts,
                c.rate_period, c.rate_at, c.rate_jobs
         FROM jobqueue_queues AS c
         WHERE (c.global_limit IS NOT NULL OR c.rate_starts IS NOT NULL)
           AND (cardinality($1::text[]) = 0 OR c.name = ANY($1::text[]))
           AND current_setting('transaction_isolation') = 'read committed'
-          AND (SELECT true FROM jobqueue_jobs AS p
-               WHERE p.status = 'pending' AND p.queue = c.name LIMIT 1)
+          AND c.name IN (SELECT f.queue FROM found AS f)
         ORDER BY c.name
         FOR NO KEY UPDATE OF c
     ),
@@ -180,30 +203,6 @@ WITH locked AS MATERIALIZED (
     limited AS (
         SELECT u.name, least(u.held_room, u.rate_room, u.start_room) AS room
         FROM used AS u
-    ),
-    named AS (
-        SELECT q.queue, w.priority AS after_priority, w.run_at AS after_run_at,
-               w.id AS after_id
-        FROM unnest($1::text[]) AS q(queue)
-        LEFT JOIN unnest($7::text[], $8::int4[], $9::timestamptz[], $10::uuid[])
-                  AS w(queue, priority, run_at, id)
-               ON w.queue = q.queue
-    ),
-    found AS (
-        SELECT n.* FROM named AS n
-        WHERE EXISTS (SELECT 1 FROM jobqueue_jobs AS p
-                      WHERE n.after_priority IS NULL
-                        AND p.status = 'pending' AND p.queue = n.queue)
-           OR EXISTS (SELECT 1 FROM jobqueue_jobs AS p
-                      WHERE p.status = 'pending' AND p.queue = n.queue
-                        AND p.priority > n.after_priority)
-           OR EXISTS (SELECT 1 FROM jobqueue_jobs AS p
-                      WHERE p.status = 'pending' AND p.queue = n.queue
-                        AND p.priority = n.after_priority
-                        AND (p.run_at, p.id) > (n.after_run_at, n.after_id))
-           OR EXISTS (SELECT 1 FROM jobqueue_jobs AS p
-                      WHERE p.status = 'pending' AND p.queue = n.queue
-                        AND p.priority < n.after_priority)
     ),
     ready AS (
             SELECT f.queue, f.after_priority, f.after_run_at, f.after_id,
@@ -368,20 +367,17 @@ WITH locked AS MATERIALIZED (
 -- number of queues that have due jobs, and claims that each start after
 -- the last queue the one before took from go round every queue in turn.
 -- `$1` (the claim's queues) is empty, which `lock_limited!` reads as
--- every queue, and there are no resume points (`$7` to `$10` go unused),
+-- any queue, and there are no resume points (`$7` to `$10` go unused),
 -- so every claim binds the same parameters.
-WITH RECURSIVE limited AS (SELECT NULL::text AS name, NULL::int8 AS room WHERE false),
-    after_start AS (
+WITH RECURSIVE after_start AS (
         SELECT first.queue,
                0 + CASE WHEN first.queue IS NOT NULL AND (NOT EXISTS (SELECT 1 FROM jobqueue_queues AS c
                          WHERE c.name = first.queue
                            AND (c.paused OR coalesce(c.backoff_until > now(), false)
                                 OR ((c.global_limit IS NOT NULL OR c.rate_starts IS NOT NULL)
-                                    AND NOT EXISTS (SELECT 1 FROM limited AS l
-                                                    WHERE l.name = first.queue))))
+                                    AND NOT false)))
               AND coalesce((SELECT r.room FROM unnest($5::text[], $6::int8[]) AS r(queue, room)
-                            WHERE r.queue = first.queue LIMIT 1), 1) > 0
-              AND coalesce((SELECT l.room FROM limited AS l WHERE l.name = first.queue), 1) > 0) THEN 1 ELSE 0 END AS n
+                            WHERE r.queue = first.queue LIMIT 1), 1) > 0) THEN 1 ELSE 0 END AS n
         FROM (SELECT (SELECT p.queue FROM jobqueue_jobs AS p
                       WHERE p.status = 'pending' AND p.queue > $11::text
                         AND true
@@ -394,11 +390,9 @@ WITH RECURSIVE limited AS (SELECT NULL::text AS name, NULL::int8 AS room WHERE f
                          WHERE c.name = next.queue
                            AND (c.paused OR coalesce(c.backoff_until > now(), false)
                                 OR ((c.global_limit IS NOT NULL OR c.rate_starts IS NOT NULL)
-                                    AND NOT EXISTS (SELECT 1 FROM limited AS l
-                                                    WHERE l.name = next.queue))))
+                                    AND NOT false)))
               AND coalesce((SELECT r.room FROM unnest($5::text[], $6::int8[]) AS r(queue, room)
-                            WHERE r.queue = next.queue LIMIT 1), 1) > 0
-              AND coalesce((SELECT l.room FROM limited AS l WHERE l.name = next.queue), 1) > 0) THEN 1 ELSE 0 END
+                            WHERE r.queue = next.queue LIMIT 1), 1) > 0) THEN 1 ELSE 0 END
         FROM after_start AS w
         CROSS JOIN LATERAL (
             SELECT (SELECT p.queue FROM jobqueue_jobs AS p
@@ -415,11 +409,9 @@ WITH RECURSIVE limited AS (SELECT NULL::text AS name, NULL::int8 AS room WHERE f
                          WHERE c.name = first.queue
                            AND (c.paused OR coalesce(c.backoff_until > now(), false)
                                 OR ((c.global_limit IS NOT NULL OR c.rate_starts IS NOT NULL)
-                                    AND NOT EXISTS (SELECT 1 FROM limited AS l
-                                                    WHERE l.name = first.queue))))
+                                    AND NOT false)))
               AND coalesce((SELECT r.room FROM unnest($5::text[], $6::int8[]) AS r(queue, room)
-                            WHERE r.queue = first.queue LIMIT 1), 1) > 0
-              AND coalesce((SELECT l.room FROM limited AS l WHERE l.name = first.queue), 1) > 0) THEN 1 ELSE 0 END AS n
+                            WHERE r.queue = first.queue LIMIT 1), 1) > 0) THEN 1 ELSE 0 END AS n
         FROM (SELECT (SELECT p.queue FROM jobqueue_jobs AS p
                       WHERE p.status = 'pending' AND p.queue > ''
                         AND p.queue <= $11::text
@@ -432,11 +424,9 @@ WITH RECURSIVE limited AS (SELECT NULL::text AS name, NULL::int8 AS room WHERE f
                          WHERE c.name = next.queue
                            AND (c.paused OR coalesce(c.backoff_until > now(), false)
                                 OR ((c.global_limit IS NOT NULL OR c.rate_starts IS NOT NULL)
-                                    AND NOT EXISTS (SELECT 1 FROM limited AS l
-                                                    WHERE l.name = next.queue))))
+                                    AND NOT false)))
               AND coalesce((SELECT r.room FROM unnest($5::text[], $6::int8[]) AS r(queue, room)
-                            WHERE r.queue = next.queue LIMIT 1), 1) > 0
-              AND coalesce((SELECT l.room FROM limited AS l WHERE l.name = next.queue), 1) > 0) THEN 1 ELSE 0 END
+                            WHERE r.queue = next.queue LIMIT 1), 1) > 0) THEN 1 ELSE 0 END
         FROM wrapped AS w
         CROSS JOIN LATERAL (
             SELECT (SELECT p.queue FROM jobqueue_jobs AS p
@@ -453,6 +443,7 @@ WITH RECURSIVE limited AS (SELECT NULL::text AS name, NULL::int8 AS room WHERE f
         FROM (SELECT queue FROM after_start UNION ALL SELECT queue FROM wrapped) AS walked
         WHERE queue IS NOT NULL
     ),
+    limited AS (SELECT NULL::text AS name, NULL::int8 AS room WHERE false),
     ready AS (
             SELECT f.queue, f.after_priority, f.after_run_at, f.after_id,
                    least($2::int8, r.room, l.room) AS room
@@ -550,16 +541,103 @@ WITH RECURSIVE limited AS (SELECT NULL::text AS name, NULL::int8 AS room WHERE f
 
 -- JOB_CLAIM_ANY_LIMITED
 -- [`JOB_CLAIM_ANY`], honouring global and rate limits, as
--- [`JOB_CLAIM_QUEUES_LIMITED`] does.
-WITH RECURSIVE locked AS MATERIALIZED (
+-- [`JOB_CLAIM_QUEUES_LIMITED`] does. The walk counts a limited queue as
+-- one it may claim from when its row, read without a lock, leaves it
+-- room (`may_have_room!`), and the claim then locks the rows of the
+-- limited queues the walk reached, and of no other: with a thousand
+-- rate-limited queues, a claim of 32 jobs locks at most 32 rows, not a
+-- thousand, and claims that walk different queues never wait for each
+-- other.
+WITH RECURSIVE after_start AS (
+        SELECT first.queue,
+               0 + CASE WHEN first.queue IS NOT NULL AND (NOT EXISTS (SELECT 1 FROM jobqueue_queues AS c
+                         WHERE c.name = first.queue
+                           AND (c.paused OR coalesce(c.backoff_until > now(), false)
+                                OR ((c.global_limit IS NOT NULL OR c.rate_starts IS NOT NULL)
+                                    AND NOT (c.rate_starts IS NULL
+              OR c.rate_starts > (SELECT coalesce(sum(n), 0)
+                                  FROM unnest(c.rate_jobs[width_bucket(clock_timestamp() - (c.rate_period + greatest(c.rate_period / 40, interval '25 milliseconds')), c.rate_at) + 1:]) AS n)))))
+              AND coalesce((SELECT r.room FROM unnest($5::text[], $6::int8[]) AS r(queue, room)
+                            WHERE r.queue = first.queue LIMIT 1), 1) > 0) THEN 1 ELSE 0 END AS n
+        FROM (SELECT (SELECT p.queue FROM jobqueue_jobs AS p
+                      WHERE p.status = 'pending' AND p.queue > $11::text
+                        AND true
+                      ORDER BY p.queue LIMIT 1) AS queue
+              WHERE 0 < least($2::int8, $13::int8)
+              OFFSET 0) AS first
+        UNION ALL
+        SELECT next.queue,
+               w.n + CASE WHEN next.queue IS NOT NULL AND (NOT EXISTS (SELECT 1 FROM jobqueue_queues AS c
+                         WHERE c.name = next.queue
+                           AND (c.paused OR coalesce(c.backoff_until > now(), false)
+                                OR ((c.global_limit IS NOT NULL OR c.rate_starts IS NOT NULL)
+                                    AND NOT (c.rate_starts IS NULL
+              OR c.rate_starts > (SELECT coalesce(sum(n), 0)
+                                  FROM unnest(c.rate_jobs[width_bucket(clock_timestamp() - (c.rate_period + greatest(c.rate_period / 40, interval '25 milliseconds')), c.rate_at) + 1:]) AS n)))))
+              AND coalesce((SELECT r.room FROM unnest($5::text[], $6::int8[]) AS r(queue, room)
+                            WHERE r.queue = next.queue LIMIT 1), 1) > 0) THEN 1 ELSE 0 END
+        FROM after_start AS w
+        CROSS JOIN LATERAL (
+            SELECT (SELECT p.queue FROM jobqueue_jobs AS p
+                    WHERE p.status = 'pending' AND p.queue > w.queue
+                      AND true
+                    ORDER BY p.queue LIMIT 1) AS queue
+            OFFSET 0
+        ) AS next
+        WHERE w.queue IS NOT NULL AND w.n < least($2::int8, $13::int8)
+    ),
+    wrapped AS (
+        SELECT first.queue,
+               (SELECT coalesce(max(a.n), 0) FROM after_start AS a) + CASE WHEN first.queue IS NOT NULL AND (NOT EXISTS (SELECT 1 FROM jobqueue_queues AS c
+                         WHERE c.name = first.queue
+                           AND (c.paused OR coalesce(c.backoff_until > now(), false)
+                                OR ((c.global_limit IS NOT NULL OR c.rate_starts IS NOT NULL)
+                                    AND NOT (c.rate_starts IS NULL
+              OR c.rate_starts > (SELECT coalesce(sum(n), 0)
+                                  FROM unnest(c.rate_jobs[width_bucket(clock_timestamp() - (c.rate_period + greatest(c.rate_period / 40, interval '25 milliseconds')), c.rate_at) + 1:]) AS n)))))
+              AND coalesce((SELECT r.room FROM unnest($5::text[], $6::int8[]) AS r(queue, room)
+                            WHERE r.queue = first.queue LIMIT 1), 1) > 0) THEN 1 ELSE 0 END AS n
+        FROM (SELECT (SELECT p.queue FROM jobqueue_jobs AS p
+                      WHERE p.status = 'pending' AND p.queue > ''
+                        AND p.queue <= $11::text
+                      ORDER BY p.queue LIMIT 1) AS queue
+              WHERE (SELECT coalesce(max(a.n), 0) FROM after_start AS a) < least($2::int8, $13::int8)
+              OFFSET 0) AS first
+        UNION ALL
+        SELECT next.queue,
+               w.n + CASE WHEN next.queue IS NOT NULL AND (NOT EXISTS (SELECT 1 FROM jobqueue_queues AS c
+                         WHERE c.name = next.queue
+                           AND (c.paused OR coalesce(c.backoff_until > now(), false)
+                                OR ((c.global_limit IS NOT NULL OR c.rate_starts IS NOT NULL)
+                                    AND NOT (c.rate_starts IS NULL
+              OR c.rate_starts > (SELECT coalesce(sum(n), 0)
+                                  FROM unnest(c.rate_jobs[width_bucket(clock_timestamp() - (c.rate_period + greatest(c.rate_period / 40, interval '25 milliseconds')), c.rate_at) + 1:]) AS n)))))
+              AND coalesce((SELECT r.room FROM unnest($5::text[], $6::int8[]) AS r(queue, room)
+                            WHERE r.queue = next.queue LIMIT 1), 1) > 0) THEN 1 ELSE 0 END
+        FROM wrapped AS w
+        CROSS JOIN LATERAL (
+            SELECT (SELECT p.queue FROM jobqueue_jobs AS p
+                    WHERE p.status = 'pending' AND p.queue > w.queue
+                      AND p.queue <= $11::text
+                    ORDER BY p.queue LIMIT 1) AS queue
+            OFFSET 0
+        ) AS next
+        WHERE w.queue IS NOT NULL AND w.n < least($2::int8, $13::int8)
+    ),
+    found AS (
+        SELECT queue, NULL::int4 AS after_priority, NULL::timestamptz AS after_run_at,
+               NULL::uuid AS after_id
+        FROM (SELECT queue FROM after_start UNION ALL SELECT queue FROM wrapped) AS walked
+        WHERE queue IS NOT NULL
+    ),
+    locked AS MATERIALIZED (
         SELECT c.name, c.global_limit, c.held_counted, c.claimed_since, c.rate_starts,
                c.rate_period, c.rate_at, c.rate_jobs
         FROM jobqueue_queues AS c
         WHERE (c.global_limit IS NOT NULL OR c.rate_starts IS NOT NULL)
           AND (cardinality($1::text[]) = 0 OR c.name = ANY($1::text[]))
           AND current_setting('transaction_isolation') = 'read committed'
-          AND (SELECT true FROM jobqueue_jobs AS p
-               WHERE p.status = 'pending' AND p.queue = c.name LIMIT 1)
+          AND c.name IN (SELECT f.queue FROM found AS f)
         ORDER BY c.name
         FOR NO KEY UPDATE OF c
     ),
@@ -599,88 +677,6 @@ WITH RECURSIVE locked AS MATERIALIZED (
     limited AS (
         SELECT u.name, least(u.held_room, u.rate_room, u.start_room) AS room
         FROM used AS u
-    ),
-    after_start AS (
-        SELECT first.queue,
-               0 + CASE WHEN first.queue IS NOT NULL AND (NOT EXISTS (SELECT 1 FROM jobqueue_queues AS c
-                         WHERE c.name = first.queue
-                           AND (c.paused OR coalesce(c.backoff_until > now(), false)
-                                OR ((c.global_limit IS NOT NULL OR c.rate_starts IS NOT NULL)
-                                    AND NOT EXISTS (SELECT 1 FROM limited AS l
-                                                    WHERE l.name = first.queue))))
-              AND coalesce((SELECT r.room FROM unnest($5::text[], $6::int8[]) AS r(queue, room)
-                            WHERE r.queue = first.queue LIMIT 1), 1) > 0
-              AND coalesce((SELECT l.room FROM limited AS l WHERE l.name = first.queue), 1) > 0) THEN 1 ELSE 0 END AS n
-        FROM (SELECT (SELECT p.queue FROM jobqueue_jobs AS p
-                      WHERE p.status = 'pending' AND p.queue > $11::text
-                        AND true
-                      ORDER BY p.queue LIMIT 1) AS queue
-              WHERE 0 < least($2::int8, $13::int8)
-              OFFSET 0) AS first
-        UNION ALL
-        SELECT next.queue,
-               w.n + CASE WHEN next.queue IS NOT NULL AND (NOT EXISTS (SELECT 1 FROM jobqueue_queues AS c
-                         WHERE c.name = next.queue
-                           AND (c.paused OR coalesce(c.backoff_until > now(), false)
-                                OR ((c.global_limit IS NOT NULL OR c.rate_starts IS NOT NULL)
-                                    AND NOT EXISTS (SELECT 1 FROM limited AS l
-                                                    WHERE l.name = next.queue))))
-              AND coalesce((SELECT r.room FROM unnest($5::text[], $6::int8[]) AS r(queue, room)
-                            WHERE r.queue = next.queue LIMIT 1), 1) > 0
-              AND coalesce((SELECT l.room FROM limited AS l WHERE l.name = next.queue), 1) > 0) THEN 1 ELSE 0 END
-        FROM after_start AS w
-        CROSS JOIN LATERAL (
-            SELECT (SELECT p.queue FROM jobqueue_jobs AS p
-                    WHERE p.status = 'pending' AND p.queue > w.queue
-                      AND true
-                    ORDER BY p.queue LIMIT 1) AS queue
-            OFFSET 0
-        ) AS next
-        WHERE w.queue IS NOT NULL AND w.n < least($2::int8, $13::int8)
-    ),
-    wrapped AS (
-        SELECT first.queue,
-               (SELECT coalesce(max(a.n), 0) FROM after_start AS a) + CASE WHEN first.queue IS NOT NULL AND (NOT EXISTS (SELECT 1 FROM jobqueue_queues AS c
-                         WHERE c.name = first.queue
-                           AND (c.paused OR coalesce(c.backoff_until > now(), false)
-                                OR ((c.global_limit IS NOT NULL OR c.rate_starts IS NOT NULL)
-                                    AND NOT EXISTS (SELECT 1 FROM limited AS l
-                                                    WHERE l.name = first.queue))))
-              AND coalesce((SELECT r.room FROM unnest($5::text[], $6::int8[]) AS r(queue, room)
-                            WHERE r.queue = first.queue LIMIT 1), 1) > 0
-              AND coalesce((SELECT l.room FROM limited AS l WHERE l.name = first.queue), 1) > 0) THEN 1 ELSE 0 END AS n
-        FROM (SELECT (SELECT p.queue FROM jobqueue_jobs AS p
-                      WHERE p.status = 'pending' AND p.queue > ''
-                        AND p.queue <= $11::text
-                      ORDER BY p.queue LIMIT 1) AS queue
-              WHERE (SELECT coalesce(max(a.n), 0) FROM after_start AS a) < least($2::int8, $13::int8)
-              OFFSET 0) AS first
-        UNION ALL
-        SELECT next.queue,
-               w.n + CASE WHEN next.queue IS NOT NULL AND (NOT EXISTS (SELECT 1 FROM jobqueue_queues AS c
-                         WHERE c.name = next.queue
-                           AND (c.paused OR coalesce(c.backoff_until > now(), false)
-                                OR ((c.global_limit IS NOT NULL OR c.rate_starts IS NOT NULL)
-                                    AND NOT EXISTS (SELECT 1 FROM limited AS l
-                                                    WHERE l.name = next.queue))))
-              AND coalesce((SELECT r.room FROM unnest($5::text[], $6::int8[]) AS r(queue, room)
-                            WHERE r.queue = next.queue LIMIT 1), 1) > 0
-              AND coalesce((SELECT l.room FROM limited AS l WHERE l.name = next.queue), 1) > 0) THEN 1 ELSE 0 END
-        FROM wrapped AS w
-        CROSS JOIN LATERAL (
-            SELECT (SELECT p.queue FROM jobqueue_jobs AS p
-                    WHERE p.status = 'pending' AND p.queue > w.queue
-                      AND p.queue <= $11::text
-                    ORDER BY p.queue LIMIT 1) AS queue
-            OFFSET 0
-        ) AS next
-        WHERE w.queue IS NOT NULL AND w.n < least($2::int8, $13::int8)
-    ),
-    found AS (
-        SELECT queue, NULL::int4 AS after_priority, NULL::timestamptz AS after_run_at,
-               NULL::uuid AS after_id
-        FROM (SELECT queue FROM after_start UNION ALL SELECT queue FROM wrapped) AS walked
-        WHERE queue IS NOT NULL
     ),
     ready AS (
             SELECT f.queue, f.after_priority, f.after_run_at, f.after_id,

@@ -190,12 +190,15 @@ macro_rules! rate_span {
 
 /// The start of a claim that honours global and rate limits: CTE
 /// `limited` (`name`, `room`), the queues with a global limit or a rate
-/// limit among `$1` (every queue if empty) that have due jobs, each with
+/// limit among those the claim found (`found`: the named queues with due
+/// jobs, or the queues the walk of every queue reached), each with
 /// the room its limits leave this claim (the lesser of the two rooms below;
 /// `least` passes over the null of a queue without a rate limit).
 ///
 /// `locked` locks their `jobqueue_queues` rows, in name order, for the
-/// rest of the transaction: claims of a limited queue take turns, and a
+/// rest of the transaction, and no other limited queue's: claims of a
+/// limited queue take turns, a claim never waits for a queue it does not
+/// take from, and a
 /// row another claim updated while this one waited is read as that claim
 /// left it. Under any isolation but READ COMMITTED it locks nothing, and
 /// the claim leaves limited queues out: a row read under an older snapshot
@@ -236,8 +239,7 @@ macro_rules! lock_limited {
         WHERE (c.global_limit IS NOT NULL OR c.rate_starts IS NOT NULL)
           AND (cardinality($1::text[]) = 0 OR c.name = ANY($1::text[]))
           AND current_setting('transaction_isolation') = 'read committed'
-          AND (SELECT true FROM jobqueue_jobs AS p
-               WHERE p.status = 'pending' AND p.queue = c.name LIMIT 1)
+          AND c.name IN (SELECT f.queue FROM found AS f)
         ORDER BY c.name
         FOR NO KEY UPDATE OF c
     ),
@@ -389,10 +391,7 @@ macro_rules! note_limited {
 macro_rules! claim_queues {
     ($limited:expr, $now:literal, $end:expr) => {
         concat!(
-            "WITH ",
-            $limited,
-            ",
-    named AS (
+            "WITH named AS (
         SELECT q.queue, w.priority AS after_priority, w.run_at AS after_run_at,
                w.id AS after_id
         FROM unnest($1::text[]) AS q(queue)
@@ -417,6 +416,9 @@ macro_rules! claim_queues {
                         AND p.priority < n.after_priority)
     ),
     ",
+            $limited,
+            ",
+    ",
             claim_from_ready!($now),
             $end
         )
@@ -438,11 +440,13 @@ pub(crate) const JOB_CLAIM_QUEUES: &str =
 pub(crate) const JOB_CLAIM_QUEUES_LIMITED: &str =
     claim_queues!(lock_limited!(), "(SELECT now FROM clock)", note_limited!());
 
-/// Whether queue `$q` (an SQL expression) may be claimed from, as `ready`
-/// in `claim_from_ready!` decides: not paused, not limited unless locked
-/// by this claim (in `limited`, with room), not capped at zero (`$5`/`$6`).
+/// Whether queue `$q` (an SQL expression) may be claimed from, as the walk
+/// of every queue decides before it locks anything: not paused, not backed
+/// off, not capped at zero (`$5`/`$6`), and, if it has a global limit or a
+/// rate limit, `$limited_ok` (SQL on its row `c`). `ready` in
+/// `claim_from_ready!` decides again, under the locks.
 macro_rules! claimable {
-    ($q:literal) => {
+    ($q:literal, $limited_ok:expr) => {
         concat!(
             "(NOT EXISTS (SELECT 1 FROM jobqueue_queues AS c
                          WHERE c.name = ",
@@ -450,17 +454,31 @@ macro_rules! claimable {
             "
                            AND (c.paused OR coalesce(c.backoff_until > now(), false)
                                 OR ((c.global_limit IS NOT NULL OR c.rate_starts IS NOT NULL)
-                                    AND NOT EXISTS (SELECT 1 FROM limited AS l
-                                                    WHERE l.name = ",
-            $q,
-            "))))
+                                    AND NOT ",
+            $limited_ok,
+            ")))
               AND coalesce((SELECT r.room FROM unnest($5::text[], $6::int8[]) AS r(queue, room)
                             WHERE r.queue = ",
             $q,
-            " LIMIT 1), 1) > 0
-              AND coalesce((SELECT l.room FROM limited AS l WHERE l.name = ",
-            $q,
-            "), 1) > 0)"
+            " LIMIT 1), 1) > 0)"
+        )
+    };
+}
+
+/// Whether the limited queue of row `c` may have room, read without its
+/// lock, as the walk of a claim that honours limits tests it: its rate
+/// window holds fewer starts than its limit at the clock's time (a claim
+/// committed since this statement's snapshot only takes room away, and
+/// the claim checks again under the lock); a global limit always (its
+/// bound is checked, and recounted, under the lock).
+macro_rules! may_have_room {
+    () => {
+        concat!(
+            "(c.rate_starts IS NULL
+              OR c.rate_starts > (SELECT coalesce(sum(n), 0)
+                                  FROM unnest(c.rate_jobs[width_bucket(clock_timestamp() - ",
+            rate_span!("c"),
+            ", c.rate_at) + 1:]) AS n))"
         )
     };
 }
@@ -481,7 +499,7 @@ macro_rules! walk_limit {
 /// found so far, counting from `$counted` (an SQL expression); the walk
 /// stops once `n` reaches `walk_limit!`.
 macro_rules! walk_queues {
-    ($name:literal, $from:literal, $bound:literal, $counted:literal) => {
+    ($name:literal, $from:literal, $bound:literal, $counted:literal, $limited_ok:expr) => {
         concat!(
             $name,
             " AS (
@@ -489,7 +507,7 @@ macro_rules! walk_queues {
                ",
             $counted,
             " + CASE WHEN first.queue IS NOT NULL AND ",
-            claimable!("first.queue"),
+            claimable!("first.queue", $limited_ok),
             " THEN 1 ELSE 0 END AS n
         FROM (SELECT (SELECT p.queue FROM jobqueue_jobs AS p
                       WHERE p.status = 'pending' AND p.queue > ",
@@ -508,7 +526,7 @@ macro_rules! walk_queues {
         UNION ALL
         SELECT next.queue,
                w.n + CASE WHEN next.queue IS NOT NULL AND ",
-            claimable!("next.queue"),
+            claimable!("next.queue", $limited_ok),
             " THEN 1 ELSE 0 END
         FROM ",
             $name,
@@ -533,20 +551,18 @@ macro_rules! walk_queues {
 /// The claim of every queue, with CTE `limited` from `$limited` and `$end`
 /// as in `claim_queues!`.
 macro_rules! claim_any {
-    ($limited:expr, $now:literal, $end:expr) => {
+    ($limited:expr, $limited_ok:expr, $now:literal, $end:expr) => {
         concat!(
             "WITH RECURSIVE ",
-            $limited,
-            ",
-    ",
-            walk_queues!("after_start", "$11::text", "true", "0"),
+            walk_queues!("after_start", "$11::text", "true", "0", $limited_ok),
             ",
     ",
             walk_queues!(
                 "wrapped",
                 "''",
                 "p.queue <= $11::text",
-                "(SELECT coalesce(max(a.n), 0) FROM after_start AS a)"
+                "(SELECT coalesce(max(a.n), 0) FROM after_start AS a)",
+                $limited_ok
             ),
             ",
     found AS (
@@ -555,6 +571,9 @@ macro_rules! claim_any {
         FROM (SELECT queue FROM after_start UNION ALL SELECT queue FROM wrapped) AS walked
         WHERE queue IS NOT NULL
     ),
+    ",
+            $limited,
+            ",
     ",
             claim_from_ready!($now),
             $end
@@ -572,15 +591,29 @@ macro_rules! claim_any {
 /// number of queues that have due jobs, and claims that each start after
 /// the last queue the one before took from go round every queue in turn.
 /// `$1` (the claim's queues) is empty, which `lock_limited!` reads as
-/// every queue, and there are no resume points (`$7` to `$10` go unused),
+/// any queue, and there are no resume points (`$7` to `$10` go unused),
 /// so every claim binds the same parameters.
-pub(crate) const JOB_CLAIM_ANY: &str =
-    claim_any!(none_limited!(), "statement_timestamp()", claimed_rows!());
+pub(crate) const JOB_CLAIM_ANY: &str = claim_any!(
+    none_limited!(),
+    "false",
+    "statement_timestamp()",
+    claimed_rows!()
+);
 
 /// [`JOB_CLAIM_ANY`], honouring global and rate limits, as
-/// [`JOB_CLAIM_QUEUES_LIMITED`] does.
-pub(crate) const JOB_CLAIM_ANY_LIMITED: &str =
-    claim_any!(lock_limited!(), "(SELECT now FROM clock)", note_limited!());
+/// [`JOB_CLAIM_QUEUES_LIMITED`] does. The walk counts a limited queue as
+/// one it may claim from when its row, read without a lock, leaves it
+/// room (`may_have_room!`), and the claim then locks the rows of the
+/// limited queues the walk reached, and of no other: with a thousand
+/// rate-limited queues, a claim of 32 jobs locks at most 32 rows, not a
+/// thousand, and claims that walk different queues never wait for each
+/// other.
+pub(crate) const JOB_CLAIM_ANY_LIMITED: &str = claim_any!(
+    lock_limited!(),
+    may_have_room!(),
+    "(SELECT now FROM clock)",
+    note_limited!()
+);
 
 /// Looks for the first due job of each queue in `$1` (distinct names)
 /// from the start of its range of `jobqueue_jobs_fetch_idx`, as a claim

@@ -1,0 +1,2 @@
+DROP INDEX jobqueue_workflow_steps_state_idx;
+DROP INDEX jobqueue_jobs_key_new_queue_idx;
