@@ -20,6 +20,7 @@ mod async_patterns;
 mod async_signup;
 mod backpressure;
 mod bad_input;
+mod bounded;
 mod browser_harness;
 mod chaos;
 mod claim_concurrency;

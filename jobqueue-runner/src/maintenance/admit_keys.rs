@@ -18,6 +18,10 @@ const BATCH: i64 = 1000;
 /// the next pass, so that the services after this one run meanwhile.
 const NEW_PAGES: usize = 16;
 
+/// Pages of keys a pass of the sweep looks at, at most: a sweep of more
+/// keys goes on in the passes after, from where this one stopped.
+const SWEEP_PAGES: usize = 4;
+
 /// Admits the waiting keyed jobs of the runner's queues whose key has
 /// room: every `poll_interval` from the start, the jobs no admission looked
 /// at yet (their notification was lost, or they came due since); every
@@ -25,12 +29,16 @@ const NEW_PAGES: usize = 16;
 /// statement, whatever announced their room or did not (a holder cancelled, deleted
 /// or recovered as failed, a runner that died between a job's completion
 /// and its key's admission, a raised limit). The statements wake the
-/// queues that got due jobs.
+/// queues that got due jobs. A pass sweeps at most four thousand keys and
+/// the next goes on from there, so a pass costs what it looks at, however
+/// many keys wait; a sweep starts again `rescue_interval` after the last
+/// one reached the last key.
 #[derive(Debug)]
 pub struct AdmitKeys {
     interval: Duration,
     sweep_every: Duration,
     swept_at: Option<Instant>,
+    sweep_after: Option<QueueKey>,
 }
 
 impl AdmitKeys {
@@ -40,6 +48,7 @@ impl AdmitKeys {
             interval: config.poll_interval,
             sweep_every: config.rescue_interval,
             swept_at: None,
+            sweep_after: None,
         }
     }
 }
@@ -100,19 +109,25 @@ impl Service for AdmitKeys {
             }
         }
         let mut keys_swept = 0;
-        if self
-            .swept_at
-            .is_none_or(|at| at.elapsed() >= self.sweep_every)
-        {
-            self.swept_at = Some(Instant::now());
-            let mut after: Option<QueueKey> = None;
-            while !crate::backoff::is_stopped(cx.stop()) {
+        // A sweep under way goes on; a new one starts once the last ended
+        // `sweep_every` ago.
+        let sweeping = self.sweep_after.is_some()
+            || self
+                .swept_at
+                .is_none_or(|at| at.elapsed() >= self.sweep_every);
+        if sweeping {
+            for _ in 0..SWEEP_PAGES {
+                if crate::backoff::is_stopped(cx.stop()) {
+                    break;
+                }
+                let after = self.sweep_after.take();
                 let sweep = cx.run(|session| session.sweep_keys(queues, after.as_ref(), BATCH))?;
                 jobs += sweep.admitted;
                 keys_swept += sweep.keys;
-                match sweep.next {
-                    Some(next) => after = Some(next),
-                    None => break,
+                self.sweep_after = sweep.next;
+                if self.sweep_after.is_none() {
+                    self.swept_at = Some(Instant::now());
+                    break;
                 }
             }
         }
