@@ -130,8 +130,9 @@ impl QueueSession {
         &mut self,
         after: Option<crate::JobId>,
         batch: i64,
+        recent: Option<std::time::Duration>,
     ) -> Result<crate::workflow_release::Settled> {
-        crate::workflow_release::settle_ended_page(&mut self.conn, after, batch)
+        crate::workflow_release::settle_ended_page(&mut self.conn, after, batch, recent)
     }
 
     /// [`crate::workflow_release::settle_ended_of`].

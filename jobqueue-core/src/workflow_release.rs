@@ -2,8 +2,10 @@
 //! of its steps in the same statement, and the sweep that settles the ends
 //! no completion saw (failed for good, cancelled).
 
+use std::time::Duration;
+
 use diesel::prelude::*;
-use diesel::sql_types::{Array, BigInt, Integer, Nullable, Text, Uuid};
+use diesel::sql_types::{Array, BigInt, Double, Integer, Nullable, Text, Uuid};
 
 use crate::fenced::run_fenced;
 use crate::isolation::Scope;
@@ -157,18 +159,22 @@ struct SettleRow {
 }
 
 /// One round of [`sql::WORKFLOW_SETTLE_ENDED`]: of a page of up to `batch`
-/// live steps after `after`, or of the steps of `ids`.
+/// live steps after `after` and of the steps whose jobs ended within
+/// `recent` (up to [`DEFAULT_SETTLE_BATCH`]), or of the steps of `ids`.
 fn settle_round(
     conn: &mut PgConnection,
     batch: i64,
     ids: Option<&[JobId]>,
     after: Option<JobId>,
+    recent: Option<Duration>,
 ) -> Result<SettleRow> {
     Ok(diesel::sql_query(sql::WORKFLOW_SETTLE_ENDED)
         .bind::<BigInt, _>(batch.max(1))
         .bind::<Text, _>(crate::enqueue::NOTIFY_CHANNEL)
         .bind::<Nullable<Array<Uuid>>, _>(ids)
         .bind::<Nullable<Uuid>, _>(after)
+        .bind::<Nullable<Double>, _>(recent.map(|within| within.as_secs_f64()))
+        .bind::<BigInt, _>(DEFAULT_SETTLE_BATCH)
         .get_result::<SettleRow>(conn)?)
 }
 
@@ -183,7 +189,7 @@ fn settle_round(
 pub fn settle_ended(conn: &mut PgConnection, batch: i64) -> Result<Settled> {
     let mut total = Settled::default();
     loop {
-        let page = settle_ended_page(conn, total.next, batch)?;
+        let page = settle_ended_page(conn, total.next, batch, None)?;
         total.ended += page.ended;
         total.cancelled += page.cancelled;
         total.looked += page.looked;
@@ -195,16 +201,20 @@ pub fn settle_ended(conn: &mut PgConnection, batch: i64) -> Result<Settled> {
 }
 
 /// One page of [`settle_ended`]: looks at up to `batch` live steps after
-/// `after` (from the first if `None`), in id order, settles those that
+/// `after` (from the first if `None`), in id order, and, with `recent`, at
+/// the live steps whose jobs failed or were cancelled within it (up to
+/// [`DEFAULT_SETTLE_BATCH`]: what changed lately); settles those that
 /// ended, and the steps it cancels after them, down the graph
 /// ([`settle_ended_of`]). Its [`Settled::next`] is where the next page
-/// starts. A page costs `batch` steps however many are live.
+/// starts. A page costs `batch` steps and what ended lately, however many
+/// steps are live.
 pub fn settle_ended_page(
     conn: &mut PgConnection,
     after: Option<JobId>,
     batch: i64,
+    recent: Option<Duration>,
 ) -> Result<Settled> {
-    let row = settle_round(conn, batch, None, after)?;
+    let row = settle_round(conn, batch, None, after, recent)?;
     let mut then: Vec<JobId> = row.cancelled.clone();
     then.extend(row.deferred);
     let after_them = settle_ended_of(conn, &then)?;
@@ -225,7 +235,7 @@ pub fn settle_ended_of(conn: &mut PgConnection, ids: &[JobId]) -> Result<Settled
     let mut round: Vec<JobId> = ids.to_vec();
     while !round.is_empty() {
         let batch = i64::try_from(round.len()).unwrap_or(i64::MAX);
-        let row = settle_round(conn, batch, Some(&round), None)?;
+        let row = settle_round(conn, batch, Some(&round), None, None)?;
         total.ended += row.ended;
         total.cancelled += row.cancelled.len() as i64;
         round = row.cancelled;

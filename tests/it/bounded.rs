@@ -151,7 +151,7 @@ fn the_sweep_of_workflow_ends_goes_page_by_page() {
     let mut after = None;
     let mut pages = Vec::new();
     loop {
-        let page = settle_ended_page(&mut conn, after, 1000).expect("a page");
+        let page = settle_ended_page(&mut conn, after, 1000, None).expect("a page");
         assert!(page.looked <= 1000, "{page:?}");
         pages.push((page.looked, page.ended));
         after = page.next;
@@ -165,6 +165,18 @@ fn the_sweep_of_workflow_ends_goes_page_by_page() {
         "SELECT count(*) AS n FROM jobqueue_workflow_steps WHERE state = 'cancelled'",
     );
     assert_eq!(ended, 3);
+    // A job that ended lately is settled by the next page whatever the
+    // place of its step: the page looks at what ended lately too.
+    let late = ids[2_000];
+    exec(
+        &mut conn,
+        &format!(
+            "UPDATE jobqueue_jobs SET status = 'failed', finished_at = now() WHERE id = '{late}'"
+        ),
+    );
+    let page =
+        settle_ended_page(&mut conn, None, 10, Some(Duration::from_secs(60))).expect("a page");
+    assert_eq!((page.looked, page.ended), (10, 1), "{page:?}");
 }
 
 /// A claim of every queue takes from the queues its walk reaches and locks
@@ -203,21 +215,54 @@ fn a_claim_of_every_queue_waits_for_no_limited_queue_it_does_not_take_from() {
     assert_eq!(rows[0].queue, "z_rated");
 }
 
-/// The sweep of a runner's maintenance looks at four pages of keys per
-/// pass at most, and the next pass goes on from there: 5,000 keys with
-/// waiting jobs are swept over two passes, never all in one.
+/// The sweep of a runner's maintenance looks at 250 keys per pass at
+/// most, and the next pass goes on from there: 600 keys with waiting jobs
+/// are swept over three passes, never all in one.
 #[test]
 fn a_maintenance_pass_sweeps_a_bounded_part_of_the_keys() {
     let db = TestDb::new();
     let mut conn = db.conn();
-    waiting_jobs(&mut conn, "keyed", 5_000, 5_000, true);
+    waiting_jobs(&mut conn, "keyed", 600, 600, true);
     let config = RunnerConfig::new(&db.url).queues(["keyed"]);
     let mut service = AdmitKeys::new(&config);
     let mut cx = ServiceContext::new(config, registry()).expect("a service context");
-    let first = service.run_once(&mut cx).expect("a pass");
-    let second = service.run_once(&mut cx).expect("a pass");
-    assert_eq!((first.keys_swept, second.keys_swept), (4_000, 1_000));
+    let swept: Vec<usize> = (0..3)
+        .map(|_| service.run_once(&mut cx).expect("a pass").keys_swept)
+        .collect();
+    assert_eq!(swept, [250, 250, 100]);
     // The sweep reached the last key: the next starts after `rescue_interval`.
     let third = service.run_once(&mut cx).expect("a pass");
     assert_eq!(third.keys_swept, 0);
+}
+
+/// Claims of every queue, each going on after the last queue the one
+/// before took from, take every job of 50 rate-limited queues whose limits
+/// do not bind.
+#[test]
+fn claims_of_every_queue_go_round_rate_limited_queues() {
+    let db = TestDb::new();
+    let mut conn = db.conn();
+    exec(
+        &mut conn,
+        "INSERT INTO jobqueue_queues (name)
+         SELECT 'tenant-' || lpad(t::text, 3, '0') FROM generate_series(1, 50) AS t;
+         INSERT INTO jobqueue_jobs (id, job_type, queue)
+         SELECT gen_random_uuid(), 'noop', 'tenant-' || lpad(t::text, 3, '0')
+         FROM generate_series(1, 50) AS t, generate_series(1, 2) AS j",
+    );
+    let limit = RateLimit::new(1_000, Duration::from_secs(1)).expect("a limit");
+    for t in 1..=50 {
+        set_queue_rate_limit(&mut conn, &format!("tenant-{t:03}"), Some(limit)).expect("limit");
+    }
+    let mut next = Claim::new("w").limit(8);
+    let mut taken = 0;
+    for _ in 0..40 {
+        let rows = claim(&mut conn, &next).expect("claim");
+        taken += rows.len();
+        next.rotate(&rows);
+        if taken == 100 {
+            break;
+        }
+    }
+    assert_eq!(taken, 100);
 }

@@ -1,2 +1,3 @@
+DROP INDEX jobqueue_jobs_workflow_ended_idx;
 DROP INDEX jobqueue_workflow_steps_state_idx;
 DROP INDEX jobqueue_jobs_key_new_queue_idx;

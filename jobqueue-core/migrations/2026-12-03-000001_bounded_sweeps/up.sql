@@ -11,3 +11,10 @@ CREATE INDEX jobqueue_jobs_key_new_queue_idx
 -- each, instead of reading all of its steps.
 CREATE INDEX jobqueue_workflow_steps_state_idx
     ON jobqueue_workflow_steps (workflow_id, state, ended_at);
+
+-- Workflow jobs that failed for good or were cancelled, by when: the sweep
+-- of workflow ends reads those of the last moments in full each pass (what
+-- changed), and walks the live steps a page at a time for the rest.
+CREATE INDEX jobqueue_jobs_workflow_ended_idx
+    ON jobqueue_jobs (finished_at)
+    WHERE workflow_id IS NOT NULL AND status IN ('failed', 'cancelled');

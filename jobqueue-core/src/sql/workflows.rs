@@ -73,12 +73,16 @@ pub(crate) const WORKFLOW_INSERT: &str = concat!(
 /// whose job row is gone (a cancelled row deleted, or pruned, before its
 /// step was settled: settled as cancelled), each marked with its job's
 /// status (CTE `ended`, with its workflow's `on_failure`), in one
-/// statement. The page is the steps of the jobs in `$3` when it is not
-/// null (planned with its value: a look at those jobs, not at every
-/// step), else up to `$1` live steps after step `$4` (from the first when
-/// null) in id order, through `jobqueue_workflow_steps_live_idx`: a
-/// sweep reads a bounded page per statement, whatever number of steps is
-/// live, and goes on from the page's `last` step.
+/// statement. The steps looked at are those of the jobs in `$3` when it
+/// is not null (planned with its value: a look at those jobs, not at every
+/// step); else up to `$1` live steps after step `$4` (from the first when
+/// null) in id order, through `jobqueue_workflow_steps_live_idx` (`page`:
+/// a sweep reads a bounded page per statement, whatever number of steps
+/// is live, and goes on from the page's `last` step), and, when `$5` is
+/// not null, up to `$6` live steps whose jobs failed or were cancelled
+/// within the last `$5` seconds, through `jobqueue_jobs_workflow_ended_idx`
+/// (`recent`: what changed lately, read in full each pass, while the page
+/// walk repairs the rest, a page at a time).
 /// Steps another sweep has locked are skipped. The jobs are locked too
 /// (shared), and their status read from the locked row: a retry that
 /// committed after this statement's snapshot finds its job pending and
@@ -105,8 +109,20 @@ pub(crate) const WORKFLOW_SETTLE_ENDED: &str = concat!(
         ORDER BY s.job_id
         LIMIT $1
     ),
+    recent AS MATERIALIZED (
+        SELECT j.id AS job_id
+        FROM jobqueue_jobs AS j
+        WHERE $3::uuid[] IS NULL AND $5::float8 IS NOT NULL
+          AND j.workflow_id IS NOT NULL AND j.status IN ('failed', 'cancelled')
+          AND j.finished_at >= now() - make_interval(secs => $5::float8)
+          AND EXISTS (SELECT 1 FROM jobqueue_workflow_steps AS s
+                      WHERE s.job_id = j.id AND s.state = 'live')
+        LIMIT $6
+    ),
     asked AS (
         SELECT job_id FROM page
+        UNION
+        SELECT job_id FROM recent
         UNION
         SELECT a.job_id FROM unnest($3::uuid[]) AS a(job_id)
     ),

@@ -276,7 +276,13 @@ pub(super) fn run(
             continue;
         }
         claim.limit = room as i64;
-        claim.rate_limited_most = Some(rate_limited_most(config, outstanding, job_micros, room));
+        claim.rate_limited_most = Some(rate_limited_most(
+            config,
+            outstanding,
+            job_micros,
+            claim_micros,
+            room,
+        ));
         aim(
             shared,
             claimer,
@@ -366,22 +372,27 @@ pub(super) fn run(
     log::debug!("fetcher stopped");
 }
 
-/// How many jobs of a rate-limited queue a claim may take: what the free
-/// workers start at once, and what the busy ones are likely to start within
-/// the least margin of a rate limit (by the moving average of a job's time;
-/// none while it is unknown). A rate limit counts claims; a job that waits
-/// for a worker past its limit's margin is handed back unstarted, so a claim
-/// takes no more than the workers start in time.
+/// How many jobs of rate-limited queues a claim may take, all of them
+/// together: what the free workers start at once, and what the busy ones
+/// are likely to start within what is left of the least margin of a rate
+/// limit once the claim is back (by the moving averages of a job's time
+/// and of a claim's round trip; none while a job's time is unknown, or
+/// when a claim takes the whole margin). A rate limit counts claims; a job
+/// that waits for a worker past its limit's margin is handed back
+/// unstarted, its start counted, so a claim takes no more than the workers
+/// start in time: a claim of hundreds of short jobs of rate-limited queues
+/// took longer than the margin itself, and every job of it came back late.
 fn rate_limited_most(
     config: &RunnerConfig,
     outstanding: usize,
     job_micros: u64,
+    claim_micros: u64,
     room: usize,
 ) -> i64 {
     let free = config.concurrency.saturating_sub(outstanding);
     let margin_micros = jobqueue_core::MIN_RATE_MARGIN.as_micros() as u64;
     let soon = (config.concurrency as u64)
-        .saturating_mul(margin_micros)
+        .saturating_mul(margin_micros.saturating_sub(claim_micros))
         .checked_div(job_micros)
         .unwrap_or(0);
     let most = free.saturating_add(usize::try_from(soon).unwrap_or(usize::MAX));
@@ -427,6 +438,19 @@ mod tests {
             wait = next_repoll(&config, 0, wait, ms(2000));
         }
         assert_eq!(wait, config.poll_interval);
+    }
+
+    #[test]
+    fn claims_of_rate_limited_queues_take_what_starts_within_the_margin() {
+        let config = config();
+        // Job time unknown: the free workers only.
+        assert_eq!(rate_limited_most(&config, 3, 0, 1_000, 100), 5);
+        // 8 workers, jobs of 1 ms, claims of 5 ms: 8 × 20 ms / 1 ms more.
+        assert_eq!(rate_limited_most(&config, 8, 1_000, 5_000, 500), 160);
+        // A claim that takes the whole margin: the free workers only.
+        assert_eq!(rate_limited_most(&config, 0, 10, 40_000, 500), 8);
+        // Never more than the claim's room.
+        assert_eq!(rate_limited_most(&config, 0, 10, 1_000, 50), 50);
     }
 
     #[test]

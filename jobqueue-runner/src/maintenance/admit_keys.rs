@@ -11,28 +11,29 @@ use super::context::ServiceContext;
 use super::service::{Cadence, PassReport, Service};
 use crate::RunnerConfig;
 
-/// Waiting jobs looked at, or keys swept, per statement.
+/// Waiting jobs looked at per statement.
 const BATCH: i64 = 1000;
 
 /// Pages of new waiting jobs a pass looks at, at most: the rest wait for
 /// the next pass, so that the services after this one run meanwhile.
 const NEW_PAGES: usize = 16;
 
-/// Pages of keys a pass of the sweep looks at, at most: a sweep of more
-/// keys goes on in the passes after, from where this one stopped.
-const SWEEP_PAGES: usize = 4;
+/// Keys a pass of the sweep looks at, at most: a sweep of more keys goes
+/// on in the passes after (every `poll_interval` while it is under way),
+/// from where this one stopped.
+const SWEEP_PAGE: i64 = 250;
 
 /// Admits the waiting keyed jobs of the runner's queues whose key has
 /// room: every `poll_interval` from the start, the jobs no admission looked
 /// at yet (their notification was lost, or they came due since); every
-/// `rescue_interval`, every key with waiting jobs, a thousand keys per
+/// `rescue_interval`, every key with waiting jobs, 250 keys per
 /// statement, whatever announced their room or did not (a holder cancelled, deleted
 /// or recovered as failed, a runner that died between a job's completion
 /// and its key's admission, a raised limit). The statements wake the
-/// queues that got due jobs. A pass sweeps at most four thousand keys and
-/// the next goes on from there, so a pass costs what it looks at, however
-/// many keys wait; a sweep starts again `rescue_interval` after the last
-/// one reached the last key.
+/// queues that got due jobs. A pass sweeps at most 250 keys and the next
+/// goes on from there, so a pass costs what it looks at, however many keys
+/// wait; a sweep starts again `rescue_interval` after the last one reached
+/// the last key.
 #[derive(Debug)]
 pub struct AdmitKeys {
     interval: Duration,
@@ -115,20 +116,14 @@ impl Service for AdmitKeys {
             || self
                 .swept_at
                 .is_none_or(|at| at.elapsed() >= self.sweep_every);
-        if sweeping {
-            for _ in 0..SWEEP_PAGES {
-                if crate::backoff::is_stopped(cx.stop()) {
-                    break;
-                }
-                let after = self.sweep_after.take();
-                let sweep = cx.run(|session| session.sweep_keys(queues, after.as_ref(), BATCH))?;
-                jobs += sweep.admitted;
-                keys_swept += sweep.keys;
-                self.sweep_after = sweep.next;
-                if self.sweep_after.is_none() {
-                    self.swept_at = Some(Instant::now());
-                    break;
-                }
+        if sweeping && !crate::backoff::is_stopped(cx.stop()) {
+            let after = self.sweep_after.take();
+            let sweep = cx.run(|session| session.sweep_keys(queues, after.as_ref(), SWEEP_PAGE))?;
+            jobs += sweep.admitted;
+            keys_swept += sweep.keys;
+            self.sweep_after = sweep.next;
+            if self.sweep_after.is_none() {
+                self.swept_at = Some(Instant::now());
             }
         }
         Ok(KeysAdmitted { jobs, keys_swept })

@@ -5,7 +5,7 @@ use std::fmt;
 use std::time::Duration;
 
 use jobqueue_core::JobId;
-use jobqueue_core::engine::{DEFAULT_SETTLE_BATCH, Settled};
+use jobqueue_core::engine::Settled;
 
 use super::context::ServiceContext;
 use super::service::{Cadence, PassReport, Service};
@@ -16,19 +16,27 @@ use crate::RunnerConfig;
 /// or let them wait), every `rescue_interval` from the start: a repair,
 /// as the ends are settled where they happen (a runner's completer right
 /// after it writes one, `cancel`, a rescue that fails a job for good). A
-/// pass reads at most eight pages of a thousand live steps, going on where
-/// the pass before stopped and starting again from the first after the
-/// last: its cost is bounded whatever number of steps is live (a batch of
-/// a million members in flight), and every live step is looked at once
-/// per `live steps / 8,000` passes.
+/// pass reads what changed: the live steps whose jobs failed or were
+/// cancelled within the last two `rescue_interval`s and a minute (a
+/// transaction that ended a job and committed that much later is left to
+/// the walk), and one page of 200 live steps, going on where the pass
+/// before stopped and starting again from the first after the last: its
+/// cost is bounded whatever number of steps is live (a batch of a million
+/// members in flight), and every live step is looked at once per `live
+/// steps / 200` passes.
 #[derive(Debug)]
 pub struct WorkflowEnds {
     interval: Duration,
     after: Option<JobId>,
 }
 
-/// Pages of live steps a pass of [`WorkflowEnds`] looks at, at most.
-const PAGES: usize = 8;
+/// Live steps a pass of [`WorkflowEnds`] walks.
+const PAGE: i64 = 200;
+
+/// How far back a pass looks for ends: beyond two passes, the time a
+/// transaction that ended a job (its `finished_at` is its start) may take
+/// to commit.
+const RECENT_SLACK: Duration = Duration::from_secs(60);
 
 impl WorkflowEnds {
     /// The service as `config` paces it.
@@ -76,31 +84,20 @@ impl Service for WorkflowEnds {
     }
 
     fn run_once(&mut self, cx: &mut ServiceContext) -> jobqueue_core::Result<EndsSettled> {
-        let mut report = EndsSettled {
-            ended: 0,
-            cancelled: 0,
-            looked: 0,
-        };
-        for _ in 0..PAGES {
-            if crate::backoff::is_stopped(cx.stop()) {
-                break;
-            }
-            let after = self.after;
-            let Settled {
-                ended,
-                cancelled,
-                looked,
-                next,
-                ..
-            } = cx.run(|session| session.settle_ended_page(after, DEFAULT_SETTLE_BATCH))?;
-            report.ended += ended;
-            report.cancelled += cancelled;
-            report.looked += looked;
-            self.after = next;
-            if next.is_none() {
-                break;
-            }
-        }
-        Ok(report)
+        let after = self.after;
+        let recent = 2 * self.interval + RECENT_SLACK;
+        let Settled {
+            ended,
+            cancelled,
+            looked,
+            next,
+            ..
+        } = cx.run(|session| session.settle_ended_page(after, PAGE, Some(recent)))?;
+        self.after = next;
+        Ok(EndsSettled {
+            ended,
+            cancelled,
+            looked,
+        })
     }
 }

@@ -8,6 +8,7 @@
 //! it against a server at its durable defaults: fsync and
 //! synchronous_commit on).
 
+mod bounded;
 mod burn;
 pub mod chaos;
 mod drain;
@@ -45,7 +46,7 @@ pub(crate) use trace::PLAIN_BIN_HELP;
 pub use trace_part::TraceVariant;
 
 /// The measurements, by the names `--only` takes.
-pub const MEASUREMENTS: [&str; 24] = [
+pub const MEASUREMENTS: [&str; 25] = [
     "bulk",
     "txn",
     "async",
@@ -66,6 +67,7 @@ pub const MEASUREMENTS: [&str; 24] = [
     "scale",
     "spread",
     "backlog",
+    "bounded",
     "soak",
     "failover",
     "trace",
@@ -87,7 +89,7 @@ pub struct BenchOptions {
     /// Only these measurements (empty: all but the soak, the failover, the
     /// trace and the chaos checker). Names: bulk, txn, burn, metrics, floor, drain, pickup,
     /// history, isolation, steady, fleet, footprint, limit, keys, workflows, fair,
-    /// scale, spread, backlog, soak (minutes long), failover (clusters of its own,
+    /// scale, spread, backlog, bounded, soak (minutes long), failover (clusters of its own,
     /// from the PostgreSQL binaries), trace (the `tracing` feature's cost,
     /// against `plain_bin`), chaos (the stateful checker, clusters of its
     /// own): the last four run only when named.
@@ -147,6 +149,9 @@ pub(crate) struct Sizes {
     pub(crate) spread_jobs: usize,
     pub(crate) backlog_jobs: usize,
     pub(crate) backlog_unknown: usize,
+    /// Live workflow steps, and waiting keyed jobs, of the `bounded`
+    /// maintenance pass.
+    pub(crate) bounded_rows: usize,
     pub(crate) trace_enqueues: usize,
     pub(crate) trace_drain_jobs: usize,
     pub(crate) trace_drains: usize,
@@ -180,6 +185,7 @@ impl Sizes {
                 spread_jobs: 5_000,
                 backlog_jobs: 5_000,
                 backlog_unknown: 50_000,
+                bounded_rows: 20_000,
                 trace_enqueues: 300,
                 trace_drain_jobs: 5_000,
                 trace_drains: 2,
@@ -210,6 +216,7 @@ impl Sizes {
                 spread_jobs: 20_000,
                 backlog_jobs: 20_000,
                 backlog_unknown: 500_000,
+                bounded_rows: 1_000_000,
                 trace_enqueues: 5_000,
                 trace_drain_jobs: 50_000,
                 trace_drains: 5,
@@ -472,7 +479,7 @@ pub fn run(server_url: &str, options: &BenchOptions) -> Result<(), ToolError> {
     };
     // The measurements whose rows are printed as they are.
     type Measure<'a> = Box<dyn Fn() -> Result<Vec<Row>, ToolError> + 'a>;
-    let measurements: [(&str, Measure<'_>); 15] = [
+    let measurements: [(&str, Measure<'_>); 16] = [
         (
             "metrics",
             Box::new(|| burn::metrics_cost(&url, &sizes, runs)),
@@ -523,6 +530,7 @@ pub fn run(server_url: &str, options: &BenchOptions) -> Result<(), ToolError> {
             "backlog",
             Box::new(|| unhandled_backlog::measure(&url, &sizes, runs)),
         ),
+        ("bounded", Box::new(|| bounded::measure(&url, &sizes, runs))),
     ];
     for (name, measure) in measurements {
         if wanted(name) {

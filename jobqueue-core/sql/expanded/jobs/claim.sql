@@ -32,10 +32,10 @@ WITH named AS (
                       WHERE p.status = 'pending' AND p.queue = n.queue
                         AND p.priority < n.after_priority)
     ),
-    limited AS (SELECT NULL::text AS name, NULL::int8 AS room WHERE false),
+    limited AS (SELECT NULL::text AS name, NULL::int8 AS room, NULL::bool AS rated WHERE false),
     ready AS (
             SELECT f.queue, f.after_priority, f.after_run_at, f.after_id,
-                   least($2::int8, r.room, l.room) AS room
+                   least($2::int8, r.room, l.room) AS room, coalesce(l.rated, false) AS rated
             FROM found AS f
             LEFT JOIN jobqueue_queues AS c ON c.name = f.queue
             LEFT JOIN unnest($5::text[], $6::int8[]) AS r(queue, room) ON r.queue = f.queue
@@ -50,7 +50,15 @@ WITH named AS (
         ),
         quota AS (
             SELECT ready.queue, ready.after_priority, ready.after_run_at, ready.after_id,
-                   least(share.n, ready.room) AS n
+                   CASE WHEN ready.rated AND $14::int8 IS NOT NULL
+                        THEN least(share.n, ready.room,
+                                   greatest($14::int8 - coalesce(sum(least(share.n, ready.room))
+                                       FILTER (WHERE ready.rated)
+                                       OVER (ORDER BY ready.queue <= $11::text, ready.queue
+                                             ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING),
+                                       0), 0))
+                        ELSE least(share.n, ready.room)
+                   END AS n
             FROM ready CROSS JOIN share
         ),
         picked AS (
@@ -201,12 +209,13 @@ WITH named AS (
         ) AS w
     ),
     limited AS (
-        SELECT u.name, least(u.held_room, u.rate_room, u.start_room) AS room
+        SELECT u.name, least(u.held_room, u.rate_room, u.start_room) AS room,
+               u.rate_starts IS NOT NULL AS rated
         FROM used AS u
     ),
     ready AS (
             SELECT f.queue, f.after_priority, f.after_run_at, f.after_id,
-                   least($2::int8, r.room, l.room) AS room
+                   least($2::int8, r.room, l.room) AS room, coalesce(l.rated, false) AS rated
             FROM found AS f
             LEFT JOIN jobqueue_queues AS c ON c.name = f.queue
             LEFT JOIN unnest($5::text[], $6::int8[]) AS r(queue, room) ON r.queue = f.queue
@@ -221,7 +230,15 @@ WITH named AS (
         ),
         quota AS (
             SELECT ready.queue, ready.after_priority, ready.after_run_at, ready.after_id,
-                   least(share.n, ready.room) AS n
+                   CASE WHEN ready.rated AND $14::int8 IS NOT NULL
+                        THEN least(share.n, ready.room,
+                                   greatest($14::int8 - coalesce(sum(least(share.n, ready.room))
+                                       FILTER (WHERE ready.rated)
+                                       OVER (ORDER BY ready.queue <= $11::text, ready.queue
+                                             ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING),
+                                       0), 0))
+                        ELSE least(share.n, ready.room)
+                   END AS n
             FROM ready CROSS JOIN share
         ),
         picked AS (
@@ -443,10 +460,10 @@ WITH RECURSIVE after_start AS (
         FROM (SELECT queue FROM after_start UNION ALL SELECT queue FROM wrapped) AS walked
         WHERE queue IS NOT NULL
     ),
-    limited AS (SELECT NULL::text AS name, NULL::int8 AS room WHERE false),
+    limited AS (SELECT NULL::text AS name, NULL::int8 AS room, NULL::bool AS rated WHERE false),
     ready AS (
             SELECT f.queue, f.after_priority, f.after_run_at, f.after_id,
-                   least($2::int8, r.room, l.room) AS room
+                   least($2::int8, r.room, l.room) AS room, coalesce(l.rated, false) AS rated
             FROM found AS f
             LEFT JOIN jobqueue_queues AS c ON c.name = f.queue
             LEFT JOIN unnest($5::text[], $6::int8[]) AS r(queue, room) ON r.queue = f.queue
@@ -461,7 +478,15 @@ WITH RECURSIVE after_start AS (
         ),
         quota AS (
             SELECT ready.queue, ready.after_priority, ready.after_run_at, ready.after_id,
-                   least(share.n, ready.room) AS n
+                   CASE WHEN ready.rated AND $14::int8 IS NOT NULL
+                        THEN least(share.n, ready.room,
+                                   greatest($14::int8 - coalesce(sum(least(share.n, ready.room))
+                                       FILTER (WHERE ready.rated)
+                                       OVER (ORDER BY ready.queue <= $11::text, ready.queue
+                                             ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING),
+                                       0), 0))
+                        ELSE least(share.n, ready.room)
+                   END AS n
             FROM ready CROSS JOIN share
         ),
         picked AS (
@@ -675,12 +700,13 @@ WITH RECURSIVE after_start AS (
         ) AS w
     ),
     limited AS (
-        SELECT u.name, least(u.held_room, u.rate_room, u.start_room) AS room
+        SELECT u.name, least(u.held_room, u.rate_room, u.start_room) AS room,
+               u.rate_starts IS NOT NULL AS rated
         FROM used AS u
     ),
     ready AS (
             SELECT f.queue, f.after_priority, f.after_run_at, f.after_id,
-                   least($2::int8, r.room, l.room) AS room
+                   least($2::int8, r.room, l.room) AS room, coalesce(l.rated, false) AS rated
             FROM found AS f
             LEFT JOIN jobqueue_queues AS c ON c.name = f.queue
             LEFT JOIN unnest($5::text[], $6::int8[]) AS r(queue, room) ON r.queue = f.queue
@@ -695,7 +721,15 @@ WITH RECURSIVE after_start AS (
         ),
         quota AS (
             SELECT ready.queue, ready.after_priority, ready.after_run_at, ready.after_id,
-                   least(share.n, ready.room) AS n
+                   CASE WHEN ready.rated AND $14::int8 IS NOT NULL
+                        THEN least(share.n, ready.room,
+                                   greatest($14::int8 - coalesce(sum(least(share.n, ready.room))
+                                       FILTER (WHERE ready.rated)
+                                       OVER (ORDER BY ready.queue <= $11::text, ready.queue
+                                             ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING),
+                                       0), 0))
+                        ELSE least(share.n, ready.room)
+                   END AS n
             FROM ready CROSS JOIN share
         ),
         picked AS (

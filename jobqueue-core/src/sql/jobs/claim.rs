@@ -38,11 +38,17 @@ macro_rules! quota_range {
 /// A queue is left out while paused (`jobqueue_queues.paused`), while
 /// backed off (`backoff_until`, a handler's "retry after"), and while it
 /// has a global limit or a rate limit unless it is in CTE `limited`
-/// (`name`, `room`): the limited queues whose `jobqueue_queues` row this
+/// (`name`, `room`, `rated`): the limited queues whose `jobqueue_queues` row this
 /// statement locked (`lock_limited!`), each capped at the room its limits
 /// leave, so that concurrent claims never take more than the limits
 /// together. A claimed job's `claimed_at` is the claim statement's time: a
-/// rate-limited queue's starts are counted by it. `$5`/`$6` (names,
+/// rate-limited queue's starts are counted by it. The queues with a rate
+/// limit (`rated` in `limited`) share `$14` (when not null: what the
+/// claimer's workers start at once) between them, in the order the claim
+/// reaches them (after `$11` first, for a claim of every queue): a claim
+/// that reaches many rate-limited queues takes from each of them no job
+/// its workers could not start at once, which would start late and be
+/// handed back with its start counted. `$5`/`$6` (names,
 /// counts) cap a queue's part for this claim (a runner's own per-queue
 /// concurrency).
 ///
@@ -67,7 +73,7 @@ macro_rules! claim_from_ready {
         concat!(
             "ready AS (
             SELECT f.queue, f.after_priority, f.after_run_at, f.after_id,
-                   least($2::int8, r.room, l.room) AS room
+                   least($2::int8, r.room, l.room) AS room, coalesce(l.rated, false) AS rated
             FROM found AS f
             LEFT JOIN jobqueue_queues AS c ON c.name = f.queue
             LEFT JOIN unnest($5::text[], $6::int8[]) AS r(queue, room) ON r.queue = f.queue
@@ -82,7 +88,15 @@ macro_rules! claim_from_ready {
         ),
         quota AS (
             SELECT ready.queue, ready.after_priority, ready.after_run_at, ready.after_id,
-                   least(share.n, ready.room) AS n
+                   CASE WHEN ready.rated AND $14::int8 IS NOT NULL
+                        THEN least(share.n, ready.room,
+                                   greatest($14::int8 - coalesce(sum(least(share.n, ready.room))
+                                       FILTER (WHERE ready.rated)
+                                       OVER (ORDER BY ready.queue <= $11::text, ready.queue
+                                             ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING),
+                                       0), 0))
+                        ELSE least(share.n, ready.room)
+                   END AS n
             FROM ready CROSS JOIN share
         ),
         picked AS (
@@ -151,7 +165,7 @@ macro_rules! claim_from_ready {
 /// limit.
 macro_rules! none_limited {
     () => {
-        "limited AS (SELECT NULL::text AS name, NULL::int8 AS room WHERE false)"
+        "limited AS (SELECT NULL::text AS name, NULL::int8 AS room, NULL::bool AS rated WHERE false)"
     };
 }
 
@@ -189,7 +203,7 @@ macro_rules! rate_span {
 }
 
 /// The start of a claim that honours global and rate limits: CTE
-/// `limited` (`name`, `room`), the queues with a global limit or a rate
+/// `limited` (`name`, `room`, `rated`: whether it has a rate limit), the queues with a global limit or a rate
 /// limit among those the claim found (`found`: the named queues with due
 /// jobs, or the queues the walk of every queue reached), each with
 /// the room its limits leave this claim (the lesser of the two rooms below;
@@ -283,7 +297,8 @@ macro_rules! lock_limited {
         ) AS w
     ),
     limited AS (
-        SELECT u.name, least(u.held_room, u.rate_room, u.start_room) AS room
+        SELECT u.name, least(u.held_room, u.rate_room, u.start_room) AS room,
+               u.rate_starts IS NOT NULL AS rated
         FROM used AS u
     )"
         )
