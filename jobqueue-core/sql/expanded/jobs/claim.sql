@@ -171,7 +171,7 @@ WITH named AS (
         WHERE (c.global_limit IS NOT NULL OR c.rate_starts IS NOT NULL)
           AND (cardinality($1::text[]) = 0 OR c.name = ANY($1::text[]))
           AND current_setting('transaction_isolation') = 'read committed'
-          AND c.name IN (SELECT f.queue FROM found AS f)
+          AND c.name = ANY(ARRAY(SELECT f.queue FROM found AS f))
         ORDER BY c.name
         FOR NO KEY UPDATE OF c
     ),
@@ -662,7 +662,7 @@ WITH RECURSIVE after_start AS (
         WHERE (c.global_limit IS NOT NULL OR c.rate_starts IS NOT NULL)
           AND (cardinality($1::text[]) = 0 OR c.name = ANY($1::text[]))
           AND current_setting('transaction_isolation') = 'read committed'
-          AND c.name IN (SELECT f.queue FROM found AS f)
+          AND c.name = ANY(ARRAY(SELECT f.queue FROM found AS f))
         ORDER BY c.name
         FOR NO KEY UPDATE OF c
     ),
