@@ -63,6 +63,14 @@ pub struct Beat {
     pub lease: Lease,
     /// Progress to write with the renewal.
     pub progress: Option<Progress>,
+    /// The job's event count when it was claimed. When given, the
+    /// progress's [`Progress::events`] are all the events of this claim so
+    /// far, not those since the last beat, and the row's count becomes this
+    /// base plus them unless it is already higher: a beat sent again after
+    /// its reply was lost (its commit unknown), or beats that two threads
+    /// sent in either order, count each event once. `None`: the events add
+    /// to the row's count.
+    pub events_base: Option<i32>,
 }
 
 impl Beat {
@@ -73,6 +81,7 @@ impl Beat {
             .map(|&lease| Beat {
                 lease,
                 progress: None,
+                events_base: None,
             })
             .collect()
     }
@@ -99,6 +108,11 @@ pub(crate) fn heartbeat_query(
         .map(|p| p.and_then(|p| p.stage.clone()))
         .collect();
     let events: Vec<Option<i32>> = reported.iter().map(|p| p.map(|p| p.events)).collect();
+    let bases: Vec<Option<i32>> = if reported.is_empty() {
+        Vec::new()
+    } else {
+        sorted.iter().map(|beat| beat.events_base).collect()
+    };
     prepared::<sql::JobHeartbeatMany>()
         .bind::<Array<Uuid>, _>(ids)
         .bind::<Array<Integer>, _>(tokens)
@@ -106,6 +120,7 @@ pub(crate) fn heartbeat_query(
         .bind::<Array<Nullable<SmallInt>>, _>(percent)
         .bind::<Array<Nullable<Text>>, _>(stage)
         .bind::<Array<Nullable<Integer>>, _>(events)
+        .bind::<Array<Nullable<Integer>>, _>(bases)
 }
 
 pub(crate) fn heartbeat_many_in(

@@ -363,6 +363,7 @@ fn write_progress(shared: &Shared, db: &mut Db, pending: &[Outcome]) -> bool {
                 Beat {
                     lease: outcome.lease(),
                     progress: Some(progress),
+                    events_base: Some(outcome.state.events_base),
                 },
             ))
         })

@@ -173,6 +173,7 @@ mod tests {
             "t".into(),
             None,
             false,
+            0,
         ));
         Claimed { row, state }
     }

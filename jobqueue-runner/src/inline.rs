@@ -246,7 +246,13 @@ impl<'a> Inline<'a> {
                 rolled_back: false,
             });
         };
-        let state = JobState::new(row.lease(), row.job_type.clone(), None, false);
+        let state = JobState::new(
+            row.lease(),
+            row.job_type.clone(),
+            None,
+            false,
+            row.events_count,
+        );
         state.cancel.store(
             self.cancel_requested || row.cancel_requested,
             Ordering::Relaxed,

@@ -55,6 +55,9 @@ pub(crate) struct JobState {
     pub(crate) marked_running: AtomicBool,
     /// Progress the handler reported that is not written yet.
     pub(crate) progress: ProgressNote,
+    /// The job's event count when it was claimed: what the events its
+    /// handler reports add to (see `Beat::events_base`).
+    pub(crate) events_base: i32,
     /// The job no longer counts against the runner's capacity (its outcome
     /// was written, or its handler was abandoned).
     slot_freed: AtomicBool,
@@ -68,6 +71,7 @@ impl JobState {
         job_type: String,
         queue_slot: Option<usize>,
         early: bool,
+        events_base: i32,
     ) -> Self {
         JobState {
             lease,
@@ -88,6 +92,7 @@ impl JobState {
             handled: AtomicBool::new(false),
             marked_running: AtomicBool::new(false),
             progress: ProgressNote::default(),
+            events_base,
             slot_freed: AtomicBool::new(false),
             started: OnceLock::new(),
             timeout: OnceLock::new(),

@@ -51,6 +51,7 @@ pub(crate) fn run(
             .map(|job| Beat {
                 lease: job.lease,
                 progress: job.progress.take(),
+                events_base: Some(job.events_base),
             })
             .collect();
         let beat = db.run(&shared.health, |session| {

@@ -2,6 +2,11 @@
 //! memory by `JobContext::progress` and `JobContext::events`, taken by the
 //! lease keeper into the job's next heartbeat, or by the completer into
 //! the flush that writes the job's outcome, whichever comes first.
+//!
+//! Events are counted from the claim on, never reset by a take: each write
+//! carries all of them with the job's count at claim (`Beat::events_base`),
+//! so a write sent again after its reply was lost, or two writes that
+//! commit out of order, never count an event twice.
 
 use std::sync::Mutex;
 
@@ -10,10 +15,18 @@ use jobqueue_core::engine::Progress;
 use crate::sync::lock;
 
 /// One job's unwritten progress: the latest percent and stage, and the
-/// events added since the last write.
+/// events of the claim so far.
 #[derive(Debug, Default)]
 pub(crate) struct ProgressNote {
-    unwritten: Mutex<Option<Progress>>,
+    notes: Mutex<Notes>,
+}
+
+#[derive(Debug, Default)]
+struct Notes {
+    /// What was reported since the last take, with every event so far.
+    unwritten: Option<Progress>,
+    /// Every event reported since the claim.
+    events: i32,
 }
 
 impl ProgressNote {
@@ -21,8 +34,12 @@ impl ProgressNote {
     /// noted, `events` add to it (up to `i32::MAX`). A NUL character,
     /// which PostgreSQL's text cannot hold, becomes U+FFFD in the stage.
     pub(crate) fn note(&self, percent: Option<u8>, stage: Option<&str>, events: u32) {
-        let mut unwritten = lock(&self.unwritten);
-        let noted = unwritten.get_or_insert_with(Progress::default);
+        let mut notes = lock(&self.notes);
+        notes.events = notes
+            .events
+            .saturating_add(i32::try_from(events).unwrap_or(i32::MAX));
+        let total = notes.events;
+        let noted = notes.unwritten.get_or_insert_with(Progress::default);
         if let Some(percent) = percent {
             noted.percent = Some(i16::from(percent.min(100)));
         }
@@ -35,27 +52,26 @@ impl ProgressNote {
                 text.push_str(stage);
             }
         }
-        noted.events = noted
-            .events
-            .saturating_add(i32::try_from(events).unwrap_or(i32::MAX));
+        noted.events = total;
     }
 
-    /// Takes what is noted, to be written; `None` if nothing was reported
-    /// since the last take.
+    /// Takes what is noted, to be written (its events: all of the claim so
+    /// far); `None` if nothing was reported since the last take.
     pub(crate) fn take(&self) -> Option<Progress> {
-        lock(&self.unwritten).take()
+        lock(&self.notes).unwritten.take()
     }
 
     /// Gives back a taken note whose write failed, under anything reported
-    /// since: newer percent and stage win, events add up.
+    /// since: newer percent and stage win; the events are the claim's so
+    /// far, which a newer note already counts.
     pub(crate) fn put_back(&self, older: Progress) {
-        let mut unwritten = lock(&self.unwritten);
-        *unwritten = Some(match unwritten.take() {
+        let mut notes = lock(&self.notes);
+        notes.unwritten = Some(match notes.unwritten.take() {
             None => older,
             Some(newer) => Progress {
                 percent: newer.percent.or(older.percent),
                 stage: newer.stage.or(older.stage),
-                events: newer.events.saturating_add(older.events),
+                events: newer.events.max(older.events),
             },
         });
     }
@@ -82,6 +98,15 @@ mod tests {
             }
         );
         assert_eq!(note.take(), None, "taken once");
+    }
+
+    #[test]
+    fn events_count_from_the_claim_across_takes() {
+        let note = ProgressNote::default();
+        note.note(None, None, 2);
+        assert_eq!(note.take().map(|p| p.events), Some(2));
+        note.note(None, None, 3);
+        assert_eq!(note.take().map(|p| p.events), Some(5));
     }
 
     #[test]

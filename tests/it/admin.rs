@@ -118,14 +118,17 @@ fn a_heartbeat_writes_the_progress_that_comes_with_it() {
                 Beat {
                     lease: quiet_lease,
                     progress: None,
+                    events_base: None,
                 },
                 Beat {
                     lease: busy_lease,
                     progress: Some(progress.clone()),
+                    events_base: None,
                 },
                 Beat {
                     lease: gone_lease,
                     progress: Some(progress),
+                    events_base: None,
                 },
             ],
             Duration::from_secs(30),
@@ -196,6 +199,7 @@ fn a_heartbeat_writes_the_progress_that_comes_with_it() {
                 stage: Some("a\0b".into()),
                 ..Progress::default()
             }),
+            events_base: None,
         }],
         Duration::from_secs(30),
     );

@@ -258,3 +258,36 @@ fn a_report_while_the_database_is_down_does_not_fail_the_attempt() {
     assert_eq!(stage_and_events(&row), (Some("last"), 2000));
     assert_eq!((row.attempts, row.last_error), (1, None));
 }
+
+/// A beat's events are all the events of the claim so far, with the count
+/// at claim: a beat sent again (its first commit's reply lost), or an
+/// older beat committed after a newer one, counts no event twice; a beat
+/// without a base adds its events, as a caller of the engine sends them.
+#[test]
+fn a_beat_sent_again_counts_its_events_once() {
+    use jobqueue_core::engine::{Beat, Progress, heartbeat_with_progress};
+    let db = TestDb::new();
+    let mut conn = db.conn();
+    jobqueue_tests::jobs::Noop { n: 1 }
+        .enqueue(&mut conn)
+        .expect("enqueue");
+    let lease = jobqueue_tests::claim_one(&mut conn, "w");
+    let beat = |events: i32, events_base: Option<i32>| Beat {
+        lease,
+        progress: Some(Progress {
+            events,
+            ..Progress::default()
+        }),
+        events_base,
+    };
+    let lease_time = Duration::from_secs(30);
+    let events = |conn: &mut PgConnection| read_job(conn, lease.job_id).events_count;
+    heartbeat_with_progress(&mut conn, &[beat(3, Some(0))], lease_time).expect("beat");
+    heartbeat_with_progress(&mut conn, &[beat(3, Some(0))], lease_time).expect("sent again");
+    assert_eq!(events(&mut conn), 3);
+    heartbeat_with_progress(&mut conn, &[beat(5, Some(0))], lease_time).expect("beat");
+    heartbeat_with_progress(&mut conn, &[beat(3, Some(0))], lease_time).expect("an older one");
+    assert_eq!(events(&mut conn), 5);
+    heartbeat_with_progress(&mut conn, &[beat(2, None)], lease_time).expect("added");
+    assert_eq!(events(&mut conn), 7);
+}

@@ -11,7 +11,7 @@ use std::time::Duration;
 use diesel::prelude::*;
 use jobqueue_core::engine::{StepDone, complete_step, settle_ended};
 use jobqueue_core::{
-    Job, JobId, JobOptions, JobStatus, KeyLimit, NewJob, Workflow, cancel, enqueue_many,
+    Job, JobId, JobOptions, JobStatus, KeyLimit, NewJob, OnFailure, Workflow, cancel, enqueue_many,
     retry_failed, retry_job, set_queue_key_limit,
 };
 use jobqueue_runner::RunnerConfig;
@@ -418,4 +418,64 @@ fn a_step_retried_before_its_cancelled_parent_waits_for_it_and_the_doctor_says_s
     assert_eq!(lease.job_id, parent);
     complete_step(&mut conn, &StepDone::new(lease), false).expect("complete the parent");
     assert_eq!(read_job(&mut conn, child).status, JobStatus::Pending);
+}
+
+/// A diamond P → C, P → Y, C → Y whose Y has the lower id, under
+/// `on_failure = run` (C's end settles its edge to Y): P's completion
+/// counts its children down in id order (Y, then C) and waits for C, which
+/// the canceller's transaction holds; the cancel settles C's end, whose
+/// child Y the completion holds. The settle leaves C for a later sweep
+/// instead of waiting for Y (before, the two waited on each other and
+/// PostgreSQL aborted one with a deadlock); both commit, and the sweep
+/// settles C, which releases Y.
+#[test]
+fn a_cancel_and_a_completion_that_share_a_diamond_never_deadlock() {
+    let db = TestDb::new();
+    let mut conn = db.conn();
+    let mut flow = Workflow::new("diamond").expect("workflow");
+    flow.on_failure(OnFailure::Run);
+    let p = flow.add("p", &step(1)).expect("step");
+    let y = flow.add("y", &step(2)).expect("step");
+    let c = flow.add("c", &step(3)).expect("step");
+    flow.after(c, [p]).expect("edge");
+    flow.after(y, [p, c]).expect("edge");
+    flow.enqueue(&mut conn).expect("enqueue");
+    let (p, y, c) = (p.id(), y.id(), c.id());
+    assert!(y < c, "the child added first has the lower id");
+    let lease = claim_one(&mut conn, "worker");
+    assert_eq!(lease.job_id, p);
+
+    // The canceller holds C's step, then the completion takes Y and waits.
+    let mut canceller = db.conn();
+    let completion = canceller
+        .transaction(|tx| {
+            exec(
+                tx,
+                &format!(
+                    "SET LOCAL deadlock_timeout = '100ms';
+                     SELECT 1 FROM jobqueue_workflow_steps WHERE job_id = '{c}' FOR UPDATE"
+                ),
+            );
+            let (completion, completion_pid) = on_own_connection(&db, move |conn| {
+                complete_step(conn, &StepDone::new(lease), false)
+            });
+            wait_blocked(
+                &mut conn,
+                completion_pid,
+                "the completion waits for C's step",
+            );
+            cancel(tx, c).map(|_| completion)
+        })
+        .expect("the cancel does not wait for Y");
+    completion
+        .join()
+        .expect("the completion's thread")
+        .expect("the completion commits");
+    assert_eq!(read_job(&mut conn, p).status, JobStatus::Completed);
+    assert_eq!(read_job(&mut conn, c).status, JobStatus::Cancelled);
+
+    settle_ended(&mut conn, 1000).expect("the sweep");
+    assert_eq!(step_of(&mut conn, c).0, "cancelled");
+    assert_eq!(step_of(&mut conn, y), ("live".to_owned(), 0));
+    assert_eq!(read_job(&mut conn, y).status, JobStatus::Pending);
 }

@@ -102,6 +102,7 @@ fn a_heartbeat_of_1000_jobs_carries_their_progress_in_one_statement() {
                 stage: Some(format!("stage {i}")),
                 events: 3,
             }),
+            events_base: None,
         })
         .collect();
     let statements = Statements::count(session.conn());

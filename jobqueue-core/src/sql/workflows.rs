@@ -97,9 +97,19 @@ pub(crate) const WORKFLOW_INSERT: &str = concat!(
 /// A step whose parent ends in the same round is `deferred` to the next:
 /// that parent's settling counts it down, and one statement may not also
 /// mark it ended (PostgreSQL applies one of two updates of a row in one
-/// statement, and drops the other). Returns how many steps ended, the
-/// children it cancelled, the steps it deferred, and of a page of the
-/// sweep, its size and last step (`paged`, `last`).
+/// statement, and drops the other).
+///
+/// It never waits for a step another transaction holds: the children of
+/// the ended steps are locked with `SKIP LOCKED` (`children_locked`, in id
+/// order), and a step with a child it did not get (a completion is
+/// counting that child down) is `busy`, left live for a later sweep. A
+/// completion locks its children in id order and may wait for this
+/// statement's candidate; were this statement to wait for the
+/// completion's children in turn (a diamond: P before C and Y, C before
+/// Y, Y's id lower than C's, C cancelled while P completes), the two would
+/// wait on each other. Returns how many steps ended, the children it
+/// cancelled, the steps it deferred, and of a page of the sweep, its size
+/// and last step (`paged`, `last`).
 pub(crate) const WORKFLOW_SETTLE_ENDED: &str = concat!(
     "WITH page AS MATERIALIZED (
         SELECT s.job_id
@@ -155,12 +165,30 @@ pub(crate) const WORKFLOW_SETTLE_ENDED: &str = concat!(
                       JOIN candidate AS p ON p.job_id = e.parent_id
                       WHERE e.child_id = c.job_id AND NOT e.settled)
     ),
+    children_locked AS MATERIALIZED (
+        SELECT s.job_id
+        FROM jobqueue_workflow_steps AS s
+        WHERE s.job_id = ANY(ARRAY(SELECT e.child_id
+                                   FROM jobqueue_workflow_edges AS e
+                                   JOIN candidate AS c ON c.job_id = e.parent_id
+                                   WHERE NOT e.settled))
+        ORDER BY s.job_id
+        FOR UPDATE SKIP LOCKED
+    ),
+    busy AS (
+        SELECT DISTINCT e.parent_id AS job_id
+        FROM jobqueue_workflow_edges AS e
+        JOIN candidate AS c ON c.job_id = e.parent_id
+        WHERE NOT e.settled
+          AND NOT EXISTS (SELECT 1 FROM children_locked AS l WHERE l.job_id = e.child_id)
+    ),
     ended AS (
         UPDATE jobqueue_workflow_steps AS s
         SET state = c.status, ended_at = now()
         FROM candidate AS c, jobqueue_workflows AS w
         WHERE s.job_id = c.job_id AND w.id = s.workflow_id
           AND c.job_id NOT IN (SELECT job_id FROM deferred)
+          AND c.job_id NOT IN (SELECT job_id FROM busy)
         RETURNING s.job_id, s.name, w.on_failure
     ),",
     release_children!("e.kind = 'finished' OR ended.on_failure = 'run'", "$2"),

@@ -70,8 +70,13 @@ impl Delivery {
         }
         for row in rows {
             let queue_slot = claimer.room.take_queue_slot(&row.queue);
-            let mut state =
-                JobState::new(row.lease(), row.job_type.clone(), queue_slot, self.early);
+            let mut state = JobState::new(
+                row.lease(),
+                row.job_type.clone(),
+                queue_slot,
+                self.early,
+                row.events_count,
+            );
             state.key = row.concurrency_key.clone().map(|key| QueueKey {
                 queue: row.queue.clone(),
                 key,

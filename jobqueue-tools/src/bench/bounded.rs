@@ -54,7 +54,7 @@ fn empty(conn: &mut PgConnection) -> Result<(), ToolError> {
 /// its own: VACUUM runs outside a transaction).
 fn analyze(conn: &mut PgConnection) -> Result<(), ToolError> {
     use diesel::RunQueryDsl;
-    diesel::sql_query("VACUUM (ANALYZE) jobqueue_jobs, jobqueue_workflow_steps")
+    diesel::sql_query("VACUUM (ANALYZE) jobqueue_jobs, jobqueue_workflow_steps, jobqueue_queues")
         .execute(conn)
         .map_err(db)?;
     Ok(())

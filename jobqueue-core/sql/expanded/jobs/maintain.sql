@@ -172,14 +172,17 @@ WITH next AS (
 
 -- JOB_VACUUM
 -- Vacuums the jobs table, unless another session already is, leaving the
--- empty pages at its end in place.
-VACUUM (SKIP_LOCKED, TRUNCATE false) jobqueue_jobs
+-- empty pages at its end in place; and the queues table, whose row every
+-- claim that takes from a queue with a global or rate limit rewrites (a
+-- thousand such rows, unvacuumed, left 23,000 dead versions behind in a
+-- minute of claims, and claims that took 50 ms instead of 10).
+VACUUM (SKIP_LOCKED, TRUNCATE false) jobqueue_jobs, jobqueue_queues
 ;
 
 -- JOB_VACUUM_TRUNCATE
--- [`JOB_VACUUM`] that also gives the empty pages at the table's end back
--- to the file system, under an `ACCESS EXCLUSIVE` lock of the table.
-VACUUM (SKIP_LOCKED, TRUNCATE true) jobqueue_jobs
+-- [`JOB_VACUUM`] that also gives the empty pages at the tables' ends back
+-- to the file system, under an `ACCESS EXCLUSIVE` lock of each table.
+VACUUM (SKIP_LOCKED, TRUNCATE true) jobqueue_jobs, jobqueue_queues
 ;
 
 -- JOB_INDEX_SIZES

@@ -211,9 +211,13 @@ pub(crate) const JOB_FAIL_MANY: &str = concat!(
 /// reported since the last renewal. Arrays `$1` ids, `$2` tokens, `$3`
 /// lease in seconds; arrays parallel to the ids (or empty, when no job of
 /// the batch reported any): `$4` percent (null: unchanged), `$5` stage
-/// (null: unchanged), `$6` events to add (null: the job reported nothing,
-/// else it marks it `running`). The event count stops at the column's
-/// largest value rather than fail the batch. Returns each renewed job with
+/// (null: unchanged), `$6` events (null: the job reported nothing, else it
+/// marks it `running`), `$7` the event count at claim: where it is null,
+/// the events add to the row's count; else they are all the events of the
+/// claim so far, and the count becomes `$7` plus them unless it is higher
+/// already (a beat sent again, or overtaken by a later one, counts nothing
+/// twice). The event count stops at the column's largest value rather
+/// than fail the batch. Returns each renewed job with
 /// its cancel flag; jobs no longer held under their token are absent.
 pub(crate) const JOB_HEARTBEAT_MANY: &str = concat!(
     "
@@ -222,9 +226,15 @@ pub(crate) const JOB_HEARTBEAT_MANY: &str = concat!(
         lease_expires_at = now() + make_interval(secs => $3),
         progress = COALESCE(($4::int2[])[width_bucket(j.id, $1::uuid[])], j.progress),
         current_stage = COALESCE(($5::text[])[width_bucket(j.id, $1::uuid[])], j.current_stage),
-        events_count = LEAST(j.events_count::int8
-                             + COALESCE(($6::int4[])[width_bucket(j.id, $1::uuid[])], 0),
-                             2147483647)::int4,
+        events_count = LEAST(
+            CASE WHEN ($7::int4[])[width_bucket(j.id, $1::uuid[])] IS NULL
+                 THEN j.events_count::int8
+                      + COALESCE(($6::int4[])[width_bucket(j.id, $1::uuid[])], 0)
+                 ELSE greatest(j.events_count::int8,
+                               ($7::int4[])[width_bucket(j.id, $1::uuid[])]::int8
+                               + COALESCE(($6::int4[])[width_bucket(j.id, $1::uuid[])], 0))
+            END,
+            2147483647)::int4,
         status = CASE WHEN ($6::int4[])[width_bucket(j.id, $1::uuid[])] IS NULL
                       THEN j.status ELSE 'running' END,
         started_at = CASE WHEN ($6::int4[])[width_bucket(j.id, $1::uuid[])] IS NULL
