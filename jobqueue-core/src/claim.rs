@@ -63,12 +63,24 @@ pub struct Claim {
     /// for) and returned with that status, not claimed: the caller must
     /// not run them. See `set_aside_due` for a queue's whole backlog.
     pub handled_types: Vec<String>,
+    /// Job types the claimer has no handler for but another live runner of
+    /// its queues has (see `types_handled_elsewhere`): their due jobs are
+    /// neither claimed nor set aside, but left for that runner. Without
+    /// it, runners of one queue with different handlers (a rolling deploy
+    /// that adds a type) set each other's jobs aside and take them back,
+    /// over and over.
+    pub handled_elsewhere: Vec<String>,
     /// At most this many jobs of each queue with a rate limit in this claim
     /// (`None`, the default: as many as its limit leaves): a runner claims
     /// no more of them than its free workers start at once, so that a
     /// handler starts within moments of its claim, which is what the rate
     /// limit counts (see [`crate::RateLimit`]).
     pub rate_limited_most: Option<i64>,
+    /// How much later than a rate limit's margin after the claim this
+    /// claimer's handlers may start (its claims' round trip, and the hand-off
+    /// to a worker): a claim of a rate-limited queue counts its starts that
+    /// much longer. Default zero.
+    pub start_delay: Duration,
 }
 
 /// A resume point: the position, in one queue's claim order (priority,
@@ -153,7 +165,9 @@ impl Claim {
             resume: Vec::new(),
             start_after: String::new(),
             handled_types: Vec::new(),
+            handled_elsewhere: Vec::new(),
             rate_limited_most: None,
+            start_delay: Duration::ZERO,
         }
     }
 
@@ -260,7 +274,7 @@ impl Claim {
                 ));
             }
         }
-        for job_type in &self.handled_types {
+        for job_type in self.handled_types.iter().chain(&self.handled_elsewhere) {
             limits::check_job_type(job_type)?;
         }
         // `start_after` is not checked as a queue name: it comes from the
@@ -356,6 +370,8 @@ pub(crate) fn query<S: Statement>(claim: &Claim) -> Prepared<'_, S> {
         .bind::<Array<Text>, _>(&claim.handled_types)
         .bind::<BigInt, _>(MAX_CLAIM_QUEUES)
         .bind::<diesel::sql_types::Nullable<BigInt>, _>(claim.rate_limited_most)
+        .bind::<Array<Text>, _>(&claim.handled_elsewhere)
+        .bind::<BigInt, _>(i64::try_from(claim.start_delay.as_micros()).unwrap_or(i64::MAX))
 }
 
 pub(crate) fn claim_in(conn: &mut PgConnection, scope: Scope, claim: &Claim) -> Result<Claimed> {

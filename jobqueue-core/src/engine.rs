@@ -77,7 +77,7 @@ pub use crate::ready::{DEFAULT_PROMOTE_BATCH, promote_due, promote_due_by, recla
 pub use crate::rescue::{DEFAULT_RESCUE_BATCH, Rescued, rescue_stale};
 pub use crate::runners::{
     MaintenanceBeat, RunnerInfo, deregister_runner, register_runner, runner_seen,
-    try_lead_queue_gauges,
+    try_lead_queue_gauges, types_handled_elsewhere,
 };
 pub use crate::session::{QueueSession, Vacuumed};
 pub use crate::set_aside::{SetAside, set_aside_due};

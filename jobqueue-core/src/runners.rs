@@ -75,6 +75,32 @@ pub fn runner_seen(
         > 0)
 }
 
+/// The job types that another live runner of a queue of `queues` (every
+/// queue when empty) has handlers for and `own` does not: what a claim of
+/// runner `worker_id` leaves for them ([`crate::engine::Claim::handled_elsewhere`])
+/// instead of setting it aside. A runner is live while it was seen within
+/// its lease.
+pub fn types_handled_elsewhere(
+    conn: &mut PgConnection,
+    worker_id: &str,
+    queues: &[String],
+    own: &[String],
+) -> Result<Vec<String>> {
+    #[derive(QueryableByName)]
+    struct TypeRow {
+        #[diesel(sql_type = Text)]
+        job_type: String,
+    }
+    Ok(diesel::sql_query(sql::RUNNER_TYPES_ELSEWHERE)
+        .bind::<Text, _>(worker_id)
+        .bind::<Array<Text>, _>(queues)
+        .bind::<Array<Text>, _>(own)
+        .load::<TypeRow>(conn)?
+        .into_iter()
+        .map(|row| row.job_type)
+        .collect())
+}
+
 /// Removes runner `worker_id` (it stopped).
 pub fn deregister_runner(conn: &mut PgConnection, worker_id: &str) -> Result<()> {
     diesel::sql_query(sql::RUNNER_DEREGISTER)

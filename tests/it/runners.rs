@@ -90,3 +90,65 @@ fn runners_register_stay_seen_show_as_gone_when_killed_and_leave_when_stopped() 
         "a stopped runner leaves"
     );
 }
+
+/// Two runners of one queue with different handlers (a rolling deploy that
+/// adds a type): each leaves the other's jobs to it instead of setting
+/// them aside. A runner that started before the other knows of it by its
+/// next read of the registry, or at once after a claim set jobs aside: at
+/// most a claim's worth is set aside, never a job twice. Before, the
+/// runner without a handler set aside every job of the other type it met
+/// (`unhandled`), the other took them back every rescue interval, and the
+/// first set them aside again.
+#[test]
+fn runners_with_different_handlers_on_one_queue_leave_each_other_their_jobs() {
+    use jobqueue_core::Job;
+    use jobqueue_runner::{Registry, RunnerConfig};
+    use jobqueue_tests::jobs::{Noop, StepJob, create_side_tables};
+    use jobqueue_tests::{WAIT_LIMIT, scalar, start_runner};
+
+    let db = TestDb::new();
+    let mut conn = db.conn();
+    create_side_tables(&mut conn);
+    let config = |name: &str| {
+        let mut config = RunnerConfig::new(&db.url).concurrency(2);
+        config.worker_id = name.to_owned();
+        config.rescue_interval = Duration::from_millis(200);
+        config
+    };
+    let registered = |conn: &mut diesel::PgConnection, name: &str| {
+        scalar(
+            conn,
+            &format!("SELECT count(*) AS n FROM jobqueue_runners WHERE worker_id = '{name}'"),
+        ) == 1
+    };
+    let steps = start_runner(config("steps"), Registry::new().register::<StepJob>());
+    wait_for("the first runner registered", WAIT_LIMIT, || {
+        registered(&mut conn, "steps")
+    });
+    let noops = start_runner(config("noops"), Registry::new().register::<Noop>());
+    wait_for("the second runner registered", WAIT_LIMIT, || {
+        registered(&mut conn, "noops")
+    });
+    for n in 0..200 {
+        Noop { n }.enqueue(&mut conn).expect("enqueue");
+        StepJob {
+            n: n as i64,
+            ms: 0,
+            fail: false,
+        }
+        .enqueue(&mut conn)
+        .expect("enqueue");
+    }
+    wait_for("every job done", WAIT_LIMIT, || {
+        noops.stats().completed + steps.stats().completed == 400
+    });
+    let set_aside = (noops.stats().unhandled, steps.stats().unhandled);
+    noops.shutdown();
+    steps.shutdown();
+    // A claim of a runner of 2 workers takes at most a few jobs (its
+    // fetcher's and its early claims' one each).
+    assert!(
+        set_aside.0 <= 8 && set_aside.1 <= 8,
+        "jobs set aside by each runner: {set_aside:?}"
+    );
+}

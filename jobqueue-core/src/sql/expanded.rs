@@ -196,6 +196,7 @@ const FILES: &[SqlFile] = &[
         statements!(runners:
             RUNNER_REGISTER,
             RUNNER_SEEN,
+            RUNNER_TYPES_ELSEWHERE,
             RUNNER_DEREGISTER,
             RUNNER_LIST,
             RUNNER_LEAD_GAUGES,

@@ -32,6 +32,21 @@ pub(crate) const RUNNER_SEEN: &str = "
         maintenance_pass = $3
     WHERE worker_id = $1";
 
+/// The job types that a live runner other than `$1` handles (one seen
+/// within its lease) and `$3` (a runner's own types) does not, of runners
+/// that work a queue of `$2` (every queue when empty, on either side):
+/// `job_type`, each once.
+pub(crate) const RUNNER_TYPES_ELSEWHERE: &str = "
+    SELECT DISTINCT t.job_type
+    FROM jobqueue_runners AS r
+    CROSS JOIN unnest(r.job_types) AS t(job_type)
+    WHERE r.worker_id <> $1
+      AND r.last_seen > now() - make_interval(secs => r.lease_secs)
+      AND (cardinality(r.queues) = 0 OR cardinality($2::text[]) = 0
+           OR r.queues && $2::text[])
+      AND t.job_type <> ALL($3::text[])
+    ORDER BY t.job_type";
+
 /// Runner `$1` stopped.
 pub(crate) const RUNNER_DEREGISTER: &str = "
     DELETE FROM jobqueue_runners WHERE worker_id = $1";

@@ -122,6 +122,7 @@ pub(super) fn run(
                 .saturating_sub(claimer.room.outstanding()) as i64,
         );
         claim.global_limits = claimer.limits.policy();
+        claim.handled_elsewhere = claimer.elsewhere.types();
         claim.queue_limits = claimer.room.queue_room();
         let started = std::time::Instant::now();
         let span = ClaimSpan::enter("early", &claim);

@@ -6,10 +6,12 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender, select};
+use jobqueue_core::JobStatus;
 use jobqueue_core::engine::{Claim, Claimed, MAX_CLAIM_QUEUES};
 
 use super::Claimer;
 use super::deliver::Delivery;
+use super::elsewhere::ElsewhereRead;
 use super::limits::LimitsRead;
 use super::resume::Resumes;
 use crate::RunnerConfig;
@@ -243,6 +245,8 @@ pub(super) fn run(
     // that was last read: checked while the fetcher goes idle (not between
     // a wake-up and its claim), and at least every other poll interval.
     let mut limits = LimitsRead::default();
+    // The job types other live runners of its queues handle, read as often.
+    let mut elsewhere = ElsewhereRead::default();
     // Where claims resume in each queue while a long transaction holds the
     // xmin horizon, and when a claim of every queue last found its queues.
     let mut resumes = Resumes::default();
@@ -254,7 +258,14 @@ pub(super) fn run(
             break;
         }
         limits.refresh_if_older(shared, &claimer.limits, &mut db, 2 * config.poll_interval);
+        elsewhere.refresh_if_older(
+            shared,
+            &claimer.elsewhere,
+            &mut db,
+            2 * config.poll_interval,
+        );
         claim.global_limits = claimer.limits.policy();
+        claim.handled_elsewhere = claimer.elsewhere.types();
         claim.queue_limits = claimer.room.queue_room();
         shed(shared, &jobs, &hand_back, last_claim);
         super::waiting::admit_announced(shared, claimer, &mut db);
@@ -283,6 +294,11 @@ pub(super) fn run(
             claim_micros,
             room,
         ));
+        // Its handlers start up to a claim's round trip after the claim's
+        // time, twice the moving average for its spread: counted so long
+        // (see `Claim::start_delay`).
+        claim.start_delay =
+            Duration::from_micros(claim_micros.saturating_mul(2)).min(MAX_START_DELAY);
         aim(
             shared,
             claimer,
@@ -320,6 +336,9 @@ pub(super) fn run(
                     }
                 }
                 last_claim = shared.micros_now();
+                if rows.iter().any(|row| row.status == JobStatus::Unhandled) {
+                    elsewhere.expire();
+                }
                 claim.rotate(&rows);
                 resumes.note_claimed(&rows, Instant::now());
                 if !claim.resume.is_empty() {
@@ -371,6 +390,11 @@ pub(super) fn run(
     }
     log::debug!("fetcher stopped");
 }
+
+/// The longest a claim's starts are counted past a rate limit's margin for
+/// the claim's own round trip (a claim slower than this is an outage, not
+/// a delay to plan for).
+const MAX_START_DELAY: Duration = Duration::from_secs(1);
 
 /// How many jobs of rate-limited queues a claim may take, all of them
 /// together: what the free workers start at once, and what the busy ones

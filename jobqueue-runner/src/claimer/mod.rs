@@ -29,6 +29,7 @@
 mod announced;
 mod deliver;
 mod early;
+mod elsewhere;
 mod fetcher;
 mod limits;
 mod queue_limits;
@@ -73,6 +74,9 @@ pub(crate) struct Claimer {
     backlog: AtomicBool,
     /// Whether the runner's queues have global limits, as last read.
     limits: limits::LimitsSeen,
+    /// The job types other live runners of its queues handle and it does
+    /// not, as last read: claims leave their jobs to them.
+    elsewhere: elsewhere::HandledElsewhere,
     /// Whether the runner works every queue.
     every_queue: bool,
     /// The queues and job types whose jobs claims set aside (no handler
@@ -120,6 +124,7 @@ impl Claimer {
             announced_while_resuming: Mutex::default(),
             backlog: AtomicBool::new(false),
             limits: limits::LimitsSeen::default(),
+            elsewhere: elsewhere::HandledElsewhere::default(),
             every_queue: config.queues.is_empty(),
             unhandled_met: Mutex::default(),
             waiting: waiting::Announced::default(),

@@ -38,6 +38,8 @@ const LOOSE_RATE: u32 = 1_000_000;
 /// Starts per second of the rate limit that binds, and jobs per tenant.
 const TIGHT_RATE: u32 = 5;
 const TIGHT_JOBS: usize = 15;
+/// How long the limit that binds is worked, at most.
+const TIGHT_WITHIN: Duration = Duration::from_secs(30);
 
 /// Empties the tables the measurements fill.
 fn empty(conn: &mut PgConnection) -> Result<(), ToolError> {
@@ -122,6 +124,49 @@ fn drain_tenants(
     per_tenant: usize,
     rate: Option<RateLimit>,
 ) -> Result<f64, ToolError> {
+    let n = tenants_backlog(conn, per_tenant, rate)?;
+    let started = Instant::now();
+    let runner = Runner::new(
+        RunnerConfig::new(url).concurrency(WORKERS),
+        super::registry(),
+    )
+    .start()?;
+    let took = until_completed(&runner, n, started, "a drain of the tenants");
+    runner.shutdown();
+    Ok(n as f64 / took?.as_secs_f64())
+}
+
+/// The share of `per_tenant` jobs of each of the [`TENANTS`] queues, each
+/// with `rate`, that a runner of every queue completed within `within`.
+fn drained_within(
+    url: &str,
+    conn: &mut PgConnection,
+    per_tenant: usize,
+    rate: RateLimit,
+    within: Duration,
+) -> Result<f64, ToolError> {
+    let n = tenants_backlog(conn, per_tenant, Some(rate))?;
+    let started = Instant::now();
+    let runner = Runner::new(
+        RunnerConfig::new(url).concurrency(WORKERS),
+        super::registry(),
+    )
+    .start()?;
+    while (runner.stats().completed as usize) < n && started.elapsed() < within {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let completed = runner.stats().completed as f64;
+    runner.shutdown();
+    Ok(completed / n as f64)
+}
+
+/// Fills the [`TENANTS`] queues with `per_tenant` jobs each and gives each
+/// `rate` (or none); returns how many jobs.
+fn tenants_backlog(
+    conn: &mut PgConnection,
+    per_tenant: usize,
+    rate: Option<RateLimit>,
+) -> Result<usize, ToolError> {
     empty(conn)?;
     let jobs: Vec<NewJob> = (0..per_tenant * TENANTS)
         .map(|i| {
@@ -134,15 +179,7 @@ fn drain_tenants(
         jobqueue_core::set_queue_rate_limit(conn, &format!("tenant-{tenant:05}"), rate)?;
     }
     analyze(conn)?;
-    let started = Instant::now();
-    let runner = Runner::new(
-        RunnerConfig::new(url).concurrency(WORKERS),
-        super::registry(),
-    )
-    .start()?;
-    let took = until_completed(&runner, jobs.len(), started, "a drain of the tenants");
-    runner.shutdown();
-    Ok(jobs.len() as f64 / took?.as_secs_f64())
+    Ok(jobs.len())
 }
 
 #[derive(diesel::QueryableByName)]
@@ -200,8 +237,8 @@ pub(crate) fn measure(url: &str, sizes: &Sizes, runs: usize) -> Result<Vec<Row>,
     let mut conn = PgConnection::establish(url).map_err(db)?;
     let n = sizes.bounded_rows;
     let (mut empty_ms, mut full_ms, mut pass_ratios) = (Vec::new(), Vec::new(), Vec::new());
-    let (mut plain, mut rated, mut claim_ratios, mut held) =
-        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut plain, mut rated, mut claim_ratios, mut held, mut drained) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let loose = RateLimit::new(LOOSE_RATE, Duration::from_secs(1))?;
     let tight = RateLimit::new(TIGHT_RATE, Duration::from_secs(1))?;
     let per_tenant = (sizes.spread_jobs / TENANTS).max(2);
@@ -221,7 +258,13 @@ pub(crate) fn measure(url: &str, sizes: &Sizes, runs: usize) -> Result<Vec<Row>,
             rated.push(limited);
             claim_ratios.push(limited / unlimited);
             log_claims(&mut conn)?;
-            drain_tenants(url, &mut conn, TIGHT_JOBS, Some(tight))?;
+            drained.push(drained_within(
+                url,
+                &mut conn,
+                TIGHT_JOBS,
+                tight,
+                TIGHT_WITHIN,
+            )?);
             held.push(most_in_window(&mut conn, Duration::from_secs(1))? as f64);
             unlog_claims(&mut conn)?;
         }
@@ -263,5 +306,17 @@ pub(crate) fn measure(url: &str, sizes: &Sizes, runs: usize) -> Result<Vec<Row>,
             held,
         )
         .note(format!("{TIGHT_JOBS} jobs each; must be ≤ {TIGHT_RATE}")),
+        Row::new(
+            format!(
+                "share of those jobs done within {}s",
+                TIGHT_WITHIN.as_secs()
+            ),
+            "ratio",
+            drained,
+        )
+        .note(format!(
+            "{} s at the limit; 1.00 when the limit is the only brake",
+            TIGHT_JOBS as u32 / TIGHT_RATE
+        )),
     ])
 }

@@ -70,6 +70,7 @@ WITH named AS (
                     SELECT p.id, p.job_type
                     FROM jobqueue_jobs AS p
                     WHERE p.status = 'pending' AND p.queue = quota.queue
+                      AND (cardinality($15::text[]) = 0 OR p.job_type <> ALL($15::text[]))
                       AND quota.after_priority IS NULL
                     ORDER BY p.priority DESC, p.run_at, p.id
                     LIMIT quota.n
@@ -80,6 +81,7 @@ WITH named AS (
                     SELECT p.id, p.job_type
                     FROM jobqueue_jobs AS p
                     WHERE p.status = 'pending' AND p.queue = quota.queue
+                      AND (cardinality($15::text[]) = 0 OR p.job_type <> ALL($15::text[]))
                       AND p.priority > quota.after_priority
                     ORDER BY p.priority DESC, p.run_at, p.id
                     LIMIT quota.n
@@ -90,6 +92,7 @@ WITH named AS (
                     SELECT p.id, p.job_type
                     FROM jobqueue_jobs AS p
                     WHERE p.status = 'pending' AND p.queue = quota.queue
+                      AND (cardinality($15::text[]) = 0 OR p.job_type <> ALL($15::text[]))
                       AND p.priority = quota.after_priority
                       AND (p.run_at, p.id) > (quota.after_run_at, quota.after_id)
                     ORDER BY p.priority DESC, p.run_at, p.id
@@ -101,6 +104,7 @@ WITH named AS (
                     SELECT p.id, p.job_type
                     FROM jobqueue_jobs AS p
                     WHERE p.status = 'pending' AND p.queue = quota.queue
+                      AND (cardinality($15::text[]) = 0 OR p.job_type <> ALL($15::text[]))
                       AND p.priority < quota.after_priority
                     ORDER BY p.priority DESC, p.run_at, p.id
                     LIMIT quota.n
@@ -250,6 +254,7 @@ WITH named AS (
                     SELECT p.id, p.job_type
                     FROM jobqueue_jobs AS p
                     WHERE p.status = 'pending' AND p.queue = quota.queue
+                      AND (cardinality($15::text[]) = 0 OR p.job_type <> ALL($15::text[]))
                       AND quota.after_priority IS NULL
                     ORDER BY p.priority DESC, p.run_at, p.id
                     LIMIT quota.n
@@ -260,6 +265,7 @@ WITH named AS (
                     SELECT p.id, p.job_type
                     FROM jobqueue_jobs AS p
                     WHERE p.status = 'pending' AND p.queue = quota.queue
+                      AND (cardinality($15::text[]) = 0 OR p.job_type <> ALL($15::text[]))
                       AND p.priority > quota.after_priority
                     ORDER BY p.priority DESC, p.run_at, p.id
                     LIMIT quota.n
@@ -270,6 +276,7 @@ WITH named AS (
                     SELECT p.id, p.job_type
                     FROM jobqueue_jobs AS p
                     WHERE p.status = 'pending' AND p.queue = quota.queue
+                      AND (cardinality($15::text[]) = 0 OR p.job_type <> ALL($15::text[]))
                       AND p.priority = quota.after_priority
                       AND (p.run_at, p.id) > (quota.after_run_at, quota.after_id)
                     ORDER BY p.priority DESC, p.run_at, p.id
@@ -281,6 +288,7 @@ WITH named AS (
                     SELECT p.id, p.job_type
                     FROM jobqueue_jobs AS p
                     WHERE p.status = 'pending' AND p.queue = quota.queue
+                      AND (cardinality($15::text[]) = 0 OR p.job_type <> ALL($15::text[]))
                       AND p.priority < quota.after_priority
                     ORDER BY p.priority DESC, p.run_at, p.id
                     LIMIT quota.n
@@ -342,7 +350,7 @@ WITH named AS (
                     FROM (SELECT c.rate_at[g.gone + 1:] AS at, c.rate_jobs[g.gone + 1:] AS jobs
                           FROM (SELECT width_bucket(clock.now - (c.rate_period + greatest(c.rate_period / 40, interval '25 milliseconds')), c.rate_at) AS gone) AS g) AS k,
                          (SELECT (EXTRACT(EPOCH FROM clock.now) * 1000000)::int8
-                                     AS now,
+                                     + greatest($16::int8, 0) AS now,
                                  greatest((EXTRACT(EPOCH FROM c.rate_period) * 1000000)::int8
                                           / 1000, 1) AS slot) AS e
                 ) AS w
@@ -359,7 +367,7 @@ WITH named AS (
                coalesce(array_agg(u.name ORDER BY u.name) FILTER (WHERE u.near_full),
                         '{}') AS rated,
                coalesce(array_agg((EXTRACT(EPOCH FROM u.margin + (clock.now - statement_timestamp()))
-                                   * 1000000)::int8
+                                   * 1000000)::int8 + greatest($16::int8, 0)
                                   ORDER BY u.name) FILTER (WHERE u.near_full),
                         '{}') AS rated_margin_micros
         FROM (SELECT u.*,
@@ -387,29 +395,24 @@ WITH named AS (
 -- any queue, and there are no resume points (`$7` to `$10` go unused),
 -- so every claim binds the same parameters.
 WITH RECURSIVE after_start AS (
-        SELECT first.queue,
-               0 + CASE WHEN first.queue IS NOT NULL AND (NOT EXISTS (SELECT 1 FROM jobqueue_queues AS c
-                         WHERE c.name = first.queue
-                           AND (c.paused OR coalesce(c.backoff_until > now(), false)
-                                OR ((c.global_limit IS NOT NULL OR c.rate_starts IS NOT NULL)
-                                    AND NOT false)))
-              AND coalesce((SELECT r.room FROM unnest($5::text[], $6::int8[]) AS r(queue, room)
-                            WHERE r.queue = first.queue LIMIT 1), 1) > 0) THEN 1 ELSE 0 END AS n
+        SELECT first.queue, t.ok, 0 + t.ok AS n
         FROM (SELECT (SELECT p.queue FROM jobqueue_jobs AS p
                       WHERE p.status = 'pending' AND p.queue > $11::text
                         AND true
                       ORDER BY p.queue LIMIT 1) AS queue
               WHERE 0 < least($2::int8, $13::int8)
               OFFSET 0) AS first
-        UNION ALL
-        SELECT next.queue,
-               w.n + CASE WHEN next.queue IS NOT NULL AND (NOT EXISTS (SELECT 1 FROM jobqueue_queues AS c
-                         WHERE c.name = next.queue
+        CROSS JOIN LATERAL (
+            SELECT CASE WHEN first.queue IS NOT NULL AND (NOT EXISTS (SELECT 1 FROM jobqueue_queues AS c
+                         WHERE c.name = first.queue
                            AND (c.paused OR coalesce(c.backoff_until > now(), false)
                                 OR ((c.global_limit IS NOT NULL OR c.rate_starts IS NOT NULL)
                                     AND NOT false)))
               AND coalesce((SELECT r.room FROM unnest($5::text[], $6::int8[]) AS r(queue, room)
-                            WHERE r.queue = next.queue LIMIT 1), 1) > 0) THEN 1 ELSE 0 END
+                            WHERE r.queue = first.queue LIMIT 1), 1) > 0) THEN 1 ELSE 0 END AS ok
+        ) AS t
+        UNION ALL
+        SELECT next.queue, t.ok, w.n + t.ok
         FROM after_start AS w
         CROSS JOIN LATERAL (
             SELECT (SELECT p.queue FROM jobqueue_jobs AS p
@@ -418,32 +421,36 @@ WITH RECURSIVE after_start AS (
                     ORDER BY p.queue LIMIT 1) AS queue
             OFFSET 0
         ) AS next
-        WHERE w.queue IS NOT NULL AND w.n < least($2::int8, $13::int8)
-    ),
-    wrapped AS (
-        SELECT first.queue,
-               (SELECT coalesce(max(a.n), 0) FROM after_start AS a) + CASE WHEN first.queue IS NOT NULL AND (NOT EXISTS (SELECT 1 FROM jobqueue_queues AS c
-                         WHERE c.name = first.queue
+        CROSS JOIN LATERAL (
+            SELECT CASE WHEN next.queue IS NOT NULL AND (NOT EXISTS (SELECT 1 FROM jobqueue_queues AS c
+                         WHERE c.name = next.queue
                            AND (c.paused OR coalesce(c.backoff_until > now(), false)
                                 OR ((c.global_limit IS NOT NULL OR c.rate_starts IS NOT NULL)
                                     AND NOT false)))
               AND coalesce((SELECT r.room FROM unnest($5::text[], $6::int8[]) AS r(queue, room)
-                            WHERE r.queue = first.queue LIMIT 1), 1) > 0) THEN 1 ELSE 0 END AS n
+                            WHERE r.queue = next.queue LIMIT 1), 1) > 0) THEN 1 ELSE 0 END AS ok
+        ) AS t
+        WHERE w.queue IS NOT NULL AND w.n < least($2::int8, $13::int8)
+    ),
+    wrapped AS (
+        SELECT first.queue, t.ok, (SELECT coalesce(max(a.n), 0) FROM after_start AS a) + t.ok AS n
         FROM (SELECT (SELECT p.queue FROM jobqueue_jobs AS p
                       WHERE p.status = 'pending' AND p.queue > ''
                         AND p.queue <= $11::text
                       ORDER BY p.queue LIMIT 1) AS queue
               WHERE (SELECT coalesce(max(a.n), 0) FROM after_start AS a) < least($2::int8, $13::int8)
               OFFSET 0) AS first
-        UNION ALL
-        SELECT next.queue,
-               w.n + CASE WHEN next.queue IS NOT NULL AND (NOT EXISTS (SELECT 1 FROM jobqueue_queues AS c
-                         WHERE c.name = next.queue
+        CROSS JOIN LATERAL (
+            SELECT CASE WHEN first.queue IS NOT NULL AND (NOT EXISTS (SELECT 1 FROM jobqueue_queues AS c
+                         WHERE c.name = first.queue
                            AND (c.paused OR coalesce(c.backoff_until > now(), false)
                                 OR ((c.global_limit IS NOT NULL OR c.rate_starts IS NOT NULL)
                                     AND NOT false)))
               AND coalesce((SELECT r.room FROM unnest($5::text[], $6::int8[]) AS r(queue, room)
-                            WHERE r.queue = next.queue LIMIT 1), 1) > 0) THEN 1 ELSE 0 END
+                            WHERE r.queue = first.queue LIMIT 1), 1) > 0) THEN 1 ELSE 0 END AS ok
+        ) AS t
+        UNION ALL
+        SELECT next.queue, t.ok, w.n + t.ok
         FROM wrapped AS w
         CROSS JOIN LATERAL (
             SELECT (SELECT p.queue FROM jobqueue_jobs AS p
@@ -452,13 +459,22 @@ WITH RECURSIVE after_start AS (
                     ORDER BY p.queue LIMIT 1) AS queue
             OFFSET 0
         ) AS next
+        CROSS JOIN LATERAL (
+            SELECT CASE WHEN next.queue IS NOT NULL AND (NOT EXISTS (SELECT 1 FROM jobqueue_queues AS c
+                         WHERE c.name = next.queue
+                           AND (c.paused OR coalesce(c.backoff_until > now(), false)
+                                OR ((c.global_limit IS NOT NULL OR c.rate_starts IS NOT NULL)
+                                    AND NOT false)))
+              AND coalesce((SELECT r.room FROM unnest($5::text[], $6::int8[]) AS r(queue, room)
+                            WHERE r.queue = next.queue LIMIT 1), 1) > 0) THEN 1 ELSE 0 END AS ok
+        ) AS t
         WHERE w.queue IS NOT NULL AND w.n < least($2::int8, $13::int8)
     ),
     found AS (
         SELECT queue, NULL::int4 AS after_priority, NULL::timestamptz AS after_run_at,
                NULL::uuid AS after_id
-        FROM (SELECT queue FROM after_start UNION ALL SELECT queue FROM wrapped) AS walked
-        WHERE queue IS NOT NULL
+        FROM (SELECT queue, ok FROM after_start UNION ALL SELECT queue, ok FROM wrapped) AS walked
+        WHERE queue IS NOT NULL AND ok = 1
     ),
     limited AS (SELECT NULL::text AS name, NULL::int8 AS room, NULL::bool AS rated WHERE false),
     ready AS (
@@ -498,6 +514,7 @@ WITH RECURSIVE after_start AS (
                     SELECT p.id, p.job_type
                     FROM jobqueue_jobs AS p
                     WHERE p.status = 'pending' AND p.queue = quota.queue
+                      AND (cardinality($15::text[]) = 0 OR p.job_type <> ALL($15::text[]))
                       AND quota.after_priority IS NULL
                     ORDER BY p.priority DESC, p.run_at, p.id
                     LIMIT quota.n
@@ -508,6 +525,7 @@ WITH RECURSIVE after_start AS (
                     SELECT p.id, p.job_type
                     FROM jobqueue_jobs AS p
                     WHERE p.status = 'pending' AND p.queue = quota.queue
+                      AND (cardinality($15::text[]) = 0 OR p.job_type <> ALL($15::text[]))
                       AND p.priority > quota.after_priority
                     ORDER BY p.priority DESC, p.run_at, p.id
                     LIMIT quota.n
@@ -518,6 +536,7 @@ WITH RECURSIVE after_start AS (
                     SELECT p.id, p.job_type
                     FROM jobqueue_jobs AS p
                     WHERE p.status = 'pending' AND p.queue = quota.queue
+                      AND (cardinality($15::text[]) = 0 OR p.job_type <> ALL($15::text[]))
                       AND p.priority = quota.after_priority
                       AND (p.run_at, p.id) > (quota.after_run_at, quota.after_id)
                     ORDER BY p.priority DESC, p.run_at, p.id
@@ -529,6 +548,7 @@ WITH RECURSIVE after_start AS (
                     SELECT p.id, p.job_type
                     FROM jobqueue_jobs AS p
                     WHERE p.status = 'pending' AND p.queue = quota.queue
+                      AND (cardinality($15::text[]) = 0 OR p.job_type <> ALL($15::text[]))
                       AND p.priority < quota.after_priority
                     ORDER BY p.priority DESC, p.run_at, p.id
                     LIMIT quota.n
@@ -574,8 +594,15 @@ WITH RECURSIVE after_start AS (
 -- thousand, and claims that walk different queues never wait for each
 -- other.
 WITH RECURSIVE after_start AS (
-        SELECT first.queue,
-               0 + CASE WHEN first.queue IS NOT NULL AND (NOT EXISTS (SELECT 1 FROM jobqueue_queues AS c
+        SELECT first.queue, t.ok, 0 + t.ok AS n
+        FROM (SELECT (SELECT p.queue FROM jobqueue_jobs AS p
+                      WHERE p.status = 'pending' AND p.queue > $11::text
+                        AND true
+                      ORDER BY p.queue LIMIT 1) AS queue
+              WHERE 0 < least($2::int8, $13::int8)
+              OFFSET 0) AS first
+        CROSS JOIN LATERAL (
+            SELECT CASE WHEN first.queue IS NOT NULL AND (NOT EXISTS (SELECT 1 FROM jobqueue_queues AS c
                          WHERE c.name = first.queue
                            AND (c.paused OR coalesce(c.backoff_until > now(), false)
                                 OR ((c.global_limit IS NOT NULL OR c.rate_starts IS NOT NULL)
@@ -583,24 +610,10 @@ WITH RECURSIVE after_start AS (
               OR c.rate_starts > (SELECT coalesce(sum(n), 0)
                                   FROM unnest(c.rate_jobs[width_bucket(clock_timestamp() - (c.rate_period + greatest(c.rate_period / 40, interval '25 milliseconds')), c.rate_at) + 1:]) AS n)))))
               AND coalesce((SELECT r.room FROM unnest($5::text[], $6::int8[]) AS r(queue, room)
-                            WHERE r.queue = first.queue LIMIT 1), 1) > 0) THEN 1 ELSE 0 END AS n
-        FROM (SELECT (SELECT p.queue FROM jobqueue_jobs AS p
-                      WHERE p.status = 'pending' AND p.queue > $11::text
-                        AND true
-                      ORDER BY p.queue LIMIT 1) AS queue
-              WHERE 0 < least($2::int8, $13::int8)
-              OFFSET 0) AS first
+                            WHERE r.queue = first.queue LIMIT 1), 1) > 0) THEN 1 ELSE 0 END AS ok
+        ) AS t
         UNION ALL
-        SELECT next.queue,
-               w.n + CASE WHEN next.queue IS NOT NULL AND (NOT EXISTS (SELECT 1 FROM jobqueue_queues AS c
-                         WHERE c.name = next.queue
-                           AND (c.paused OR coalesce(c.backoff_until > now(), false)
-                                OR ((c.global_limit IS NOT NULL OR c.rate_starts IS NOT NULL)
-                                    AND NOT (c.rate_starts IS NULL
-              OR c.rate_starts > (SELECT coalesce(sum(n), 0)
-                                  FROM unnest(c.rate_jobs[width_bucket(clock_timestamp() - (c.rate_period + greatest(c.rate_period / 40, interval '25 milliseconds')), c.rate_at) + 1:]) AS n)))))
-              AND coalesce((SELECT r.room FROM unnest($5::text[], $6::int8[]) AS r(queue, room)
-                            WHERE r.queue = next.queue LIMIT 1), 1) > 0) THEN 1 ELSE 0 END
+        SELECT next.queue, t.ok, w.n + t.ok
         FROM after_start AS w
         CROSS JOIN LATERAL (
             SELECT (SELECT p.queue FROM jobqueue_jobs AS p
@@ -609,28 +622,8 @@ WITH RECURSIVE after_start AS (
                     ORDER BY p.queue LIMIT 1) AS queue
             OFFSET 0
         ) AS next
-        WHERE w.queue IS NOT NULL AND w.n < least($2::int8, $13::int8)
-    ),
-    wrapped AS (
-        SELECT first.queue,
-               (SELECT coalesce(max(a.n), 0) FROM after_start AS a) + CASE WHEN first.queue IS NOT NULL AND (NOT EXISTS (SELECT 1 FROM jobqueue_queues AS c
-                         WHERE c.name = first.queue
-                           AND (c.paused OR coalesce(c.backoff_until > now(), false)
-                                OR ((c.global_limit IS NOT NULL OR c.rate_starts IS NOT NULL)
-                                    AND NOT (c.rate_starts IS NULL
-              OR c.rate_starts > (SELECT coalesce(sum(n), 0)
-                                  FROM unnest(c.rate_jobs[width_bucket(clock_timestamp() - (c.rate_period + greatest(c.rate_period / 40, interval '25 milliseconds')), c.rate_at) + 1:]) AS n)))))
-              AND coalesce((SELECT r.room FROM unnest($5::text[], $6::int8[]) AS r(queue, room)
-                            WHERE r.queue = first.queue LIMIT 1), 1) > 0) THEN 1 ELSE 0 END AS n
-        FROM (SELECT (SELECT p.queue FROM jobqueue_jobs AS p
-                      WHERE p.status = 'pending' AND p.queue > ''
-                        AND p.queue <= $11::text
-                      ORDER BY p.queue LIMIT 1) AS queue
-              WHERE (SELECT coalesce(max(a.n), 0) FROM after_start AS a) < least($2::int8, $13::int8)
-              OFFSET 0) AS first
-        UNION ALL
-        SELECT next.queue,
-               w.n + CASE WHEN next.queue IS NOT NULL AND (NOT EXISTS (SELECT 1 FROM jobqueue_queues AS c
+        CROSS JOIN LATERAL (
+            SELECT CASE WHEN next.queue IS NOT NULL AND (NOT EXISTS (SELECT 1 FROM jobqueue_queues AS c
                          WHERE c.name = next.queue
                            AND (c.paused OR coalesce(c.backoff_until > now(), false)
                                 OR ((c.global_limit IS NOT NULL OR c.rate_starts IS NOT NULL)
@@ -638,7 +631,31 @@ WITH RECURSIVE after_start AS (
               OR c.rate_starts > (SELECT coalesce(sum(n), 0)
                                   FROM unnest(c.rate_jobs[width_bucket(clock_timestamp() - (c.rate_period + greatest(c.rate_period / 40, interval '25 milliseconds')), c.rate_at) + 1:]) AS n)))))
               AND coalesce((SELECT r.room FROM unnest($5::text[], $6::int8[]) AS r(queue, room)
-                            WHERE r.queue = next.queue LIMIT 1), 1) > 0) THEN 1 ELSE 0 END
+                            WHERE r.queue = next.queue LIMIT 1), 1) > 0) THEN 1 ELSE 0 END AS ok
+        ) AS t
+        WHERE w.queue IS NOT NULL AND w.n < least($2::int8, $13::int8)
+    ),
+    wrapped AS (
+        SELECT first.queue, t.ok, (SELECT coalesce(max(a.n), 0) FROM after_start AS a) + t.ok AS n
+        FROM (SELECT (SELECT p.queue FROM jobqueue_jobs AS p
+                      WHERE p.status = 'pending' AND p.queue > ''
+                        AND p.queue <= $11::text
+                      ORDER BY p.queue LIMIT 1) AS queue
+              WHERE (SELECT coalesce(max(a.n), 0) FROM after_start AS a) < least($2::int8, $13::int8)
+              OFFSET 0) AS first
+        CROSS JOIN LATERAL (
+            SELECT CASE WHEN first.queue IS NOT NULL AND (NOT EXISTS (SELECT 1 FROM jobqueue_queues AS c
+                         WHERE c.name = first.queue
+                           AND (c.paused OR coalesce(c.backoff_until > now(), false)
+                                OR ((c.global_limit IS NOT NULL OR c.rate_starts IS NOT NULL)
+                                    AND NOT (c.rate_starts IS NULL
+              OR c.rate_starts > (SELECT coalesce(sum(n), 0)
+                                  FROM unnest(c.rate_jobs[width_bucket(clock_timestamp() - (c.rate_period + greatest(c.rate_period / 40, interval '25 milliseconds')), c.rate_at) + 1:]) AS n)))))
+              AND coalesce((SELECT r.room FROM unnest($5::text[], $6::int8[]) AS r(queue, room)
+                            WHERE r.queue = first.queue LIMIT 1), 1) > 0) THEN 1 ELSE 0 END AS ok
+        ) AS t
+        UNION ALL
+        SELECT next.queue, t.ok, w.n + t.ok
         FROM wrapped AS w
         CROSS JOIN LATERAL (
             SELECT (SELECT p.queue FROM jobqueue_jobs AS p
@@ -647,13 +664,24 @@ WITH RECURSIVE after_start AS (
                     ORDER BY p.queue LIMIT 1) AS queue
             OFFSET 0
         ) AS next
+        CROSS JOIN LATERAL (
+            SELECT CASE WHEN next.queue IS NOT NULL AND (NOT EXISTS (SELECT 1 FROM jobqueue_queues AS c
+                         WHERE c.name = next.queue
+                           AND (c.paused OR coalesce(c.backoff_until > now(), false)
+                                OR ((c.global_limit IS NOT NULL OR c.rate_starts IS NOT NULL)
+                                    AND NOT (c.rate_starts IS NULL
+              OR c.rate_starts > (SELECT coalesce(sum(n), 0)
+                                  FROM unnest(c.rate_jobs[width_bucket(clock_timestamp() - (c.rate_period + greatest(c.rate_period / 40, interval '25 milliseconds')), c.rate_at) + 1:]) AS n)))))
+              AND coalesce((SELECT r.room FROM unnest($5::text[], $6::int8[]) AS r(queue, room)
+                            WHERE r.queue = next.queue LIMIT 1), 1) > 0) THEN 1 ELSE 0 END AS ok
+        ) AS t
         WHERE w.queue IS NOT NULL AND w.n < least($2::int8, $13::int8)
     ),
     found AS (
         SELECT queue, NULL::int4 AS after_priority, NULL::timestamptz AS after_run_at,
                NULL::uuid AS after_id
-        FROM (SELECT queue FROM after_start UNION ALL SELECT queue FROM wrapped) AS walked
-        WHERE queue IS NOT NULL
+        FROM (SELECT queue, ok FROM after_start UNION ALL SELECT queue, ok FROM wrapped) AS walked
+        WHERE queue IS NOT NULL AND ok = 1
     ),
     locked AS MATERIALIZED (
         SELECT c.name, c.global_limit, c.held_counted, c.claimed_since, c.rate_starts,
@@ -741,6 +769,7 @@ WITH RECURSIVE after_start AS (
                     SELECT p.id, p.job_type
                     FROM jobqueue_jobs AS p
                     WHERE p.status = 'pending' AND p.queue = quota.queue
+                      AND (cardinality($15::text[]) = 0 OR p.job_type <> ALL($15::text[]))
                       AND quota.after_priority IS NULL
                     ORDER BY p.priority DESC, p.run_at, p.id
                     LIMIT quota.n
@@ -751,6 +780,7 @@ WITH RECURSIVE after_start AS (
                     SELECT p.id, p.job_type
                     FROM jobqueue_jobs AS p
                     WHERE p.status = 'pending' AND p.queue = quota.queue
+                      AND (cardinality($15::text[]) = 0 OR p.job_type <> ALL($15::text[]))
                       AND p.priority > quota.after_priority
                     ORDER BY p.priority DESC, p.run_at, p.id
                     LIMIT quota.n
@@ -761,6 +791,7 @@ WITH RECURSIVE after_start AS (
                     SELECT p.id, p.job_type
                     FROM jobqueue_jobs AS p
                     WHERE p.status = 'pending' AND p.queue = quota.queue
+                      AND (cardinality($15::text[]) = 0 OR p.job_type <> ALL($15::text[]))
                       AND p.priority = quota.after_priority
                       AND (p.run_at, p.id) > (quota.after_run_at, quota.after_id)
                     ORDER BY p.priority DESC, p.run_at, p.id
@@ -772,6 +803,7 @@ WITH RECURSIVE after_start AS (
                     SELECT p.id, p.job_type
                     FROM jobqueue_jobs AS p
                     WHERE p.status = 'pending' AND p.queue = quota.queue
+                      AND (cardinality($15::text[]) = 0 OR p.job_type <> ALL($15::text[]))
                       AND p.priority < quota.after_priority
                     ORDER BY p.priority DESC, p.run_at, p.id
                     LIMIT quota.n
@@ -833,7 +865,7 @@ WITH RECURSIVE after_start AS (
                     FROM (SELECT c.rate_at[g.gone + 1:] AS at, c.rate_jobs[g.gone + 1:] AS jobs
                           FROM (SELECT width_bucket(clock.now - (c.rate_period + greatest(c.rate_period / 40, interval '25 milliseconds')), c.rate_at) AS gone) AS g) AS k,
                          (SELECT (EXTRACT(EPOCH FROM clock.now) * 1000000)::int8
-                                     AS now,
+                                     + greatest($16::int8, 0) AS now,
                                  greatest((EXTRACT(EPOCH FROM c.rate_period) * 1000000)::int8
                                           / 1000, 1) AS slot) AS e
                 ) AS w
@@ -850,7 +882,7 @@ WITH RECURSIVE after_start AS (
                coalesce(array_agg(u.name ORDER BY u.name) FILTER (WHERE u.near_full),
                         '{}') AS rated,
                coalesce(array_agg((EXTRACT(EPOCH FROM u.margin + (clock.now - statement_timestamp()))
-                                   * 1000000)::int8
+                                   * 1000000)::int8 + greatest($16::int8, 0)
                                   ORDER BY u.name) FILTER (WHERE u.near_full),
                         '{}') AS rated_margin_micros
         FROM (SELECT u.*,

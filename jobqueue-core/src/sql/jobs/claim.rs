@@ -6,7 +6,9 @@
 
 /// One range of a queue's part in `claim_from_ready!`, as `$name`: the
 /// `pending` jobs of `quota.queue` that also meet `$cond` (SQL), in claim
-/// order (`jobqueue_jobs_fetch_idx`), at most the queue's quota, locked.
+/// order (`jobqueue_jobs_fetch_idx`), at most the queue's quota, locked;
+/// none of a type in `$15` (handled by another live runner, not by this
+/// claimer: left for that runner, neither claimed nor set aside).
 macro_rules! quota_range {
     ($name:literal, $cond:literal) => {
         concat!(
@@ -18,6 +20,7 @@ macro_rules! quota_range {
                     SELECT p.id, p.job_type
                     FROM jobqueue_jobs AS p
                     WHERE p.status = 'pending' AND p.queue = quota.queue
+                      AND (cardinality($15::text[]) = 0 OR p.job_type <> ALL($15::text[]))
                       AND ",
             $cond,
             "
@@ -320,6 +323,15 @@ macro_rules! lock_limited {
 /// whose starts all come late still works a limit that does not bind). A
 /// claim that took nothing returns one row of those with null job columns.
 ///
+/// `$16` (microseconds, 0 for none) is how much later than the margin the
+/// claimer's handlers may start: the time its claims take to come back and
+/// reach a worker. The claim's entry is kept that much later, so its starts
+/// count that much longer, and its jobs' margins grow by as much: a runner
+/// whose claims take longer than the margin (a loaded machine, a debug
+/// build) still has its handlers start within what the window counts,
+/// instead of handing every job back as late (its start counted each
+/// time) and never draining a limit that binds.
+///
 /// `noted` adds the jobs to the `claimed_since` of a queue with a global
 /// limit, and to the window of a queue with a rate limit. The window is a
 /// pair of arrays sorted by time (`rate_at`, `rate_jobs`): the entries
@@ -367,7 +379,7 @@ macro_rules! note_limited {
             rate_span!("c"),
             ", c.rate_at) AS gone) AS g) AS k,
                          (SELECT (EXTRACT(EPOCH FROM clock.now) * 1000000)::int8
-                                     AS now,
+                                     + greatest($16::int8, 0) AS now,
                                  greatest((EXTRACT(EPOCH FROM c.rate_period) * 1000000)::int8
                                           / 1000, 1) AS slot) AS e
                 ) AS w
@@ -384,7 +396,7 @@ macro_rules! note_limited {
                coalesce(array_agg(u.name ORDER BY u.name) FILTER (WHERE u.near_full),
                         '{}') AS rated,
                coalesce(array_agg((EXTRACT(EPOCH FROM u.margin + (clock.now - statement_timestamp()))
-                                   * 1000000)::int8
+                                   * 1000000)::int8 + greatest($16::int8, 0)
                                   ORDER BY u.name) FILTER (WHERE u.near_full),
                         '{}') AS rated_margin_micros
         FROM (SELECT u.*,
@@ -510,20 +522,20 @@ macro_rules! walk_limit {
 
 /// One leg of the walk of [`JOB_CLAIM_ANY`]: the queues with due jobs
 /// after `$from` (exclusive) whose name `p.queue` meets `$bound` (SQL),
-/// in name order, one index descent each, with `n`: the claimable queues
-/// found so far, counting from `$counted` (an SQL expression); the walk
-/// stops once `n` reaches `walk_limit!`.
+/// in name order, one index descent each, with `ok` (1 if the queue may be
+/// claimed from, `claimable!`) and `n`: the claimable queues found so far,
+/// counting from `$counted` (an SQL expression); the walk stops once `n`
+/// reaches `walk_limit!`. Only the claimable queues are `found`: the
+/// others (paused, backed off, a rate limit's window full) are passed
+/// over, and a claim that honours limits never locks their rows.
 macro_rules! walk_queues {
     ($name:literal, $from:literal, $bound:literal, $counted:literal, $limited_ok:expr) => {
         concat!(
             $name,
             " AS (
-        SELECT first.queue,
-               ",
+        SELECT first.queue, t.ok, ",
             $counted,
-            " + CASE WHEN first.queue IS NOT NULL AND ",
-            claimable!("first.queue", $limited_ok),
-            " THEN 1 ELSE 0 END AS n
+            " + t.ok AS n
         FROM (SELECT (SELECT p.queue FROM jobqueue_jobs AS p
                       WHERE p.status = 'pending' AND p.queue > ",
             $from,
@@ -538,11 +550,13 @@ macro_rules! walk_queues {
             walk_limit!(),
             "
               OFFSET 0) AS first
+        CROSS JOIN LATERAL (
+            SELECT CASE WHEN first.queue IS NOT NULL AND ",
+            claimable!("first.queue", $limited_ok),
+            " THEN 1 ELSE 0 END AS ok
+        ) AS t
         UNION ALL
-        SELECT next.queue,
-               w.n + CASE WHEN next.queue IS NOT NULL AND ",
-            claimable!("next.queue", $limited_ok),
-            " THEN 1 ELSE 0 END
+        SELECT next.queue, t.ok, w.n + t.ok
         FROM ",
             $name,
             " AS w
@@ -555,6 +569,11 @@ macro_rules! walk_queues {
                     ORDER BY p.queue LIMIT 1) AS queue
             OFFSET 0
         ) AS next
+        CROSS JOIN LATERAL (
+            SELECT CASE WHEN next.queue IS NOT NULL AND ",
+            claimable!("next.queue", $limited_ok),
+            " THEN 1 ELSE 0 END AS ok
+        ) AS t
         WHERE w.queue IS NOT NULL AND w.n < ",
             walk_limit!(),
             "
@@ -583,8 +602,8 @@ macro_rules! claim_any {
     found AS (
         SELECT queue, NULL::int4 AS after_priority, NULL::timestamptz AS after_run_at,
                NULL::uuid AS after_id
-        FROM (SELECT queue FROM after_start UNION ALL SELECT queue FROM wrapped) AS walked
-        WHERE queue IS NOT NULL
+        FROM (SELECT queue, ok FROM after_start UNION ALL SELECT queue, ok FROM wrapped) AS walked
+        WHERE queue IS NOT NULL AND ok = 1
     ),
     ",
             $limited,
