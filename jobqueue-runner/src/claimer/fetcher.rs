@@ -295,10 +295,12 @@ pub(super) fn run(
             room,
         ));
         // Its handlers start up to a claim's round trip after the claim's
-        // time, twice the moving average for its spread: counted so long
-        // (see `Claim::start_delay`).
-        claim.start_delay =
-            Duration::from_micros(claim_micros.saturating_mul(2)).min(MAX_START_DELAY);
+        // time (twice the moving average, for its spread); what a limit's
+        // least margin does not cover is counted on top (see
+        // `Claim::start_delay`): nothing while claims are quick.
+        claim.start_delay = Duration::from_micros(claim_micros.saturating_mul(2))
+            .saturating_sub(jobqueue_core::MIN_RATE_MARGIN)
+            .min(MAX_START_DELAY);
         aim(
             shared,
             claimer,

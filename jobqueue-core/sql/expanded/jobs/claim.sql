@@ -395,24 +395,29 @@ WITH named AS (
 -- any queue, and there are no resume points (`$7` to `$10` go unused),
 -- so every claim binds the same parameters.
 WITH RECURSIVE after_start AS (
-        SELECT first.queue, t.ok, 0 + t.ok AS n
+        SELECT first.queue,
+               0 + CASE WHEN first.queue IS NOT NULL AND (NOT EXISTS (SELECT 1 FROM jobqueue_queues AS c
+                         WHERE c.name = first.queue
+                           AND (c.paused OR coalesce(c.backoff_until > now(), false)
+                                OR ((c.global_limit IS NOT NULL OR c.rate_starts IS NOT NULL)
+                                    AND NOT false)))
+              AND coalesce((SELECT r.room FROM unnest($5::text[], $6::int8[]) AS r(queue, room)
+                            WHERE r.queue = first.queue LIMIT 1), 1) > 0) THEN 1 ELSE 0 END AS n
         FROM (SELECT (SELECT p.queue FROM jobqueue_jobs AS p
                       WHERE p.status = 'pending' AND p.queue > $11::text
                         AND true
                       ORDER BY p.queue LIMIT 1) AS queue
               WHERE 0 < least($2::int8, $13::int8)
               OFFSET 0) AS first
-        CROSS JOIN LATERAL (
-            SELECT CASE WHEN first.queue IS NOT NULL AND (NOT EXISTS (SELECT 1 FROM jobqueue_queues AS c
-                         WHERE c.name = first.queue
+        UNION ALL
+        SELECT next.queue,
+               w.n + CASE WHEN next.queue IS NOT NULL AND (NOT EXISTS (SELECT 1 FROM jobqueue_queues AS c
+                         WHERE c.name = next.queue
                            AND (c.paused OR coalesce(c.backoff_until > now(), false)
                                 OR ((c.global_limit IS NOT NULL OR c.rate_starts IS NOT NULL)
                                     AND NOT false)))
               AND coalesce((SELECT r.room FROM unnest($5::text[], $6::int8[]) AS r(queue, room)
-                            WHERE r.queue = first.queue LIMIT 1), 1) > 0) THEN 1 ELSE 0 END AS ok
-        ) AS t
-        UNION ALL
-        SELECT next.queue, t.ok, w.n + t.ok
+                            WHERE r.queue = next.queue LIMIT 1), 1) > 0) THEN 1 ELSE 0 END
         FROM after_start AS w
         CROSS JOIN LATERAL (
             SELECT (SELECT p.queue FROM jobqueue_jobs AS p
@@ -421,36 +426,32 @@ WITH RECURSIVE after_start AS (
                     ORDER BY p.queue LIMIT 1) AS queue
             OFFSET 0
         ) AS next
-        CROSS JOIN LATERAL (
-            SELECT CASE WHEN next.queue IS NOT NULL AND (NOT EXISTS (SELECT 1 FROM jobqueue_queues AS c
-                         WHERE c.name = next.queue
+        WHERE w.queue IS NOT NULL AND w.n < least($2::int8, $13::int8)
+    ),
+    wrapped AS (
+        SELECT first.queue,
+               (SELECT coalesce(max(a.n), 0) FROM after_start AS a) + CASE WHEN first.queue IS NOT NULL AND (NOT EXISTS (SELECT 1 FROM jobqueue_queues AS c
+                         WHERE c.name = first.queue
                            AND (c.paused OR coalesce(c.backoff_until > now(), false)
                                 OR ((c.global_limit IS NOT NULL OR c.rate_starts IS NOT NULL)
                                     AND NOT false)))
               AND coalesce((SELECT r.room FROM unnest($5::text[], $6::int8[]) AS r(queue, room)
-                            WHERE r.queue = next.queue LIMIT 1), 1) > 0) THEN 1 ELSE 0 END AS ok
-        ) AS t
-        WHERE w.queue IS NOT NULL AND w.n < least($2::int8, $13::int8)
-    ),
-    wrapped AS (
-        SELECT first.queue, t.ok, (SELECT coalesce(max(a.n), 0) FROM after_start AS a) + t.ok AS n
+                            WHERE r.queue = first.queue LIMIT 1), 1) > 0) THEN 1 ELSE 0 END AS n
         FROM (SELECT (SELECT p.queue FROM jobqueue_jobs AS p
                       WHERE p.status = 'pending' AND p.queue > ''
                         AND p.queue <= $11::text
                       ORDER BY p.queue LIMIT 1) AS queue
               WHERE (SELECT coalesce(max(a.n), 0) FROM after_start AS a) < least($2::int8, $13::int8)
               OFFSET 0) AS first
-        CROSS JOIN LATERAL (
-            SELECT CASE WHEN first.queue IS NOT NULL AND (NOT EXISTS (SELECT 1 FROM jobqueue_queues AS c
-                         WHERE c.name = first.queue
+        UNION ALL
+        SELECT next.queue,
+               w.n + CASE WHEN next.queue IS NOT NULL AND (NOT EXISTS (SELECT 1 FROM jobqueue_queues AS c
+                         WHERE c.name = next.queue
                            AND (c.paused OR coalesce(c.backoff_until > now(), false)
                                 OR ((c.global_limit IS NOT NULL OR c.rate_starts IS NOT NULL)
                                     AND NOT false)))
               AND coalesce((SELECT r.room FROM unnest($5::text[], $6::int8[]) AS r(queue, room)
-                            WHERE r.queue = first.queue LIMIT 1), 1) > 0) THEN 1 ELSE 0 END AS ok
-        ) AS t
-        UNION ALL
-        SELECT next.queue, t.ok, w.n + t.ok
+                            WHERE r.queue = next.queue LIMIT 1), 1) > 0) THEN 1 ELSE 0 END
         FROM wrapped AS w
         CROSS JOIN LATERAL (
             SELECT (SELECT p.queue FROM jobqueue_jobs AS p
@@ -459,22 +460,13 @@ WITH RECURSIVE after_start AS (
                     ORDER BY p.queue LIMIT 1) AS queue
             OFFSET 0
         ) AS next
-        CROSS JOIN LATERAL (
-            SELECT CASE WHEN next.queue IS NOT NULL AND (NOT EXISTS (SELECT 1 FROM jobqueue_queues AS c
-                         WHERE c.name = next.queue
-                           AND (c.paused OR coalesce(c.backoff_until > now(), false)
-                                OR ((c.global_limit IS NOT NULL OR c.rate_starts IS NOT NULL)
-                                    AND NOT false)))
-              AND coalesce((SELECT r.room FROM unnest($5::text[], $6::int8[]) AS r(queue, room)
-                            WHERE r.queue = next.queue LIMIT 1), 1) > 0) THEN 1 ELSE 0 END AS ok
-        ) AS t
         WHERE w.queue IS NOT NULL AND w.n < least($2::int8, $13::int8)
     ),
     found AS (
         SELECT queue, NULL::int4 AS after_priority, NULL::timestamptz AS after_run_at,
                NULL::uuid AS after_id
-        FROM (SELECT queue, ok FROM after_start UNION ALL SELECT queue, ok FROM wrapped) AS walked
-        WHERE queue IS NOT NULL AND ok = 1
+        FROM (SELECT queue FROM after_start UNION ALL SELECT queue FROM wrapped) AS walked
+        WHERE queue IS NOT NULL
     ),
     limited AS (SELECT NULL::text AS name, NULL::int8 AS room, NULL::bool AS rated WHERE false),
     ready AS (
@@ -594,15 +586,8 @@ WITH RECURSIVE after_start AS (
 -- thousand, and claims that walk different queues never wait for each
 -- other.
 WITH RECURSIVE after_start AS (
-        SELECT first.queue, t.ok, 0 + t.ok AS n
-        FROM (SELECT (SELECT p.queue FROM jobqueue_jobs AS p
-                      WHERE p.status = 'pending' AND p.queue > $11::text
-                        AND true
-                      ORDER BY p.queue LIMIT 1) AS queue
-              WHERE 0 < least($2::int8, $13::int8)
-              OFFSET 0) AS first
-        CROSS JOIN LATERAL (
-            SELECT CASE WHEN first.queue IS NOT NULL AND (NOT EXISTS (SELECT 1 FROM jobqueue_queues AS c
+        SELECT first.queue,
+               0 + CASE WHEN first.queue IS NOT NULL AND (NOT EXISTS (SELECT 1 FROM jobqueue_queues AS c
                          WHERE c.name = first.queue
                            AND (c.paused OR coalesce(c.backoff_until > now(), false)
                                 OR ((c.global_limit IS NOT NULL OR c.rate_starts IS NOT NULL)
@@ -610,10 +595,24 @@ WITH RECURSIVE after_start AS (
               OR c.rate_starts > (SELECT coalesce(sum(n), 0)
                                   FROM unnest(c.rate_jobs[width_bucket(clock_timestamp() - (c.rate_period + greatest(c.rate_period / 40, interval '25 milliseconds')), c.rate_at) + 1:]) AS n)))))
               AND coalesce((SELECT r.room FROM unnest($5::text[], $6::int8[]) AS r(queue, room)
-                            WHERE r.queue = first.queue LIMIT 1), 1) > 0) THEN 1 ELSE 0 END AS ok
-        ) AS t
+                            WHERE r.queue = first.queue LIMIT 1), 1) > 0) THEN 1 ELSE 0 END AS n
+        FROM (SELECT (SELECT p.queue FROM jobqueue_jobs AS p
+                      WHERE p.status = 'pending' AND p.queue > $11::text
+                        AND true
+                      ORDER BY p.queue LIMIT 1) AS queue
+              WHERE 0 < least($2::int8, $13::int8)
+              OFFSET 0) AS first
         UNION ALL
-        SELECT next.queue, t.ok, w.n + t.ok
+        SELECT next.queue,
+               w.n + CASE WHEN next.queue IS NOT NULL AND (NOT EXISTS (SELECT 1 FROM jobqueue_queues AS c
+                         WHERE c.name = next.queue
+                           AND (c.paused OR coalesce(c.backoff_until > now(), false)
+                                OR ((c.global_limit IS NOT NULL OR c.rate_starts IS NOT NULL)
+                                    AND NOT (c.rate_starts IS NULL
+              OR c.rate_starts > (SELECT coalesce(sum(n), 0)
+                                  FROM unnest(c.rate_jobs[width_bucket(clock_timestamp() - (c.rate_period + greatest(c.rate_period / 40, interval '25 milliseconds')), c.rate_at) + 1:]) AS n)))))
+              AND coalesce((SELECT r.room FROM unnest($5::text[], $6::int8[]) AS r(queue, room)
+                            WHERE r.queue = next.queue LIMIT 1), 1) > 0) THEN 1 ELSE 0 END
         FROM after_start AS w
         CROSS JOIN LATERAL (
             SELECT (SELECT p.queue FROM jobqueue_jobs AS p
@@ -622,29 +621,11 @@ WITH RECURSIVE after_start AS (
                     ORDER BY p.queue LIMIT 1) AS queue
             OFFSET 0
         ) AS next
-        CROSS JOIN LATERAL (
-            SELECT CASE WHEN next.queue IS NOT NULL AND (NOT EXISTS (SELECT 1 FROM jobqueue_queues AS c
-                         WHERE c.name = next.queue
-                           AND (c.paused OR coalesce(c.backoff_until > now(), false)
-                                OR ((c.global_limit IS NOT NULL OR c.rate_starts IS NOT NULL)
-                                    AND NOT (c.rate_starts IS NULL
-              OR c.rate_starts > (SELECT coalesce(sum(n), 0)
-                                  FROM unnest(c.rate_jobs[width_bucket(clock_timestamp() - (c.rate_period + greatest(c.rate_period / 40, interval '25 milliseconds')), c.rate_at) + 1:]) AS n)))))
-              AND coalesce((SELECT r.room FROM unnest($5::text[], $6::int8[]) AS r(queue, room)
-                            WHERE r.queue = next.queue LIMIT 1), 1) > 0) THEN 1 ELSE 0 END AS ok
-        ) AS t
         WHERE w.queue IS NOT NULL AND w.n < least($2::int8, $13::int8)
     ),
     wrapped AS (
-        SELECT first.queue, t.ok, (SELECT coalesce(max(a.n), 0) FROM after_start AS a) + t.ok AS n
-        FROM (SELECT (SELECT p.queue FROM jobqueue_jobs AS p
-                      WHERE p.status = 'pending' AND p.queue > ''
-                        AND p.queue <= $11::text
-                      ORDER BY p.queue LIMIT 1) AS queue
-              WHERE (SELECT coalesce(max(a.n), 0) FROM after_start AS a) < least($2::int8, $13::int8)
-              OFFSET 0) AS first
-        CROSS JOIN LATERAL (
-            SELECT CASE WHEN first.queue IS NOT NULL AND (NOT EXISTS (SELECT 1 FROM jobqueue_queues AS c
+        SELECT first.queue,
+               (SELECT coalesce(max(a.n), 0) FROM after_start AS a) + CASE WHEN first.queue IS NOT NULL AND (NOT EXISTS (SELECT 1 FROM jobqueue_queues AS c
                          WHERE c.name = first.queue
                            AND (c.paused OR coalesce(c.backoff_until > now(), false)
                                 OR ((c.global_limit IS NOT NULL OR c.rate_starts IS NOT NULL)
@@ -652,10 +633,24 @@ WITH RECURSIVE after_start AS (
               OR c.rate_starts > (SELECT coalesce(sum(n), 0)
                                   FROM unnest(c.rate_jobs[width_bucket(clock_timestamp() - (c.rate_period + greatest(c.rate_period / 40, interval '25 milliseconds')), c.rate_at) + 1:]) AS n)))))
               AND coalesce((SELECT r.room FROM unnest($5::text[], $6::int8[]) AS r(queue, room)
-                            WHERE r.queue = first.queue LIMIT 1), 1) > 0) THEN 1 ELSE 0 END AS ok
-        ) AS t
+                            WHERE r.queue = first.queue LIMIT 1), 1) > 0) THEN 1 ELSE 0 END AS n
+        FROM (SELECT (SELECT p.queue FROM jobqueue_jobs AS p
+                      WHERE p.status = 'pending' AND p.queue > ''
+                        AND p.queue <= $11::text
+                      ORDER BY p.queue LIMIT 1) AS queue
+              WHERE (SELECT coalesce(max(a.n), 0) FROM after_start AS a) < least($2::int8, $13::int8)
+              OFFSET 0) AS first
         UNION ALL
-        SELECT next.queue, t.ok, w.n + t.ok
+        SELECT next.queue,
+               w.n + CASE WHEN next.queue IS NOT NULL AND (NOT EXISTS (SELECT 1 FROM jobqueue_queues AS c
+                         WHERE c.name = next.queue
+                           AND (c.paused OR coalesce(c.backoff_until > now(), false)
+                                OR ((c.global_limit IS NOT NULL OR c.rate_starts IS NOT NULL)
+                                    AND NOT (c.rate_starts IS NULL
+              OR c.rate_starts > (SELECT coalesce(sum(n), 0)
+                                  FROM unnest(c.rate_jobs[width_bucket(clock_timestamp() - (c.rate_period + greatest(c.rate_period / 40, interval '25 milliseconds')), c.rate_at) + 1:]) AS n)))))
+              AND coalesce((SELECT r.room FROM unnest($5::text[], $6::int8[]) AS r(queue, room)
+                            WHERE r.queue = next.queue LIMIT 1), 1) > 0) THEN 1 ELSE 0 END
         FROM wrapped AS w
         CROSS JOIN LATERAL (
             SELECT (SELECT p.queue FROM jobqueue_jobs AS p
@@ -664,24 +659,13 @@ WITH RECURSIVE after_start AS (
                     ORDER BY p.queue LIMIT 1) AS queue
             OFFSET 0
         ) AS next
-        CROSS JOIN LATERAL (
-            SELECT CASE WHEN next.queue IS NOT NULL AND (NOT EXISTS (SELECT 1 FROM jobqueue_queues AS c
-                         WHERE c.name = next.queue
-                           AND (c.paused OR coalesce(c.backoff_until > now(), false)
-                                OR ((c.global_limit IS NOT NULL OR c.rate_starts IS NOT NULL)
-                                    AND NOT (c.rate_starts IS NULL
-              OR c.rate_starts > (SELECT coalesce(sum(n), 0)
-                                  FROM unnest(c.rate_jobs[width_bucket(clock_timestamp() - (c.rate_period + greatest(c.rate_period / 40, interval '25 milliseconds')), c.rate_at) + 1:]) AS n)))))
-              AND coalesce((SELECT r.room FROM unnest($5::text[], $6::int8[]) AS r(queue, room)
-                            WHERE r.queue = next.queue LIMIT 1), 1) > 0) THEN 1 ELSE 0 END AS ok
-        ) AS t
         WHERE w.queue IS NOT NULL AND w.n < least($2::int8, $13::int8)
     ),
     found AS (
         SELECT queue, NULL::int4 AS after_priority, NULL::timestamptz AS after_run_at,
                NULL::uuid AS after_id
-        FROM (SELECT queue, ok FROM after_start UNION ALL SELECT queue, ok FROM wrapped) AS walked
-        WHERE queue IS NOT NULL AND ok = 1
+        FROM (SELECT queue FROM after_start UNION ALL SELECT queue FROM wrapped) AS walked
+        WHERE queue IS NOT NULL
     ),
     locked AS MATERIALIZED (
         SELECT c.name, c.global_limit, c.held_counted, c.claimed_since, c.rate_starts,

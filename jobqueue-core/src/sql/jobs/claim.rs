@@ -522,20 +522,20 @@ macro_rules! walk_limit {
 
 /// One leg of the walk of [`JOB_CLAIM_ANY`]: the queues with due jobs
 /// after `$from` (exclusive) whose name `p.queue` meets `$bound` (SQL),
-/// in name order, one index descent each, with `ok` (1 if the queue may be
-/// claimed from, `claimable!`) and `n`: the claimable queues found so far,
-/// counting from `$counted` (an SQL expression); the walk stops once `n`
-/// reaches `walk_limit!`. Only the claimable queues are `found`: the
-/// others (paused, backed off, a rate limit's window full) are passed
-/// over, and a claim that honours limits never locks their rows.
+/// in name order, one index descent each, with `n`: the claimable queues
+/// found so far, counting from `$counted` (an SQL expression); the walk
+/// stops once `n` reaches `walk_limit!`.
 macro_rules! walk_queues {
     ($name:literal, $from:literal, $bound:literal, $counted:literal, $limited_ok:expr) => {
         concat!(
             $name,
             " AS (
-        SELECT first.queue, t.ok, ",
+        SELECT first.queue,
+               ",
             $counted,
-            " + t.ok AS n
+            " + CASE WHEN first.queue IS NOT NULL AND ",
+            claimable!("first.queue", $limited_ok),
+            " THEN 1 ELSE 0 END AS n
         FROM (SELECT (SELECT p.queue FROM jobqueue_jobs AS p
                       WHERE p.status = 'pending' AND p.queue > ",
             $from,
@@ -550,13 +550,11 @@ macro_rules! walk_queues {
             walk_limit!(),
             "
               OFFSET 0) AS first
-        CROSS JOIN LATERAL (
-            SELECT CASE WHEN first.queue IS NOT NULL AND ",
-            claimable!("first.queue", $limited_ok),
-            " THEN 1 ELSE 0 END AS ok
-        ) AS t
         UNION ALL
-        SELECT next.queue, t.ok, w.n + t.ok
+        SELECT next.queue,
+               w.n + CASE WHEN next.queue IS NOT NULL AND ",
+            claimable!("next.queue", $limited_ok),
+            " THEN 1 ELSE 0 END
         FROM ",
             $name,
             " AS w
@@ -569,11 +567,6 @@ macro_rules! walk_queues {
                     ORDER BY p.queue LIMIT 1) AS queue
             OFFSET 0
         ) AS next
-        CROSS JOIN LATERAL (
-            SELECT CASE WHEN next.queue IS NOT NULL AND ",
-            claimable!("next.queue", $limited_ok),
-            " THEN 1 ELSE 0 END AS ok
-        ) AS t
         WHERE w.queue IS NOT NULL AND w.n < ",
             walk_limit!(),
             "
@@ -602,8 +595,8 @@ macro_rules! claim_any {
     found AS (
         SELECT queue, NULL::int4 AS after_priority, NULL::timestamptz AS after_run_at,
                NULL::uuid AS after_id
-        FROM (SELECT queue, ok FROM after_start UNION ALL SELECT queue, ok FROM wrapped) AS walked
-        WHERE queue IS NOT NULL AND ok = 1
+        FROM (SELECT queue FROM after_start UNION ALL SELECT queue FROM wrapped) AS walked
+        WHERE queue IS NOT NULL
     ),
     ",
             $limited,
