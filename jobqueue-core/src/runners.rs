@@ -77,7 +77,7 @@ pub fn runner_seen(
 
 /// The job types that another live runner of a queue of `queues` (every
 /// queue when empty) has handlers for and `own` does not: what a claim of
-/// runner `worker_id` leaves for them ([`crate::engine::Claim::handled_elsewhere`])
+/// runner `worker_id` leaves for them ([`crate::claim::Claim::handled_elsewhere`])
 /// instead of setting it aside. A runner is live while it was seen within
 /// its lease.
 pub fn types_handled_elsewhere(
