@@ -221,31 +221,11 @@ UPDATE jobqueue_jobs AS j SET key_checked = true
 -- empty), after key `$2` of queue `$1` (from the first if `$1` is null),
 -- at most `$4`, in (queue, key) order: `queue`, `key`, and whether the
 -- key has room (fewer holders than its queue's key limit, or no limit).
--- One index descent per key (`next_waiting_key!`, a skip scan): a page
+-- One index descent per key (`next_waiting_key!`, a skip scan, from a
+-- first row that is the position itself, left out of the result): a page
 -- costs its keys, not the jobs waiting in their lines.
 WITH RECURSIVE keys AS (
-        SELECT f.queue, f.key, 1 AS n
-        FROM (SELECT coalesce($1::text, '') AS queue, coalesce($2::text, '') AS key) AS k
-        CROSS JOIN LATERAL (SELECT * FROM (
-            (SELECT w.queue, w.concurrency_key AS key FROM jobqueue_jobs AS w
-             WHERE w.status = 'waiting' AND w.queue = k.queue AND w.concurrency_key > k.key
-               AND (cardinality($3::text[]) = 0 OR k.queue = ANY($3::text[]))
-             ORDER BY w.concurrency_key LIMIT 1)
-            UNION ALL
-            (SELECT w.queue, w.concurrency_key FROM jobqueue_jobs AS w
-             WHERE cardinality($3::text[]) = 0 AND w.status = 'waiting' AND w.queue > k.queue
-             ORDER BY w.queue, w.concurrency_key LIMIT 1)
-            UNION ALL
-            (SELECT h.queue, h.key
-             FROM (SELECT DISTINCT l.queue FROM unnest($3::text[]) AS l(queue)
-                   WHERE l.queue > k.queue ORDER BY l.queue) AS l
-             CROSS JOIN LATERAL (
-                 SELECT w.queue, w.concurrency_key AS key FROM jobqueue_jobs AS w
-                 WHERE w.status = 'waiting' AND w.queue = l.queue
-                 ORDER BY w.concurrency_key LIMIT 1
-             ) AS h
-             LIMIT 1)
-        ) AS c LIMIT 1) AS f
+        SELECT coalesce($1::text, '') AS queue, coalesce($2::text, '') AS key, 0 AS n
         UNION ALL
         SELECT f.queue, f.key, k.n + 1
         FROM keys AS k
@@ -278,6 +258,7 @@ WITH RECURSIVE keys AS (
                 AND h.status IN ('scheduled', 'pending', 'unhandled', 'claimed', 'running'))) AS has_room
     FROM keys AS k
     LEFT JOIN jobqueue_queues AS c ON c.name = k.queue
+    WHERE k.n > 0
     ORDER BY k.queue, k.key
 ;
 

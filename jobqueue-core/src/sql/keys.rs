@@ -348,15 +348,12 @@ macro_rules! next_waiting_key {
 /// empty), after key `$2` of queue `$1` (from the first if `$1` is null),
 /// at most `$4`, in (queue, key) order: `queue`, `key`, and whether the
 /// key has room (fewer holders than its queue's key limit, or no limit).
-/// One index descent per key (`next_waiting_key!`, a skip scan): a page
+/// One index descent per key (`next_waiting_key!`, a skip scan, from a
+/// first row that is the position itself, left out of the result): a page
 /// costs its keys, not the jobs waiting in their lines.
 pub(crate) const KEY_SWEEP: &str = concat!(
     "WITH RECURSIVE keys AS (
-        SELECT f.queue, f.key, 1 AS n
-        FROM (SELECT coalesce($1::text, '') AS queue, coalesce($2::text, '') AS key) AS k
-        CROSS JOIN LATERAL (",
-    next_waiting_key!("k.queue", "k.key"),
-    ") AS f
+        SELECT coalesce($1::text, '') AS queue, coalesce($2::text, '') AS key, 0 AS n
         UNION ALL
         SELECT f.queue, f.key, k.n + 1
         FROM keys AS k
@@ -371,6 +368,7 @@ pub(crate) const KEY_SWEEP: &str = concat!(
     ") AS has_room
     FROM keys AS k
     LEFT JOIN jobqueue_queues AS c ON c.name = k.queue
+    WHERE k.n > 0
     ORDER BY k.queue, k.key"
 );
 

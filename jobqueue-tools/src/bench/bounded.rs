@@ -19,7 +19,7 @@ use jobqueue_core::{JobOptions, NewJob, RateLimit};
 use jobqueue_runner::maintenance::{
     AdmitKeys, Promote, Prune, Reclaim, Rescue, Service, ServiceContext, WorkflowEnds,
 };
-use jobqueue_runner::{Runner, RunnerConfig};
+use jobqueue_runner::{Runner, RunnerConfig, RunnerHandle};
 
 use super::enqueue::insert;
 use super::noop::BenchNoop;
@@ -126,11 +126,7 @@ fn drain_tenants(
 ) -> Result<f64, ToolError> {
     let n = tenants_backlog(conn, per_tenant, rate)?;
     let started = Instant::now();
-    let runner = Runner::new(
-        RunnerConfig::new(url).concurrency(WORKERS),
-        super::registry(),
-    )
-    .start()?;
+    let runner = tenants_runner(url)?;
     let took = until_completed(&runner, n, started, "a drain of the tenants");
     runner.shutdown();
     Ok(n as f64 / took?.as_secs_f64())
@@ -147,17 +143,22 @@ fn drained_within(
 ) -> Result<f64, ToolError> {
     let n = tenants_backlog(conn, per_tenant, Some(rate))?;
     let started = Instant::now();
-    let runner = Runner::new(
-        RunnerConfig::new(url).concurrency(WORKERS),
-        super::registry(),
-    )
-    .start()?;
+    let runner = tenants_runner(url)?;
     while (runner.stats().completed as usize) < n && started.elapsed() < within {
         std::thread::sleep(Duration::from_millis(20));
     }
     let completed = runner.stats().completed as f64;
     runner.shutdown();
     Ok(completed / n as f64)
+}
+
+/// A runner of every queue, [`WORKERS`] workers, started.
+fn tenants_runner(url: &str) -> Result<RunnerHandle, ToolError> {
+    Ok(Runner::new(
+        RunnerConfig::new(url).concurrency(WORKERS),
+        super::registry(),
+    )
+    .start()?)
 }
 
 /// Fills the [`TENANTS`] queues with `per_tenant` jobs each and gives each

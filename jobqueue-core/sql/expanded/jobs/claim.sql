@@ -50,15 +50,7 @@ WITH named AS (
         ),
         quota AS (
             SELECT ready.queue, ready.after_priority, ready.after_run_at, ready.after_id,
-                   CASE WHEN ready.rated AND $14::int8 IS NOT NULL
-                        THEN least(share.n, ready.room,
-                                   greatest($14::int8 - coalesce(sum(least(share.n, ready.room))
-                                       FILTER (WHERE ready.rated)
-                                       OVER (ORDER BY ready.queue <= $11::text, ready.queue
-                                             ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING),
-                                       0), 0))
-                        ELSE least(share.n, ready.room)
-                   END AS n
+                   least(share.n, ready.room) AS n
             FROM ready CROSS JOIN share
         ),
         picked AS (
@@ -486,15 +478,7 @@ WITH RECURSIVE after_start AS (
         ),
         quota AS (
             SELECT ready.queue, ready.after_priority, ready.after_run_at, ready.after_id,
-                   CASE WHEN ready.rated AND $14::int8 IS NOT NULL
-                        THEN least(share.n, ready.room,
-                                   greatest($14::int8 - coalesce(sum(least(share.n, ready.room))
-                                       FILTER (WHERE ready.rated)
-                                       OVER (ORDER BY ready.queue <= $11::text, ready.queue
-                                             ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING),
-                                       0), 0))
-                        ELSE least(share.n, ready.room)
-                   END AS n
+                   least(share.n, ready.room) AS n
             FROM ready CROSS JOIN share
         ),
         picked AS (

@@ -45,13 +45,9 @@ macro_rules! quota_range {
 /// statement locked (`lock_limited!`), each capped at the room its limits
 /// leave, so that concurrent claims never take more than the limits
 /// together. A claimed job's `claimed_at` is the claim statement's time: a
-/// rate-limited queue's starts are counted by it. The queues with a rate
-/// limit (`rated` in `limited`) share `$14` (when not null: what the
-/// claimer's workers start at once) between them, in the order the claim
-/// reaches them (after `$11` first, for a claim of every queue): a claim
-/// that reaches many rate-limited queues takes from each of them no job
-/// its workers could not start at once, which would start late and be
-/// handed back with its start counted. `$5`/`$6` (names,
+/// rate-limited queue's starts are counted by it. A queue's part is
+/// `$quota` (SQL on `share.n`, the even share, and `ready`): `plain_quota!`
+/// or, in a claim that honours limits, `rated_quota!`. `$5`/`$6` (names,
 /// counts) cap a queue's part for this claim (a runner's own per-queue
 /// concurrency).
 ///
@@ -72,7 +68,7 @@ macro_rules! quota_range {
 /// in the same statement (`set_aside!`), and returned with that status:
 /// one write each instead of a claim and a second statement to park them.
 macro_rules! claim_from_ready {
-    ($now:literal) => {
+    ($now:literal, $quota:expr) => {
         concat!(
             "ready AS (
             SELECT f.queue, f.after_priority, f.after_run_at, f.after_id,
@@ -91,15 +87,9 @@ macro_rules! claim_from_ready {
         ),
         quota AS (
             SELECT ready.queue, ready.after_priority, ready.after_run_at, ready.after_id,
-                   CASE WHEN ready.rated AND $14::int8 IS NOT NULL
-                        THEN least(share.n, ready.room,
-                                   greatest($14::int8 - coalesce(sum(least(share.n, ready.room))
-                                       FILTER (WHERE ready.rated)
-                                       OVER (ORDER BY ready.queue <= $11::text, ready.queue
-                                             ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING),
-                                       0), 0))
-                        ELSE least(share.n, ready.room)
-                   END AS n
+                   ",
+            $quota,
+            " AS n
             FROM ready CROSS JOIN share
         ),
         picked AS (
@@ -160,6 +150,36 @@ macro_rules! claim_from_ready {
             RETURNING j.*
         )"
         )
+    };
+}
+
+/// A queue's part of a claim that locks no queue: its even share, within
+/// its room.
+macro_rules! plain_quota {
+    () => {
+        "least(share.n, ready.room)"
+    };
+}
+
+/// A queue's part of a claim that honours limits: as `plain_quota!`, but
+/// the queues with a rate limit (`rated` in `limited`) share `$14` (when
+/// not null: what the claimer's workers start at once) between them, in
+/// the order the claim reaches them (after `$11` first, for a claim of
+/// every queue): a claim that reaches many rate-limited queues takes from
+/// them no job its workers could not start at once, which would start late
+/// and be handed back with its start counted. (A window over `ready`: the
+/// claims that lock no queue leave it out.)
+macro_rules! rated_quota {
+    () => {
+        "CASE WHEN ready.rated AND $14::int8 IS NOT NULL
+                        THEN least(share.n, ready.room,
+                                   greatest($14::int8 - coalesce(sum(least(share.n, ready.room))
+                                       FILTER (WHERE ready.rated)
+                                       OVER (ORDER BY ready.queue <= $11::text, ready.queue
+                                             ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING),
+                                       0), 0))
+                        ELSE least(share.n, ready.room)
+                   END"
     };
 }
 
@@ -413,10 +433,10 @@ macro_rules! note_limited {
 }
 
 /// The claim of named queues, with CTE `limited` from `$limited` (SQL: the
-/// queues it locked) and `$end` (SQL: what it returns) after
-/// `claim_from_ready!`.
+/// queues it locked), `$now` and `$quota` for `claim_from_ready!`, and
+/// `$end` (SQL: what it returns) after it.
 macro_rules! claim_queues {
-    ($limited:expr, $now:literal, $end:expr) => {
+    ($limited:expr, $now:literal, $quota:expr, $end:expr) => {
         concat!(
             "WITH named AS (
         SELECT q.queue, w.priority AS after_priority, w.run_at AS after_run_at,
@@ -446,7 +466,7 @@ macro_rules! claim_queues {
             $limited,
             ",
     ",
-            claim_from_ready!($now),
+            claim_from_ready!($now, $quota),
             $end
         )
     };
@@ -458,14 +478,22 @@ macro_rules! claim_queues {
 /// (queue, priority, run_at, id) are resume points, at most one per queue:
 /// whether a queue that has one has due jobs is looked up in the same
 /// three ranges.
-pub(crate) const JOB_CLAIM_QUEUES: &str =
-    claim_queues!(none_limited!(), "statement_timestamp()", claimed_rows!());
+pub(crate) const JOB_CLAIM_QUEUES: &str = claim_queues!(
+    none_limited!(),
+    "statement_timestamp()",
+    plain_quota!(),
+    claimed_rows!()
+);
 
 /// [`JOB_CLAIM_QUEUES`], honouring global and rate limits: locks the
 /// limited queues' rows first and notes what it took from them
 /// (`lock_limited!`, `note_limited!`).
-pub(crate) const JOB_CLAIM_QUEUES_LIMITED: &str =
-    claim_queues!(lock_limited!(), "(SELECT now FROM clock)", note_limited!());
+pub(crate) const JOB_CLAIM_QUEUES_LIMITED: &str = claim_queues!(
+    lock_limited!(),
+    "(SELECT now FROM clock)",
+    rated_quota!(),
+    note_limited!()
+);
 
 /// Whether queue `$q` (an SQL expression) may be claimed from, as the walk
 /// of every queue decides before it locks anything: not paused, not backed
@@ -575,10 +603,11 @@ macro_rules! walk_queues {
     };
 }
 
-/// The claim of every queue, with CTE `limited` from `$limited` and `$end`
-/// as in `claim_queues!`.
+/// The claim of every queue, with `$limited`, `$now`, `$quota` and `$end`
+/// as in `claim_queues!`, and `$limited_ok` as the walk tests a limited
+/// queue (`claimable!`).
 macro_rules! claim_any {
-    ($limited:expr, $limited_ok:expr, $now:literal, $end:expr) => {
+    ($limited:expr, $limited_ok:expr, $now:literal, $quota:expr, $end:expr) => {
         concat!(
             "WITH RECURSIVE ",
             walk_queues!("after_start", "$11::text", "true", "0", $limited_ok),
@@ -602,7 +631,7 @@ macro_rules! claim_any {
             $limited,
             ",
     ",
-            claim_from_ready!($now),
+            claim_from_ready!($now, $quota),
             $end
         )
     };
@@ -624,6 +653,7 @@ pub(crate) const JOB_CLAIM_ANY: &str = claim_any!(
     none_limited!(),
     "false",
     "statement_timestamp()",
+    plain_quota!(),
     claimed_rows!()
 );
 
@@ -639,6 +669,7 @@ pub(crate) const JOB_CLAIM_ANY_LIMITED: &str = claim_any!(
     lock_limited!(),
     may_have_room!(),
     "(SELECT now FROM clock)",
+    rated_quota!(),
     note_limited!()
 );
 
