@@ -209,9 +209,13 @@ impl Claimer {
     }
 
     /// The listener connected (`true`) or lost its connection: while it is
-    /// not connected, announcements of waiting jobs may be missed.
+    /// not connected, announcements of waiting jobs may be missed, so a
+    /// connection counts as one (the fetcher admits what waits).
     pub(crate) fn listener_connected(&self, on: bool) {
         self.waiting.listening(on);
+        if on {
+            self.waiting.set();
+        }
     }
 
     /// Jobs of `keys` got their outcomes: the admitter admits their keys'

@@ -5,6 +5,7 @@
 //! keys whose jobs the completer wrote outcomes of, so that the
 //! completer's next flush never waits for an admission.
 
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use crossbeam_channel::{Receiver, select};
@@ -16,6 +17,10 @@ use crate::shared::Shared;
 
 /// Waiting jobs one admission looks at; more are looked at by the next.
 const ADMIT_BATCH: i64 = 1000;
+
+/// Keys whose admission after a completion may be left out at once
+/// (`Announced::skipped`); past that, the admitter admits again.
+const MOST_SKIPPED: usize = 10_000;
 
 /// What notifications said of waiting jobs.
 #[derive(Debug, Default)]
@@ -31,6 +36,14 @@ pub(super) struct Announced {
     /// The epoch at which a look found no job of the runner's queues
     /// waiting (0: none such; epochs a look runs under start at 1).
     quiet: AtomicU64,
+    /// The keys whose admission was left out while the epoch stayed
+    /// quiet. The listener hears of a job that starts waiting some time
+    /// after its enqueue commits, and a runner can claim, run and finish
+    /// the job enqueued beside it before then: the admission of that key
+    /// is owed once the announcement arrives, and whoever takes this list
+    /// (the fetcher after an announcement, the admitter's next admission)
+    /// makes it.
+    skipped: Mutex<Vec<QueueKey>>,
 }
 
 impl Announced {
@@ -56,6 +69,38 @@ impl Announced {
         self.listening
             .load(Ordering::Acquire)
             .then(|| self.epoch.load(Ordering::Acquire))
+    }
+
+    /// Whether the admission after jobs of `keys` finished may be left out:
+    /// a look found no job waiting and the listener, connected throughout,
+    /// has heard of none since. If so, keeps `keys` in `skipped` for the
+    /// announcement the listener may not have heard yet.
+    fn skip(&self, keys: &[QueueKey]) -> bool {
+        let Some(now) = self.epoch() else {
+            return false;
+        };
+        if self.quiet.load(Ordering::Acquire) != now {
+            return false;
+        }
+        let mut skipped = self.skipped.lock().unwrap_or_else(|e| e.into_inner());
+        if skipped.len() + keys.len() > MOST_SKIPPED {
+            return false;
+        }
+        let before = skipped.len();
+        skipped.extend_from_slice(keys);
+        // Looked at again with the keys in place: an announcement that
+        // came between the first look and now may have been taken, with
+        // the list before these keys, already.
+        if self.epoch() == Some(now) {
+            return true;
+        }
+        skipped.truncate(before);
+        false
+    }
+
+    /// Takes the keys whose admission was left out (see `skipped`).
+    fn take_skipped(&self) -> Vec<QueueKey> {
+        std::mem::take(&mut *self.skipped.lock().unwrap_or_else(|e| e.into_inner()))
     }
 }
 
@@ -88,14 +133,15 @@ pub(super) fn run_admitter(shared: &Shared, claimer: &Claimer, stop: &Receiver<(
 }
 
 /// After jobs of `keys` got their outcomes: admits the next jobs of those
-/// keys (the statement wakes the queues that got due jobs; this runner's
-/// fetcher is woken here too), without looking for the keys with lines
-/// first if `in_line`. Left out while no job of the runner's
-/// queues waits: a look found none, and the listener, connected
-/// throughout, heard of none since (it hears of every job that starts
-/// waiting, and the look began after the epoch it is kept under was
-/// read). A failure leaves the keys to the maintenance's admission pass.
-/// Returns how many jobs it admitted.
+/// keys and of those whose admission was left out before (the statement
+/// wakes the queues that got due jobs; this runner's fetcher is woken here
+/// too), without looking for the keys with lines first if `in_line`. Left
+/// out while no job of the runner's queues waits: a look found none, and
+/// the listener, connected throughout, heard of none since (it hears of
+/// every job that starts waiting, and the look began after the epoch it is
+/// kept under was read); the keys are kept for the announcement it may
+/// hear late (`Announced::skip`). A failure leaves the keys to the
+/// maintenance's admission pass. Returns how many jobs it admitted.
 fn admit_after(
     shared: &Shared,
     claimer: &Claimer,
@@ -105,9 +151,18 @@ fn admit_after(
 ) -> i64 {
     let announced = &claimer.waiting;
     let epoch = announced.epoch();
-    if epoch.is_some_and(|now| announced.quiet.load(Ordering::Acquire) == now) {
+    if announced.skip(keys) {
         return 0;
     }
+    let mut keys = keys.to_vec();
+    let owed = announced.take_skipped();
+    let in_line = in_line && owed.is_empty();
+    if !owed.is_empty() {
+        keys.extend(owed);
+        keys.sort_unstable();
+        keys.dedup();
+    }
+    let keys = &keys;
     let queues = &shared.config.queues;
     match db.run(&shared.health, |session| {
         let admitted = if in_line {
@@ -136,20 +191,88 @@ fn admit_after(
 /// If waiting jobs were announced, admits those whose key has room (the
 /// statement wakes the queues that got due jobs, this runner's included)
 /// and marks the others as looked at: they wait for a job of their key to
-/// finish. A full batch it settled whole leaves the announcement up for
-/// the next round; one with jobs of keys an open enqueue holds (which a
-/// next round would read again), or a failure, leaves the rest to the
-/// maintenance's admission pass, which pages past them.
+/// finish. Admits too the next jobs of the keys whose admission after a
+/// completion was left out before the announcement was heard. A full batch
+/// it settled whole leaves the announcement up for the next round; one
+/// with jobs of keys an open enqueue holds (which a next round would read
+/// again), or a failure, leaves the rest to the maintenance's admission
+/// pass, which pages past them.
 pub(super) fn admit_announced(shared: &Shared, claimer: &Claimer, db: &mut Db) {
     if !claimer.waiting.take() {
         return;
     }
+    let owed = claimer.waiting.take_skipped();
     let queues = &shared.config.queues;
     match db.run(&shared.health, |session| {
+        if !owed.is_empty() {
+            session.admit_keys(&owed)?;
+        }
         session.admit_new(queues, None, ADMIT_BATCH)
     }) {
         Ok(page) if page.next.is_some() && page.busy == 0 => claimer.waiting.set(),
         Ok(_) => {}
         Err(e) => log::debug!("admitting waiting keyed jobs failed: {e}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(name: &str) -> QueueKey {
+        QueueKey {
+            queue: "q".to_owned(),
+            key: name.to_owned(),
+        }
+    }
+
+    /// A listener connected, and a look that found nothing waiting.
+    fn quiet() -> Announced {
+        let announced = Announced::default();
+        announced.listening(true);
+        let now = announced.epoch().expect("connected");
+        announced.quiet.store(now, Ordering::Release);
+        announced
+    }
+
+    #[test]
+    fn an_admission_left_out_before_the_announcement_is_heard_is_owed_after_it() {
+        let announced = quiet();
+        // A job of "line" finished before the listener heard that the
+        // jobs enqueued beside it wait.
+        assert!(announced.skip(&[key("line")]));
+        announced.set();
+        assert!(announced.take());
+        assert_eq!(announced.take_skipped(), vec![key("line")]);
+        // Once heard, nothing is left out.
+        assert!(!announced.skip(&[key("line")]));
+        assert!(announced.take_skipped().is_empty());
+    }
+
+    #[test]
+    fn an_announcement_taken_between_the_look_and_the_keeping_leaves_nothing_behind() {
+        let announced = quiet();
+        // The admitter's first look saw the quiet epoch; the announcement
+        // and the fetcher's take come before it keeps its keys, with the
+        // list still empty.
+        let now = announced.epoch().expect("connected");
+        assert_eq!(announced.quiet.load(Ordering::Acquire), now);
+        announced.set();
+        assert!(announced.take());
+        assert!(announced.take_skipped().is_empty());
+        // Its keeping finds the epoch moved: it admits itself.
+        assert!(!announced.skip(&[key("line")]));
+        assert!(announced.take_skipped().is_empty());
+    }
+
+    #[test]
+    fn a_lost_listener_leaves_nothing_out_and_too_many_keys_are_admitted_at_once() {
+        let announced = quiet();
+        announced.listening(false);
+        assert!(!announced.skip(&[key("a")]));
+        let announced = quiet();
+        let many: Vec<QueueKey> = (0..=MOST_SKIPPED).map(|i| key(&i.to_string())).collect();
+        assert!(!announced.skip(&many));
+        assert!(announced.take_skipped().is_empty());
     }
 }
