@@ -12,7 +12,7 @@
 //! | feature | adds |
 //! | --- | --- |
 //! | `runner` (default) | [`Perform`], [`JobContext`], [`JobError`], [`Registry`], [`Runner`], [`RunnerConfig`]; the whole runner crate as [`runner`] |
-//! | `cli` (default) | [`Cli`]: the command line of the application's worker binary |
+//! | `cli` (default) | [`Cli`]: the command line of the application's worker binary; the whole cli crate (exit codes, errors) as [`cli`] |
 //! | `dashboard` | the web dashboard to mount in the application, as `dashboard` |
 //! | `testing` | the testing kit, as `testing`: assertions on what was enqueued, draining queues inline, one handler on its own (for `[dev-dependencies]`) |
 //!
@@ -62,6 +62,11 @@ pub use jobqueue_runner as runner;
 
 #[cfg(feature = "cli")]
 pub use jobqueue_cli::Cli;
+
+/// The command line: every item of the `jobqueue-cli` crate ([`Cli`], its
+/// error and the exit codes a worker binary returns).
+#[cfg(feature = "cli")]
+pub use jobqueue_cli as cli;
 
 /// The web dashboard, to mount in an application or serve on its own.
 #[cfg(feature = "dashboard")]
