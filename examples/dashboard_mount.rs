@@ -1,6 +1,6 @@
 //! The dashboard mounted in an application's own HTTP server, under
 //! `/admin/jobs`, next to the application's own pages: the application
-//! turns its server's request into a `jobqueue_dashboard::Request` and the
+//! turns its server's request into a `jobqueue::dashboard::Request` and the
 //! `Response` back (here with `tiny_http`; any server does). The
 //! application keeps its own authentication in front of the mount; the
 //! dashboard's CSRF tokens protect its actions.
@@ -13,7 +13,7 @@
 use std::error::Error;
 use std::io::Read;
 
-use jobqueue_dashboard::{Dashboard, DashboardConfig, Method, Request};
+use jobqueue::dashboard::{Dashboard, DashboardConfig, Method, Request};
 
 const MOUNT: &str = "/admin/jobs";
 

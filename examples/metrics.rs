@@ -15,8 +15,8 @@ use std::error::Error;
 use std::time::{Duration, Instant};
 
 use diesel::{Connection, PgConnection};
-use jobqueue_core::Job;
-use jobqueue_runner::{JobContext, JobError, MetricsMode, Perform, Registry, Runner, RunnerConfig};
+use jobqueue::runner::MetricsMode;
+use jobqueue::{Job, JobContext, JobError, Perform, Registry, Runner, RunnerConfig};
 use serde::{Deserialize, Serialize};
 
 /// Succeeds.
@@ -49,7 +49,7 @@ fn main() -> Result<(), Box<dyn Error>> {
     let url = std::env::var("DATABASE_URL")
         .map_err(|_| "set DATABASE_URL to the application's database")?;
     let mut conn = PgConnection::establish(&url)?;
-    jobqueue_core::run_migrations(&mut conn)?;
+    jobqueue::run_migrations(&mut conn)?;
 
     let mut config = RunnerConfig::new(&url).concurrency(4);
     config.metrics = MetricsMode::Keep;

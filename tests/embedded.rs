@@ -7,8 +7,7 @@ use std::time::Duration;
 
 use jobqueue_tests::{TestDb, count_where, wait_for};
 
-use jobqueue_core::Job;
-use jobqueue_runner::{JobContext, JobError, Perform};
+use jobqueue::{Job, JobContext, JobError, Perform};
 use serde::{Deserialize, Serialize};
 
 #[derive(Serialize, Deserialize, Job)]
@@ -33,7 +32,8 @@ impl Perform for MakeThumbnail {
 
 // ---- the guide: "The runner", "Embedding a runner" ----
 
-use jobqueue_runner::{Registry, RunSummary, Runner, RunnerConfig};
+use jobqueue::runner::RunSummary;
+use jobqueue::{Registry, Runner, RunnerConfig};
 use signal_hook::consts::{SIGINT, SIGTERM};
 
 fn run_worker(database_url: &str) -> Result<RunSummary, Box<dyn std::error::Error>> {

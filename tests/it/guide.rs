@@ -2,7 +2,9 @@
 //! the guide lead somewhere: `SUMMARY.md` links every page of `docs/src/`
 //! and only files that exist, and every relative link of the README, the
 //! guide, the changelog and the benchmarks names an existing file and, for
-//! a Markdown page, one of its headings.
+//! a Markdown page, one of its headings. The code an application copies
+//! (the examples, the code blocks of the README and the guide) names the
+//! front crate `jobqueue` only, the one an application depends on.
 
 use std::collections::BTreeSet;
 use std::path::{Component, Path, PathBuf};
@@ -176,6 +178,129 @@ fn every_relative_link_leads_to_a_file_and_a_heading() {
     }
     assert!(checked >= 20, "the README and the guide link their pages");
     assert!(broken.is_empty(), "broken links:\n{}", broken.join("\n"));
+}
+
+#[test]
+fn examples_and_code_blocks_name_the_front_crate_only() {
+    let mut offending = Vec::new();
+    // Every example, whole: its comments are read as much as its code.
+    let mut examples = Vec::new();
+    let mut dirs = vec![Path::new(ROOT).join("examples")];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
+            let path = entry.expect("directory entry").path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else if path.extension().is_some_and(|ext| ext == "rs") {
+                examples.push(path);
+            }
+        }
+    }
+    examples.sort();
+    for example in &examples {
+        let name = example.strip_prefix(ROOT).unwrap_or(example).display();
+        for (number, line) in read(example).lines().enumerate() {
+            for path in sub_crate_paths(line) {
+                offending.push(format!("{name}:{}: {path}: {}", number + 1, line.trim()));
+            }
+        }
+    }
+    // Every fenced code block of the README and the guide, whatever its
+    // language.
+    let mut pages = vec![Path::new(ROOT).join("README.md")];
+    pages.extend(
+        guide_files()
+            .into_iter()
+            .filter(|file| file.ends_with(".md"))
+            .map(|file| src().join(file)),
+    );
+    let mut blocks = 0;
+    let mut rust_blocks = 0;
+    for page in &pages {
+        let name = page.strip_prefix(ROOT).unwrap_or(page).display();
+        for block in markdown::fenced_blocks(&read(page)) {
+            blocks += 1;
+            rust_blocks += usize::from(block.is_rust());
+            for (index, line) in block.lines.iter().enumerate() {
+                for path in sub_crate_paths(line) {
+                    let number = block.line + 1 + index;
+                    offending.push(format!("{name}:{number}: {path}: {}", line.trim()));
+                }
+            }
+        }
+    }
+    assert!(
+        examples.len() >= 5 && blocks >= 40 && rust_blocks >= 15,
+        "the examples and the code blocks were read: {} examples, {blocks} blocks, \
+         {rust_blocks} of them rust",
+        examples.len()
+    );
+    assert!(
+        offending.is_empty(),
+        "an application depends on the front crate `jobqueue` alone: name `jobqueue::...` \
+         (`jobqueue_core::X` is `jobqueue::X`; the runner, cli, dashboard and testing \
+         crates are `jobqueue::runner`, `jobqueue::cli`, `jobqueue::dashboard`, \
+         `jobqueue::testing`), not the crates behind it:\n{}",
+        offending.join("\n")
+    );
+}
+
+/// The crates behind the front crate that a line names as a path
+/// (`jobqueue_core::Job`, `::jobqueue_runner::Runner`) or imports
+/// (`use jobqueue_cli;`, `use jobqueue_testing as kit;`): every
+/// `jobqueue_<name>` so used. A table's name (`jobqueue_jobs`) or a metric's
+/// (`jobqueue_runner{...}`) is no path.
+fn sub_crate_paths(line: &str) -> Vec<&str> {
+    let is_ident = |c: char| c.is_ascii_alphanumeric() || c == '_';
+    let mut found = Vec::new();
+    let mut from = 0;
+    while let Some(at) = line[from..].find("jobqueue_") {
+        let start = from + at;
+        let end = line[start..]
+            .find(|c: char| !is_ident(c))
+            .map_or(line.len(), |length| start + length);
+        from = end;
+        let before = &line[..start];
+        if before.ends_with(is_ident) {
+            continue;
+        }
+        let path = line[end..].starts_with("::");
+        let import = before.ends_with(char::is_whitespace)
+            && before
+                .trim_end()
+                .strip_suffix("use")
+                .is_some_and(|rest| !rest.ends_with(is_ident));
+        if path || import {
+            found.push(&line[start..end]);
+        }
+    }
+    found
+}
+
+#[test]
+fn sub_crate_paths_are_found_and_names_are_not() {
+    assert_eq!(
+        sub_crate_paths("use jobqueue_core::{Job, JobId}; let x = ::jobqueue_runner::VERSION;"),
+        ["jobqueue_core", "jobqueue_runner"]
+    );
+    assert_eq!(
+        sub_crate_paths("    pub use jobqueue_testing as kit;"),
+        ["jobqueue_testing"]
+    );
+    assert_eq!(
+        sub_crate_paths("use {jobqueue_cli::Cli};"),
+        ["jobqueue_cli"]
+    );
+    for fine in [
+        "use jobqueue::{Job, Perform};",
+        "jobqueue::runner::MetricsMode::Keep",
+        "SELECT count(*) FROM jobqueue_jobs",
+        "jobqueue_runner{worker_id=\"a\"} 1",
+        "RUST_LOG=jobqueue_runner=debug",
+        "myjobqueue_core::X; reuse jobqueue_core",
+    ] {
+        assert!(sub_crate_paths(fine).is_empty(), "{fine}");
+    }
 }
 
 /// A path with its `.` and `..` components resolved (without touching the

@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use diesel::sql_types::{BigInt, Text};
-use jobqueue_runner::{Registry, Runner, RunnerConfig};
+use jobqueue::{Registry, Runner, RunnerConfig};
 use jobqueue_tests::{TestDb, count_where, markdown, wait_for};
 
 // ---- what the blocks assume the application has ----
@@ -50,8 +50,7 @@ fn insert_user(conn: &mut diesel::PgConnection, email: &str) -> diesel::QueryRes
 
 // ---- the guide: "Getting started" ----
 
-use jobqueue_core::Job; // the trait and its derive
-use jobqueue_runner::{JobContext, JobError, Perform};
+use jobqueue::{Job, JobContext, JobError, Perform}; // Job: the trait and its derive
 use serde::{Deserialize, Serialize};
 
 #[derive(Serialize, Deserialize, Job)]
@@ -97,7 +96,7 @@ fn sign_up(conn: &mut PgConnection, email: &str) -> QueryResult<i64> {
     })
 }
 
-use jobqueue_core::{EnqueueOutcome, JobId};
+use jobqueue::{EnqueueOutcome, JobId};
 
 /// An application's own error type absorbs both with `#[from]`.
 #[derive(Debug, thiserror::Error)]
@@ -105,7 +104,7 @@ enum AppError {
     #[error(transparent)]
     Db(#[from] diesel::result::Error),
     #[error(transparent)]
-    Queue(#[from] jobqueue_core::Error),
+    Queue(#[from] jobqueue::Error),
 }
 
 fn sign_up_checked(conn: &mut PgConnection, email: &str) -> Result<(i64, JobId), AppError> {
