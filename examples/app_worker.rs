@@ -12,17 +12,20 @@
 //! cargo run --example app_worker -- cron list
 //! ```
 //!
-//! Its tests, at the end, use the testing kit (`jobqueue-testing`): a
-//! sign-up enqueues one welcome email, a webhook retries on 503 and fails
-//! for good on 410, the nightly schedule enqueues this month's report
-//! (`cargo test --example app_worker`; `cargo test --workspace` runs them).
+//! Its tests, at the end, use the testing kit (`jobqueue::testing`, the
+//! front crate's `testing` feature): a sign-up enqueues one welcome email,
+//! a webhook retries on 503 and fails for good on 410, the nightly schedule
+//! enqueues this month's report. Each test that needs a database gets one
+//! of its own, copied from a template migrated once, on the server
+//! `DATABASE_URL` names (`DATABASE_URL=postgres://… cargo test --example
+//! app_worker`; the project's `scripts/test` runs them).
 
 use std::process::ExitCode;
 use std::time::Duration;
 
 use diesel::prelude::*;
-use jobqueue_core::{Job, Missed, Periodic};
-use jobqueue_runner::{JobContext, JobError, Perform, Registry};
+use jobqueue::prelude::*;
+use jobqueue::{Missed, Periodic, Registry};
 use serde::{Deserialize, Serialize};
 
 /// Sends an email (here: prints it).
@@ -119,7 +122,7 @@ impl Perform for BuildReport {
 /// own transaction, once per address. An application keeps it in the
 /// library its web code and its worker share; here its tests call it.
 #[cfg_attr(not(test), expect(dead_code, reason = "called by the tests only"))]
-fn sign_up(conn: &mut PgConnection, email: &str) -> jobqueue_core::Result<()> {
+fn sign_up(conn: &mut PgConnection, email: &str) -> jobqueue::Result<()> {
     conn.transaction(|conn| {
         // ... the application's own writes (the user's row), then:
         SendEmail {
@@ -159,7 +162,7 @@ fn main() -> ExitCode {
         .timeout_global(Some(Duration::from_secs(20)))
         .build()
         .into();
-    jobqueue_cli::Cli::with_registry(registry(http)).main()
+    jobqueue::Cli::with_registry(registry(http)).main()
 }
 
 /// The worker's own tests, with the testing kit: each on a connection
@@ -168,24 +171,25 @@ fn main() -> ExitCode {
 #[cfg(test)]
 mod tests {
     use chrono::{TimeDelta, Utc};
-    use jobqueue_testing::{
-        Drain, Ended, Outcome, Stop, enqueue_schedule, expect, perform, refute_enqueued,
+    use jobqueue::testing::{
+        Drain, Ended, Outcome, Stop, TestDatabase, enqueue_schedule, expect, perform,
+        refute_enqueued,
     };
-    use jobqueue_tests::TestDb;
 
     use super::*;
 
-    /// A connection to a fresh database of the test harness, migrated, in
-    /// a test transaction. An application's tests would give
-    /// `jobqueue_testing::connect` the URL of their test database.
-    fn connect(db: &TestDb) -> PgConnection {
-        jobqueue_testing::connect(&db.url).expect("a test connection")
+    /// A database of the test's own (dropped with it), and a connection to
+    /// it inside a test transaction: the test sees its own jobs and commits
+    /// nothing.
+    fn connect() -> (TestDatabase, PgConnection) {
+        let db = TestDatabase::new().expect("a test database");
+        let conn = jobqueue::testing::connect(db.url()).expect("a test connection");
+        (db, conn)
     }
 
     #[test]
     fn signing_up_enqueues_one_welcome_email() {
-        let db = TestDb::unmigrated();
-        let mut conn = connect(&db);
+        let (_db, mut conn) = connect();
         sign_up(&mut conn, "ada@example.com").expect("sign up");
         sign_up(&mut conn, "ada@example.com").expect("sign up again");
         let welcome = expect::<SendEmail>()
@@ -200,8 +204,7 @@ mod tests {
     #[test]
     fn a_webhook_retries_on_503_and_fails_for_good_on_410() {
         let subscriber = Subscriber::answering(vec![503, 503, 410]);
-        let db = TestDb::unmigrated();
-        let mut conn = connect(&db);
+        let (_db, mut conn) = connect();
         let hook = DeliverWebhook {
             url: subscriber.url(),
             event: serde_json::json!({"type": "order.paid", "order": 7}),
@@ -231,8 +234,7 @@ mod tests {
 
     #[test]
     fn the_nightly_schedule_enqueues_the_current_report() {
-        let db = TestDb::unmigrated();
-        let mut conn = connect(&db);
+        let (_db, mut conn) = connect();
         enqueue_schedule(&mut conn, &nightly_report()).expect("fire the schedule");
         expect::<BuildReport>()
             .matching(|report| report.month == "current")

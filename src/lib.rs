@@ -73,6 +73,9 @@ pub fn server_url() -> &'static str {
 pub struct TestDb {
     /// Its URL.
     pub url: String,
+    /// The testing kit's database, copied from the suite's template.
+    copy: Option<jobqueue::testing::TestDatabase>,
+    /// An unmigrated one's name (dropped here).
     name: String,
 }
 
@@ -81,24 +84,19 @@ impl TestDb {
     /// migrated template ([`migrated_template`]), so that the migrations
     /// run once per server rather than once per test.
     pub fn new() -> Self {
-        let template = migrated_template();
-        Self::create(Some(template)).unwrap_or_else(|first| {
-            // Another checkout's suite, with other migrations, may have
-            // dropped it as stale: build it again, once.
-            ensure_template(template);
-            Self::create(Some(template)).unwrap_or_else(|e| {
-                panic!("create a test database from {template}: {e} (first try: {first})")
-            })
-        })
+        let copy = migrated_template()
+            .database()
+            .unwrap_or_else(|e| panic!("a test database: {e}"));
+        TestDb {
+            url: copy.url().to_owned(),
+            name: copy.name().to_owned(),
+            copy: Some(copy),
+        }
     }
 
     /// Creates a fresh, empty database: no jobqueue schema, not even the
     /// migrations table.
     pub fn unmigrated() -> Self {
-        Self::create(None).unwrap_or_else(|e| panic!("create the test database: {e}"))
-    }
-
-    fn create(template: Option<&str>) -> QueryResult<Self> {
         static COUNTER: AtomicU32 = AtomicU32::new(0);
         let name = format!(
             "jq_test_{}_{}_{}",
@@ -106,12 +104,12 @@ impl TestDb {
             COUNTER.fetch_add(1, Ordering::Relaxed),
             fastrand::u32(..)
         );
-        let from = template.map_or(String::new(), |t| format!(" TEMPLATE {t}"));
-        diesel::sql_query(format!("CREATE DATABASE {name}{from}")).execute(&mut admin_conn())?;
-        Ok(TestDb {
+        exec(&mut admin_conn(), &format!("CREATE DATABASE {name}"));
+        TestDb {
             url: with_database(server_url(), &name),
+            copy: None,
             name,
-        })
+        }
     }
 
     /// A fresh database with the test jobs' side tables, and a connection.
@@ -142,6 +140,9 @@ impl Default for TestDb {
 
 impl Drop for TestDb {
     fn drop(&mut self) {
+        if self.copy.is_some() {
+            return; // the kit's drops itself
+        }
         let dropped = diesel::sql_query(format!(
             "DROP DATABASE IF EXISTS {} WITH (FORCE)",
             self.name
@@ -153,77 +154,24 @@ impl Drop for TestDb {
     }
 }
 
-/// The name of the suite's migrated template database on [`server_url`],
-/// made by `ensure_template` the first time a process asks. The name
-/// carries a digest of `jobqueue-core/migrations/`, so a changed migration
-/// gets a template of its own.
-pub fn migrated_template() -> &'static str {
-    static NAME: OnceLock<String> = OnceLock::new();
-    NAME.get_or_init(|| {
-        let name = format!("jq_template_{:016x}", migrations_digest());
-        ensure_template(&name);
-        name
+/// The suite's migrated template on [`server_url`], the testing kit's
+/// ([`jobqueue::testing::Template`]), keyed by a digest of the migration
+/// files' contents too (the kit goes by their names; here they are edited
+/// in place). The process that builds it drops the templates of earlier
+/// migrations.
+pub fn migrated_template() -> &'static jobqueue::testing::Template {
+    static TEMPLATE: OnceLock<jobqueue::testing::Template> = OnceLock::new();
+    TEMPLATE.get_or_init(|| {
+        let key = format!("migration files {:016x}", migrations_digest());
+        let template = jobqueue::testing::Template::new(server_url()).setup(&key, |_| Ok(()));
+        let built = template
+            .prepare()
+            .unwrap_or_else(|e| panic!("the suite's test template: {e}"));
+        if built {
+            let _ = template.prune_others();
+        }
+        template
     })
-}
-
-/// Makes the template database `name` unless it exists: every migration run
-/// once on it. Under an advisory lock, so test processes running at once
-/// wait for one build rather than each building; built under a scratch name
-/// and renamed when complete, so a process killed mid-build leaves no
-/// half-migrated template; closed to connections, so a clone of it never
-/// meets a session on it (not even autovacuum's). Templates of other
-/// migrations (`jq_template_*`) are dropped then, unless a clone of
-/// theirs is under way.
-fn ensure_template(name: &str) {
-    const LOCK: &str = "7150000049";
-    let mut admin = admin_conn();
-    exec(&mut admin, &format!("SELECT pg_advisory_lock({LOCK})"));
-    let exists = scalar(
-        &mut admin,
-        &format!("SELECT count(*) AS n FROM pg_database WHERE datname = '{name}'"),
-    ) == 1;
-    if !exists {
-        let building = format!("{name}_building");
-        exec(
-            &mut admin,
-            &format!("DROP DATABASE IF EXISTS {building} WITH (FORCE)"),
-        );
-        exec(&mut admin, &format!("CREATE DATABASE {building}"));
-        {
-            let mut conn = PgConnection::establish(&with_database(server_url(), &building))
-                .expect("connect to the template being built");
-            jobqueue_core::run_migrations(&mut conn).expect("migrate the template database");
-        }
-        exec(
-            &mut admin,
-            &format!("ALTER DATABASE {building} RENAME TO {name}"),
-        );
-        exec(
-            &mut admin,
-            &format!("ALTER DATABASE {name} WITH IS_TEMPLATE true ALLOW_CONNECTIONS false"),
-        );
-        #[derive(QueryableByName)]
-        struct Stale {
-            #[diesel(sql_type = diesel::sql_types::Text)]
-            datname: String,
-        }
-        let stale: Vec<Stale> = diesel::sql_query(format!(
-            "SELECT datname FROM pg_database \
-             WHERE datname LIKE 'jq\\_template\\_%' AND datname <> '{name}'"
-        ))
-        .load(&mut admin)
-        .expect("list the stale templates");
-        for Stale { datname } in stale {
-            // A refusal (a clone of it under way) leaves it for next time.
-            let _ = diesel::sql_query(format!("ALTER DATABASE {datname} IS_TEMPLATE false"))
-                .execute(&mut admin)
-                .and_then(|_| {
-                    diesel::sql_query(format!("DROP DATABASE IF EXISTS {datname}"))
-                        .execute(&mut admin)
-                });
-        }
-    }
-    exec(&mut admin, &format!("SELECT pg_advisory_unlock({LOCK})"));
 }
 
 /// A digest (FNV-1a, 64 bits) of the migration files' names and contents,

@@ -75,6 +75,7 @@
 //! ```
 
 mod connect;
+mod database;
 mod drain;
 mod drained;
 mod enqueued;
@@ -85,6 +86,7 @@ mod schedule;
 mod write;
 
 pub use connect::connect;
+pub use database::{Template, TestDatabase, TestDatabaseError};
 pub use drain::Drain;
 pub use drained::{Drained, Ended, Stop, Worked};
 pub use enqueued::Enqueued;

@@ -53,6 +53,7 @@ mod fault_stale;
 mod fencing;
 mod guide;
 mod http_limits;
+mod kit_database;
 mod kit_drain;
 mod kit_enqueued;
 mod kit_perform;
