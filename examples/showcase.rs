@@ -2,9 +2,13 @@
 //! threads with batched SKIP LOCKED claims, retry the flaky ones with backoff,
 //! recover a job whose worker "died", and print what happened.
 //!
-//! Run with `cargo run --release --example showcase`. Uses `DATABASE_URL`, else
-//! the local server, else a private cluster it starts; works in a database of
-//! its own (`jobqueue_showcase`, recreated on every run).
+//! Run with `cargo run --release --example showcase`. Uses the server of
+//! `DATABASE_URL`, else the one at 127.0.0.1:5432 (user `postgres`); works in
+//! a database of its own (`jobqueue_showcase`, recreated on every run).
+//!
+//! It drives the engine's building blocks (`jobqueue::engine`: claim,
+//! complete, fail, rescue) by hand to show what a runner does; an
+//! application's worker uses the runner instead (`app_worker.rs`).
 
 use std::error::Error;
 use std::sync::Arc;
@@ -12,8 +16,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use diesel::prelude::*;
-use jobqueue_core::engine::{Claim, Failure, claim, complete_many, fail_many, rescue_stale};
-use jobqueue_core::{
+use jobqueue::engine::{Claim, Failure, claim, complete_many, fail_many, rescue_stale};
+use jobqueue::{
     Counting, Job, JobOptions, JobStatus, NewJob, RetryPolicy, enqueue_many, list_queues,
 };
 use serde::{Deserialize, Serialize};
@@ -43,15 +47,18 @@ struct SyncCrm {
 const DATABASE: &str = "jobqueue_showcase";
 
 fn main() -> Result<(), Box<dyn Error>> {
-    let server = jobqueue_tools::postgres::database_url()?;
+    let server = std::env::var("DATABASE_URL")
+        .ok()
+        .filter(|url| !url.trim().is_empty())
+        .unwrap_or_else(|| "postgres://postgres@127.0.0.1:5432/postgres".to_owned());
     let url = fresh_database(&server)?;
     let mut conn = PgConnection::establish(&url)?;
-    jobqueue_core::run_migrations(&mut conn)?;
+    jobqueue::run_migrations(&mut conn)?;
     println!("database: {url}");
 
     // 1. Enqueue a mix, atomically with the "application's" own work.
     let started = Instant::now();
-    let jobs = conn.transaction::<_, jobqueue_core::Error, _>(|conn| {
+    let jobs = conn.transaction::<_, jobqueue::Error, _>(|conn| {
         let mut jobs = Vec::new();
         for i in 0..1500u64 {
             let email = SendEmail {
@@ -122,7 +129,7 @@ fn main() -> Result<(), Box<dyn Error>> {
             let url = url.clone();
             let completed = Arc::clone(&completed);
             let retried = Arc::clone(&retried);
-            std::thread::spawn(move || -> Result<(), jobqueue_core::Error> {
+            std::thread::spawn(move || -> Result<(), jobqueue::Error> {
                 let mut conn = PgConnection::establish(&url)?;
                 let request = Claim::new(format!("showcase-{w}")).limit(50);
                 let mut idle_since = Instant::now();
@@ -191,11 +198,23 @@ fn main() -> Result<(), Box<dyn Error>> {
     Ok(())
 }
 
-/// Recreates the showcase's own database on `server`; returns its URL.
+/// Recreates the showcase's own database on `server` (a `postgres://` URL);
+/// returns its URL.
 fn fresh_database(server: &str) -> Result<String, Box<dyn Error>> {
     let mut admin = PgConnection::establish(server)?;
     diesel::sql_query(format!("DROP DATABASE IF EXISTS {DATABASE} WITH (FORCE)"))
         .execute(&mut admin)?;
     diesel::sql_query(format!("CREATE DATABASE {DATABASE}")).execute(&mut admin)?;
-    Ok(jobqueue_tests::with_database(server, DATABASE))
+    // The server's URL with the showcase's database in its path.
+    let (head, query) = server.split_once('?').unwrap_or((server, ""));
+    let authority = head.find("://").map_or(0, |i| i + 3);
+    let base = head[authority..]
+        .find('/')
+        .map_or(head, |slash| &head[..authority + slash]);
+    let query = if query.is_empty() {
+        String::new()
+    } else {
+        format!("?{query}")
+    };
+    Ok(format!("{base}/{DATABASE}{query}"))
 }
