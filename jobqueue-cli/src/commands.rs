@@ -22,14 +22,24 @@ use crate::terminal::shown;
 
 type Result<T, E = CliError> = std::result::Result<T, E>;
 
+/// What the application gave its command line.
+pub(crate) struct App<'a> {
+    /// The name its messages go under.
+    pub(crate) name: &'a str,
+    /// Its handlers.
+    pub(crate) registry: Registry,
+    /// The states `work` builds for them (`Cli::state_with`).
+    pub(crate) deferred: Vec<crate::Deferred>,
+}
+
 /// Runs one operational command on the database at `url`.
-pub(crate) fn run(url: &str, command: Command, registry: Registry) -> Result<()> {
+pub(crate) fn run(url: &str, command: Command, app: App<'_>) -> Result<()> {
     // An empty URL is refused before anything starts, like a missing one.
     connectable_url(url, DEFAULT_CONNECT_TIMEOUT)?;
     match command {
         Command::Migrate => migrate(url),
-        Command::Work(work_args) => work(url, work_args, registry),
-        Command::Enqueue(enqueue_args) => enqueue(url, enqueue_args, &registry),
+        Command::Work(work_args) => work(url, work_args, app),
+        Command::Enqueue(enqueue_args) => enqueue(url, enqueue_args, &app.registry),
         Command::List(list_args) => list(url, list_args),
         Command::Show { id, json } => show(url, &id, json),
         Command::Stats { history, json } => stats(url, history, json),
@@ -42,7 +52,7 @@ pub(crate) fn run(url: &str, command: Command, registry: Registry) -> Result<()>
         Command::Workflow(workflow_command) => crate::workflow::run(url, workflow_command),
         Command::Runners { json } => runners(url, json),
         Command::Doctor(doctor_args) => crate::doctor::run(url, doctor_args),
-        Command::Dashboard(dashboard_args) => crate::dashboard::run(url, dashboard_args),
+        Command::Dashboard(dashboard_args) => crate::dashboard::run(url, dashboard_args, app.name),
         // Never here: `Cli::main_with` answers them without a database.
         Command::Completions { .. } | Command::Man { .. } => Ok(()),
     }
@@ -80,7 +90,12 @@ fn migrate(url: &str) -> Result<()> {
     Ok(())
 }
 
-fn work(url: &str, args: WorkArgs, registry: Registry) -> Result<()> {
+fn work(url: &str, args: WorkArgs, app: App<'_>) -> Result<()> {
+    let App {
+        name,
+        mut registry,
+        deferred,
+    } = app;
     let mut config = RunnerConfig::new(url)
         .concurrency(args.concurrency)
         .lease(secs("lease-secs", args.lease_secs)?);
@@ -131,7 +146,7 @@ fn work(url: &str, args: WorkArgs, registry: Registry) -> Result<()> {
         return Err(CliError::Usage(
             "this binary registers no job types, so `work` would never run anything: \
              build a worker binary of the application with \
-             `jobqueue_cli::Cli::new().register::<YourJob>().main()`"
+             `jobqueue::Cli::new().register::<YourJob>().main()`"
                 .into(),
         ));
     }
@@ -144,6 +159,12 @@ fn work(url: &str, args: WorkArgs, registry: Registry) -> Result<()> {
         },
         config.concurrency,
     );
+    // The application's state after every check of the flags, before
+    // anything starts: a refused flag never built it.
+    config.validate()?;
+    for build in deferred {
+        registry = build(url, registry)?;
+    }
     // The handlers first: a signal from now on is caught and waits for the
     // thread below, even one sent as soon as the start line is out (before
     // them, it ended the process at once, without a graceful stop).
@@ -154,7 +175,8 @@ fn work(url: &str, args: WorkArgs, registry: Registry) -> Result<()> {
     .map_err(CliError::Signals)?;
     let handle = Runner::new(config, registry).start()?;
     let trigger = handle.trigger();
-    eprintln!("jobqueue: working {queues} with {workers} workers; job types: {types}");
+    eprintln!("{name}: working {queues} with {workers} workers; job types: {types}");
+    let signalled = name.to_owned();
     std::thread::Builder::new()
         .name("jobqueue-signals".into())
         .spawn(move || {
@@ -168,7 +190,7 @@ fn work(url: &str, args: WorkArgs, registry: Registry) -> Result<()> {
                     trigger.request_shutdown();
                 } else {
                     eprintln!(
-                        "jobqueue: second signal: exiting now; leases of running jobs will expire"
+                        "{signalled}: second signal: exiting now; leases of running jobs will expire"
                     );
                     std::process::exit(130);
                 }
@@ -178,7 +200,7 @@ fn work(url: &str, args: WorkArgs, registry: Registry) -> Result<()> {
     let summary = handle.wait();
     if summary.abandoned > 0 {
         eprintln!(
-            "jobqueue: {} handlers were still running at exit; their jobs will be recovered when their leases expire",
+            "{name}: {} handlers were still running at exit; their jobs will be recovered when their leases expire",
             summary.abandoned
         );
     }

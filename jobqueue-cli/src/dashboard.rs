@@ -46,7 +46,7 @@ pub(crate) struct DashboardArgs {
     allowed_hosts: Vec<String>,
 }
 
-pub(crate) fn run(url: &str, args: DashboardArgs) -> Result<()> {
+pub(crate) fn run(url: &str, args: DashboardArgs, name: &str) -> Result<()> {
     let mut config = DashboardConfig::new(url);
     config.read_only = args.read_only;
     config.access_token = args.token;
@@ -63,7 +63,7 @@ pub(crate) fn run(url: &str, args: DashboardArgs) -> Result<()> {
     .map_err(CliError::Signals)?;
     let server = jobqueue_dashboard::serve(dashboard, args.addr).map_err(usage)?;
     eprintln!(
-        "jobqueue: dashboard at http://{}/ ({}; {})",
+        "{name}: dashboard at http://{}/ ({}; {})",
         server.addr(),
         if args.read_only {
             "read-only"

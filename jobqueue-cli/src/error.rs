@@ -22,6 +22,10 @@ pub enum CliError {
     /// the panic). Their jobs are recovered when their leases expire.
     #[error("runner threads panicked: {}", .0.join(", "))]
     RunnerPanicked(Vec<String>),
+    /// The application's state for `work`'s handlers could not be built
+    /// ([`crate::Cli::state_with`]): its own error, as it said it.
+    #[error("building the application's state for the handlers: {0}")]
+    State(Box<dyn std::error::Error + Send + Sync>),
     /// The SIGINT/SIGTERM handlers of `work` could not be installed.
     #[error("cannot install the signal handlers: {0}")]
     Signals(std::io::Error),

@@ -58,9 +58,26 @@ pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 use args::Args;
 
 /// The `jobqueue` command line, with the handlers `work` runs.
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub struct Cli {
     registry: Registry,
+    /// State built for `work` only, from the URL it resolved.
+    deferred: Vec<Deferred>,
+    /// The name messages go under; the binary's file name if `None`.
+    name: Option<String>,
+}
+
+/// A state to give `work`'s handlers, built from the database URL.
+type Deferred = Box<dyn FnOnce(&str, Registry) -> Result<Registry, CliError>>;
+
+impl std::fmt::Debug for Cli {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Cli")
+            .field("registry", &self.registry)
+            .field("deferred_states", &self.deferred.len())
+            .field("name", &self.name)
+            .finish()
+    }
 }
 
 /// Commands a binary adds to the operational ones: a [`clap::Subcommand`]
@@ -113,7 +130,17 @@ impl Cli {
 
     /// A CLI whose `work` runs the handlers of `registry`.
     pub fn with_registry(registry: Registry) -> Self {
-        Cli { registry }
+        Cli {
+            registry,
+            ..Self::default()
+        }
+    }
+
+    /// The name the binary's messages go under (`NAME: error: …`); by
+    /// default, the binary's file name, as it was started.
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.name = Some(name.into());
+        self
     }
 
     /// Declares a periodic job for `work`, as [`Registry::periodic`] does.
@@ -122,9 +149,39 @@ impl Cli {
         self
     }
 
-    /// Gives `work`'s handlers `value`, as [`Registry::state`] does.
+    /// Gives `work`'s handlers `value`, as [`Registry::state`] does. A
+    /// value that costs something to build (a pool, a client that
+    /// connects) is better given by [`Cli::state_with`].
     pub fn state<S: Send + Sync + 'static>(mut self, value: S) -> Self {
         self.registry = self.registry.state(value);
+        self
+    }
+
+    /// Gives `work`'s handlers the value `build` makes from the database
+    /// URL the command line resolved (`--database-url`, else
+    /// `DATABASE_URL`), as [`Registry::state`] does. `build` runs only
+    /// when `work` starts, after its flags were checked: `--help`,
+    /// `migrate`, the admin commands and a refused flag never build the
+    /// application's pools. Its error stops `work` before any job is
+    /// claimed (exit code 1), with the error's message.
+    ///
+    /// ```no_run
+    /// # struct Pool;
+    /// # impl Pool { fn connect(_: &str) -> Result<Pool, std::io::Error> { Ok(Pool) } }
+    /// jobqueue_cli::Cli::new()
+    ///     .state_with(|url| Pool::connect(url))
+    ///     .main();
+    /// ```
+    pub fn state_with<S, E, F>(mut self, build: F) -> Self
+    where
+        S: Send + Sync + 'static,
+        E: Into<Box<dyn std::error::Error + Send + Sync>>,
+        F: FnOnce(&str) -> Result<S, E> + 'static,
+    {
+        self.deferred.push(Box::new(move |url, registry: Registry| {
+            let value = build(url).map_err(|e| CliError::State(e.into()))?;
+            Ok(registry.state(value))
+        }));
         self
     }
 
@@ -179,6 +236,15 @@ impl Cli {
             }
         };
         init_logging(global.verbose);
+        let name = self
+            .name
+            .clone()
+            .unwrap_or_else(|| generate::bin_name(args.first()));
+        let app = commands::App {
+            name: &name,
+            registry: self.registry,
+            deferred: self.deferred,
+        };
         let result = match command {
             Parsed::Extra(extra) => extra.run(global.database_url),
             Parsed::Ops(command) => match (*command, global.database_url) {
@@ -193,7 +259,7 @@ impl Cli {
                     &generate::bin_name(args.first()),
                     dir.as_deref(),
                 ),
-                (command, Some(url)) => commands::run(&url, command, self.registry),
+                (command, Some(url)) => commands::run(&url, command, app),
                 // A worker missing its configuration must not look healthy
                 // while working some other database.
                 (_, None) => Err(CliError::Usage(
@@ -206,7 +272,7 @@ impl Cli {
             // The reader took what it wanted (`| head`): nothing to say.
             Err(e) if e.is_closed_pipe() => ExitCode::from(e.exit_code()),
             Err(e) => {
-                eprintln!("jobqueue: error: {e}");
+                eprintln!("{name}: error: {e}");
                 ExitCode::from(e.exit_code())
             }
         }

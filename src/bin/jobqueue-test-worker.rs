@@ -6,6 +6,11 @@
 //! entries separated by `;`, each slot enqueuing `test.noop` with payload
 //! `n` (`missed`: `latest`, or `catch_up:N`). It also works the stateful
 //! checker's job (`bench.chaos`, see `tests/chaos.rs`).
+//!
+//! Its application state is built as an application's pool would be
+//! (`Cli::state_with`): when `JOBQUEUE_TEST_STATE_LOG` names a file, each
+//! build appends the URL it was given there; `JOBQUEUE_TEST_STATE_FAIL`
+//! makes the build fail with that message.
 
 use std::process::ExitCode;
 
@@ -44,9 +49,33 @@ fn main() -> ExitCode {
     let registry = jobqueue_tests::jobs::registry()
         .register::<SendEmail>()
         .register::<jobqueue_tools::bench::chaos::ChaosJob>();
-    let mut cli = jobqueue_cli::Cli::with_registry(registry);
+    let mut cli = jobqueue_cli::Cli::with_registry(registry).state_with(build_state);
     for schedule in schedules() {
         cli = cli.periodic(schedule);
     }
     cli.main()
+}
+
+/// The state `work`'s handlers get, built from the URL the CLI resolved.
+struct AppState {
+    /// The URL it was built for.
+    _url: String,
+}
+
+fn build_state(url: &str) -> Result<AppState, String> {
+    if let Some(log) = std::env::var_os("JOBQUEUE_TEST_STATE_LOG") {
+        use std::io::Write;
+        let mut file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(log)
+            .map_err(|e| e.to_string())?;
+        writeln!(file, "{url}").map_err(|e| e.to_string())?;
+    }
+    match std::env::var("JOBQUEUE_TEST_STATE_FAIL") {
+        Ok(message) => Err(message),
+        Err(_) => Ok(AppState {
+            _url: url.to_owned(),
+        }),
+    }
 }

@@ -73,8 +73,13 @@ fn fails_with(db: &TestDb, args: &[&str], code: i32, expect: &str) {
     );
     let lines: Vec<&str> = run.stderr.lines().collect();
     assert_eq!(lines.len(), 1, "one line on stderr, got: {}", run.stderr);
+    // Under the binary's own name.
+    let name = std::path::Path::new(binary(args))
+        .file_name()
+        .expect("a file name")
+        .to_string_lossy();
     assert!(
-        lines[0].starts_with("jobqueue: error: ") && lines[0].contains(expect),
+        lines[0].starts_with(&format!("{name}: error: ")) && lines[0].contains(expect),
         "{args:?}: {}",
         lines[0]
     );
@@ -592,7 +597,7 @@ fn operational_commands_need_a_database_and_never_start_one() {
         assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
         assert_eq!(
             stderr.trim(),
-            "jobqueue: error: no database given: set DATABASE_URL or pass --database-url",
+            "jobqueue-test-worker: error: no database given: set DATABASE_URL or pass --database-url",
             "{args:?}"
         );
     }
@@ -856,7 +861,7 @@ fn work_says_what_it_works_and_refuses_to_work_nothing() {
     });
     jobqueue_tests::wait_for("the start line", std::time::Duration::from_secs(20), || {
         runner.stderr().contains(
-            "jobqueue: working queues mail, reports with 2 workers; job types: bench.chaos, email.send, test.",
+            "jobqueue-test-worker: working queues mail, reports with 2 workers; job types: bench.chaos, email.send, test.",
         )
     });
     runner.terminate(std::time::Duration::from_secs(20));
@@ -870,4 +875,72 @@ fn work_says_what_it_works_and_refuses_to_work_nothing() {
         0,
         "no runner connected"
     );
+}
+
+#[test]
+fn the_applications_state_is_built_for_work_only_from_the_url_it_resolved() {
+    use jobqueue_tests::fault::Proc;
+    let db = TestDb::new();
+    let log = std::env::temp_dir().join(format!(
+        "jq-state-{}-{}",
+        std::process::id(),
+        fastrand::u32(..)
+    ));
+    let built = || std::fs::read_to_string(&log).unwrap_or_default();
+    let run = |args: &[&str]| {
+        Command::new(CLI)
+            .env("JOBQUEUE_TEST_STATE_LOG", &log)
+            .env_remove("DATABASE_URL")
+            .args(args)
+            .output()
+            .expect("run the CLI")
+    };
+    // Neither --help, migrate, an admin command nor a refused flag of
+    // `work` builds it.
+    assert!(run(&["--help"]).status.success());
+    assert!(
+        run(&["--database-url", &db.url, "migrate"])
+            .status
+            .success()
+    );
+    assert!(run(&["--database-url", &db.url, "stats"]).status.success());
+    let refused = run(&["--database-url", &db.url, "work", "--concurrency", "0"]);
+    assert_eq!(refused.status.code(), Some(2), "{refused:?}");
+    assert_eq!(built(), "", "built for a command that runs no handler");
+    // `work` builds it once, from the URL of --database-url.
+    let mut runner = Proc::spawn("worker", {
+        let mut command = Command::new(CLI);
+        command
+            .env("JOBQUEUE_TEST_STATE_LOG", &log)
+            .env("DATABASE_URL", "postgres://nobody@127.0.0.1:1/not_this_one")
+            .args(["--database-url", &db.url, "work", "--concurrency", "1"]);
+        command
+    });
+    jobqueue_tests::wait_for("the start line", std::time::Duration::from_secs(20), || {
+        runner
+            .stderr()
+            .contains("jobqueue-test-worker: working every queue")
+    });
+    runner.terminate(std::time::Duration::from_secs(20));
+    assert_eq!(built(), format!("{}\n", db.url));
+    // A state that fails stops `work` before it claims anything, with the
+    // application's message under the binary's name.
+    let mut conn = db.conn();
+    jobqueue_tests::enqueue_all(&mut conn, [jobqueue_tests::jobs::Noop { n: 1 }]);
+    let failed = Command::new(CLI)
+        .env("JOBQUEUE_TEST_STATE_FAIL", "the cache at 10.0.0.9 refused")
+        .args(["--database-url", &db.url, "work"])
+        .output()
+        .expect("run the CLI");
+    assert_eq!(failed.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8_lossy(&failed.stderr).trim(),
+        "jobqueue-test-worker: error: building the application's state for the handlers: \
+         the cache at 10.0.0.9 refused"
+    );
+    assert_eq!(
+        jobqueue_tests::count_where(&mut conn, "status = 'pending'"),
+        1
+    );
+    let _ = std::fs::remove_file(&log);
 }

@@ -74,7 +74,7 @@ fn each_outcome_has_its_exit_code() {
         let (code, stderr) = code(NOWHERE, args);
         assert_eq!(code, 3, "{args:?}: {stderr}");
         assert!(
-            stderr.starts_with("jobqueue: error: cannot connect to the database"),
+            stderr.starts_with("jobqueue-test-worker: error: cannot connect to the database"),
             "{args:?}: {stderr}"
         );
     }

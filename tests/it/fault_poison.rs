@@ -56,7 +56,7 @@ fn cli_refuses(db: &TestDb, args: &[&str], expect: &str) {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
     assert!(
-        stderr.starts_with("jobqueue: error: ") && stderr.contains(expect),
+        stderr.starts_with("jobqueue-test-worker: error: ") && stderr.contains(expect),
         "{args:?}: {stderr}"
     );
 }
