@@ -1,12 +1,11 @@
 //! Per-key order: a ledger whose entries are applied one at a time per
 //! account, in the order they were posted, however many workers and
 //! runners work the queue. Each entry is a job keyed by its account
-//! (`#[job(key = "account")]`); the queue keeps each key's jobs in order
-//! (`jobqueue queue keys ledger ordered`). With `DATABASE_URL` set:
-//! `cargo run --example ledger -- migrate`, `-- work --queues ledger` (in
-//! another terminal: the runner names the queue, which a limit needs),
-//! `-- queue keys ledger ordered`, then `-- post 3 5` (five entries for
-//! each of three accounts).
+//! (`#[job(key = "account")]`); the queue, declared ordered in code
+//! (`QueueConfig`), keeps each key's jobs in order: its runner makes it so
+//! at its start. With `DATABASE_URL` set: `cargo run --example ledger --
+//! migrate`, `-- work --queues ledger` (in another terminal), then `-- post
+//! 3 5` (five entries for each of three accounts).
 
 use diesel::prelude::*;
 use jobqueue::prelude::*;
@@ -57,5 +56,11 @@ fn main() -> Result<std::process::ExitCode, Box<dyn std::error::Error>> {
         post(&mut conn, accounts.parse()?, per_account.parse()?)?;
         return Ok(std::process::ExitCode::SUCCESS);
     }
-    Ok(jobqueue::Cli::new().register::<ApplyEntry>().main())
+    // The ledger's order is the code's to state: every environment's first
+    // runner makes the queue ordered before its first claim.
+    let ledger = jobqueue::QueueConfig::new("ledger").keys(jobqueue::KeyLimit::ordered());
+    Ok(jobqueue::Cli::new()
+        .register::<ApplyEntry>()
+        .queue(ledger)
+        .main())
 }

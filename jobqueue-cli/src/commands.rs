@@ -804,6 +804,7 @@ fn queue_list(conn: &mut PgConnection, json: bool) -> Result<()> {
         "keys",
         "keyed"
     )?;
+    let mut overridden = Vec::new();
     for q in queues {
         let state = match (q.paused, q.backoff_left()) {
             (true, _) => "paused",
@@ -836,6 +837,18 @@ fn queue_list(conn: &mut PgConnection, json: bool) -> Result<()> {
                 .map(|limit| limit.to_string())
                 .unwrap_or_else(|| "-".into()),
             keyed(&q),
+        )?;
+        overridden.extend(q.overrides().into_iter().map(|o| (q.queue.clone(), o)));
+    }
+    // What operators changed of what the code declares: it stands until
+    // the code declares another value.
+    for (queue, o) in overridden {
+        outln!(
+            "{}: {} is {}, the code declares {} (set at run time; stands until the code declares another)",
+            shown(&queue),
+            o.setting,
+            o.now,
+            o.declared
         )?;
     }
     Ok(())

@@ -194,6 +194,17 @@ pub(crate) struct QueueLine<'a> {
     keys_held: Option<i64>,
     waiting_on_key: i64,
     blocked_on_parents: i64,
+    /// Declared settings an operator changed since: `{setting, now,
+    /// declared}`.
+    overrides: Vec<Override>,
+}
+
+/// A declared setting that differs now, in `queue list --json`.
+#[derive(Serialize)]
+struct Override {
+    setting: &'static str,
+    now: String,
+    declared: String,
 }
 
 /// A queue's key limit in `queue list --json`.
@@ -235,6 +246,15 @@ impl<'a> QueueLine<'a> {
             keys_held: q.key_limit.map(|_| q.keys_held),
             waiting_on_key: q.count(JobStatus::Waiting),
             blocked_on_parents: q.count(JobStatus::Blocked),
+            overrides: q
+                .overrides()
+                .into_iter()
+                .map(|o| Override {
+                    setting: o.setting,
+                    now: o.now,
+                    declared: o.declared,
+                })
+                .collect(),
         }
     }
 }

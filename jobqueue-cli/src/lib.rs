@@ -149,6 +149,12 @@ impl Cli {
         self
     }
 
+    /// Declares a queue's settings for `work`, as [`Registry::queue`] does.
+    pub fn queue(mut self, config: jobqueue_core::QueueConfig) -> Self {
+        self.registry = self.registry.queue(config);
+        self
+    }
+
     /// Gives `work`'s handlers `value`, as [`Registry::state`] does. A
     /// value that costs something to build (a pool, a client that
     /// connects) is better given by [`Cli::state_with`].

@@ -83,6 +83,7 @@ mod periodic;
 mod plan;
 mod prepared;
 mod prune;
+mod queue_config;
 mod queue_head;
 mod queue_key;
 mod queues;
@@ -165,6 +166,7 @@ pub use periodic::{
     Missed, Periodic, ScheduleInfo, list_schedules, run_schedule_now, set_schedule_paused,
 };
 pub use prune::Retention;
+pub use queue_config::{Declared, Override, QueueConfig, declare_queue};
 pub use queues::{
     Counting, QueueChange, QueueInfo, list_queues, pause_queue, resume_queue, set_queue_limit,
 };

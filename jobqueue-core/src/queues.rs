@@ -72,9 +72,19 @@ pub struct QueueInfo {
     /// pruned.
     pub counts: BTreeMap<JobStatus, i64>,
     oldest_due_secs: Option<f64>,
+    /// What the code last declared (`jobqueue_queues.declared`, JSON).
+    declared: Option<String>,
 }
 
 impl QueueInfo {
+    /// The settings the application's code declared ([`crate::QueueConfig`])
+    /// that differ now: an operator changed them since the declaration was
+    /// applied, and their change stands until the code declares another
+    /// value. Empty for a queue no code declared.
+    pub fn overrides(&self) -> Vec<crate::queue_config::Override> {
+        crate::queue_config::overrides(self.declared.as_deref(), self)
+    }
+
     /// Jobs in `status`.
     pub fn count(&self, status: JobStatus) -> i64 {
         self.counts.get(&status).copied().unwrap_or(0)
@@ -129,6 +139,8 @@ struct QueueRow {
     key_limit: Option<i32>,
     #[diesel(sql_type = Bool)]
     key_ordered: bool,
+    #[diesel(sql_type = Nullable<Text>)]
+    declared: Option<String>,
     #[diesel(sql_type = Nullable<BigInt>)]
     keys_held: Option<i64>,
     #[diesel(sql_type = Nullable<Text>)]
@@ -232,6 +244,7 @@ pub fn list_queues(conn: &mut PgConnection, counting: Counting) -> Result<Vec<Qu
             keys_held: row.keys_held.unwrap_or(0),
             counts: BTreeMap::new(),
             oldest_due_secs: None,
+            declared: row.declared.clone(),
         },
         |entry, row| {
             if let (Some(status), Some(jobs)) = (row.status, row.jobs) {

@@ -89,5 +89,7 @@ diesel::table! {
         key_limit -> Nullable<Int4>,
         /// Each key's jobs start in enqueue order, one at a time.
         key_ordered -> Bool,
+        /// What the application's code last declared of its settings.
+        declared -> Nullable<Jsonb>,
     }
 }

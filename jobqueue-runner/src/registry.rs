@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use jobqueue_core::{JobOptions, NewJob, Periodic, RetryPolicy};
+use jobqueue_core::{JobOptions, NewJob, Periodic, QueueConfig, RetryPolicy};
 
 use crate::{JobContext, JobError, Perform};
 
@@ -44,6 +44,7 @@ pub struct Registry {
     handlers: HashMap<&'static str, Handler>,
     states: HashMap<TypeId, State>,
     schedules: Vec<Periodic>,
+    queues: Vec<QueueConfig>,
     duplicates: Vec<String>,
 }
 
@@ -171,6 +172,25 @@ impl Registry {
         &self.schedules
     }
 
+    /// Declares a queue's settings in code (`QueueConfig`): a runner
+    /// applies them at its start, each setting when its declaration
+    /// changed (an operator's change since the last declaration stands;
+    /// see [`jobqueue_core::declare_queue`]), and gives the queue the
+    /// declared workers unless its own configuration names the queue's.
+    pub fn queue(mut self, config: QueueConfig) -> Self {
+        if self.queues.iter().any(|q| q.name() == config.name()) {
+            self.duplicates
+                .push(format!("queue `{}` is declared twice", config.name()));
+        }
+        self.queues.push(config);
+        self
+    }
+
+    /// The declared queues.
+    pub(crate) fn queues(&self) -> &[QueueConfig] {
+        &self.queues
+    }
+
     /// The registered job types, sorted.
     pub fn job_types(&self) -> Vec<&'static str> {
         let mut types: Vec<_> = self.handlers.keys().copied().collect();
@@ -222,6 +242,11 @@ impl Registry {
                  register handlers with `Registry::register::<T>()`"
                     .into(),
             ));
+        }
+        for queue in &self.queues {
+            queue
+                .validate()
+                .map_err(|e| crate::RunnerError::Config(e.to_string()))?;
         }
         for schedule in &self.schedules {
             schedule

@@ -73,9 +73,22 @@ impl Runner {
     /// database need not be up: the threads connect, and reconnect, on their
     /// own, logging an outage once.
     pub fn start(self) -> Result<RunnerHandle, RunnerError> {
-        self.config.validate()?;
+        let mut config = self.config;
         self.registry.validate()?;
-        let config = self.config;
+        // The workers the code declares for a queue it works, unless the
+        // configuration names the queue's own.
+        for queue in self.registry.queues() {
+            let works = config.queues.is_empty() || config.queues.iter().any(|q| q == queue.name());
+            if let Some(most) = queue.declared_workers()
+                && works
+            {
+                config
+                    .queue_concurrency
+                    .entry(queue.name().to_owned())
+                    .or_insert(most);
+            }
+        }
+        config.validate()?;
         // Watching from the first connection on; it stops when the runner
         // has stopped (or when `start` fails, with its sender).
         let watchdog = Arc::new(crate::hang_guard::Watchdog::default());
@@ -93,6 +106,7 @@ impl Runner {
         )?);
         connector.check_own_sessions()?;
         connector.check_schema()?;
+        connector.declare_queues(self.registry.queues())?;
         // Bound before anything starts: a taken address refuses the start.
         let metrics_server = match config.metrics {
             crate::MetricsMode::Serve(addr) => {

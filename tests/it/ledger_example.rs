@@ -1,6 +1,6 @@
 //! The ledger example (`examples/ledger.rs`) as an operator runs it: a
-//! worker process with eight workers, the queue made ordered per key from
-//! the command line, then entries posted for three accounts in one
+//! worker process with eight workers, whose code declares the queue
+//! ordered per key, then entries posted for three accounts in one
 //! transaction: each account's entries are applied in posting order,
 //! one at a time, while the accounts' entries interleave.
 
@@ -22,16 +22,22 @@ fn each_accounts_entries_are_applied_in_posting_order() {
         &db.url,
         &["--queues", "ledger", "--concurrency", "8"],
     );
-    // The runner names its queue once registered: then the queue is known.
+    // Once its runner registered, the declaration was applied: no command
+    // made the queue ordered.
     wait_for("the worker registered", WAIT_LIMIT, || {
         scalar(
             &mut conn,
             "SELECT count(*) AS n FROM jobqueue_runners WHERE 'ledger' = ANY(queues)",
         ) > 0
     });
-    assert_success(
-        "queue keys ledger ordered",
-        &run(&["queue", "keys", "ledger", "ordered"]),
+    assert_eq!(
+        scalar(
+            &mut conn,
+            "SELECT count(*) AS n FROM jobqueue_queues \
+             WHERE name = 'ledger' AND key_ordered AND key_limit = 1"
+        ),
+        1,
+        "the ledger is ordered as its code declares"
     );
     assert_success(
         "post",

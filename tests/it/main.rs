@@ -36,6 +36,7 @@ mod concurrency_keys;
 mod dashboard;
 mod dashboard_browser;
 mod deadlocks;
+mod declared_queues;
 mod delete_on_complete;
 mod derive_enqueue;
 mod doctor;

@@ -208,6 +208,7 @@ WITH counts AS (SELECT queue, 'pending' AS kind, count(*) AS n,
                    EXTRACT(EPOCH FROM c.backoff_until - now())::float8 AS backoff_secs,
                    c.key_limit,
                    coalesce(c.key_ordered, false) AS key_ordered,
+                   c.declared::text AS declared,
                    (SELECT count(DISTINCT h.concurrency_key) FROM jobqueue_jobs AS h
                     WHERE c.key_limit IS NOT NULL AND h.queue = names.name
                       AND h.concurrency_key IS NOT NULL
@@ -250,6 +251,7 @@ WITH counts AS (SELECT queue, status AS kind, count(*) AS n,
                    EXTRACT(EPOCH FROM c.backoff_until - now())::float8 AS backoff_secs,
                    c.key_limit,
                    coalesce(c.key_ordered, false) AS key_ordered,
+                   c.declared::text AS declared,
                    (SELECT count(DISTINCT h.concurrency_key) FROM jobqueue_jobs AS h
                     WHERE c.key_limit IS NOT NULL AND h.queue = names.name
                       AND h.concurrency_key IS NOT NULL
@@ -262,4 +264,26 @@ WITH counts AS (SELECT queue, status AS kind, count(*) AS n,
             LEFT JOIN jobqueue_queues AS c ON c.name = names.name
             LEFT JOIN counts ON counts.queue = names.name
             ORDER BY names.name, counts.kind
+;
+
+-- QUEUE_DECLARE_ROW
+-- Gives queue `$1` a row unless it has one, so that the next statement
+-- can lock it (a declared queue is known from then on).
+    INSERT INTO jobqueue_queues (name) VALUES ($1)
+    ON CONFLICT (name) DO NOTHING
+;
+
+-- QUEUE_DECLARED_LOCK
+-- Locks queue `$1`'s row for the rest of the transaction and reads what
+-- the code last declared of its settings (`declared`, as text): two
+-- runners that start at once apply a changed declaration once.
+    SELECT declared::text AS declared FROM jobqueue_queues
+    WHERE name = $1
+    FOR NO KEY UPDATE
+;
+
+-- QUEUE_DECLARED_SET
+-- Records `$2` (JSON) as what the code declared of queue `$1`'s settings.
+    UPDATE jobqueue_queues SET declared = $2::jsonb, updated_at = now()
+    WHERE name = $1
 ;

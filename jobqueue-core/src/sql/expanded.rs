@@ -188,6 +188,9 @@ const FILES: &[SqlFile] = &[
             QUEUE_SET_KEY_LIMIT,
             QUEUE_LIST,
             QUEUE_LIST_HISTORY,
+            QUEUE_DECLARE_ROW,
+            QUEUE_DECLARED_LOCK,
+            QUEUE_DECLARED_SET,
         ),
     ),
     (

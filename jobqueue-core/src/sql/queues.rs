@@ -231,6 +231,7 @@ macro_rules! queue_list {
                    EXTRACT(EPOCH FROM c.backoff_until - now())::float8 AS backoff_secs,
                    c.key_limit,
                    coalesce(c.key_ordered, false) AS key_ordered,
+                   c.declared::text AS declared,
                    (SELECT count(DISTINCT h.concurrency_key) FROM jobqueue_jobs AS h
                     WHERE c.key_limit IS NOT NULL AND h.queue = names.name
                       AND h.concurrency_key IS NOT NULL
@@ -262,3 +263,22 @@ pub(crate) const QUEUE_LIST_HISTORY: &str = queue_list!(
      FROM jobqueue_jobs
      GROUP BY queue, status"
 );
+
+/// Gives queue `$1` a row unless it has one, so that the next statement
+/// can lock it (a declared queue is known from then on).
+pub(crate) const QUEUE_DECLARE_ROW: &str = "
+    INSERT INTO jobqueue_queues (name) VALUES ($1)
+    ON CONFLICT (name) DO NOTHING";
+
+/// Locks queue `$1`'s row for the rest of the transaction and reads what
+/// the code last declared of its settings (`declared`, as text): two
+/// runners that start at once apply a changed declaration once.
+pub(crate) const QUEUE_DECLARED_LOCK: &str = "
+    SELECT declared::text AS declared FROM jobqueue_queues
+    WHERE name = $1
+    FOR NO KEY UPDATE";
+
+/// Records `$2` (JSON) as what the code declared of queue `$1`'s settings.
+pub(crate) const QUEUE_DECLARED_SET: &str = "
+    UPDATE jobqueue_queues SET declared = $2::jsonb, updated_at = now()
+    WHERE name = $1";

@@ -192,6 +192,31 @@ impl Connector {
         Ok(())
     }
 
+    /// Applies the queue settings the registry declares (see
+    /// `maintenance/declare_queues.rs`), before any claim. When the
+    /// database does not answer, the maintenance applies them once it does.
+    pub(crate) fn declare_queues(
+        &self,
+        queues: &[jobqueue_core::QueueConfig],
+    ) -> Result<(), RunnerError> {
+        if queues.is_empty() {
+            return Ok(());
+        }
+        let Ok(mut conn) = self.connect("queue declarations", Owner::Runner, Ok) else {
+            return Ok(());
+        };
+        let applied = conn.call(Some(self.db_timeout), |conn| {
+            crate::maintenance::declare_all(conn, queues)
+        })?;
+        if !applied.is_empty() {
+            log::info!(
+                "applied the queue settings the code declares anew: {}",
+                applied.join(", ")
+            );
+        }
+        Ok(())
+    }
+
     /// Refuses to start against a database whose jobqueue schema is
     /// missing or behind this library (its first statement would fail, or
     /// worse, half work). When the database does not answer, nothing is

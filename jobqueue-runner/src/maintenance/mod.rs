@@ -12,6 +12,7 @@
 //! | [`Vacuum`] | `vacuum.rs` | vacuums the jobs table, or looks whether the horizon moved | `vacuum_interval`, backing off while the horizon is held (`vacuum_pacing.rs`) |
 //! | [`SetAsideBacklogs`] | `set_aside.rs` | sets aside a batch of a queue's backlog of a type its claims met without a handler | back to back while one lasts, else `poll_interval` |
 //! | [`IndexUpkeep`] | `index_upkeep.rs` | rebuilds an index of live jobs a held horizon bloated | `index_upkeep_interval` |
+//! | [`DeclareQueues`] | `declare_queues.rs` | applies the queue settings the registry declares, if the start could not | from the start, until one pass succeeds |
 //! | [`PeriodicJobs`] | `periodic.rs` | declares the schedules, fires their due slots | until the next slot, at most a minute |
 //! | [`QueueGauges`] | `queue_gauges.rs` | computes the table-wide queue gauges, if this runner leads | `metrics_refresh` |
 //!
@@ -32,6 +33,7 @@
 mod admit_keys;
 mod batches;
 mod context;
+mod declare_queues;
 mod index_upkeep;
 mod periodic;
 mod promote;
@@ -48,6 +50,8 @@ mod workflow_ends;
 
 pub use admit_keys::{AdmitKeys, KeysAdmitted};
 pub use context::ServiceContext;
+pub(crate) use declare_queues::declare_all;
+pub use declare_queues::{DeclareQueues, QueuesDeclared};
 pub use index_upkeep::{IndexUpkeep, IndexUpkeepReport, IndexUpkept, Kept, Upkeep};
 pub use periodic::{PeriodicJobs, PeriodicReport};
 pub use promote::{Promote, Promoted};

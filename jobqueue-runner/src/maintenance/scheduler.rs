@@ -16,6 +16,7 @@ use crossbeam_channel::Receiver;
 
 use super::admit_keys::AdmitKeys;
 use super::context::ServiceContext;
+use super::declare_queues::DeclareQueues;
 use super::index_upkeep::IndexUpkeep;
 use super::periodic::PeriodicJobs;
 use super::promote::Promote;
@@ -47,6 +48,9 @@ pub(crate) fn run(shared: Arc<Shared>, claimer: Arc<Claimer>, stop: Receiver<()>
     scheduler.add(SetAsideBacklogs::new(config));
     scheduler.add(Vacuum::new(config));
     scheduler.add(IndexUpkeep::new(config));
+    if !cx.shared.registry.queues().is_empty() {
+        scheduler.add(DeclareQueues::new(config));
+    }
     if !cx.shared.registry.schedules().is_empty() {
         scheduler.add(PeriodicJobs::default());
     }

@@ -1,0 +1,1 @@
+ALTER TABLE jobqueue_queues DROP COLUMN declared;
