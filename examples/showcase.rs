@@ -6,7 +6,7 @@
 //! `DATABASE_URL`, else the one at 127.0.0.1:5432 (user `postgres`); works in
 //! a database of its own (`jobqueue_showcase`, recreated on every run).
 //!
-//! It drives the engine's building blocks (`jobqueue::engine`: claim,
+//! It drives the engine's building blocks (`jobqueue::unstable::engine`: claim,
 //! complete, fail, rescue) by hand to show what a runner does; an
 //! application's worker uses the runner instead (`app_worker.rs`).
 
@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use diesel::prelude::*;
-use jobqueue::engine::{Claim, Failure, claim, complete_many, fail_many, rescue_stale};
+use jobqueue::unstable::engine::{Claim, Failure, claim, complete_many, fail_many, rescue_stale};
 use jobqueue::{
     Counting, Job, JobOptions, JobStatus, NewJob, RetryPolicy, enqueue_many, list_queues,
 };

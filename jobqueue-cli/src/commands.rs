@@ -729,11 +729,7 @@ fn queue(url: &str, command: QueueCommand) -> Result<()> {
             match limit {
                 Some(n) => outln!(
                     "queue {name}: at most {n} jobs held at once by all runners together{}",
-                    if change.known {
-                        ""
-                    } else {
-                        " (no job names it yet)"
-                    }
+                    not_named_yet(change)
                 )?,
                 None => outln!("queue {name}: no limit")?,
             }
@@ -741,13 +737,14 @@ fn queue(url: &str, command: QueueCommand) -> Result<()> {
         }
         QueueCommand::Rate(args) => {
             let rate = if args.none { None } else { args.rate };
-            jobqueue_core::set_queue_rate_limit(&mut conn, &args.name, rate)?;
+            let change = jobqueue_core::set_queue_rate_limit(&mut conn, &args.name, rate)?;
             let name = &args.name;
             match rate {
                 Some(rate) => outln!(
-                    "queue {name}: at most {} jobs started per {} by all runners together",
+                    "queue {name}: at most {} jobs started per {} by all runners together{}",
                     rate.starts(),
-                    rate.period_text()
+                    rate.period_text(),
+                    not_named_yet(change)
                 )?,
                 None => outln!("queue {name}: no rate limit")?,
             }
@@ -755,10 +752,24 @@ fn queue(url: &str, command: QueueCommand) -> Result<()> {
         }
         QueueCommand::Keys(args) => {
             let limit = if args.none { None } else { args.limit };
-            jobqueue_core::set_queue_key_limit(&mut conn, &args.name, limit)?;
-            outln!("{}", key_limit_notice(&args.name, limit))?;
+            let change = jobqueue_core::set_queue_key_limit(&mut conn, &args.name, limit)?;
+            outln!(
+                "{}{}",
+                key_limit_notice(&args.name, limit),
+                not_named_yet(change)
+            )?;
             Ok(())
         }
+    }
+}
+
+/// The note after a setting on a queue nothing names yet (a typo, or a
+/// queue set up before its first jobs).
+fn not_named_yet(change: jobqueue_core::QueueChange) -> &'static str {
+    if change.known {
+        ""
+    } else {
+        " (no job names it yet: the setting waits for its first jobs)"
     }
 }
 

@@ -19,7 +19,7 @@ use diesel::sql_types::{Bool, Integer, Nullable, Text};
 
 use crate::isolation::read_committed;
 use crate::limits::{self, MAX_KEY_LIMIT};
-use crate::queues::{QueueChange, unknown};
+use crate::queues::QueueChange;
 use crate::{Error, Result, sql};
 
 /// A queue's limit per concurrency key.
@@ -121,9 +121,11 @@ impl FromStr for KeyLimit {
 /// jobs are admitted. Keyed jobs enqueued before a first limit was set are
 /// already due and count against it; those enqueued after wait for room.
 ///
-/// The queue must be known (it has settings, jobs, a schedule or a runner
-/// that names it): a limit on a name nothing uses is most likely a typo,
-/// and is [`Error::UnknownQueue`] with the known queues.
+/// A queue no job, setting, schedule or runner names yet may be limited
+/// (its first keyed jobs then wait for their key's room), so that a new
+/// environment can be set up before its first enqueue;
+/// [`QueueChange::known`] says which it was, for a caller to warn of a
+/// typo.
 pub fn set_queue_key_limit(
     conn: &mut PgConnection,
     queue: &str,
@@ -138,9 +140,6 @@ pub fn set_queue_key_limit(
             .bind::<Nullable<Integer>, _>(per_key)
             .bind::<Bool, _>(ordered)
             .get_result::<QueueChange>(conn)?;
-        if !change.known {
-            return Err(unknown(conn, queue));
-        }
         crate::admission::admit_queue(conn, queue)?;
         Ok(change)
     })

@@ -20,7 +20,7 @@ use diesel::prelude::*;
 use diesel::sql_types::{Interval, Nullable, Text};
 
 use crate::isolation::read_committed;
-use crate::queues::{QueueChange, unknown};
+use crate::queues::QueueChange;
 use crate::{Error, Result, limits, sql};
 
 /// The most starts a rate limit allows per period.
@@ -188,9 +188,11 @@ fn parse_period(text: &str) -> std::result::Result<Duration, String> {
 /// leaves the queue out of its claims until it does (within its poll
 /// interval), never claiming over the limit.
 ///
-/// The queue must be known (it has settings, jobs, a schedule or a runner
-/// that names it): a limit on a name nothing uses is most likely a typo,
-/// and is [`Error::UnknownQueue`] with the known queues.
+/// A queue no job, setting, schedule or runner names yet may be limited
+/// (the limit waits for its first jobs, as a pause does), so that a new
+/// environment can be set up before its first enqueue;
+/// [`QueueChange::known`] says which it was, for a caller to warn of a
+/// typo.
 pub fn set_queue_rate_limit(
     conn: &mut PgConnection,
     queue: &str,
@@ -204,17 +206,12 @@ pub fn set_queue_rate_limit(
     });
     let starts = limit.map(|limit| i32::try_from(limit.starts).unwrap_or(i32::MAX));
     read_committed(conn, |conn| {
-        let change = diesel::sql_query(sql::QUEUE_SET_RATE)
+        Ok(diesel::sql_query(sql::QUEUE_SET_RATE)
             .bind::<Text, _>(queue)
             .bind::<Nullable<diesel::sql_types::Integer>, _>(starts)
             .bind::<Nullable<Interval>, _>(period)
             .bind::<Text, _>(crate::enqueue::NOTIFY_CHANNEL)
-            .get_result::<QueueChange>(conn)?;
-        if change.known {
-            Ok(change)
-        } else {
-            Err(unknown(conn, queue))
-        }
+            .get_result::<QueueChange>(conn)?)
     })
 }
 

@@ -4,17 +4,26 @@
 //! the work that asked for it committed, and a runner claims them with
 //! `FOR UPDATE SKIP LOCKED` and works them on a pool of threads.
 //!
-//! This crate is the one an application depends on. Its top level is
-//! `jobqueue-core`'s: the [`Job`](trait@Job) trait and its derive, enqueue
-//! and its options and outcomes, errors, migrations and the admin calls.
-//! Its features add the rest:
+//! This crate is the one an application depends on. Its top level is what
+//! an application uses: the [`Job`](trait@Job) trait and its derive,
+//! enqueue and its options and outcomes, errors, migrations, queue control
+//! and queues declared in code, periodic jobs, workflows and batches, and
+//! the admin calls. The building blocks a runner is made of are in
+//! [`unstable`], outside the semver promise. Its features add the rest:
 //!
 //! | feature | adds |
 //! | --- | --- |
-//! | `runner` (default) | [`Perform`], [`JobContext`], [`JobError`], [`Registry`], [`Runner`], [`RunnerConfig`]; the whole runner crate as [`runner`] |
+//! | `runner` (default) | [`Perform`], [`JobContext`], [`JobError`], [`Registry`], [`Runner`], [`RunnerConfig`], [`RunSummary`], [`MetricsMode`], [`ShutdownTrigger`]; the whole runner crate as [`runner`] |
 //! | `cli` (default) | [`Cli`]: the command line of the application's worker binary; the whole cli crate (exit codes, errors) as [`cli`] |
 //! | `dashboard` | the web dashboard to mount in the application, as `dashboard` |
-//! | `testing` | the testing kit, as `testing`: assertions on what was enqueued, draining queues inline, one handler on its own (for `[dev-dependencies]`) |
+//! | `testing` | the testing kit, as `testing`: a database per test, assertions on what was enqueued, draining queues inline, one handler on its own (for `[dev-dependencies]`) |
+//! | `async` | enqueue on diesel-async's `AsyncPgConnection`: `Job::enqueue_async`, `enqueue_async`, `enqueue_many_async` |
+//! | `tracing` | `tracing` spans of enqueues and of each attempt, with the enqueuer's OpenTelemetry trace context carried to the job's attempts |
+//!
+//! A crate that only enqueues (an application's web crate) needs neither
+//! default feature: `jobqueue = { version = "0.1", default-features = false }`
+//! builds without the runner and the command line (no clap, HTTP server or
+//! tokio).
 //!
 //! The crates its public signatures use are re-exported at the versions it
 //! was built with: [`diesel`] (connections are `diesel::PgConnection`),
@@ -48,11 +57,116 @@
 //! # fn main() {}
 //! ```
 
-pub use jobqueue_core::*;
+// What an application uses, by topic; the building blocks of a runner are
+// under `unstable`.
+pub use jobqueue_core::{
+    // Workflows and batches.
+    Batch,
+    // One job: its row, its status, what became of it; cancel and retry.
+    CancelOutcome,
+    // Operations: the doctor, runners, statistics, retention.
+    Check,
+    CheckStatus,
+    // Queues: their state, pause, limits, and their settings declared in code.
+    Counting,
+    // Periodic jobs.
+    CronSchedule,
+    Declared,
+    DoctorOptions,
+    // Job types and enqueue.
+    Duplicate,
+    EnqueueBuilder,
+    EnqueueOutcome,
+    Enqueued,
+    EnqueuedWorkflow,
+    // Errors.
+    Error,
+    ID_CLOCK_TOLERANCE,
+    Job,
+    JobId,
+    JobLookup,
+    JobOptions,
+    JobRow,
+    JobStatus,
+    KeyLimit,
+    MAX_RATE_PERIOD,
+    MAX_RATE_STARTS,
+    MAX_WORKFLOW_NAME,
+    MAX_WORKFLOW_STEPS,
+    MIN_RATE_MARGIN,
+    MIN_RATE_PERIOD,
+    Missed,
+    Missing,
+    MissingJob,
+    NewJob,
+    ON_FINISH,
+    ON_SUCCESS,
+    OnFailure,
+    Override,
+    Periodic,
+    QueueChange,
+    QueueConfig,
+    QueueInfo,
+    RateLimit,
+    Result,
+    Retention,
+    RetryPolicy,
+    RunnerRow,
+    ScheduleInfo,
+    // The schema.
+    SchemaVersions,
+    Step,
+    StepInfo,
+    TypeStats,
+    VERSION,
+    Workflow,
+    WorkflowInfo,
+    WorkflowSummary,
+    cancel,
+    declare_queue,
+    doctor,
+    enqueue,
+    enqueue_many,
+    get_job,
+    get_workflow,
+    list_queues,
+    list_runners,
+    list_schedules,
+    list_workflows,
+    pause_queue,
+    pending_migrations,
+    redact_url,
+    resume_queue,
+    retry_failed,
+    retry_job,
+    run_migrations,
+    run_schedule_now,
+    set_queue_key_limit,
+    set_queue_limit,
+    set_queue_rate_limit,
+    set_schedule_paused,
+    type_stats,
+};
+#[cfg(feature = "async")]
+pub use jobqueue_core::{enqueue_async, enqueue_many_async};
+
+/// What `#[derive(Job)]`'s generated code names; not a public API.
+#[doc(hidden)]
+pub use jobqueue_core::__private;
+
+/// The building blocks a runner is made of (claim, fence, complete, the
+/// maintenance statements), the Diesel schema of jobqueue's tables, the
+/// dashboard's paged reads, the embedded migrations and the limits on
+/// names. For tools and tests that go below the runner; **outside the
+/// semver promise**: they change when the runner does.
+pub mod unstable {
+    pub use jobqueue_core::{MIGRATIONS, browse, engine, human, limits, schema};
+}
 
 #[cfg(feature = "runner")]
 pub use jobqueue_runner::{
-    JobContext, JobError, Perform, Registry, Runner, RunnerConfig, RunnerError, RunnerHandle,
+    JobContext, JobError, MetricsMode, Perform, Registry, RunSummary, Runner, RunnerConfig,
+    RunnerError, RunnerHandle, ShutdownTrigger,
 };
 
 /// The runner: every item of the `jobqueue-runner` crate (metrics modes,

@@ -318,6 +318,7 @@ fn stats_queue_list_runners_and_cron_list_print_one_document_each() {
             "keys_held",
             "waiting_on_key",
             "blocked_on_parents",
+            "overrides",
         ],
     );
     assert_eq!(mail["paused"], false);

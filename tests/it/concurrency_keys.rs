@@ -583,7 +583,7 @@ fn a_raised_or_removed_limit_admits_at_once_and_a_cancelled_holder_frees_its_key
 }
 
 #[test]
-fn bad_keys_limits_and_unknown_queues_are_refused_with_the_reason() {
+fn bad_keys_and_limits_are_refused_with_the_reason_and_a_new_queue_takes_a_limit() {
     let (_db, mut conn) = TestDb::connected();
     let long = "k".repeat(256);
     let error =
@@ -601,16 +601,17 @@ fn bad_keys_limits_and_unknown_queues_are_refused_with_the_reason() {
         negative.to_string().contains("-3 jobs per key"),
         "{negative}"
     );
+    // A queue nothing names yet takes a limit before its first jobs.
     let unknown = set_queue_key_limit(&mut conn, "no-such-queue", Some(KeyLimit::ordered()))
-        .expect_err("an unknown queue");
-    assert!(
-        matches!(&unknown, Error::UnknownQueue { queue, .. } if queue == "no-such-queue"),
-        "{unknown}"
-    );
+        .expect("a limit before the first jobs");
+    assert!(!unknown.known);
     assert_eq!(
-        scalar(&mut conn, "SELECT count(*) AS n FROM jobqueue_queues"),
-        0,
-        "nothing was written"
+        scalar(
+            &mut conn,
+            "SELECT count(*) AS n FROM jobqueue_queues WHERE name = 'no-such-queue' AND key_ordered"
+        ),
+        1,
+        "the limit waits for the queue's first jobs"
     );
 }
 

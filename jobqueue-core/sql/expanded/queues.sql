@@ -101,9 +101,10 @@
 
 -- QUEUE_SET_RATE
 -- Sets (or with NULL `$2` and `$3` removes) the rate limit of queue `$1`,
--- `$2` starts per `$3`, if the queue is known (a row, a job of any status,
--- a schedule or a runner names it), and wakes its runners on channel
--- `$4`. The window of recent starts is kept across a change (a lowered
+-- `$2` starts per `$3`, known or not (`known`: a row, a job of any
+-- status, a schedule or a runner names it; a setting on a queue nothing
+-- names yet waits for its first jobs, as a pause does), and wakes its
+-- runners on channel `$4`. The window of recent starts is kept across a change (a lowered
 -- limit waits for it to empty) and cleared with the limit. Returns
 -- whether the queue was paused, whether it was known, and whether the
 -- setting was written.
@@ -118,7 +119,7 @@
     ),
     upsert AS (
         INSERT INTO jobqueue_queues AS c (name, rate_starts, rate_period)
-        SELECT $1, $2, $3 FROM known WHERE known.known
+        VALUES ($1, $2, $3)
         ON CONFLICT (name) DO UPDATE
         SET rate_starts = $2, rate_period = $3,
             rate_at = CASE WHEN $2 IS NULL THEN '{}' ELSE c.rate_at END,
@@ -137,7 +138,7 @@
 -- QUEUE_SET_KEY_LIMIT
 -- Sets (or with NULL `$2` removes) the key limit of queue `$1`: `$2` jobs
 -- of one concurrency key admitted at once, one at a time in enqueue order
--- if `$3`, if the queue is known (as [`QUEUE_SET_RATE`]). The jobs its
+-- if `$3`, known or not (as [`QUEUE_SET_RATE`]). The jobs its
 -- new limit admits are the caller's to admit, in the same transaction
 -- (`keys.rs`). Returns whether the queue was paused, whether it was
 -- known, and whether the setting was written.
@@ -152,7 +153,7 @@
     ),
     upsert AS (
         INSERT INTO jobqueue_queues AS c (name, key_limit, key_ordered)
-        SELECT $1, $2, $3 FROM known WHERE known.known
+        VALUES ($1, $2, $3)
         ON CONFLICT (name) DO UPDATE
         SET key_limit = $2, key_ordered = $3, updated_at = now()
         RETURNING c.name
