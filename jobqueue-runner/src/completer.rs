@@ -8,8 +8,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, select};
-use jobqueue_core::engine::{Beat, FailOutcome, Failure, Fenced, QueueKey};
-use jobqueue_core::{JobId, JobStatus};
+use jobqueue_core::JobId;
+use jobqueue_core::engine::{Beat, QueueKey};
 
 use crate::backoff::Backoff;
 use crate::claimer::Claimer;
@@ -18,6 +18,7 @@ use crate::db::Db;
 use crate::job_state::put_back_progress;
 use crate::messages::{Outcome, OutcomeKind};
 use crate::metrics::Outcome as Ended;
+use crate::outcome_writes::{WRITES, Write, Written};
 use crate::shared::Shared;
 use crate::trace::FlushSpan;
 
@@ -169,170 +170,78 @@ fn write_all(shared: &Shared, claimer: &Claimer, db: &mut Db, pending: &mut Vec<
         // row showing older progress for good. Both wait for the next flush.
         return;
     }
-    let mut complete = Vec::new();
-    let mut steps = Vec::new();
-    let mut release = Vec::new();
-    let mut cancel = Vec::new();
-    let mut park = Vec::new();
-    let mut snoozes = Vec::new();
-    let mut failures = Vec::new();
+    // Nothing to write for these: counted, and out.
     for outcome in pending.iter() {
-        let lease = outcome.lease();
-        match &outcome.kind {
-            OutcomeKind::Complete if outcome.state.workflow => {
-                steps.push(jobqueue_core::engine::StepDone {
-                    lease,
-                    result: crate::sync::lock(&outcome.state.result).clone(),
-                });
-            }
-            OutcomeKind::Complete => complete.push(lease),
-            OutcomeKind::Release => release.push(lease),
-            OutcomeKind::Cancelled => cancel.push(lease),
-            OutcomeKind::Park => park.push(lease),
-            OutcomeKind::Snooze(delay) => snoozes.push(jobqueue_core::engine::Snooze {
-                lease,
-                delay: *delay,
-                queue_backoff: false,
-            }),
-            OutcomeKind::RateLimited(delay) => snoozes.push(jobqueue_core::engine::Snooze {
-                lease,
-                delay: *delay,
-                queue_backoff: true,
-            }),
-            OutcomeKind::Fail { error, retry } => failures.push(match retry {
-                Some(policy) => Failure::retry(lease, error.clone(), policy),
-                None => Failure::permanent(lease, error.clone()),
-            }),
+        match outcome.kind {
             OutcomeKind::Handled => Counters::add(&shared.counters.completed, 1),
             OutcomeKind::Lost => Counters::add(&shared.counters.lost, 1),
+            _ => {}
         }
     }
-    let counters = &shared.counters;
-    let written = |pending: &mut Vec<Outcome>, done: fn(&Outcome) -> bool| {
-        pending.retain(|outcome| {
-            if done(outcome) {
-                claimer.finished(&shared.inflight, &outcome.state);
-                false
-            } else {
-                true
-            }
-        });
-    };
-    // The outcomes `of_kind` that a statement wrote by their leases alone
-    // (`done`): counted as `ended` (those lost noted, as `what`s not
-    // written), and out of `pending`.
-    let fenced = |pending: &mut Vec<Outcome>,
-                  of_kind: fn(&Outcome) -> bool,
-                  (what, done, ended): (&str, Fenced, Ended)| {
-        Counters::add(counters.of(ended), done.applied.len());
-        note_lost(shared, what, &done.lost);
-        count_ended(shared, pending, of_kind, &done.lost, |_| ended);
-        written(pending, of_kind);
-    };
-    // The outcomes `of_kind` that a statement wrote saying how each job
-    // ended (`ended`; `usual` for one it does not name): counted (those
-    // lost noted, as `what`s not written), and out of `pending`.
-    let reported =
-        |pending: &mut Vec<Outcome>,
-         of_kind: fn(&Outcome) -> bool,
-         (what, ended, lost, usual): (&str, Vec<(JobId, Ended)>, &[JobId], Ended)| {
-            for (_, how) in &ended {
-                Counters::add(counters.of(*how), 1);
-            }
-            note_lost(shared, what, lost);
-            if shared.metrics.is_some() {
-                let by_id: HashMap<JobId, Ended> = ended.into_iter().collect();
-                count_ended(shared, pending, of_kind, lost, |id| {
-                    by_id.get(&id).copied().unwrap_or(usual)
-                });
-            }
-            written(pending, of_kind);
-        };
     count_ended(shared, pending, is_handled_or_lost, &[], |_| {
         Ended::Completed
     });
-    written(pending, is_handled_or_lost);
-    if !complete.is_empty()
-        && let Ok(done) = db.run(&shared.health, |conn| {
-            if shared.config.retention.deletes_completed() {
-                conn.complete_and_delete_many(&complete)
-            } else {
-                conn.complete_many(&complete)
+    finish(shared, claimer, pending, is_handled_or_lost);
+    // One statement per kind; one that fails leaves its outcomes for the
+    // next flush.
+    for write in &WRITES {
+        let written = {
+            let outcomes: Vec<&Outcome> = pending.iter().filter(|o| (write.takes)(o)).collect();
+            if outcomes.is_empty() {
+                continue;
             }
-        })
-    {
-        let is_complete =
-            |o: &Outcome| matches!(o.kind, OutcomeKind::Complete) && !o.state.workflow;
-        fenced(pending, is_complete, ("completion", done, Ended::Completed));
-    }
-    if !steps.is_empty()
-        && let Ok(done) = db.run(&shared.health, |conn| {
-            conn.complete_steps_many(&steps, shared.config.retention.deletes_completed())
-        })
-    {
-        let is_step_complete =
-            |o: &Outcome| matches!(o.kind, OutcomeKind::Complete) && o.state.workflow;
-        fenced(
-            pending,
-            is_step_complete,
-            ("completion", done, Ended::Completed),
-        );
-    }
-    if !failures.is_empty()
-        && let Ok(done) = db.run(&shared.health, |conn| conn.fail_many(&failures))
-    {
-        let ended = |outcome: &FailOutcome| match outcome {
-            FailOutcome::Retrying { .. } => Ended::Retried,
-            FailOutcome::Failed => Ended::Failed,
-            FailOutcome::Cancelled => Ended::Cancelled,
+            db.run(&shared.health, |session| {
+                (write.run)(shared, session, &outcomes)
+            })
         };
-        let ended = each_ended(&done.outcomes, ended);
-        let is_fail = |o: &Outcome| matches!(o.kind, OutcomeKind::Fail { .. });
-        reported(
-            pending,
-            is_fail,
-            ("failure", ended, &done.lost, Ended::Failed),
-        );
+        if let Ok(written) = written {
+            count_written(shared, pending, write, written);
+            finish(shared, claimer, pending, write.takes);
+        }
     }
-    if !release.is_empty()
-        && let Ok(done) = db.run(&shared.health, |conn| conn.release_many(&release))
-    {
-        let is_release = |o: &Outcome| matches!(o.kind, OutcomeKind::Release);
-        fenced(pending, is_release, ("release", done, Ended::Released));
+}
+
+/// Counts what a statement made of the outcomes it wrote (those lost
+/// noted, as `write.what`s not written).
+fn count_written(shared: &Shared, pending: &[Outcome], write: &Write, written: Written) {
+    let counters = &shared.counters;
+    match written {
+        Written::Fenced(done, ended) => {
+            Counters::add(counters.of(ended), done.applied.len());
+            note_lost(shared, write.what, &done.lost);
+            count_ended(shared, pending, write.takes, &done.lost, |_| ended);
+        }
+        Written::Reported { ended, lost, usual } => {
+            for (_, how) in &ended {
+                Counters::add(counters.of(*how), 1);
+            }
+            note_lost(shared, write.what, &lost);
+            if shared.metrics.is_some() {
+                let by_id: HashMap<JobId, Ended> = ended.into_iter().collect();
+                count_ended(shared, pending, write.takes, &lost, |id| {
+                    by_id.get(&id).copied().unwrap_or(usual)
+                });
+            }
+        }
     }
-    if !cancel.is_empty()
-        && let Ok(done) = db.run(&shared.health, |conn| conn.cancel_held_many(&cancel))
-    {
-        let is_cancel = |o: &Outcome| matches!(o.kind, OutcomeKind::Cancelled);
-        fenced(pending, is_cancel, ("cancellation", done, Ended::Cancelled));
-    }
-    if !snoozes.is_empty()
-        && let Ok(done) = db.run(&shared.health, |conn| {
-            conn.snooze_many(&snoozes, shared.config.max_snoozes)
-        })
-    {
-        let ended = |status: &JobStatus| match status {
-            JobStatus::Failed => Ended::Failed,
-            JobStatus::Cancelled => Ended::Cancelled,
-            _ => Ended::Snoozed,
-        };
-        let ended = each_ended(&done.outcomes, ended);
-        let is_snooze =
-            |o: &Outcome| matches!(o.kind, OutcomeKind::Snooze(_) | OutcomeKind::RateLimited(_));
-        reported(
-            pending,
-            is_snooze,
-            ("snooze", ended, &done.lost, Ended::Snoozed),
-        );
-    }
-    if !park.is_empty()
-        && let Ok(done) = db.run(&shared.health, |conn| {
-            conn.park_many(&park, &shared.config.worker_id)
-        })
-    {
-        let is_park = |o: &Outcome| matches!(o.kind, OutcomeKind::Park);
-        fenced(pending, is_park, ("set-aside", done, Ended::Unhandled));
-    }
+}
+
+/// Takes the outcomes `of_kind` out of `pending`: written (or lost), their
+/// jobs no longer count against the runner's capacity.
+fn finish(
+    shared: &Shared,
+    claimer: &Claimer,
+    pending: &mut Vec<Outcome>,
+    of_kind: fn(&Outcome) -> bool,
+) {
+    pending.retain(|outcome| {
+        if of_kind(outcome) {
+            claimer.finished(&shared.inflight, &outcome.state);
+            false
+        } else {
+            true
+        }
+    });
 }
 
 /// Writes, in one heartbeat statement before the outcomes, the progress
@@ -408,14 +317,6 @@ fn count_ended(
             metrics.ended(if lost { Ended::LeaseLost } else { ended(id) });
         }
     }
-}
-
-/// How each job of a statement's `outcomes` ended, as `ended` maps them.
-fn each_ended<T>(outcomes: &[(JobId, T)], ended: impl Fn(&T) -> Ended) -> Vec<(JobId, Ended)> {
-    outcomes
-        .iter()
-        .map(|(id, outcome)| (*id, ended(outcome)))
-        .collect()
 }
 
 fn note_lost(shared: &Shared, what: &str, lost: &[jobqueue_core::JobId]) {

@@ -76,6 +76,7 @@ mod maintenance_progress;
 mod messages;
 mod metrics;
 mod metrics_server;
+mod outcome_writes;
 mod perform;
 mod progress_note;
 mod registry;
