@@ -166,9 +166,10 @@ pub use periodic::{
     Missed, Periodic, ScheduleInfo, list_schedules, run_schedule_now, set_schedule_paused,
 };
 pub use prune::Retention;
-pub use queue_config::{Declared, Override, QueueConfig, declare_queue};
+pub use queue_config::{Declared, QueueConfig, declare_queue, declare_queues};
 pub use queues::{
-    Counting, QueueChange, QueueInfo, list_queues, pause_queue, resume_queue, set_queue_limit,
+    Counting, Override, QueueChange, QueueInfo, list_queues, pause_queue, resume_queue,
+    set_queue_limit,
 };
 pub use rate_limit::{
     MAX_RATE_PERIOD, MAX_RATE_STARTS, MIN_RATE_MARGIN, MIN_RATE_PERIOD, RateLimit,

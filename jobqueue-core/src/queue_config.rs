@@ -21,7 +21,7 @@ use crate::isolation::read_committed;
 use crate::key_limit::set_queue_key_limit;
 use crate::queues::{pause_queue, resume_queue, set_queue_limit};
 use crate::rate_limit::set_queue_rate_limit;
-use crate::{Error, KeyLimit, QueueInfo, RateLimit, Result, limits, sql};
+use crate::{Error, KeyLimit, RateLimit, Result, limits, sql};
 
 /// A queue's settings as the application's code declares them. Each
 /// setting is declared or left to operators; see the module's docs for
@@ -183,9 +183,11 @@ impl QueueConfig {
 }
 
 /// What [`declare_queue`] applied.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Declared {
+    /// The queue.
+    pub queue: String,
     /// The settings whose declaration changed, now applied (`limit`,
     /// `rate`, `keys`, `paused`); empty when the declaration was the same
     /// as the last one (operators' changes since stand).
@@ -251,95 +253,31 @@ pub fn declare_queue(conn: &mut PgConnection, config: &QueueConfig) -> Result<De
                 .bind::<Nullable<Text>, _>(Some(Value::Object(now.clone()).to_string()))
                 .execute(conn)?;
         }
-        Ok(Declared { applied })
+        Ok(Declared {
+            queue: queue.to_owned(),
+            applied,
+        })
     })
+}
+
+/// [`declare_queue`] for each of `configs`, in order; the settings each
+/// applied, as `queue: setting`.
+pub fn declare_queues(conn: &mut PgConnection, configs: &[QueueConfig]) -> Result<Vec<String>> {
+    let mut applied = Vec::new();
+    for config in configs {
+        let declared = declare_queue(conn, config)?;
+        applied.extend(
+            declared
+                .applied
+                .iter()
+                .map(|setting| format!("{}: {setting}", declared.queue)),
+        );
+    }
+    Ok(applied)
 }
 
 #[derive(QueryableByName)]
 struct StoredRow {
     #[diesel(sql_type = Nullable<Text>)]
     declared: Option<String>,
-}
-
-/// A declared setting that differs now ([`QueueInfo::overrides`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct Override {
-    /// The setting: `limit`, `rate`, `keys` or `paused`.
-    pub setting: &'static str,
-    /// Its value now, as `queue list` shows it.
-    pub now: String,
-    /// Its value as the code declared it.
-    pub declared: String,
-}
-
-/// The settings of `info` that differ from `declared` (the stored JSON).
-pub(crate) fn overrides(declared: Option<&str>, info: &QueueInfo) -> Vec<Override> {
-    let Some(declared) =
-        declared.and_then(|text| serde_json::from_str::<Map<String, Value>>(text).ok())
-    else {
-        return Vec::new();
-    };
-    let shown = |value: Option<String>| value.unwrap_or_else(|| "none".to_owned());
-    let limit_now = shown(info.global_limit.map(|n| n.to_string()));
-    let rate_now = shown(info.rate_limit.map(|r| r.to_string()));
-    let keys_now = shown(info.key_limit.map(|k| k.to_string()));
-    let paused_now = if info.paused { "paused" } else { "working" }.to_owned();
-    let mut found = Vec::new();
-    for (setting, value) in &declared {
-        let (setting, now, was) = match setting.as_str() {
-            "limit" => (
-                "limit",
-                limit_now.clone(),
-                shown(value.as_u64().map(|n| n.to_string())),
-            ),
-            "rate" => (
-                "rate",
-                rate_now.clone(),
-                shown(pair(value).and_then(|(starts, micros)| {
-                    let period = std::time::Duration::from_micros(micros);
-                    RateLimit::new(u32::try_from(starts).ok()?, period)
-                        .ok()
-                        .map(|r| r.to_string())
-                })),
-            ),
-            "keys" => (
-                "keys",
-                keys_now.clone(),
-                shown(value.as_array().and_then(|pair| {
-                    let per_key = u32::try_from(pair.first()?.as_u64()?).ok()?;
-                    let limit = if pair.get(1)?.as_bool()? {
-                        KeyLimit::ordered()
-                    } else {
-                        KeyLimit::per_key(per_key).ok()?
-                    };
-                    Some(limit.to_string())
-                })),
-            ),
-            "paused" => (
-                "paused",
-                paused_now.clone(),
-                if value.as_bool() == Some(true) {
-                    "paused"
-                } else {
-                    "working"
-                }
-                .to_owned(),
-            ),
-            _ => continue,
-        };
-        if now != was {
-            found.push(Override {
-                setting,
-                now,
-                declared: was,
-            });
-        }
-    }
-    found
-}
-
-fn pair(value: &Value) -> Option<(u64, u64)> {
-    let pair = value.as_array()?;
-    Some((pair.first()?.as_u64()?, pair.get(1)?.as_u64()?))
 }

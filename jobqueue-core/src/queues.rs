@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use diesel::prelude::*;
 use diesel::sql_types::{BigInt, Bool, Double, Integer, Nullable, Text};
+use serde_json::{Map, Value};
 
 use crate::isolation::read_committed;
 use crate::stats::one_per_key;
@@ -81,8 +82,8 @@ impl QueueInfo {
     /// that differ now: an operator changed them since the declaration was
     /// applied, and their change stands until the code declares another
     /// value. Empty for a queue no code declared.
-    pub fn overrides(&self) -> Vec<crate::queue_config::Override> {
-        crate::queue_config::overrides(self.declared.as_deref(), self)
+    pub fn overrides(&self) -> Vec<Override> {
+        overrides(self.declared.as_deref(), self)
     }
 
     /// Jobs in `status`.
@@ -288,4 +289,88 @@ impl QueueChange {
     pub fn changed(&self) -> bool {
         self.changed > 0
     }
+}
+
+/// A setting the code declared that differs now ([`QueueInfo::overrides`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Override {
+    /// The setting: `limit`, `rate`, `keys` or `paused`.
+    pub setting: &'static str,
+    /// Its value now, as `queue list` shows it.
+    pub now: String,
+    /// Its value as the code declared it.
+    pub declared: String,
+}
+
+/// The settings of `info` that differ from `declared` (the stored JSON,
+/// as `queue_config.rs` writes it).
+pub(crate) fn overrides(declared: Option<&str>, info: &QueueInfo) -> Vec<Override> {
+    let Some(declared) =
+        declared.and_then(|text| serde_json::from_str::<Map<String, Value>>(text).ok())
+    else {
+        return Vec::new();
+    };
+    let shown = |value: Option<String>| value.unwrap_or_else(|| "none".to_owned());
+    let limit_now = shown(info.global_limit.map(|n| n.to_string()));
+    let rate_now = shown(info.rate_limit.map(|r| r.to_string()));
+    let keys_now = shown(info.key_limit.map(|k| k.to_string()));
+    let paused_now = if info.paused { "paused" } else { "working" }.to_owned();
+    let mut found = Vec::new();
+    for (setting, value) in &declared {
+        let (setting, now, was) = match setting.as_str() {
+            "limit" => (
+                "limit",
+                limit_now.clone(),
+                shown(value.as_u64().map(|n| n.to_string())),
+            ),
+            "rate" => (
+                "rate",
+                rate_now.clone(),
+                shown(pair(value).and_then(|(starts, micros)| {
+                    let period = std::time::Duration::from_micros(micros);
+                    RateLimit::new(u32::try_from(starts).ok()?, period)
+                        .ok()
+                        .map(|r| r.to_string())
+                })),
+            ),
+            "keys" => (
+                "keys",
+                keys_now.clone(),
+                shown(value.as_array().and_then(|pair| {
+                    let per_key = u32::try_from(pair.first()?.as_u64()?).ok()?;
+                    let limit = if pair.get(1)?.as_bool()? {
+                        KeyLimit::ordered()
+                    } else {
+                        KeyLimit::per_key(per_key).ok()?
+                    };
+                    Some(limit.to_string())
+                })),
+            ),
+            "paused" => (
+                "paused",
+                paused_now.clone(),
+                if value.as_bool() == Some(true) {
+                    "paused"
+                } else {
+                    "working"
+                }
+                .to_owned(),
+            ),
+            _ => continue,
+        };
+        if now != was {
+            found.push(Override {
+                setting,
+                now,
+                declared: was,
+            });
+        }
+    }
+    found
+}
+
+fn pair(value: &Value) -> Option<(u64, u64)> {
+    let pair = value.as_array()?;
+    Some((pair.first()?.as_u64()?, pair.get(1)?.as_u64()?))
 }

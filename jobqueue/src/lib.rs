@@ -59,93 +59,39 @@
 
 // What an application uses, by topic; the building blocks of a runner are
 // under `unstable`.
+
+// Job types and enqueue; errors; the schema.
 pub use jobqueue_core::{
-    // Workflows and batches.
-    Batch,
-    // One job: its row, its status, what became of it; cancel and retry.
-    CancelOutcome,
-    // Operations: the doctor, runners, statistics, retention.
-    Check,
-    CheckStatus,
-    // Queues: their state, pause, limits, and their settings declared in code.
-    Counting,
-    // Periodic jobs.
-    CronSchedule,
-    Declared,
-    DoctorOptions,
-    // Job types and enqueue.
-    Duplicate,
-    EnqueueBuilder,
-    EnqueueOutcome,
-    Enqueued,
-    EnqueuedWorkflow,
-    // Errors.
-    Error,
-    ID_CLOCK_TOLERANCE,
-    Job,
-    JobId,
-    JobLookup,
-    JobOptions,
-    JobRow,
-    JobStatus,
-    KeyLimit,
-    MAX_RATE_PERIOD,
-    MAX_RATE_STARTS,
-    MAX_WORKFLOW_NAME,
-    MAX_WORKFLOW_STEPS,
-    MIN_RATE_MARGIN,
-    MIN_RATE_PERIOD,
-    Missed,
-    Missing,
-    MissingJob,
-    NewJob,
-    ON_FINISH,
-    ON_SUCCESS,
-    OnFailure,
-    Override,
-    Periodic,
-    QueueChange,
-    QueueConfig,
-    QueueInfo,
-    RateLimit,
-    Result,
-    Retention,
-    RetryPolicy,
-    RunnerRow,
-    ScheduleInfo,
-    // The schema.
-    SchemaVersions,
-    Step,
-    StepInfo,
-    TypeStats,
-    VERSION,
-    Workflow,
-    WorkflowInfo,
-    WorkflowSummary,
-    cancel,
-    declare_queue,
-    doctor,
-    enqueue,
-    enqueue_many,
-    get_job,
-    get_workflow,
-    list_queues,
-    list_runners,
-    list_schedules,
-    list_workflows,
-    pause_queue,
-    pending_migrations,
-    redact_url,
-    resume_queue,
-    retry_failed,
-    retry_job,
-    run_migrations,
-    run_schedule_now,
-    set_queue_key_limit,
-    set_queue_limit,
+    Duplicate, EnqueueBuilder, EnqueueOutcome, Enqueued, Error, Job, JobId, JobOptions, NewJob,
+    Result, RetryPolicy, SchemaVersions, enqueue, enqueue_many, pending_migrations, run_migrations,
+};
+// One job: its row, its status, what became of it; cancel and retry.
+pub use jobqueue_core::{
+    CancelOutcome, ID_CLOCK_TOLERANCE, JobLookup, JobRow, JobStatus, Missing, MissingJob, cancel,
+    get_job, retry_failed, retry_job,
+};
+// Queues: their state, pause, limits, and their settings declared in code.
+pub use jobqueue_core::{
+    Counting, Declared, KeyLimit, MAX_RATE_PERIOD, MAX_RATE_STARTS, MIN_RATE_MARGIN,
+    MIN_RATE_PERIOD, Override, QueueChange, QueueConfig, QueueInfo, RateLimit, declare_queue,
+    declare_queues, list_queues, pause_queue, resume_queue, set_queue_key_limit, set_queue_limit,
     set_queue_rate_limit,
+};
+// Periodic jobs.
+pub use jobqueue_core::{
+    CronSchedule, Missed, Periodic, ScheduleInfo, list_schedules, run_schedule_now,
     set_schedule_paused,
-    type_stats,
+};
+// Workflows and batches.
+pub use jobqueue_core::{
+    Batch, EnqueuedWorkflow, MAX_WORKFLOW_NAME, MAX_WORKFLOW_STEPS, ON_FINISH, ON_SUCCESS,
+    OnFailure, Step, StepInfo, Workflow, WorkflowInfo, WorkflowSummary, get_workflow,
+    list_workflows,
+};
+// Operations: the doctor, runners, statistics, retention.
+pub use jobqueue_core::{
+    Check, CheckStatus, DoctorOptions, Retention, RunnerRow, TypeStats, VERSION, doctor,
+    list_runners, redact_url, type_stats,
 };
 #[cfg(feature = "async")]
 pub use jobqueue_core::{enqueue_async, enqueue_many_async};

@@ -206,7 +206,7 @@ impl Connector {
             return Ok(());
         };
         let applied = conn.call(Some(self.db_timeout), |conn| {
-            crate::maintenance::declare_all(conn, queues)
+            jobqueue_core::declare_queues(conn, queues)
         })?;
         if !applied.is_empty() {
             log::info!(

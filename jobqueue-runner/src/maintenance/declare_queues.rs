@@ -64,7 +64,9 @@ impl Service for DeclareQueues {
             return Ok(QueuesDeclared::default());
         }
         let shared = Arc::clone(&cx.shared);
-        let applied = cx.run(|session| declare_all(session.conn(), shared.registry.queues()))?;
+        let applied = cx.run(|session| {
+            jobqueue_core::declare_queues(session.conn(), shared.registry.queues())
+        })?;
         self.done = true;
         Ok(QueuesDeclared { applied })
     }
@@ -73,23 +75,4 @@ impl Service for DeclareQueues {
         // Done: nothing to do until the runner stops; a long wait.
         Duration::from_secs(24 * 3600)
     }
-}
-
-/// Applies each of `queues`; returns `queue: setting` for each setting it
-/// applied.
-pub(crate) fn declare_all(
-    conn: &mut diesel::PgConnection,
-    queues: &[jobqueue_core::QueueConfig],
-) -> jobqueue_core::Result<Vec<String>> {
-    let mut applied = Vec::new();
-    for queue in queues {
-        let declared = jobqueue_core::declare_queue(conn, queue)?;
-        applied.extend(
-            declared
-                .applied
-                .iter()
-                .map(|setting| format!("{}: {setting}", queue.name())),
-        );
-    }
-    Ok(applied)
 }

@@ -50,7 +50,6 @@ mod workflow_ends;
 
 pub use admit_keys::{AdmitKeys, KeysAdmitted};
 pub use context::ServiceContext;
-pub(crate) use declare_queues::declare_all;
 pub use declare_queues::{DeclareQueues, QueuesDeclared};
 pub use index_upkeep::{IndexUpkeep, IndexUpkeepReport, IndexUpkept, Kept, Upkeep};
 pub use periodic::{PeriodicJobs, PeriodicReport};
