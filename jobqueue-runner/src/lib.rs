@@ -65,6 +65,7 @@ mod error;
 mod exposition;
 mod hang_guard;
 mod health;
+mod horizon;
 pub mod inline;
 mod inline_host;
 mod job_error;

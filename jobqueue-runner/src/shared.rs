@@ -48,6 +48,8 @@ pub(crate) struct Shared {
     /// Where the maintenance thread is (reported with the runner's
     /// presence).
     pub(crate) maintenance: crate::maintenance_progress::MaintenanceProgress,
+    /// The xmin horizon's last reading, shared by those that act on it.
+    pub(crate) horizon: crate::horizon::HorizonReader,
 }
 
 impl Shared {
@@ -102,6 +104,7 @@ impl Shared {
             watchdog,
             connector,
             maintenance: crate::maintenance_progress::MaintenanceProgress::default(),
+            horizon: crate::horizon::HorizonReader::default(),
             config,
         })
     }

@@ -164,7 +164,7 @@ fn aim(
     let due = resumes.due_looks(now);
     if !due.is_empty()
         && let Err(e) = db.run(&shared.health, |session| {
-            resumes.look_at(&due, session, now)
+            resumes.look_at(&due, session, &shared.horizon, now)
         })
     {
         log::debug!("looking at the heads of {} queues failed: {e}", due.len());

@@ -37,6 +37,8 @@ use std::time::{Duration, Instant};
 use jobqueue_core::engine::{MAX_QUEUE_HEADS, QueueHead, QueueSession, Resume};
 use jobqueue_core::{JobId, JobRow};
 
+use crate::horizon::HorizonReader;
+
 /// Entries read before a queue's first due job above which its claims
 /// resume (a claim from the start reads them twice).
 const RESUME_ABOVE: i64 = 1_000;
@@ -79,10 +81,6 @@ struct QueueState {
 #[derive(Default)]
 pub(crate) struct Resumes {
     queues: HashMap<String, QueueState>,
-    /// When the horizon was last read while no queue resumed, and whether
-    /// something had held it for [`PINNED_FOR`] then: read at most once
-    /// per [`LOOK_EVERY`], however many claims find queues due for a look.
-    horizon_read: Option<(Instant, bool)>,
 }
 
 impl Resumes {
@@ -141,10 +139,13 @@ impl Resumes {
         &mut self,
         queues: &[String],
         session: &mut QueueSession,
+        horizon: &HorizonReader,
         now: Instant,
     ) -> jobqueue_core::Result<()> {
         let resuming = self.queues.values().any(|state| state.resuming);
-        if !resuming && !self.horizon_pinned(session, now)? {
+        // Something has held the horizon for `PINNED_FOR`, as read within
+        // the last `LOOK_EVERY` (however many claims find queues due).
+        if !resuming && !horizon.read(session, LOOK_EVERY)?.pinned_for(PINNED_FOR) {
             for queue in queues {
                 if let Some(state) = self.queues.get_mut(queue) {
                     state.looked_at = Some(now);
@@ -153,26 +154,9 @@ impl Resumes {
             return Ok(());
         }
         for chunk in queues.chunks(MAX_QUEUE_HEADS) {
-            self.look(chunk, session, now)?;
+            self.look(chunk, session, horizon, now)?;
         }
         Ok(())
-    }
-
-    /// Whether something has held the xmin horizon for [`PINNED_FOR`], as
-    /// read on `session` within the last [`LOOK_EVERY`].
-    fn horizon_pinned(
-        &mut self,
-        session: &mut QueueSession,
-        now: Instant,
-    ) -> jobqueue_core::Result<bool> {
-        if let Some((at, pinned)) = self.horizon_read
-            && now.duration_since(at) < LOOK_EVERY
-        {
-            return Ok(pinned);
-        }
-        let pinned = session.xmin_horizon()?.pinned_for(PINNED_FOR);
-        self.horizon_read = Some((now, pinned));
-        Ok(pinned)
     }
 
     /// Looks at the heads of `queues` on `session` (one statement), and
@@ -184,6 +168,7 @@ impl Resumes {
         &mut self,
         queues: &[String],
         session: &mut QueueSession,
+        horizon: &HorizonReader,
         now: Instant,
     ) -> jobqueue_core::Result<()> {
         let heads = session.queue_heads(queues)?;
@@ -191,7 +176,7 @@ impl Resumes {
             .iter()
             .any(|(_, head)| head.entries_read > RESUME_ABOVE);
         let held_by = if far {
-            session.xmin_horizon()?.xid()
+            horizon.read(session, Duration::ZERO)?.xid()
         } else {
             None
         };

@@ -318,7 +318,8 @@ impl IndexUpkeep {
             return Ok(());
         }
         let version = cx.run(|s| jobqueue_core::engine::server_version(s.conn()))?;
-        let horizon = cx.run(|s| s.xmin_horizon())?;
+        let reader = Arc::clone(&cx.shared);
+        let horizon = cx.run(|s| reader.horizon.read(s, Duration::ZERO))?;
         let mut failed = false;
         for upkept in indexes.iter_mut().filter(|upkept| bloated(upkept)) {
             upkept.upkeep = if version < CONCURRENT_REINDEX_SINCE {

@@ -2,9 +2,10 @@
 //! (`vacuum_pacing.rs`).
 
 use std::fmt;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use jobqueue_core::engine::{Horizon, QueueSession, Vacuumed};
+use jobqueue_core::engine::{Horizon, Vacuumed};
 
 use super::context::ServiceContext;
 use super::service::{Cadence, PassReport, Service, jittered};
@@ -149,7 +150,8 @@ impl Service for Vacuum {
         let now = Instant::now();
         if self.pacing.is_backing_off() && now < self.next_vacuum {
             // A look: vacuum at once if what held the horizon is gone.
-            let horizon = cx.run(QueueSession::xmin_horizon)?;
+            let reader = Arc::clone(&cx.shared);
+            let horizon = cx.run(|session| reader.horizon.read(session, Duration::ZERO))?;
             if !self.pacing.horizon_moved(horizon.xid()) {
                 self.next_look = now + jittered(self.interval);
                 return Ok(VacuumReport::StillHeld {
@@ -173,7 +175,8 @@ impl Service for Vacuum {
             // What holds the horizon now holds what it could not remove
             // (looked at only then: nothing is added while vacuums
             // reclaim).
-            let horizon = cx.run(QueueSession::xmin_horizon);
+            let reader = Arc::clone(&cx.shared);
+            let horizon = cx.run(|session| reader.horizon.read(session, Duration::ZERO));
             if let Err(e) = &horizon {
                 log::debug!("reading the xmin horizon failed: {e}");
             }
