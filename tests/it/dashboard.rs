@@ -3,7 +3,8 @@
 //! limits included, shown and set, bad ones refused with the library's
 //! reason), and what must be refused is: a POST without its CSRF token,
 //! any action when read-only, a request without the access token, a
-//! non-loopback address without one.
+//! non-loopback address without one. A queue's settings changed at run
+//! time from what the code declares are noted in its row.
 //! Hostile text from the database is escaped.
 
 use jobqueue_core::{JobOptions, JobStatus, KeyLimit, NewJob, enqueue_many};
@@ -553,6 +554,50 @@ fn key_limits_are_shown_and_their_form_sets_and_removes_them() {
         assert_contains(&refused.body, &["read-only"]);
     }
     assert_eq!(key_limit_of(&mut conn, "orders"), Some(two));
+}
+
+#[test]
+fn declared_settings_changed_at_run_time_are_noted_in_the_queues_row() {
+    let (db, mut conn) = TestDb::connected();
+    put(&mut conn, 1, "mail.send", JobOptions::new().queue("mail"));
+    let ledger = jobqueue_core::QueueConfig::new("ledger")
+        .limit(3)
+        .paused(true);
+    jobqueue_core::declare_queue(&mut conn, &ledger).expect("declare");
+    let site = Site::start(DashboardConfig::new(&db.url));
+    let overview = site.get("/").body;
+    assert!(!overview.contains("class=\"override\""), "{overview}");
+    assert!(!overview.contains("overrides-note"), "{overview}");
+
+    // An operator raises the limit and resumes the queue: a note each, in
+    // ledger's row alone, explained under the table.
+    jobqueue_core::set_queue_limit(&mut conn, "ledger", Some(5)).expect("limit");
+    jobqueue_core::resume_queue(&mut conn, "ledger").expect("resume");
+    let mut config = DashboardConfig::new(&db.url);
+    config.read_only = true;
+    for page in [site.get("/").body, Site::start(config).get("/").body] {
+        assert_contains(
+            queue_row(&page, "ledger"),
+            &[
+                ">limit 5 (code declares 3)</li>",
+                ">working (code declares paused)</li>",
+                "title=\"limit 5, set at run time (by an operator): it stands until the code \
+                 declares another value; the code declares limit 3.\"",
+            ],
+        );
+        assert!(
+            !queue_row(&page, "mail").contains("override"),
+            "{}",
+            queue_row(&page, "mail")
+        );
+        assert_contains(
+            &page,
+            &[
+                "id=\"overrides-note\"",
+                "stands until the code declares another value",
+            ],
+        );
+    }
 }
 
 #[test]

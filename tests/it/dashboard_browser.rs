@@ -8,7 +8,8 @@
 //! delete), and the database is checked after each. Hostile
 //! text in every field the pages show reads back verbatim and runs nothing;
 //! a form without its CSRF token, or any form in a read-only dashboard, is
-//! refused and changes nothing.
+//! refused and changes nothing. A setting the code declares for a queue
+//! that was changed at run time is noted in the queue's row, and only then.
 //!
 //! Screenshots of every page and after every action land in
 //! `target/screenshots/<test>/` for a person to look at.
@@ -17,7 +18,9 @@ use std::collections::BTreeMap;
 
 use diesel::prelude::*;
 use diesel::sql_types::{Text, Uuid};
-use jobqueue_core::{JobId, JobOptions, JobRow, JobStatus, NewJob, Periodic, enqueue_many};
+use jobqueue_core::{
+    JobId, JobOptions, JobRow, JobStatus, NewJob, Periodic, QueueConfig, enqueue_many,
+};
 use jobqueue_dashboard::{Dashboard, DashboardConfig, DashboardServer, serve};
 use jobqueue_tests::browser::{Browser, Tab};
 use jobqueue_tests::raw_http::percent_encode as encode;
@@ -288,8 +291,18 @@ fn assert_shows_job(tab: &Tab, job: &JobRow) {
     assert_eq!(buttons(tab), allowed);
 }
 
-/// The overview's queue rows (name, state, counts, limits, buttons)
-/// against `list_queues`.
+/// The notes under each queue's name on the overview (the settings the
+/// code declares that were changed at run time), by queue.
+fn override_notes(tab: &Tab) -> BTreeMap<String, Vec<String>> {
+    serde_json::from_value(tab.eval(
+        "Object.fromEntries(Array.from(document.querySelectorAll('#queues tr[data-queue]'), \
+         tr => [tr.dataset.queue, Array.from(tr.querySelectorAll('li.override'), li => li.textContent)]))",
+    ))
+    .expect("the notes by queue")
+}
+
+/// The overview's queue rows (name and its override notes, state, counts,
+/// limits, buttons) against `list_queues`.
 fn assert_overview_matches(tab: &Tab, conn: &mut PgConnection) {
     let queues =
         jobqueue_core::list_queues(conn, jobqueue_core::Counting::Live).expect("list queues");
@@ -302,12 +315,26 @@ fn assert_overview_matches(tab: &Tab, conn: &mut PgConnection) {
         names,
         queues.iter().map(|q| q.queue.clone()).collect::<Vec<_>>()
     );
+    let notes = override_notes(tab);
     for (row, q) in shown.iter().zip(&queues) {
         let state = if q.paused { "paused" } else { "active" };
+        let expected_notes: Vec<String> = q
+            .overrides()
+            .into_iter()
+            .map(|o| {
+                let now = if o.setting == "paused" {
+                    o.now
+                } else {
+                    format!("{} {}", o.setting, o.now)
+                };
+                format!("{now} (code declares {})", o.declared)
+            })
+            .collect();
+        assert_eq!(notes[&q.queue], expected_notes, "queue {}", q.queue);
         assert_eq!(
             row[..7],
             [
-                q.queue.clone(),
+                format!("{}{}", q.queue, expected_notes.concat()),
                 state.to_owned(),
                 q.count(JobStatus::Pending).to_string(),
                 q.count(JobStatus::Scheduled).to_string(),
@@ -1270,4 +1297,95 @@ fn a_workflows_graph_places_each_step_after_its_parents() {
     assert_eq!(facts(&tab)["status"], "blocked");
     tab.click("#workflow a");
     tab.wait_for_text("main h1", "Workflow diamond");
+}
+
+#[test]
+fn a_declared_setting_changed_at_run_time_is_noted_in_its_queues_row_alone() {
+    let (db, mut conn) = TestDb::connected();
+    // mail: no code declares it; ledger and audit: declared, with a limit.
+    put(&mut conn, 2, "mail.send", "mail");
+    jobqueue_core::declare_queue(&mut conn, &QueueConfig::new("ledger").limit(3))
+        .expect("declare ledger");
+    jobqueue_core::declare_queue(&mut conn, &QueueConfig::new("audit").limit(2))
+        .expect("declare audit");
+    let site = Site::start(DashboardConfig::new(&db.url));
+    let browser = Browser::start();
+    let tab = browser.new_tab();
+    let by_queue = |queues: &[(&str, &[&str])]| -> BTreeMap<String, Vec<String>> {
+        queues
+            .iter()
+            .map(|(queue, notes)| {
+                let notes = notes.iter().map(|n| (*n).to_owned()).collect();
+                ((*queue).to_owned(), notes)
+            })
+            .collect()
+    };
+
+    // As declared: no note in any row, nothing to explain.
+    open(&tab, &site.url("/"), "Overview");
+    stop_refresh(&tab);
+    assert_eq!(
+        override_notes(&tab),
+        by_queue(&[("audit", &[]), ("ledger", &[]), ("mail", &[])])
+    );
+    assert!(!tab.exists("#overrides-note"));
+    assert_overview_matches(&tab, &mut conn);
+
+    // An operator raises ledger's limit: ledger's row says so, as text
+    // under its name with a tooltip that says why it stands; the others
+    // say nothing.
+    jobqueue_core::set_queue_limit(&mut conn, "ledger", Some(5)).expect("raise the limit");
+    open(&tab, &site.url("/"), "Overview");
+    stop_refresh(&tab);
+    assert_eq!(
+        override_notes(&tab),
+        by_queue(&[
+            ("audit", &[]),
+            ("ledger", &["limit 5 (code declares 3)"]),
+            ("mail", &[])
+        ])
+    );
+    let note = "#queues tr[data-queue=\"ledger\"] td:first-child li.override";
+    assert_eq!(tab.text(note), "limit 5 (code declares 3)");
+    assert_eq!(
+        tab.attribute(note, "title").as_deref(),
+        Some(
+            "limit 5, set at run time (by an operator): it stands until the code declares \
+             another value; the code declares limit 3."
+        )
+    );
+    assert_eq!(
+        tab.eval(&format!(
+            "document.querySelector({}).checkVisibility()",
+            serde_json::to_string(note).expect("json")
+        )),
+        serde_json::Value::Bool(true),
+        "the note is shown"
+    );
+    // The explanation is on the page as text too, and the note points to it.
+    assert_eq!(
+        tab.attribute(note, "aria-describedby").as_deref(),
+        Some("overrides-note")
+    );
+    let explained = tab.text("#overrides-note");
+    assert!(
+        explained.contains("stands until the code declares another value"),
+        "{explained}"
+    );
+    assert_eq!(tab.text("#queues tr[data-queue=\"ledger\"] td.limit"), "5");
+    assert_overview_matches(&tab, &mut conn);
+    tab.screenshot("overview-override");
+
+    // The code declares 5 in its turn: the setting is the code's again, and
+    // the note is gone.
+    jobqueue_core::declare_queue(&mut conn, &QueueConfig::new("ledger").limit(5))
+        .expect("declare ledger again");
+    open(&tab, &site.url("/"), "Overview");
+    stop_refresh(&tab);
+    assert_eq!(
+        override_notes(&tab),
+        by_queue(&[("audit", &[]), ("ledger", &[]), ("mail", &[])])
+    );
+    assert!(!tab.exists("#overrides-note"));
+    assert!(tab.dialogs().is_empty(), "dialogs: {:?}", tab.dialogs());
 }

@@ -1,9 +1,10 @@
-//! The overview: every queue with its counts, the last hour's finished and
-//! failed jobs per minute, and the live runners.
+//! The overview: every queue with its counts and the settings an operator
+//! changed of its declaration in code, the last hour's finished and failed
+//! jobs per minute, and the live runners.
 
 use chrono::{Duration, DurationRound, Utc};
 use diesel::PgConnection;
-use jobqueue_core::{JobStatus, QueueInfo};
+use jobqueue_core::{JobStatus, Override, QueueInfo};
 use maud::{Markup, html};
 
 use super::layout::{Section, page};
@@ -19,6 +20,8 @@ pub(crate) fn render(
     let queues = jobqueue_core::list_queues(conn, jobqueue_core::Counting::Live)?;
     let (minutes, capped) = jobqueue_core::browse::throughput(conn)?;
     let runners = jobqueue_core::list_runners(conn)?;
+    // What operators changed of what the code declares, queue by queue.
+    let overridden: Vec<Vec<Override>> = queues.iter().map(QueueInfo::overrides).collect();
     let content = html! {
         h2 { "Queues" }
         @if queues.is_empty() {
@@ -32,9 +35,12 @@ pub(crate) fn render(
                     th.num { "keys" } th.num { "keyed" } th {}
                 } }
                 tbody {
-                    @for q in &queues {
+                    @for (q, overrides) in queues.iter().zip(&overridden) {
                         tr data-queue=(q.queue) {
-                            td { a href=(ctx.link(&format!("/jobs?{}", crate::form::query(&[("queue", Some(&q.queue))])))) { (q.queue) } }
+                            td {
+                                a href=(ctx.link(&format!("/jobs?{}", crate::form::query(&[("queue", Some(&q.queue))])))) { (q.queue) }
+                                (overrides_of(overrides))
+                            }
                             td.state { (state(q)) }
                             td.num { (q.count(JobStatus::Pending)) } td.num { (q.count(JobStatus::Scheduled)) }
                             td.num { (q.count(JobStatus::Unhandled)) } td.num { (q.held()) }
@@ -62,6 +68,12 @@ pub(crate) fn render(
                             }
                         }
                     }
+                }
+            }
+            @if overridden.iter().any(|o| !o.is_empty()) {
+                p.note #overrides-note {
+                    "A note under a queue's name, such as " em { "limit 5 (code declares 3)" }
+                    ", is a setting the code declares for the queue that was " (SET_AT_RUN_TIME) "."
                 }
             }
             @if !ctx.read_only() {
@@ -109,6 +121,40 @@ pub(crate) fn render(
         notice(params).as_deref(),
         content,
     ))
+}
+
+/// What an override's tooltip and the note under the table say of it.
+const SET_AT_RUN_TIME: &str =
+    "set at run time (by an operator): it stands until the code declares another value";
+
+/// The settings of a queue's declaration in code that an operator changed
+/// since, one note each (`limit 5 (code declares 3)`, `working (code
+/// declares paused)`), under the queue's name; nothing if none.
+fn overrides_of(overrides: &[Override]) -> Markup {
+    if overrides.is_empty() {
+        return html! {};
+    }
+    html! {
+        ul.overrides {
+            @for o in overrides {
+                li.override data-setting=(o.setting) aria-describedby="overrides-note"
+                    title={ (setting(o.setting, &o.now)) ", " (SET_AT_RUN_TIME) "; the code declares "
+                        (setting(o.setting, &o.declared)) "." } {
+                    (setting(o.setting, &o.now)) " (code declares " (o.declared) ")"
+                }
+            }
+        }
+    }
+}
+
+/// A setting with its value (`limit 5`); `paused` and `working` name
+/// themselves.
+fn setting(name: &str, value: &str) -> String {
+    if name == "paused" {
+        value.to_owned()
+    } else {
+        format!("{name} {value}")
+    }
 }
 
 /// A queue's state: paused, backing off after a handler's "rate limited,
