@@ -32,7 +32,11 @@
 //!   its largest limit in the two seconds before;
 //! - **rate limits**: no window of the period holds more claims
 //!   (`claimed_at`, what the limit counts) than the largest rate in force
-//!   around it;
+//!   around it, nor more *handler starts* (what a called service sees:
+//!   each attempt of a rate-limited job logs its start, at the handler's
+//!   entry, into `chaos_starts`), but for a window with a start later
+//!   than a whole period after its claim (on a window at most half full,
+//!   a late start is let through: the guide's one way past the limit);
 //! - **nothing left behind**: after the drain, no job is live (blocked,
 //!   waiting, scheduled, pending, set aside or held);
 //! - **maintenance keeps running**: no scheduled job was promoted, and no
@@ -104,8 +108,19 @@ pub struct ChaosJob {
 
 impl Perform for ChaosJob {
     fn perform(&self, ctx: &mut JobContext<'_>) -> Result<(), JobError> {
-        std::thread::sleep(Duration::from_millis(self.ms));
         let (id, attempt) = (ctx.job_id(), ctx.attempt());
+        if ctx.queue() == "rated" {
+            // The start a called service would see, with this claim's time.
+            diesel::sql_query(
+                "INSERT INTO chaos_starts (job_id, attempt, claimed_at)
+                 SELECT $1, $2, claimed_at FROM jobqueue_jobs WHERE id = $1",
+            )
+            .bind::<Uuid, _>(id)
+            .bind::<diesel::sql_types::Integer, _>(attempt)
+            .execute(ctx.conn()?)
+            .map_err(|e| JobError::retry(format!("chaos: logging the start: {e}")))?;
+        }
+        std::thread::sleep(Duration::from_millis(self.ms));
         match self.fail {
             1 if attempt == 1 => return Err(JobError::retry("chaos: first attempt fails")),
             2 if attempt == 1 => return Err(JobError::permanent("chaos: fails for good")),
@@ -323,6 +338,9 @@ CREATE TRIGGER chaos_limits_update AFTER UPDATE ON jobqueue_queues
 
 CREATE TABLE chaos_effects (
     job_id uuid NOT NULL, attempt int NOT NULL,
+    at timestamptz NOT NULL DEFAULT clock_timestamp());
+CREATE TABLE chaos_starts (
+    job_id uuid NOT NULL, attempt int NOT NULL, claimed_at timestamptz,
     at timestamptz NOT NULL DEFAULT clock_timestamp());
 CREATE TABLE chaos_ops (
     n bigserial PRIMARY KEY,
@@ -1162,6 +1180,26 @@ fn checks() -> Vec<(&'static str, String)> {
             ),
         ),
         (
+            "more handler starts in a window than the rate allows",
+            format!(
+                "SELECT format('%s handler starts in rated in the second up to %s, rate at most %s',
+                               w.n, c.at, m.lim) AS line,
+                        false AS excused
+                 FROM chaos_starts AS c
+                 CROSS JOIN LATERAL (
+                     SELECT count(*) AS n,
+                            bool_or(o.at - o.claimed_at > interval '1 second') AS late
+                     FROM chaos_starts AS o
+                     WHERE o.at > c.at - interval '1 second' AND o.at <= c.at) AS w
+                 CROSS JOIN LATERAL (
+                     SELECT max(rate_starts) AS lim, bool_or(rate_starts IS NULL) AS open,
+                            count(*) AS rows
+                     FROM lims AS l WHERE l.queue = 'rated' AND l.since <= c.at
+                       AND l.until >= c.at - interval '1 second' - interval '{GRACE}') AS m
+                 WHERE m.rows > 0 AND NOT m.open AND w.n > m.lim AND NOT coalesce(w.late, false)"
+            ),
+        ),
+        (
             "job left live after the drain",
             "SELECT format('%s %s in %s key %s: %s', j.id, j.status, j.queue,
                            coalesce(j.concurrency_key, '-'),
@@ -1271,6 +1309,11 @@ FROM generate_series(1, 6) AS g;
 INSERT INTO chaos_log (at, job_id, queue, old_status, new_status, claim_count, claimed_at)
 SELECT now() + interval '2 hours' + g * interval '1 ms', gen_random_uuid(), 'rated',
        'pending', 'claimed', 1, now() + interval '2 hours' + g * interval '1 ms'
+FROM generate_series(1, 150) AS g;
+-- 150 handler starts in 150 ms in `rated`, each just claimed.
+INSERT INTO chaos_starts (job_id, attempt, claimed_at, at)
+SELECT gen_random_uuid(), 1, now() + interval '2 hours 30 minutes' + g * interval '1 ms',
+       now() + interval '2 hours 30 minutes' + g * interval '1 ms'
 FROM generate_series(1, 150) AS g;
 -- Five jobs of one key admitted at once in `keyed` (at most 3).
 INSERT INTO chaos_log (at, job_id, queue, ckey, old_status, new_status, claim_count)
