@@ -363,13 +363,15 @@ fn queue_limits_are_shown_and_their_forms_set_and_remove_them() {
     }
     assert_eq!(limits_of(&mut conn, "mail"), (Some(hourly), None));
     assert_eq!(limits_of(&mut conn, "api"), (None, Some(5)));
-    // A queue nothing names: the known ones are listed.
+    // A queue nothing names yet takes a limit, as from the command line:
+    // the limit waits for its first jobs.
     let unknown = site.post(
         "/queues/rate",
-        &[("csrf", &csrf), ("name", "mial"), ("rate", "5/1s")],
+        &[("csrf", &csrf), ("name", "later"), ("rate", "5/1s")],
     );
-    assert_eq!(unknown.status, 404, "{}", unknown.body);
-    assert_contains(&unknown.body, &["no queue named `mial`", "mail"]);
+    assert_eq!(unknown.status, 303, "{}", unknown.body);
+    assert!(limits_of(&mut conn, "later").0.is_some());
+    jobqueue_core::set_queue_rate_limit(&mut conn, "later", None).expect("remove");
 
     // Removed: the rows show none, and no button to remove them.
     for (path, name) in [
@@ -505,12 +507,15 @@ fn key_limits_are_shown_and_their_form_sets_and_removes_them() {
         assert_eq!(refused.status, 400, "{value}: {}", refused.body);
         assert_contains(&refused.body, &[says]);
     }
+    // A queue nothing names yet takes a key limit before its first jobs.
     let unknown = site.post(
         "/queues/keys",
-        &[("csrf", &csrf), ("name", "oders"), ("keys", "5")],
+        &[("csrf", &csrf), ("name", "later"), ("keys", "5")],
     );
-    assert_eq!(unknown.status, 404, "{}", unknown.body);
-    assert_contains(&unknown.body, &["no queue named `oders`", "orders"]);
+    assert_eq!(unknown.status, 303, "{}", unknown.body);
+    let later = jobqueue_core::list_queues(&mut conn, Default::default()).expect("list");
+    assert!(later.iter().any(|q| q.queue == "later" && q.key_limit.is_some()));
+    jobqueue_core::set_queue_key_limit(&mut conn, "later", None).expect("remove");
     let forged = site.post("/queues/remove-keys", &[("name", "orders")]);
     assert_eq!(forged.status, 403, "{}", forged.body);
     assert_eq!(key_limit_of(&mut conn, "orders"), Some(two));
