@@ -514,7 +514,11 @@ fn key_limits_are_shown_and_their_form_sets_and_removes_them() {
     );
     assert_eq!(unknown.status, 303, "{}", unknown.body);
     let later = jobqueue_core::list_queues(&mut conn, Default::default()).expect("list");
-    assert!(later.iter().any(|q| q.queue == "later" && q.key_limit.is_some()));
+    assert!(
+        later
+            .iter()
+            .any(|q| q.queue == "later" && q.key_limit.is_some())
+    );
     jobqueue_core::set_queue_key_limit(&mut conn, "later", None).expect("remove");
     let forged = site.post("/queues/remove-keys", &[("name", "orders")]);
     assert_eq!(forged.status, 403, "{}", forged.body);
