@@ -14,7 +14,7 @@ pub enum RunnerError {
     /// the migrations it has not applied, by name.
     #[error(
         "the database's jobqueue schema is missing or behind this library ({} migration(s) \
-         pending: {}): run `jobqueue migrate` (or jobqueue_core::run_migrations) first",
+         pending: {}): run `jobqueue migrate` (or jobqueue::run_migrations) first",
         .0.len(),
         .0.join(", ")
     )]

@@ -2,17 +2,21 @@
 //! and graceful shutdown.
 //!
 //! ```text
-//!  listener ──wake──┐            ┌──> worker ──┐
-//!  workers ───wake──┤            ├──> worker ──┤
-//!                 fetcher ──jobs─┼──> ...    ──┼──outcomes──> completer
-//!                 (claims)   ▲   └──> worker ──┘              (batched writes)
-//!  listener ──> early claims ┘  (dispatch: one line per queue, taking turns)
-//!  lease keeper: renews leases of in-flight jobs, own connection
-//!  maintenance: one scheduler of the services in maintenance/ (promote,
-//!    reclaim, rescue, prune, vacuum, index upkeep, periodic jobs, gauges)
+//!  listener ──wake──> fetcher ──jobs─┐   ┌──> worker ──┐
+//!         └──wake──> early claims ───┼───┼──> ...    ──┼──outcomes──> completer
+//!                     (dispatch: one line per queue) └──> worker ──┘   (outcome_writes.rs)
+//!  completer ──room freed: wake──> fetcher;  ──finished keys──> admitter ──wake──> fetcher
+//!  lease keeper: renews leases of in-flight jobs (a lost one: wake), own connection
+//!  maintenance: one scheduler of the services in maintenance/ (promote, admit keys,
+//!    workflow ends, reclaim, rescue, prune, set aside, vacuum, index upkeep,
+//!    declared queues, periodic jobs, gauges)
+//!  metrics server: serves /metrics when asked to (`MetricsMode::Serve`)
 //!  watchdog: ends hung connections, and the runner's own once its time to
 //!            stop ran out; started first, stopped last
 //! ```
+//!
+//! The guide's "How it works" page (`docs/src/how-it-works.md`) draws it
+//! whole, with what each thread sends to whom.
 //!
 //! Every connection is made by the connector (`connector/`).
 

@@ -380,10 +380,10 @@ fn a_claim_that_got_the_lock_after_a_later_claim_counts_at_the_time_it_got_it() 
 
 /// Handler starts, as the handlers log them on entry (a third-party API's
 /// view), of three runner processes working a queue limited to 20 starts
-/// per second: no sliding second holds more than 20 (before, runners
-/// claimed beyond their free workers and claims packed against the
-/// window's edges, and a second held up to 36 starts while `claimed_at`
-/// never showed more than 20).
+/// per second: no sliding second holds more than 20. It fails if runners
+/// claim beyond what their workers start within the limit's margin, or
+/// if claims pack against the window's edges: `claimed_at` can then show
+/// 20 while a second of handler starts holds more.
 #[test]
 fn handler_starts_of_three_processes_stay_within_the_rate_in_every_window() {
     const RATE: i64 = 20;

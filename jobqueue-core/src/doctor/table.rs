@@ -209,7 +209,7 @@ pub(super) fn fetch_index(conn: &mut PgConnection, options: &DoctorOptions) -> R
 /// rolled back; each must read the jobs through the fetch index, and none
 /// may scan the whole table. A table its statistics call empty is the
 /// exception: there any plan costs nothing, the planner picks one of them,
-/// and it plans again once rows arrive (`tests/plans.rs` checks that state
+/// and it plans again once rows arrive (`tests/it/plans.rs` checks that state
 /// with a backlog).
 pub(super) fn claim_plan(conn: &mut PgConnection) -> Result<Check> {
     let claims = [

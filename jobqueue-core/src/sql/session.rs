@@ -29,7 +29,7 @@ pub(crate) const READ_COMMITTED_BEGIN: &str = "BEGIN ISOLATION LEVEL READ COMMIT
 /// its array by `width_bucket`, a binary search: no join at all): its cost
 /// is the batch's size, in id order (see `lease::columns`), whatever the
 /// statistics say, with custom and generic plans alike.
-/// `tests/plans.rs` checks both in every table state.
+/// `tests/it/plans.rs` checks both in every table state.
 ///
 /// JIT compilation is off as well. A plan that keeps a ruled-out node
 /// because nothing else can do (the sequential scan of a small table with

@@ -18,7 +18,7 @@
 //! call the table empty it walked the whole primary key per statement, and
 //! with the id list also matched by `ANY`, a generic plan compared every
 //! row with every id (a million comparisons for a batch of 1,000).
-//! `tests/plans.rs` checks both, with custom and generic plans.
+//! `tests/it/plans.rs` checks both, with custom and generic plans.
 //!
 //! What the statements rely on (see the migrations):
 //!
