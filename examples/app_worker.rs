@@ -39,7 +39,7 @@ struct SendEmail {
 impl Perform for SendEmail {
     fn perform(&self, ctx: &mut JobContext<'_>) -> Result<(), JobError> {
         if !self.to.contains('@') {
-            return Err(JobError::permanent(format!(
+            return Err(JobError::fail(format!(
                 "`{}` is not an email address",
                 self.to
             )));
@@ -81,7 +81,7 @@ impl Perform for DeliverWebhook {
         match sent {
             Ok(_) => Ok(()),
             // The subscriber is gone: retrying cannot help.
-            Err(ureq::Error::StatusCode(410)) => Err(JobError::permanent(format!(
+            Err(ureq::Error::StatusCode(410)) => Err(JobError::fail(format!(
                 "{} is gone (410): not retried",
                 self.url
             ))),
@@ -220,8 +220,8 @@ mod tests {
             .expect("drain");
         let ended: Vec<&Ended> = drained.jobs.iter().map(|job| &job.ended).collect();
         let [
-            Ended::Retrying { error: first, .. },
-            Ended::Retrying { .. },
+            Ended::Retried { error: first, .. },
+            Ended::Retried { .. },
             Ended::Failed { error: last },
         ] = ended[..]
         else {
@@ -251,7 +251,7 @@ mod tests {
         };
         let sent = perform(&registry, &email).run().expect("performed");
         let error = "`nobody` is not an email address".to_owned();
-        assert_eq!(sent.outcome, Outcome::Permanent { error });
+        assert_eq!(sent.outcome, Outcome::Failed { error });
     }
 
     #[test]

@@ -41,7 +41,7 @@ struct Transcode {
 
 impl Perform for Transcode {
     fn perform(&self, _ctx: &mut JobContext<'_>) -> Result<(), JobError> {
-        Err(JobError::permanent(format!("no codec for file {}", self.n)))
+        Err(JobError::fail(format!("no codec for file {}", self.n)))
     }
 }
 

@@ -91,10 +91,7 @@ struct ImportRow {
 impl Perform for ImportRow {
     fn perform(&self, _ctx: &mut JobContext<'_>) -> Result<(), JobError> {
         if self.row % 10 == 7 {
-            return Err(JobError::permanent(format!(
-                "row {} is malformed",
-                self.row
-            )));
+            return Err(JobError::fail(format!("row {} is malformed", self.row)));
         }
         Ok(())
     }

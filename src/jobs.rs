@@ -225,7 +225,7 @@ impl Perform for Cancellable {
             }
             std::thread::sleep(Duration::from_millis(50));
         }
-        Err(JobError::permanent("never saw the cancel request"))
+        Err(JobError::fail("never saw the cancel request"))
     }
 }
 
@@ -430,7 +430,7 @@ impl Perform for StepJob {
             .n;
             if failed_before == 0 {
                 record(ctx, "fail")?;
-                return Err(JobError::permanent("this step fails on its first run"));
+                return Err(JobError::fail("this step fails on its first run"));
             }
         }
         let parents: i64 = ctx

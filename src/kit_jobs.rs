@@ -94,7 +94,7 @@ impl Perform for Act {
         match self {
             Act::Complete => Ok(()),
             Act::Retry => Err(JobError::retry("try again")),
-            Act::Permanent => Err(JobError::permanent("never")),
+            Act::Permanent => Err(JobError::fail("never")),
             Act::Snooze => Err(JobError::snooze(Duration::from_secs(30))),
             Act::Cancel => Err(JobError::Cancelled),
             Act::WatchCancel if ctx.is_cancelled() => Err(JobError::Cancelled),

@@ -24,7 +24,7 @@ struct MakeThumbnail {
 impl Perform for MakeThumbnail {
     fn perform(&self, _ctx: &mut JobContext<'_>) -> Result<(), JobError> {
         if self.image.is_empty() {
-            return Err(JobError::permanent("no image"));
+            return Err(JobError::fail("no image"));
         }
         Ok(())
     }

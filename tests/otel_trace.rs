@@ -309,7 +309,10 @@ fn a_request_trace_goes_through_its_jobs() {
         assert_eq!(attribute(again, "outcome").as_deref(), Some("completed"));
     }
     let flaky_first = attempt_run(&spans, &flaky_id.to_string(), 0);
-    assert_eq!(attribute(flaky_first, "outcome").as_deref(), Some("retry"));
+    assert_eq!(
+        attribute(flaky_first, "outcome").as_deref(),
+        Some("retried")
+    );
 
     // A schedule's job, even one fired from inside a traced span, and a
     // job enqueued from the command line carry no context: their attempts

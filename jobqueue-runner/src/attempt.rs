@@ -27,16 +27,16 @@ pub enum Outcome {
     /// The attempt failed and may be retried: after `policy`'s delay
     /// while attempts remain, else the job fails for good. Also a panic
     /// (its message in `error`).
-    Retry {
+    Retried {
         /// What went wrong.
         error: String,
         /// The job type's backoff, or the runner's for a type that
         /// declares none.
         policy: RetryPolicy,
     },
-    /// The handler said retrying cannot help ([`JobError::Permanent`]):
+    /// The handler said retrying cannot help ([`JobError::Fail`]):
     /// the job fails for good.
-    Permanent {
+    Failed {
         /// What went wrong.
         error: String,
     },
@@ -63,8 +63,8 @@ impl Outcome {
         match self {
             Outcome::Completed => ("completed", None),
             Outcome::CompletedInTransaction => ("completed_in_transaction", None),
-            Outcome::Retry { error, .. } => ("retry", Some(error)),
-            Outcome::Permanent { error } => ("permanent", Some(error)),
+            Outcome::Retried { error, .. } => ("retried", Some(error)),
+            Outcome::Failed { error } => ("failed", Some(error)),
             Outcome::Snoozed(_) => ("snoozed", None),
             Outcome::RateLimited(_) => ("rate_limited", None),
             Outcome::Cancelled => ("cancelled", None),
@@ -113,8 +113,8 @@ fn attempt(
     let outcome = match result {
         Ok(Ok(())) if state.handled.load(Ordering::Relaxed) => Outcome::CompletedInTransaction,
         Ok(Ok(())) => Outcome::Completed,
-        Ok(Err(JobError::Retry(error))) => Outcome::Retry { error, policy },
-        Ok(Err(JobError::Permanent(error))) => Outcome::Permanent { error },
+        Ok(Err(JobError::Retry(error))) => Outcome::Retried { error, policy },
+        Ok(Err(JobError::Fail(error))) => Outcome::Failed { error },
         Ok(Err(JobError::Snooze(delay))) => Outcome::Snoozed(delay),
         Ok(Err(JobError::RateLimited(delay))) => Outcome::RateLimited(delay),
         Ok(Err(JobError::Cancelled)) => Outcome::Cancelled,
@@ -130,7 +130,7 @@ fn attempt(
                 row.job_type
             );
             return Attempted {
-                outcome: Outcome::Retry { error, policy },
+                outcome: Outcome::Retried { error, policy },
                 panicked: true,
             };
         }

@@ -209,10 +209,9 @@ impl<'a> JobContext<'a> {
     /// the attempt for good, as does one that does not serialize; a job
     /// outside a workflow records nothing.
     pub fn set_result<T: serde::Serialize + ?Sized>(&self, value: &T) -> Result<(), JobError> {
-        let json = serde_json::to_string(value).map_err(|e| {
-            JobError::permanent(format!("the step's result does not serialize: {e}"))
-        })?;
-        jobqueue_core::engine::check_result(&json).map_err(JobError::permanent)?;
+        let json = serde_json::to_string(value)
+            .map_err(|e| JobError::fail(format!("the step's result does not serialize: {e}")))?;
+        jobqueue_core::engine::check_result(&json).map_err(JobError::fail)?;
         *crate::sync::lock(&self.state.result) = Some(json);
         Ok(())
     }
@@ -247,7 +246,7 @@ impl<'a> JobContext<'a> {
         let results = self.parent_results()?;
         let Some((_, value)) = results.iter().find(|(name, _)| name == step) else {
             let names: Vec<&str> = results.iter().map(|(name, _)| name.as_str()).collect();
-            return Err(JobError::permanent(format!(
+            return Err(JobError::fail(format!(
                 "no parent step is named `{step}`; this step comes after [{}]",
                 names.join(", ")
             )));
@@ -257,7 +256,7 @@ impl<'a> JobContext<'a> {
             .map(serde_json::from_value)
             .transpose()
             .map_err(|e| {
-                JobError::permanent(format!(
+                JobError::fail(format!(
                     "the result of step `{step}` does not decode as `{}`: {e}",
                     std::any::type_name::<T>()
                 ))

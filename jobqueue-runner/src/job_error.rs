@@ -5,7 +5,7 @@ use std::fmt;
 /// The failure of one attempt, as the handler describes it.
 ///
 /// `?` turns any error into [`JobError::Retry`], so a handler propagates
-/// errors as usual; use [`JobError::permanent`] when retrying cannot help.
+/// errors as usual; use [`JobError::fail`] when retrying cannot help.
 /// What converts is whatever converts into `Box<dyn Error + Send + Sync>`:
 /// every `std::error::Error + Send + Sync + 'static` type (`io::Error`,
 /// `diesel::result::Error`, `jobqueue_core::Error`, an application's own
@@ -35,7 +35,7 @@ pub enum JobError {
     /// The attempt failed; retry after the backoff while attempts remain.
     Retry(String),
     /// The job can never succeed: `failed` at once, whatever attempts remain.
-    Permanent(String),
+    Fail(String),
     /// Not now: run the job again after this long, without using up an
     /// attempt (waiting on something outside: a report being generated, a
     /// rate limit's window). Its history records the snooze; a job that
@@ -74,8 +74,8 @@ impl JobError {
     }
 
     /// A failure retrying cannot fix.
-    pub fn permanent(error: impl fmt::Display) -> Self {
-        JobError::Permanent(error.to_string())
+    pub fn fail(error: impl fmt::Display) -> Self {
+        JobError::Fail(error.to_string())
     }
 }
 
@@ -83,7 +83,7 @@ impl fmt::Display for JobError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             JobError::Retry(e) => write!(f, "{e}"),
-            JobError::Permanent(e) => write!(f, "{e} (permanent)"),
+            JobError::Fail(e) => write!(f, "{e} (permanent)"),
             JobError::Snooze(delay) => write!(f, "snoozed for {delay:?}"),
             JobError::RateLimited(delay) => write!(f, "rate limited: retry after {delay:?}"),
             JobError::Cancelled => f.write_str("cancelled"),

@@ -68,11 +68,11 @@ impl From<crate::attempt::Outcome> for OutcomeKind {
         match outcome {
             Outcome::Completed => OutcomeKind::Complete,
             Outcome::CompletedInTransaction => OutcomeKind::Handled,
-            Outcome::Retry { error, policy } => OutcomeKind::Fail {
+            Outcome::Retried { error, policy } => OutcomeKind::Fail {
                 error,
                 retry: Some(policy),
             },
-            Outcome::Permanent { error } => OutcomeKind::Fail { error, retry: None },
+            Outcome::Failed { error } => OutcomeKind::Fail { error, retry: None },
             Outcome::Snoozed(delay) => OutcomeKind::Snooze(delay),
             Outcome::RateLimited(delay) => OutcomeKind::RateLimited(delay),
             Outcome::Cancelled => OutcomeKind::Cancelled,

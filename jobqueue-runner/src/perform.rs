@@ -24,7 +24,7 @@ use crate::{JobContext, JobError};
 ///     fn perform(&self, ctx: &mut JobContext<'_>) -> Result<(), JobError> {
 ///         ctx.progress(50, "rendering")?;
 ///         if self.to.is_empty() {
-///             return Err(JobError::permanent("no recipient"));
+///             return Err(JobError::fail("no recipient"));
 ///         }
 ///         Ok(())
 ///     }

@@ -70,7 +70,7 @@ impl Registry {
     pub fn register<T: Perform>(mut self) -> Self {
         let run = |payload: &serde_json::Value, ctx: &mut JobContext<'_>| -> Result<(), JobError> {
             let job = T::deserialize(payload).map_err(|e| {
-                JobError::Permanent(format!(
+                JobError::Fail(format!(
                     "payload of job type `{}` does not decode as {}: {e}",
                     T::JOB_TYPE,
                     std::any::type_name::<T>()

@@ -70,7 +70,7 @@ pub enum Ended {
     /// Completed (its row kept or deleted, as the retention says).
     Completed,
     /// The attempt failed and the job waits for its next one.
-    Retrying {
+    Retried {
         /// The attempt's error.
         error: String,
         /// When the next attempt is due (the database's clock: inside a
@@ -109,7 +109,7 @@ impl Ended {
             JobStatus::Scheduled | JobStatus::Pending if snoozed => {
                 Ended::Snoozed { due: row.run_at }
             }
-            JobStatus::Scheduled | JobStatus::Pending => Ended::Retrying {
+            JobStatus::Scheduled | JobStatus::Pending => Ended::Retried {
                 error: error(),
                 due: row.run_at,
             },
@@ -153,7 +153,7 @@ impl fmt::Display for Ended {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Ended::Completed => f.write_str("completed"),
-            Ended::Retrying { error, due } => {
+            Ended::Retried { error, due } => {
                 write!(f, "retrying, due {}, after: {error}", time(*due))
             }
             Ended::Failed { error } => write!(f, "failed: {error}"),

@@ -38,7 +38,7 @@ use jobqueue_runner::inline::Inline;
 /// impl Perform for SendEmail {
 ///     fn perform(&self, ctx: &mut JobContext<'_>) -> Result<(), JobError> {
 ///         if !self.to.contains('@') {
-///             return Err(JobError::permanent("not an address"));
+///             return Err(JobError::fail("not an address"));
 ///         }
 ///         ctx.progress(100, "sent")
 ///     }
@@ -48,7 +48,7 @@ use jobqueue_runner::inline::Inline;
 /// let done = jobqueue_testing::perform(&registry, &SendEmail { to: "nobody".into() })
 ///     .run()
 ///     .expect("no database, nothing to fail");
-/// assert_eq!(done.outcome, Outcome::Permanent { error: "not an address".into() });
+/// assert_eq!(done.outcome, Outcome::Failed { error: "not an address".into() });
 /// ```
 #[track_caller]
 pub fn perform<'a, T: Job>(registry: &'a Registry, job: &T) -> Inline<'a> {

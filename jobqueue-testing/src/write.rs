@@ -28,8 +28,8 @@ pub(crate) fn outcome(
     let deletes = writing.retention.deletes_completed();
     let keeps_row = match attempt.outcome {
         Outcome::Completed => !deletes,
-        Outcome::Retry { .. }
-        | Outcome::Permanent { .. }
+        Outcome::Retried { .. }
+        | Outcome::Failed { .. }
         | Outcome::Snoozed(_)
         | Outcome::RateLimited(_)
         | Outcome::Cancelled => true,
@@ -46,10 +46,10 @@ pub(crate) fn outcome(
             };
             engine::complete_step(conn, &done, deletes)
         }
-        Outcome::Retry { error, policy } => {
+        Outcome::Retried { error, policy } => {
             engine::fail(conn, &Failure::retry(*lease, error.clone(), policy)).map(drop)
         }
-        Outcome::Permanent { error } => {
+        Outcome::Failed { error } => {
             engine::fail(conn, &Failure::permanent(*lease, error.clone())).map(drop)
         }
         Outcome::Snoozed(delay) | Outcome::RateLimited(delay) => {

@@ -40,7 +40,7 @@ impl Perform for DemoEmail {
     fn perform(&self, ctx: &mut JobContext<'_>) -> Result<(), JobError> {
         record_pickup(ctx);
         if !self.to.contains('@') {
-            return Err(JobError::permanent(format!(
+            return Err(JobError::fail(format!(
                 "`{}` is not an email address",
                 self.to
             )));

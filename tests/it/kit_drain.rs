@@ -56,7 +56,7 @@ fn each_outcome_is_written_as_a_runner_writes_it() {
     assert_eq!(complete.outcome, Outcome::Completed);
     assert_eq!(complete.ended, Ended::Completed);
     assert_eq!((complete.attempt, complete.round), (1, 1));
-    let Ended::Retrying { error, due } = &of(ids[1]).ended else {
+    let Ended::Retried { error, due } = &of(ids[1]).ended else {
         panic!("a retry:\n{drained}");
     };
     assert_eq!(error, "try again");
@@ -89,7 +89,7 @@ fn each_outcome_is_written_as_a_runner_writes_it() {
     );
     assert_eq!(due - snoozed.created_at, TimeDelta::seconds(30));
     assert_eq!(of(ids[4]).ended, Ended::Cancelled);
-    let Ended::Retrying { error, .. } = &of(ids[5]).ended else {
+    let Ended::Retried { error, .. } = &of(ids[5]).ended else {
         panic!("a panic is a retry:\n{drained}");
     };
     assert_eq!(
@@ -147,15 +147,11 @@ fn retries_run_again_as_of_a_later_time_until_they_succeed_or_fail_for_good() {
             .collect()
     };
     assert!(
-        matches!(ended(flaky)[..], [Ended::Retrying { .. }, Ended::Completed]),
+        matches!(ended(flaky)[..], [Ended::Retried { .. }, Ended::Completed]),
         "{later}"
     );
     let doomed_ended = ended(doomed);
-    let [
-        Ended::Retrying { error, due },
-        Ended::Failed { error: last },
-    ] = doomed_ended[..]
-    else {
+    let [Ended::Retried { error, due }, Ended::Failed { error: last }] = doomed_ended[..] else {
         panic!("a retry, then the dead letter:\n{later}");
     };
     assert_eq!((error.as_str(), last.as_str()), ("try again", "try again"));
@@ -312,7 +308,7 @@ fn the_handlers_connection_is_the_tests_and_a_failed_statement_rolls_back_its_at
         .expect("worked");
     assert!(bad.rolled_back, "{drained}");
     assert!(
-        matches!(&bad.ended, Ended::Retrying { error, .. } if error.contains("no_such_table")),
+        matches!(&bad.ended, Ended::Retried { error, .. } if error.contains("no_such_table")),
         "{drained}"
     );
     // The note of the completed job stays; the bad one's was rolled back,

@@ -25,14 +25,14 @@ fn each_outcome_of_a_handler_on_its_own() {
     };
     assert_eq!(
         run(&Act::Retry).outcome,
-        Outcome::Retry {
+        Outcome::Retried {
             error: "try again".into(),
             policy
         }
     );
     assert_eq!(
         run(&Act::Permanent).outcome,
-        Outcome::Permanent {
+        Outcome::Failed {
             error: "never".into()
         }
     );
@@ -44,7 +44,7 @@ fn each_outcome_of_a_handler_on_its_own() {
     let panicked = run(&Act::Panic);
     assert!(panicked.panicked);
     assert!(
-        matches!(&panicked.outcome, Outcome::Retry { error, .. } if error.ends_with("panicked: the handler blew up")),
+        matches!(&panicked.outcome, Outcome::Retried { error, .. } if error.ends_with("panicked: the handler blew up")),
         "{panicked:?}"
     );
     let progress = run(&Act::Progress);
@@ -82,7 +82,7 @@ fn a_workflow_step_reads_the_parents_results_it_is_given_and_records_its_own() {
         .run()
         .expect("performed");
     match &done.outcome {
-        Outcome::Permanent { error } => {
+        Outcome::Failed { error } => {
             assert!(
                 error.contains("no parent step is named `base`") && error.contains("[other]"),
                 "{error}"
@@ -96,14 +96,14 @@ fn a_workflow_step_reads_the_parents_results_it_is_given_and_records_its_own() {
         .run()
         .expect("performed");
     assert!(
-        matches!(&done.outcome, Outcome::Permanent { error } if error.contains("does not decode")),
+        matches!(&done.outcome, Outcome::Failed { error } if error.contains("does not decode")),
         "{:?}",
         done.outcome
     );
     // Outside a workflow, as a runner would see it: no parents.
     let alone = perform(&registry, &step).run().expect("performed");
     assert!(
-        matches!(&alone.outcome, Outcome::Permanent { error } if error.contains("comes after []")),
+        matches!(&alone.outcome, Outcome::Failed { error } if error.contains("comes after []")),
         "{:?}",
         alone.outcome
     );
@@ -118,7 +118,7 @@ fn attempt_cancel_and_shutdown_are_what_the_handler_sees() {
         .run()
         .expect("performed");
     assert!(
-        matches!(&second.outcome, Outcome::Retry { error, .. } if error == "attempt 2"),
+        matches!(&second.outcome, Outcome::Retried { error, .. } if error == "attempt 2"),
         "{second:?}"
     );
     let third = perform(&registry, &Act::SucceedOnAttempt(3))
@@ -131,7 +131,7 @@ fn attempt_cancel_and_shutdown_are_what_the_handler_sees() {
         .run()
         .expect("performed");
     assert!(
-        matches!(&stopping.outcome, Outcome::Retry { error, .. } if error == "shutting down"),
+        matches!(&stopping.outcome, Outcome::Retried { error, .. } if error == "shutting down"),
         "{stopping:?}"
     );
     let not_stopping = perform(&registry, &Act::Shutdown).run().expect("performed");
@@ -157,7 +157,7 @@ fn without_a_connection_a_handler_that_needs_one_is_told_so_and_unknown_types_ar
         .run()
         .expect("performed");
     assert!(
-        matches!(&spawn.outcome, Outcome::Retry { error, .. } if error.starts_with("no database connection")),
+        matches!(&spawn.outcome, Outcome::Retried { error, .. } if error.starts_with("no database connection")),
         "{spawn:?}"
     );
     let orphan = perform(&registry, &Orphan {}).run().expect("performed");

@@ -95,7 +95,7 @@ impl Perform for Report {
         ctx.progress(90, "last")?;
         gate.set(Step::Returned);
         if self.fail {
-            Err(JobError::permanent("gave up at the last stage"))
+            Err(JobError::fail("gave up at the last stage"))
         } else {
             Ok(())
         }

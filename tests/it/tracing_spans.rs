@@ -100,7 +100,7 @@ fn each_attempt_has_a_span_with_its_fields_outcome_and_the_handlers_spans() {
     assert_eq!(first.field("job_type"), Some("trace.flaky"));
     assert_eq!(first.field("queue"), Some("default"));
     assert_eq!(first.field("attempt"), Some("1"));
-    assert_eq!(first.field("outcome"), Some("retry"));
+    assert_eq!(first.field("outcome"), Some("retried"));
     assert_eq!(first.field("error"), Some("not yet"));
     assert_eq!(second.field("attempt"), Some("2"));
     assert_eq!(second.field("outcome"), Some("completed"));

@@ -123,7 +123,7 @@ impl Perform for ChaosJob {
         std::thread::sleep(Duration::from_millis(self.ms));
         match self.fail {
             1 if attempt == 1 => return Err(JobError::retry("chaos: first attempt fails")),
-            2 if attempt == 1 => return Err(JobError::permanent("chaos: fails for good")),
+            2 if attempt == 1 => return Err(JobError::fail("chaos: fails for good")),
             _ => {}
         }
         ctx.complete_in_transaction(|conn| {
