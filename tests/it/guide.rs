@@ -318,3 +318,51 @@ fn normalize(path: &Path) -> PathBuf {
     }
     out
 }
+
+/// The sample outputs of the guide that name the schema's migrations say
+/// what the doctor says today: as many migrations as `jobqueue-core`
+/// has, the latest by name.
+#[test]
+fn sample_outputs_name_the_migrations_there_are() {
+    let folder = Path::new(ROOT).join("jobqueue-core/migrations");
+    let mut names: Vec<String> = std::fs::read_dir(&folder)
+        .unwrap_or_else(|e| panic!("{}: {e}", folder.display()))
+        .map(|entry| entry.expect("an entry"))
+        .filter(|entry| entry.path().join("up.sql").is_file())
+        .map(|entry| entry.file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    let latest = names.last().expect("a migration");
+    let says = format!("all {} migrations applied (latest {latest})", names.len());
+    let mut samples = 0;
+    let mut stale = Vec::new();
+    let mut pages: Vec<PathBuf> = guide_files().iter().map(|f| src().join(f)).collect();
+    pages.push(Path::new(ROOT).join("README.md"));
+    for page in pages
+        .iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "md"))
+    {
+        for (n, line) in read(page).lines().enumerate() {
+            if let Some(at) = line.find(" migrations applied (latest ") {
+                samples += 1;
+                if !line.contains(&says) {
+                    stale.push(format!(
+                        "{}:{}: {}",
+                        page.display(),
+                        n + 1,
+                        &line[..at + 40.min(line.len() - at)]
+                    ));
+                }
+            }
+        }
+    }
+    assert!(
+        samples >= 2,
+        "the doctor's sample outputs were found ({samples})"
+    );
+    assert!(
+        stale.is_empty(),
+        "sample outputs that do not say `{says}`:\n{}",
+        stale.join("\n")
+    );
+}
