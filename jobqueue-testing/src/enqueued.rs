@@ -7,16 +7,16 @@ use jobqueue_core::{JobId, JobRow, JobStatus};
 /// row it was read from (queue, priority, when due, unique key, status...).
 #[derive(Debug, Clone)]
 #[non_exhaustive]
-pub struct Enqueued<T> {
+pub struct EnqueuedJob<T> {
     /// The payload, decoded as `T`.
     pub job: T,
     /// The row as read.
     pub row: JobRow,
 }
 
-impl<T> Enqueued<T> {
+impl<T> EnqueuedJob<T> {
     pub(crate) fn new(job: T, row: JobRow) -> Self {
-        Enqueued { job, row }
+        EnqueuedJob { job, row }
     }
 
     /// The job's id.

@@ -6,7 +6,7 @@ use chrono::{DateTime, Utc};
 use diesel::PgConnection;
 use jobqueue_core::{Job, JobRow, JobStatus, Result};
 
-use crate::enqueued::Enqueued;
+use crate::enqueued::EnqueuedJob;
 use crate::listing::{self, time};
 
 /// The statuses looked at unless told otherwise: the jobs waiting to run.
@@ -100,7 +100,7 @@ pub fn expect<'p, T: Job>() -> Expect<'p, T> {
 pub fn assert_enqueued<T: Job>(
     conn: &mut PgConnection,
     predicate: impl Fn(&T) -> bool,
-) -> Enqueued<T> {
+) -> EnqueuedJob<T> {
     expect::<T>().matching(predicate).assert_enqueued(conn)
 }
 
@@ -114,7 +114,7 @@ pub fn refute_enqueued<T: Job>(conn: &mut PgConnection, predicate: impl Fn(&T) -
 /// Every job of type `T` waiting to run, decoded, oldest first. Panics if
 /// the database cannot be read or a payload does not decode as `T`.
 #[track_caller]
-pub fn all_enqueued<T: Job>(conn: &mut PgConnection) -> Vec<Enqueued<T>> {
+pub fn all_enqueued<T: Job>(conn: &mut PgConnection) -> Vec<EnqueuedJob<T>> {
     match expect::<T>().find(conn) {
         Ok(found) => found,
         Err(e) => panic!("reading the enqueued jobs of type `{}`: {e}", T::JOB_TYPE),
@@ -123,7 +123,7 @@ pub fn all_enqueued<T: Job>(conn: &mut PgConnection) -> Vec<Enqueued<T>> {
 
 /// The jobs of the expectation's type, sorted by whether they match it.
 struct Sorted<T> {
-    matching: Vec<Enqueued<T>>,
+    matching: Vec<EnqueuedJob<T>>,
     /// The others, each with why it does not match.
     other: Vec<(JobRow, String)>,
     /// The first payload that does not decode, if any.
@@ -173,7 +173,7 @@ impl<'p, T: Job> Expect<'p, T> {
 
     /// The matching jobs, oldest first; an error if the database cannot be
     /// read or a payload of type `T` does not decode as `T`.
-    pub fn find(&self, conn: &mut PgConnection) -> Result<Vec<Enqueued<T>>> {
+    pub fn find(&self, conn: &mut PgConnection) -> Result<Vec<EnqueuedJob<T>>> {
         let sorted = self.sort(conn)?;
         match sorted.undecodable {
             Some(e) => Err(e),
@@ -184,7 +184,7 @@ impl<'p, T: Job> Expect<'p, T> {
     /// Asserts that at least one job matches, and returns the first
     /// (oldest); panics saying what was enqueued otherwise.
     #[track_caller]
-    pub fn assert_enqueued(&self, conn: &mut PgConnection) -> Enqueued<T> {
+    pub fn assert_enqueued(&self, conn: &mut PgConnection) -> EnqueuedJob<T> {
         let sorted = self.sorted_or_panic(conn);
         match sorted.matching.into_iter().next() {
             Some(found) => found,
@@ -198,7 +198,7 @@ impl<'p, T: Job> Expect<'p, T> {
     /// Asserts that exactly one job matches, and returns it; panics saying
     /// what was enqueued otherwise.
     #[track_caller]
-    pub fn assert_enqueued_once(&self, conn: &mut PgConnection) -> Enqueued<T> {
+    pub fn assert_enqueued_once(&self, conn: &mut PgConnection) -> EnqueuedJob<T> {
         let mut found = self.assert_enqueued_times(conn, 1);
         match found.pop() {
             Some(one) => one,
@@ -209,7 +209,11 @@ impl<'p, T: Job> Expect<'p, T> {
     /// Asserts that exactly `times` jobs match, and returns them, oldest
     /// first; panics saying what was enqueued otherwise.
     #[track_caller]
-    pub fn assert_enqueued_times(&self, conn: &mut PgConnection, times: usize) -> Vec<Enqueued<T>> {
+    pub fn assert_enqueued_times(
+        &self,
+        conn: &mut PgConnection,
+        times: usize,
+    ) -> Vec<EnqueuedJob<T>> {
         let sorted = self.sorted_or_panic(conn);
         if sorted.matching.len() == times {
             return sorted.matching;
@@ -274,7 +278,7 @@ impl<'p, T: Job> Expect<'p, T> {
         for row in rows {
             match row.payload_as::<T>() {
                 Ok(job) => match self.mismatch(&row, &job) {
-                    None => sorted.matching.push(Enqueued::new(job, row)),
+                    None => sorted.matching.push(EnqueuedJob::new(job, row)),
                     Some(why) => sorted.other.push((row, why)),
                 },
                 Err(e) => {
@@ -359,7 +363,7 @@ impl<'p, T: Job> Expect<'p, T> {
         &self,
         conn: &mut PgConnection,
         head: &str,
-        matching: &[Enqueued<T>],
+        matching: &[EnqueuedJob<T>],
         other: &[(JobRow, String)],
     ) -> String {
         let mut text = head.to_owned();

@@ -89,7 +89,7 @@ pub use connect::connect;
 pub use database::{Template, TestDatabase, TestDatabaseError};
 pub use drain::Drain;
 pub use drained::{Drained, Ended, Stop, Worked};
-pub use enqueued::Enqueued;
+pub use enqueued::EnqueuedJob;
 pub use expect::{Expect, all_enqueued, assert_enqueued, expect, refute_enqueued};
 pub use perform::perform;
 pub use schedule::enqueue_schedule;
