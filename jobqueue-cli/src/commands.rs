@@ -37,7 +37,7 @@ pub(crate) fn run(url: &str, command: Command, app: App<'_>) -> Result<()> {
     // An empty URL is refused before anything starts, like a missing one.
     connectable_url(url, DEFAULT_CONNECT_TIMEOUT)?;
     match command {
-        Command::Migrate => migrate(url),
+        Command::Migrate => migrate(url, app.registry.declared_queues()),
         Command::Work(work_args) => work(url, work_args, app),
         Command::Enqueue(enqueue_args) => enqueue(url, enqueue_args, &app.registry),
         Command::List(list_args) => list(url, list_args),
@@ -76,8 +76,12 @@ fn hours(name: &str, value: f64) -> Result<Duration> {
     secs(name, value * 3600.0)
 }
 
-fn migrate(url: &str) -> Result<()> {
-    let applied = jobqueue_core::run_migrations(&mut connect(url)?)?;
+/// Migrates, then applies the queues the binary declares (as its runners
+/// would at their start), so that jobs enqueued before the first runner
+/// starts already meet them.
+fn migrate(url: &str, queues: &[jobqueue_core::QueueConfig]) -> Result<()> {
+    let mut conn = connect(url)?;
+    let applied = jobqueue_core::run_migrations(&mut conn)?;
     if applied.is_empty() {
         outln!("schema is up to date")?;
     } else {
@@ -86,6 +90,14 @@ fn migrate(url: &str) -> Result<()> {
             applied.len(),
             applied.join(", ")
         )?;
+    }
+    if !queues.is_empty() {
+        let declared = jobqueue_core::declare_queues(&mut conn, queues)?;
+        if declared.is_empty() {
+            outln!("queues as declared: {} unchanged", queues.len())?;
+        } else {
+            outln!("queues as declared: applied {}", declared.join(", "))?;
+        }
     }
     Ok(())
 }

@@ -191,6 +191,12 @@ impl Registry {
         &self.queues
     }
 
+    /// The queues declared with [`Registry::queue`] (a command line's
+    /// `migrate` applies them too).
+    pub fn declared_queues(&self) -> &[QueueConfig] {
+        &self.queues
+    }
+
     /// The registered job types, sorted.
     pub fn job_types(&self) -> Vec<&'static str> {
         let mut types: Vec<_> = self.handlers.keys().copied().collect();

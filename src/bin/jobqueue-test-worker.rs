@@ -10,7 +10,8 @@
 //! Its application state is built as an application's pool would be
 //! (`Cli::state_with`): when `JOBQUEUE_TEST_STATE_LOG` names a file, each
 //! build appends the URL it was given there; `JOBQUEUE_TEST_STATE_FAIL`
-//! makes the build fail with that message.
+//! makes the build fail with that message. `JOBQUEUE_TEST_ORDERED` names
+//! queues it declares ordered per key (`QueueConfig`), `,`-separated.
 
 use std::process::ExitCode;
 
@@ -50,6 +51,16 @@ fn main() -> ExitCode {
         .register::<SendEmail>()
         .register::<jobqueue_tools::bench::chaos::ChaosJob>();
     let mut cli = jobqueue_cli::Cli::with_registry(registry).state_with(build_state);
+    for queue in std::env::var("JOBQUEUE_TEST_ORDERED")
+        .unwrap_or_default()
+        .split(',')
+    {
+        if !queue.is_empty() {
+            cli = cli.queue(
+                jobqueue_core::QueueConfig::new(queue).keys(jobqueue_core::KeyLimit::ordered()),
+            );
+        }
+    }
     for schedule in schedules() {
         cli = cli.periodic(schedule);
     }

@@ -196,3 +196,31 @@ fn a_bad_declaration_refuses_the_start() {
     let error = twice.err().map(|e| e.to_string()).unwrap_or_default();
     assert!(error.contains("queue `mail` is declared twice"), "{error}");
 }
+
+#[test]
+fn migrate_applies_the_queues_its_binary_declares() {
+    let db = TestDb::unmigrated();
+    let migrate = || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_jobqueue-test-worker"))
+            .env("JOBQUEUE_TEST_ORDERED", "ledger")
+            .args(["--database-url", &db.url, "migrate"])
+            .output()
+            .expect("migrate")
+    };
+    let first = migrate();
+    assert!(first.status.success(), "{first:?}");
+    let out = String::from_utf8_lossy(&first.stdout);
+    assert!(
+        out.contains("queues as declared: applied ledger: keys"),
+        "{out}"
+    );
+    let mut conn = db.conn();
+    assert_eq!(
+        queue(&mut conn, "ledger").key_limit,
+        Some(KeyLimit::ordered()),
+        "ordered before any runner started"
+    );
+    let again = migrate();
+    let out = String::from_utf8_lossy(&again.stdout);
+    assert!(out.contains("queues as declared: 1 unchanged"), "{out}");
+}
