@@ -33,8 +33,8 @@
 //! - **rate limits**: no window of the period holds more claims
 //!   (`claimed_at`, what the limit counts) than the largest rate in force
 //!   around it, nor more *handler starts* (what a called service sees:
-//!   each attempt of a rate-limited job logs its start, at the handler's
-//!   entry, into `chaos_starts`), but for a window with a start later
+//!   each attempt of a rate-limited job logs its start, the clock at the
+//!   handler's entry, into `chaos_starts`), but for a window with a start later
 //!   than a whole period after its claim (on a window at most half full,
 //!   a late start is let through: the guide's one way past the limit);
 //! - **nothing left behind**: after the drain, no job is live (blocked,
@@ -108,15 +108,19 @@ pub struct ChaosJob {
 
 impl Perform for ChaosJob {
     fn perform(&self, ctx: &mut JobContext<'_>) -> Result<(), JobError> {
+        // The start a called service would see: the handler's entry, read
+        // before anything else (a connection included); the runners share
+        // the database's machine and clock.
+        let entered = chrono::Utc::now();
         let (id, attempt) = (ctx.job_id(), ctx.attempt());
         if ctx.queue() == "rated" {
-            // The start a called service would see, with this claim's time.
             diesel::sql_query(
-                "INSERT INTO chaos_starts (job_id, attempt, claimed_at)
-                 SELECT $1, $2, claimed_at FROM jobqueue_jobs WHERE id = $1",
+                "INSERT INTO chaos_starts (job_id, attempt, claimed_at, at)
+                 SELECT $1, $2, claimed_at, $3 FROM jobqueue_jobs WHERE id = $1",
             )
             .bind::<Uuid, _>(id)
             .bind::<diesel::sql_types::Integer, _>(attempt)
+            .bind::<diesel::sql_types::Timestamptz, _>(entered)
             .execute(ctx.conn()?)
             .map_err(|e| JobError::retry(format!("chaos: logging the start: {e}")))?;
         }
@@ -1182,13 +1186,16 @@ fn checks() -> Vec<(&'static str, String)> {
         (
             "more handler starts in a window than the rate allows",
             format!(
-                "SELECT format('%s handler starts in rated in the second up to %s, rate at most %s',
-                               w.n, c.at, m.lim) AS line,
+                "SELECT format('%s handler starts in rated in the second up to %s, rate at most %s \
+                                (%s of them over 25 ms after their claim, the latest %s after)',
+                               w.n, c.at, m.lim, w.slow, w.slowest) AS line,
                         false AS excused
                  FROM chaos_starts AS c
                  CROSS JOIN LATERAL (
                      SELECT count(*) AS n,
-                            bool_or(o.at - o.claimed_at > interval '1 second') AS late
+                            bool_or(o.at - o.claimed_at > interval '1 second') AS late,
+                            count(*) FILTER (WHERE o.at - o.claimed_at > interval '25 ms') AS slow,
+                            max(o.at - o.claimed_at) AS slowest
                      FROM chaos_starts AS o
                      WHERE o.at > c.at - interval '1 second' AND o.at <= c.at) AS w
                  CROSS JOIN LATERAL (
