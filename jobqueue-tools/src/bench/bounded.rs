@@ -38,8 +38,6 @@ const LOOSE_RATE: u32 = 1_000_000;
 /// Starts per second of the rate limit that binds, and jobs per tenant.
 const TIGHT_RATE: u32 = 5;
 const TIGHT_JOBS: usize = 15;
-/// How long the limit that binds is worked, at most.
-const TIGHT_WITHIN: Duration = Duration::from_secs(30);
 
 /// Empties the tables the measurements fill.
 fn empty(conn: &mut PgConnection) -> Result<(), ToolError> {
@@ -264,7 +262,7 @@ pub(crate) fn measure(url: &str, sizes: &Sizes, runs: usize) -> Result<Vec<Row>,
                 &mut conn,
                 TIGHT_JOBS,
                 tight,
-                TIGHT_WITHIN,
+                sizes.bounded_within,
             )?);
             held.push(most_in_window(&mut conn, Duration::from_secs(1))? as f64);
             unlog_claims(&mut conn)?;
@@ -310,7 +308,7 @@ pub(crate) fn measure(url: &str, sizes: &Sizes, runs: usize) -> Result<Vec<Row>,
         Row::new(
             format!(
                 "share of those jobs done within {}s",
-                TIGHT_WITHIN.as_secs()
+                sizes.bounded_within.as_secs()
             ),
             "ratio",
             drained,

@@ -152,6 +152,8 @@ pub(crate) struct Sizes {
     /// Live workflow steps, and waiting keyed jobs, of the `bounded`
     /// maintenance pass.
     pub(crate) bounded_rows: usize,
+    /// How long the rate limit that binds is worked, at most (`bounded`).
+    pub(crate) bounded_within: Duration,
     pub(crate) trace_enqueues: usize,
     pub(crate) trace_drain_jobs: usize,
     pub(crate) trace_drains: usize,
@@ -186,6 +188,7 @@ impl Sizes {
                 backlog_jobs: 5_000,
                 backlog_unknown: 50_000,
                 bounded_rows: 20_000,
+                bounded_within: Duration::from_secs(5),
                 trace_enqueues: 300,
                 trace_drain_jobs: 5_000,
                 trace_drains: 2,
@@ -217,6 +220,7 @@ impl Sizes {
                 backlog_jobs: 20_000,
                 backlog_unknown: 500_000,
                 bounded_rows: 1_000_000,
+                bounded_within: Duration::from_secs(30),
                 trace_enqueues: 5_000,
                 trace_drain_jobs: 50_000,
                 trace_drains: 5,
