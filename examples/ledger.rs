@@ -1,7 +1,7 @@
 //! Per-key order: a ledger whose entries are applied one at a time per
 //! account, in the order they were posted, however many workers and
 //! runners work the queue. Each entry is a job keyed by its account
-//! (`#[job(key = "account")]`); the queue, declared ordered in code
+//! (`#[job(concurrency_key = "account")]`); the queue, declared ordered in code
 //! (`QueueConfig`), keeps each key's jobs in order: its runner makes it so
 //! at its start. With `DATABASE_URL` set: `cargo run --example ledger --
 //! migrate`, `-- work --queues ledger` (in another terminal), then `-- post
@@ -12,7 +12,7 @@ use jobqueue::prelude::*;
 use serde::{Deserialize, Serialize};
 
 #[derive(Serialize, Deserialize, Job)]
-#[job(type = "ledger.apply", queue = "ledger", key = "account")]
+#[job(type = "ledger.apply", queue = "ledger", concurrency_key = "account")]
 struct ApplyEntry {
     account: u32,
     entry: u32,

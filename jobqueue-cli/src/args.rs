@@ -504,7 +504,7 @@ pub(crate) struct EnqueueArgs {
     /// its payload): in a queue with a key limit (`queue keys`), at most
     /// that many of the key's jobs run at once.
     #[arg(long)]
-    pub(crate) key: Option<String>,
+    pub(crate) concurrency_key: Option<String>,
 }
 
 /// `jobqueue list`.

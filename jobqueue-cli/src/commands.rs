@@ -268,8 +268,8 @@ fn enqueue(url: &str, args: EnqueueArgs, registry: &Registry) -> Result<()> {
     if let Some(key) = args.unique_key {
         options = options.unique_key(key);
     }
-    if let Some(key) = args.key {
-        options = options.key(key);
+    if let Some(key) = args.concurrency_key {
+        options = options.concurrency_key(key);
     }
     if let Some(run_at) = args.run_at {
         options = options.run_at(parse_time("run-at", &run_at)?);

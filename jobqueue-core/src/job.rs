@@ -61,7 +61,7 @@ pub trait Job: Serialize + DeserializeOwned {
 
     /// This job's concurrency key (e.g. `customer:42`) when it is enqueued
     /// without an explicit `.key(...)` option: a queue may limit how many
-    /// jobs of one key run at once. `#[job(key = "field")]` derives it as
+    /// jobs of one key run at once. `#[job(concurrency_key = "field")]` derives it as
     /// the field's value as text (`None` when the field is an `Option`
     /// holding `None`). At most 255 characters, checked when the job is
     /// built. Default: no key.
@@ -171,7 +171,7 @@ impl<J: Job> EnqueueBuilder<'_, J> {
         delay(delay: std::time::Duration);
         max_attempts(max_attempts: i32);
         unique_key(key: impl Into<String>);
-        key(key: impl Into<String>);
+        concurrency_key(key: impl Into<String>);
         max_payload_bytes(limit: usize);
     }
 

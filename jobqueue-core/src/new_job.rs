@@ -49,8 +49,8 @@ impl NewJob {
     /// unset (its concurrency key: [`Job::concurrency_key`]).
     pub fn from_job<J: Job>(job: &J, mut options: JobOptions) -> Result<Self> {
         limits::check_job_type(J::JOB_TYPE)?;
-        if options.key.is_none() {
-            options.key = job.concurrency_key();
+        if options.concurrency_key.is_none() {
+            options.concurrency_key = job.concurrency_key();
         }
         let payload = serde_json::to_string(job).map_err(|source| Error::Serialize {
             job_type: J::JOB_TYPE.to_owned(),
@@ -72,8 +72,8 @@ impl NewJob {
             job_type: J::JOB_TYPE.to_owned(),
             source,
         })?;
-        if options.key.is_none() {
-            options.key = job.concurrency_key();
+        if options.concurrency_key.is_none() {
+            options.concurrency_key = job.concurrency_key();
         }
         Self::build(
             J::JOB_TYPE,
@@ -109,7 +109,7 @@ impl NewJob {
         if let Some(key) = &options.unique_key {
             limits::check_unique_key(key)?;
         }
-        if let Some(key) = &options.key {
+        if let Some(key) = &options.concurrency_key {
             limits::check_concurrency_key(key)?;
         }
         let (run_at, delay_secs) = match options.due {
@@ -136,7 +136,7 @@ impl NewJob {
             run_at,
             delay_secs,
             unique_key: options.unique_key,
-            concurrency_key: options.key,
+            concurrency_key: options.concurrency_key,
         })
     }
 

@@ -44,7 +44,7 @@ pub struct JobOptions {
     pub(crate) due: Due,
     pub(crate) max_attempts: Option<i32>,
     pub(crate) unique_key: Option<String>,
-    pub(crate) key: Option<String>,
+    pub(crate) concurrency_key: Option<String>,
     pub(crate) max_payload_bytes: Option<usize>,
 }
 
@@ -83,8 +83,8 @@ impl JobOptions {
         /// queue the key's jobs run one at a time in enqueue order. Without
         /// a key limit on the queue, the key changes nothing. Default: the
         /// job's own ([`crate::Job::concurrency_key`], e.g. from
-        /// `#[job(key = "field")]`), else none.
-        key(key: impl Into<String>) => key = Some(key.into());
+        /// `#[job(concurrency_key = "field")]`), else none.
+        concurrency_key(key: impl Into<String>) => concurrency_key = Some(key.into());
 
         /// Largest serialized payload accepted, in bytes. Default: the job type's (1 MiB).
         max_payload_bytes(limit: usize) => max_payload_bytes = Some(limit);

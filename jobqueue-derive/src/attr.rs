@@ -39,7 +39,8 @@ pub struct JobAttrs {
     pub backoff_base_ms: Option<IntLit>,
     /// `backoff_max_secs = N`.
     pub backoff_max_secs: Option<IntLit>,
-    /// `key = "field"`: the field named, not yet looked up (`valid.rs` does).
+    /// `concurrency_key = "field"`: the field named, not yet looked up
+    /// (`valid.rs` does).
     pub key: Option<LitStr>,
     /// `crate = "path"`, parsed.
     pub krate: Option<Path>,

@@ -116,7 +116,7 @@ fn retry_policy(attrs: &JobAttrs) -> Option<TokenStream> {
     })
 }
 
-/// `fn concurrency_key` when `key = "field"` is given: the field's value
+/// `fn concurrency_key` when `concurrency_key = "field"` is given: the field's value
 /// as text, or for an `Option<T>` field its value's text when there is one.
 /// Spanned at the literal, so a field type without `Display` is reported
 /// there.

@@ -14,7 +14,7 @@ use proc_macro::TokenStream;
 use syn::{DeriveInput, parse_macro_input};
 
 /// Implements `jobqueue_core::Job` from a `#[job(...)]` attribute: one
-/// associated constant per key given (`key` gives a method), e.g.
+/// associated constant per key given (`concurrency_key` gives a method), e.g.
 /// `#[job(type = "email.send", priority = 150, queue = "mail")]`.
 ///
 /// | key | constant | takes | default |
@@ -24,7 +24,7 @@ use syn::{DeriveInput, parse_macro_input};
 /// | `queue` | `QUEUE` | 1 to 64 characters of `[A-Za-z0-9_.:-]` | `"default"` |
 /// | `max_attempts` | `MAX_ATTEMPTS` | an integer, `1..=1000` | 3 |
 /// | `max_payload_bytes` | `MAX_PAYLOAD_BYTES` | an integer, at least 1 | 1 MiB |
-/// | `key` | `fn concurrency_key` | the name of a field (named fields only) whose `Display` text is the concurrency key; an `Option` field's `None` gives no key | no key |
+/// | `concurrency_key` | `fn concurrency_key` | the name of a field (named fields only) whose `Display` text is the concurrency key; an `Option` field's `None` gives no key | no key |
 /// | `crate` | — | the path to `jobqueue_core`, for crates that re-export it | `"::jobqueue_core"` |
 ///
 /// Keys left out keep the trait's defaults. The values follow the rules

@@ -26,8 +26,9 @@ pub const MAX_PAYLOAD_BYTES: Symbol = Symbol("max_payload_bytes");
 pub const BACKOFF_BASE_MS: Symbol = Symbol("backoff_base_ms");
 /// `backoff_max_secs = 600`: the longest delay between attempts.
 pub const BACKOFF_MAX_SECS: Symbol = Symbol("backoff_max_secs");
-/// `key = "customer_id"`: the field whose value is the job's concurrency key.
-pub const KEY: Symbol = Symbol("key");
+/// `concurrency_key = "customer_id"`: the field whose value is the job's
+/// concurrency key.
+pub const KEY: Symbol = Symbol("concurrency_key");
 /// `crate = "my_app::jobqueue"`: where the core crate is, for facades.
 pub const CRATE: Symbol = Symbol("crate");
 
@@ -83,7 +84,7 @@ impl Symbol {
             MAX_PAYLOAD_BYTES => "max_payload_bytes = 65536",
             BACKOFF_BASE_MS => "backoff_base_ms = 500",
             BACKOFF_MAX_SECS => "backoff_max_secs = 600",
-            KEY => "key = \"customer_id\"",
+            KEY => "concurrency_key = \"customer_id\"",
             CRATE => "crate = \"my_app::jobqueue\"",
             _ => "type = \"email.send\"",
         }

@@ -116,14 +116,14 @@ fn check_backoff(cx: &mut Ctxt, attrs: &JobAttrs) {
     }
 }
 
-/// `key = "field"` names one of the struct's named fields.
+/// `concurrency_key = "field"` names one of the struct's named fields.
 fn check_key(cx: &mut Ctxt, input: &DeriveInput, key: &LitStr) {
     let Some(fields) = named_fields(input) else {
         // A union is already reported as no payload at all.
         if !matches!(input.data, Data::Union(_)) {
             cx.error_spanned_by(
                 key,
-                "`key` names a field: use it on a struct with named fields",
+                "`concurrency_key` names a field: use it on a struct with named fields",
             );
         }
         return;
@@ -140,12 +140,15 @@ fn check_key(cx: &mut Ctxt, input: &DeriveInput, key: &LitStr) {
         };
         cx.error_spanned_by(
             key,
-            format!("invalid key: no field named {:?}; {known}", key.value()),
+            format!(
+                "invalid concurrency_key: no field named {:?}; {known}",
+                key.value()
+            ),
         );
     }
 }
 
-/// The named field `key = "..."` names (written without `r#`), if the
+/// The named field `concurrency_key = "..."` names (written without `r#`), if the
 /// input is a struct with named fields and has it.
 pub fn key_field<'a>(input: &'a DeriveInput, key: &LitStr) -> Option<&'a Field> {
     let name = key.value();

@@ -159,7 +159,7 @@ fn show_prints_the_whole_job() {
             "--force",
             "--unique-key",
             "k1",
-            "--key",
+            "--concurrency-key",
             "customer:1",
         ],
     );
@@ -251,7 +251,9 @@ fn stats_queue_list_runners_and_cron_list_print_one_document_each() {
     enqueue_all_with(
         &mut conn,
         (1..=3).map(|n| Noop { n }),
-        &JobOptions::new().queue("orders").key("customer:42"),
+        &JobOptions::new()
+            .queue("orders")
+            .concurrency_key("customer:42"),
     );
     ok(&db, &["queue", "keys", "orders", "2"]);
     a_runner_and_a_schedule(&mut conn, "runner-1", Some("Europe/Paris"));

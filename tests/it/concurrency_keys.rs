@@ -34,7 +34,12 @@ fn keyed<J: Job>(
     key: impl Fn(usize) -> String,
 ) -> Vec<NewJob> {
     (0..n)
-        .map(|i| NewJob::from_job(&job(i), JobOptions::new().queue(queue).key(key(i))))
+        .map(|i| {
+            NewJob::from_job(
+                &job(i),
+                JobOptions::new().queue(queue).concurrency_key(key(i)),
+            )
+        })
         .collect::<Result<_, _>>()
         .expect("build")
 }
@@ -586,13 +591,14 @@ fn a_raised_or_removed_limit_admits_at_once_and_a_cancelled_holder_frees_its_key
 fn bad_keys_and_limits_are_refused_with_the_reason_and_a_new_queue_takes_a_limit() {
     let (_db, mut conn) = TestDb::connected();
     let long = "k".repeat(256);
-    let error =
-        NewJob::from_job(&Noop { n: 0 }, JobOptions::new().key(long)).expect_err("too long");
+    let error = NewJob::from_job(&Noop { n: 0 }, JobOptions::new().concurrency_key(long))
+        .expect_err("too long");
     assert!(
         matches!(&error, Error::InvalidOption { .. }) && error.to_string().contains("1 to 255"),
         "{error}"
     );
-    let empty = NewJob::from_job(&Noop { n: 0 }, JobOptions::new().key("")).expect_err("empty");
+    let empty =
+        NewJob::from_job(&Noop { n: 0 }, JobOptions::new().concurrency_key("")).expect_err("empty");
     assert!(empty.to_string().contains("it has 0"), "{empty}");
     let zero = KeyLimit::per_key(0).expect_err("zero");
     assert!(zero.to_string().contains("give 1 to 10000"), "{zero}");

@@ -465,7 +465,9 @@ fn key_limits_are_shown_and_their_form_sets_and_removes_them() {
         &mut conn,
         3,
         "order.ship",
-        JobOptions::new().queue("orders").key("customer:42"),
+        JobOptions::new()
+            .queue("orders")
+            .concurrency_key("customer:42"),
     );
     let overview = site.get("/").body;
     assert_contains(

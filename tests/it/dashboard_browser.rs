@@ -707,8 +707,12 @@ fn every_action_pressed_in_the_browser_changes_the_database() {
     );
     assert_eq!(keys_of(&mut conn), Some("ordered".into()));
     let keyed = || {
-        NewJob::new("mail.send", "{}", JobOptions::new().queue("mail").key("k"))
-            .expect("a keyed job")
+        NewJob::new(
+            "mail.send",
+            "{}",
+            JobOptions::new().queue("mail").concurrency_key("k"),
+        )
+        .expect("a keyed job")
     };
     enqueue_many(&mut conn, &[keyed(), keyed()]).expect("enqueue");
     open(&tab, &site.url("/"), "Overview");

@@ -85,7 +85,10 @@ fn a_declared_queue_is_set_at_start_and_an_operators_change_stands_until_the_cod
     let jobs: Vec<Noop> = (0..3).map(|n| Noop { n }).collect();
     conn.transaction::<_, jobqueue_core::Error, _>(|conn| {
         for job in &jobs {
-            job.options().queue("ledger").key("acct:1").enqueue(conn)?;
+            job.options()
+                .queue("ledger")
+                .concurrency_key("acct:1")
+                .enqueue(conn)?;
         }
         Ok(())
     })

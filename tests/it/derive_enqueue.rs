@@ -43,14 +43,14 @@ struct Tiny {
 }
 
 #[derive(Debug, Serialize, Deserialize, Job)]
-#[job(type = "invoice.send", key = "customer")]
+#[job(type = "invoice.send", concurrency_key = "customer")]
 struct SendInvoice {
     customer: u64,
     amount: u64,
 }
 
 #[derive(Debug, Serialize, Deserialize, Job)]
-#[job(type = "invoice.remind", key = "customer")]
+#[job(type = "invoice.remind", concurrency_key = "customer")]
 struct Remind {
     customer: Option<u64>,
 }

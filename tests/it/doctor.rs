@@ -769,7 +769,7 @@ fn ledger_job_left_waiting(conn: &mut PgConnection, set: &str) {
         &Noop { n: 1 },
         jobqueue_core::JobOptions::new()
             .queue("ledger")
-            .key("acct-1"),
+            .concurrency_key("acct-1"),
     )
     .expect("job");
     jobqueue_core::enqueue_many(conn, &[keyed]).expect("enqueue");

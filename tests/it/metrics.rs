@@ -220,7 +220,9 @@ fn the_queue_gauges_show_each_limit_its_use_and_a_back_off() {
     put_many(&mut conn, &noops(1), &JobOptions::new().queue("keyed"));
     pause_queue(&mut conn, "keyed").expect("pause");
     set_queue_key_limit(&mut conn, "keyed", Some(KeyLimit::ordered())).expect("set the key limit");
-    let one_key = JobOptions::new().queue("keyed").key("customer:42");
+    let one_key = JobOptions::new()
+        .queue("keyed")
+        .concurrency_key("customer:42");
     put_many(&mut conn, &noops(3), &one_key);
     set_queue_key_limit(&mut conn, "keyed", Some(KeyLimit::ordered())).expect("admit the first");
     // A workflow in a paused queue: its first step due, the two after it

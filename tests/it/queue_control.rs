@@ -460,7 +460,9 @@ fn the_command_line_sets_shows_and_refuses_key_limits() {
         enqueue_all_with(
             conn,
             (0..n).map(|_| Sleep { ms: 1 }),
-            &JobOptions::new().queue("orders").key("customer:42"),
+            &JobOptions::new()
+                .queue("orders")
+                .concurrency_key("customer:42"),
         );
     };
     let key_limit = |conn: &mut PgConnection| {

@@ -291,7 +291,9 @@ fn a_batch_job_inserted_after_its_unique_keys_holder_finished_respects_the_key_l
         ),
     );
     let keyed = |n: u64, unique: Option<&str>| {
-        let mut options = JobOptions::new().queue("ledger").key("account-7");
+        let mut options = JobOptions::new()
+            .queue("ledger")
+            .concurrency_key("account-7");
         if let Some(unique) = unique {
             options = options.unique_key(unique);
         }
@@ -338,7 +340,9 @@ fn a_pass_of_admissions_ends_while_an_open_transaction_holds_its_keys() {
         .map(|i| {
             NewJob::from_job(
                 &Noop { n: i as u64 },
-                JobOptions::new().queue("keyed").key(format!("k{i}")),
+                JobOptions::new()
+                    .queue("keyed")
+                    .concurrency_key(format!("k{i}")),
             )
         })
         .collect::<Result<_, _>>()

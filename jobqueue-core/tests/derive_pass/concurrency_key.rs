@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 
 // A raw identifier is named without its `r#`.
 #[derive(Serialize, Deserialize, Job)]
-#[job(type = "a.raw", key = "type")]
+#[job(type = "a.raw", concurrency_key = "type")]
 struct RawField {
     r#type: String,
 }
@@ -13,14 +13,14 @@ struct RawField {
 // `Option` written as a path is still an optional key.
 #[derive(Serialize, Deserialize, Job)]
 #[job(type = "a.path")]
-#[job(key = "region")]
+#[job(concurrency_key = "region")]
 struct PathOption {
     region: std::option::Option<String>,
 }
 
 // A generic field whose bound gives `Display`.
 #[derive(Serialize, Deserialize, Job)]
-#[job(type = "a.generic", key = "tenant")]
+#[job(type = "a.generic", concurrency_key = "tenant")]
 struct Generic<T: Display> {
     tenant: T,
 }

@@ -511,7 +511,7 @@ impl Adversary<'_> {
         let queue = ["plain", "rated", "limited", "keyed", "default"][self.rng.usize(..5)];
         let options = JobOptions::new().queue(queue);
         if queue == "keyed" {
-            options.key(format!("k{}", self.rng.usize(..KEYS)))
+            options.concurrency_key(format!("k{}", self.rng.usize(..KEYS)))
         } else {
             options
         }
@@ -643,7 +643,7 @@ impl Adversary<'_> {
             let mut options = JobOptions::new().queue(queue);
             let k = key(&mut self.rng);
             if let Some(k) = &k {
-                options = options.key(k.clone());
+                options = options.concurrency_key(k.clone());
             }
             // A quarter of the unordered ones hold one of a few unique
             // keys: some are dropped by the insert, some re-enqueued alone

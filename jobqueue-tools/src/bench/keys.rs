@@ -64,7 +64,7 @@ fn jobs_of<J: Job>(
         .map(|i| {
             let mut options = JobOptions::new().queue(queue);
             if let Some(keys) = keys {
-                options = options.key(format!("k{}", i % keys));
+                options = options.concurrency_key(format!("k{}", i % keys));
             }
             NewJob::from_job(job, options).map_err(ToolError::from)
         })

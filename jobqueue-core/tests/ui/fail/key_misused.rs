@@ -14,7 +14,7 @@ struct NotAString {
 }
 
 #[derive(Serialize, Deserialize, Job)]
-#[job(type = "a.d", key = "customer", key = "region")]
+#[job(type = "a.d", concurrency_key = "customer", concurrency_key = "region")]
 struct GivenTwice {
     customer: u64,
     region: String,

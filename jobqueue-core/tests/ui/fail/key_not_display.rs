@@ -7,13 +7,13 @@ struct Customer {
 }
 
 #[derive(Serialize, Deserialize, Job)]
-#[job(type = "a.b", key = "customer")]
+#[job(type = "a.b", concurrency_key = "customer")]
 struct KeyWithoutDisplay {
     customer: Customer,
 }
 
 #[derive(Serialize, Deserialize, Job)]
-#[job(type = "a.c", key = "customer")]
+#[job(type = "a.c", concurrency_key = "customer")]
 struct OptionalKeyWithoutDisplay {
     customer: Option<Customer>,
 }
