@@ -1,7 +1,7 @@
 //! Per-key concurrency of a queue: at most N jobs of one concurrency key
 //! at once, fleet-wide, or one at a time in enqueue order.
 //!
-//! A job carries a key when enqueued with one ([`crate::JobOptions::key`],
+//! A job carries a key when enqueued with one ([`crate::JobOptions::concurrency_key`],
 //! or its type's [`crate::Job::concurrency_key`]). In a queue with a key
 //! limit, a keyed job is admitted by its enqueue when fewer than the limit
 //! of its key's jobs are admitted and unfinished and none waits; otherwise

@@ -67,7 +67,7 @@ pub struct JobRow {
     /// outside a sampled span.
     pub traceparent: Option<String>,
     /// The concurrency key its queue's key limit counts it under, if any
-    /// (see [`crate::JobOptions::key`]).
+    /// (see [`crate::JobOptions::concurrency_key`]).
     pub concurrency_key: Option<String>,
     /// The workflow the job is a step of, if any (see [`crate::Workflow`]).
     pub workflow_id: Option<JobId>,
