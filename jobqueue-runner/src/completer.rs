@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, select};
 use jobqueue_core::JobId;
-use jobqueue_core::engine::{Beat, QueueKey};
+use jobqueue_core::engine::{Beat, Progress, QueueKey};
 
 use crate::backoff::Backoff;
 use crate::claimer::Claimer;
@@ -19,6 +19,7 @@ use crate::job_state::put_back_progress;
 use crate::messages::{Outcome, OutcomeKind};
 use crate::metrics::Outcome as Ended;
 use crate::outcome_writes::{WRITES, Write, Written};
+use crate::progress_note::InFlight;
 use crate::shared::Shared;
 use crate::trace::FlushSpan;
 
@@ -164,12 +165,59 @@ fn keys_of(pending: &[Outcome]) -> Vec<QueueKey> {
 
 /// [`flush`], inside its span.
 fn write_all(shared: &Shared, claimer: &Claimer, db: &mut Db, pending: &mut Vec<Outcome>) {
-    if !write_progress(shared, db, pending) {
-        // The notes go first: an outcome written without them (on the
-        // connection opened again after this one failed) would leave its
-        // row showing older progress for good. Both wait for the next flush.
-        return;
+    // The unwritten reports go first, with the outcomes. An outcome whose
+    // job's reports a heartbeat is writing waits for that write to return
+    // (written, or given back to go with the outcome).
+    let deletes = shared.config.retention.deletes_completed();
+    let mut held = Vec::new();
+    let mut ready = Vec::new();
+    let mut notes = Vec::new();
+    for outcome in pending.drain(..) {
+        if !carries_progress(&outcome, deletes) {
+            ready.push(outcome);
+            continue;
+        }
+        match outcome.state.progress.take_unless_in_flight() {
+            Err(InFlight) => held.push(outcome),
+            Ok(note) => {
+                if let Some(progress) = note {
+                    notes.push((ready.len(), progress));
+                }
+                ready.push(outcome);
+            }
+        }
     }
+    // The notes go first: an outcome written without them (on the
+    // connection opened again after this one failed) would leave its row
+    // showing older progress for good. Both wait for the next flush.
+    if write_progress(shared, db, &ready, notes) {
+        write_ready(shared, claimer, db, &mut ready);
+    }
+    pending.extend(ready);
+    pending.extend(held);
+}
+
+/// Whether `outcome` writes its job's unwritten reports with it: not when
+/// its row goes (a completion that deletes it leaves nothing to show them
+/// on), nor for a job never started, set aside, completed by its handler
+/// (with its reports) or not ours.
+fn carries_progress(outcome: &Outcome, deletes: bool) -> bool {
+    match outcome.kind {
+        OutcomeKind::Complete => !deletes,
+        OutcomeKind::Fail { .. }
+        | OutcomeKind::Snooze(_)
+        | OutcomeKind::RateLimited(_)
+        | OutcomeKind::Cancelled => true,
+        OutcomeKind::Release | OutcomeKind::Park | OutcomeKind::Handled | OutcomeKind::Lost => {
+            false
+        }
+    }
+}
+
+/// Writes the outcomes of `pending` whose reports went before them (see
+/// [`write_all`]): counts those with nothing to write, then one statement
+/// per kind.
+fn write_ready(shared: &Shared, claimer: &Claimer, db: &mut Db, pending: &mut Vec<Outcome>) {
     // Nothing to write for these: counted, and out.
     for outcome in pending.iter() {
         match outcome.kind {
@@ -244,53 +292,44 @@ fn finish(
     });
 }
 
-/// Writes, in one heartbeat statement before the outcomes, the progress
-/// that handlers noted and no heartbeat wrote yet, of the jobs whose rows
-/// the outcomes keep (a completion that deletes its row leaves nothing to
-/// show it on). If the statement fails the notes stay for the next flush;
-/// false if it failed for want of a connection: the outcomes wait too.
-fn write_progress(shared: &Shared, db: &mut Db, pending: &[Outcome]) -> bool {
-    let deletes = shared.config.retention.deletes_completed();
-    let beats: Vec<(&Outcome, Beat)> = pending
-        .iter()
-        .filter(|outcome| match outcome.kind {
-            OutcomeKind::Complete => !deletes,
-            OutcomeKind::Fail { .. }
-            | OutcomeKind::Snooze(_)
-            | OutcomeKind::RateLimited(_)
-            | OutcomeKind::Cancelled => true,
-            // Never started, parked, completed by the handler (with its
-            // progress), or not ours.
-            OutcomeKind::Release | OutcomeKind::Park | OutcomeKind::Handled | OutcomeKind::Lost => {
-                false
-            }
-        })
-        .filter_map(|outcome| {
-            let progress = outcome.state.progress.take()?;
-            Some((
-                outcome,
-                Beat {
-                    lease: outcome.lease(),
-                    progress: Some(progress),
-                    events_base: Some(outcome.state.events_base),
-                },
-            ))
-        })
-        .collect();
-    if beats.is_empty() {
+/// Writes, in one heartbeat statement before the outcomes, the reports
+/// `notes` took (each with the index of its outcome in `ready`). If the
+/// statement fails the notes are given back for the next flush; false if
+/// it failed for want of a connection: the outcomes wait too.
+fn write_progress(
+    shared: &Shared,
+    db: &mut Db,
+    ready: &[Outcome],
+    notes: Vec<(usize, Progress)>,
+) -> bool {
+    if notes.is_empty() {
         return true;
     }
-    let (outcomes, beats): (Vec<&Outcome>, Vec<Beat>) = beats.into_iter().unzip();
+    let (outcomes, beats): (Vec<&Outcome>, Vec<Beat>) = notes
+        .into_iter()
+        .map(|(at, progress)| {
+            let outcome = &ready[at];
+            let beat = Beat {
+                lease: outcome.lease(),
+                progress: Some(progress),
+                events_base: Some(outcome.state.events_base),
+            };
+            (outcome, beat)
+        })
+        .unzip();
     let written = db.run(&shared.health, |session| {
         session.heartbeat_with_progress(&beats, shared.config.lease)
     });
-    if written.is_err() {
-        put_back_progress(outcomes.into_iter().map(|outcome| &*outcome.state), beats);
-        // Without a connection nothing else would be written either; an
-        // error of the statement itself must not hold the outcomes back.
-        return !db.lost_connection();
+    if written.is_ok() {
+        for outcome in &outcomes {
+            outcome.state.progress.written();
+        }
+        return true;
     }
-    true
+    put_back_progress(outcomes.into_iter().map(|outcome| &*outcome.state), beats);
+    // Without a connection nothing else would be written either; an error
+    // of the statement itself must not hold the outcomes back.
+    !db.lost_connection()
 }
 
 fn is_handled_or_lost(outcome: &Outcome) -> bool {

@@ -400,10 +400,10 @@ impl<'a> JobContext<'a> {
                 .read_committed()
                 .run::<T, JobError, _>(body)
         };
-        if result.is_err()
-            && let Some(progress) = note
-        {
-            state.progress.put_back(progress);
+        match (&result, note) {
+            (Err(_), Some(progress)) => state.progress.put_back(progress),
+            (Ok(_), Some(_)) => state.progress.written(),
+            (_, None) => {}
         }
         match result {
             Ok(value) => {

@@ -62,6 +62,9 @@ pub(crate) fn run(
             continue;
         };
         for (job, sent) in live.iter().zip(&beats) {
+            if sent.progress.is_some() {
+                job.progress.written();
+            }
             if beat.cancel_requested.contains(&job.lease.job_id) {
                 job.cancel.store(true, Ordering::Relaxed);
             }

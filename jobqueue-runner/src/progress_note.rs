@@ -3,12 +3,19 @@
 //! lease keeper into the job's next heartbeat, or by the completer into
 //! the flush that writes the job's outcome, whichever comes first.
 //!
+//! A note taken for a write is *in flight* until the write returns
+//! (`written`, or `put_back` when it failed): the completer holds back the
+//! outcome of a job whose note a heartbeat is writing, so that a heartbeat
+//! that fails after the outcome was written cannot leave the last reports
+//! unwritten for good.
+//!
 //! Events are counted from the claim on, never reset by a take: each write
 //! carries all of them with the job's count at claim (`Beat::events_base`),
 //! so a write sent again after its reply was lost, or two writes that
 //! commit out of order, never count an event twice.
 
 use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 use jobqueue_core::engine::Progress;
 
@@ -27,7 +34,17 @@ struct Notes {
     unwritten: Option<Progress>,
     /// Every event reported since the claim.
     events: i32,
+    /// When the note being written was taken, until its write returns.
+    in_flight: Option<Instant>,
 }
+
+/// A note is being written by another write (see the module's docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct InFlight;
+
+/// How long a note counts as in flight at most: past it, a write that
+/// never returned (a thread that died) holds no outcome back.
+const IN_FLIGHT_AT_MOST: Duration = Duration::from_secs(30);
 
 impl ProgressNote {
     /// Notes a report: `percent` and `stage` (when given) replace what is
@@ -58,7 +75,37 @@ impl ProgressNote {
     /// Takes what is noted, to be written (its events: all of the claim so
     /// far); `None` if nothing was reported since the last take.
     pub(crate) fn take(&self) -> Option<Progress> {
-        lock(&self.notes).unwritten.take()
+        let mut notes = lock(&self.notes);
+        let taken = notes.unwritten.take();
+        if taken.is_some() {
+            notes.in_flight = Some(Instant::now());
+        }
+        taken
+    }
+
+    /// For the write of a job's outcome: what is noted, taken as [`take`]
+    /// does, unless a note taken earlier is still in flight (`Err`): then
+    /// nothing is taken, and the outcome waits for that write to return.
+    ///
+    /// [`take`]: ProgressNote::take
+    pub(crate) fn take_unless_in_flight(&self) -> Result<Option<Progress>, InFlight> {
+        let mut notes = lock(&self.notes);
+        if notes
+            .in_flight
+            .is_some_and(|since| since.elapsed() < IN_FLIGHT_AT_MOST)
+        {
+            return Err(InFlight);
+        }
+        let taken = notes.unwritten.take();
+        if taken.is_some() {
+            notes.in_flight = Some(Instant::now());
+        }
+        Ok(taken)
+    }
+
+    /// The write of the note taken last returned successfully.
+    pub(crate) fn written(&self) {
+        lock(&self.notes).in_flight = None;
     }
 
     /// Gives back a taken note whose write failed, under anything reported
@@ -66,6 +113,7 @@ impl ProgressNote {
     /// far, which a newer note already counts.
     pub(crate) fn put_back(&self, older: Progress) {
         let mut notes = lock(&self.notes);
+        notes.in_flight = None;
         notes.unwritten = Some(match notes.unwritten.take() {
             None => older,
             Some(newer) => Progress {
@@ -107,6 +155,26 @@ mod tests {
         assert_eq!(note.take().map(|p| p.events), Some(2));
         note.note(None, None, 3);
         assert_eq!(note.take().map(|p| p.events), Some(5));
+    }
+
+    #[test]
+    fn an_outcome_waits_while_a_heartbeat_writes_the_note() {
+        let note = ProgressNote::default();
+        assert_eq!(note.take_unless_in_flight(), Ok(None), "nothing noted");
+        note.note(Some(10), Some("last"), 1);
+        // A heartbeat takes it; the outcome's write waits.
+        let taken = note.take().expect("a note");
+        assert_eq!(note.take_unless_in_flight(), Err(InFlight));
+        // The heartbeat failed: the note is back, and goes with the outcome.
+        note.put_back(taken);
+        let with_outcome = note.take_unless_in_flight().expect("not in flight");
+        assert_eq!(with_outcome.and_then(|p| p.stage).as_deref(), Some("last"));
+        // Had it been written, the outcome goes with nothing.
+        note.written();
+        note.note(None, None, 1);
+        let _ = note.take().expect("a note");
+        note.written();
+        assert_eq!(note.take_unless_in_flight(), Ok(None));
     }
 
     #[test]

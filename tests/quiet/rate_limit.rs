@@ -16,9 +16,7 @@ use chrono::{DateTime, Utc};
 use diesel::prelude::*;
 use diesel::sql_types::{Array, Integer, Timestamptz};
 use jobqueue_core::engine::{Claim, claim_paced};
-use jobqueue_core::{
-    Error, Job, JobOptions, NewJob, RateLimit, enqueue_many, set_queue_rate_limit,
-};
+use jobqueue_core::{Job, JobOptions, NewJob, RateLimit, enqueue_many, set_queue_rate_limit};
 use jobqueue_runner::{JobContext, JobError, Perform, RunnerConfig};
 use jobqueue_tests::fault::{Proc, runner_flags};
 use jobqueue_tests::jobs::{Entry, Noop, Sleep};
@@ -150,7 +148,7 @@ fn four_processes_and_a_kill_never_start_more_than_the_limit_per_window() {
 }
 
 #[test]
-fn bad_limits_and_unknown_queues_are_refused_with_the_reason() {
+fn bad_limits_are_refused_with_the_reason_and_a_new_queue_takes_one() {
     let (_db, mut conn) = TestDb::connected();
     let zero = RateLimit::new(0, Duration::from_secs(1)).expect_err("zero starts");
     assert!(zero.to_string().contains("1 to 1000000"), "{zero}");
@@ -166,18 +164,19 @@ fn bad_limits_and_unknown_queues_are_refused_with_the_reason() {
 
     Noop { n: 1 }.enqueue(&mut conn).expect("enqueue");
     let limit = RateLimit::new(10, Duration::from_secs(60)).expect("a limit");
-    match set_queue_rate_limit(&mut conn, "defualt", Some(limit)) {
-        Err(Error::UnknownQueue { queue, known }) => {
-            assert_eq!(queue, "defualt");
-            assert_eq!(known, vec!["default".to_owned()]);
-        }
-        other => panic!("a limit on an unknown queue: {other:?}"),
-    }
+    // A queue nothing names yet takes a limit (it waits for its first
+    // jobs), and says it was not known: a typo shows.
+    let later = set_queue_rate_limit(&mut conn, "later", Some(limit)).expect("a new queue");
+    assert!(!later.known);
     assert_eq!(count_where(&mut conn, "true"), 1);
     assert_eq!(
-        scalar(&mut conn, "SELECT count(*) AS n FROM jobqueue_queues"),
-        0
+        scalar(
+            &mut conn,
+            "SELECT count(*) AS n FROM jobqueue_queues WHERE name = 'later' AND rate_starts = 10"
+        ),
+        1
     );
+    set_queue_rate_limit(&mut conn, "later", None).expect("removed");
     let bad_name =
         set_queue_rate_limit(&mut conn, "no spaces", Some(limit)).expect_err("a bad name");
     assert!(bad_name.to_string().contains("queue"), "{bad_name}");
@@ -524,8 +523,8 @@ fn the_command_line_sets_shows_and_refuses_rates() {
         .expect("a line");
     assert!(line.contains("50/1s"), "{out}");
 
-    // Bad input is exit code 2 and says what to write; an unknown queue
-    // names the known ones; nothing changed.
+    // Bad input is exit code 2 and says what to write; nothing changed. A
+    // queue nothing names yet takes the limit, and says so.
     for (rate, says) in [
         ("0/1s", "1 to 1000000"),
         ("-5/1s", "not a whole number"),
@@ -537,18 +536,20 @@ fn the_command_line_sets_shows_and_refuses_rates() {
         assert_eq!(code, Some(2), "{rate}: {err}");
         assert!(err.contains(says), "{rate}: {err}");
     }
-    let (code, _, err) = run(&["queue", "rate", "defualt", "5/1s"]);
-    assert_ne!(code, Some(0), "{err}");
-    assert!(err.contains("defualt") && err.contains("default"), "{err}");
-    let queues = jobqueue_core::list_queues(&mut conn, Default::default()).expect("list");
-    assert_eq!(queues.len(), 1);
-    assert_eq!(
-        queues[0].rate_limit.map(|r| r.to_string()).as_deref(),
-        Some("50/1s")
-    );
+    let (code, out, err) = run(&["queue", "rate", "defualt", "5/1s"]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.contains("no job names it yet"), "{out}");
+    let rate_of = |conn: &mut PgConnection, name: &str| {
+        jobqueue_core::list_queues(conn, Default::default())
+            .expect("list")
+            .into_iter()
+            .find(|q| q.queue == name)
+            .and_then(|q| q.rate_limit)
+            .map(|r| r.to_string())
+    };
+    assert_eq!(rate_of(&mut conn, "default").as_deref(), Some("50/1s"));
 
     let (code, out, _) = run(&["queue", "rate", "default", "--none"]);
     assert_eq!(code, Some(0), "{out}");
-    let queues = jobqueue_core::list_queues(&mut conn, Default::default()).expect("list");
-    assert_eq!(queues[0].rate_limit, None);
+    assert_eq!(rate_of(&mut conn, "default"), None);
 }
