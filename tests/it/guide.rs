@@ -366,3 +366,59 @@ fn sample_outputs_name_the_migrations_there_are() {
         stale.join("\n")
     );
 }
+
+/// Every feature of the front crate is named where an application reads
+/// of them: the README's dependency line, the front crate's feature table
+/// and the guide's getting-started page; and nothing there names a feature
+/// the crate does not have.
+#[test]
+fn feature_lists_name_the_front_crates_features() {
+    let manifest = read(&Path::new(ROOT).join("jobqueue/Cargo.toml"));
+    let section = manifest
+        .split("[features]")
+        .nth(1)
+        .and_then(|rest| rest.split("\n[").next())
+        .expect("a [features] table");
+    let features: Vec<&str> = section
+        .lines()
+        .filter_map(|line| line.split_once('=').map(|(name, _)| name.trim()))
+        .filter(|name| !name.is_empty() && !name.starts_with('#') && *name != "default")
+        .collect();
+    assert!(
+        features.len() >= 6,
+        "the front crate's features: {features:?}"
+    );
+    let readme = read(&Path::new(ROOT).join("README.md"));
+    let line = readme
+        .lines()
+        .find(|line| line.starts_with("jobqueue = \"0.1\"  # features:"))
+        .expect("the README's dependency line");
+    let docs = read(&Path::new(ROOT).join("jobqueue/src/lib.rs"));
+    let table: Vec<&str> = docs
+        .lines()
+        .filter_map(|line| line.strip_prefix("//! | `"))
+        .filter_map(|rest| rest.split('`').next())
+        .filter(|name| *name != "feature")
+        .collect();
+    let started = read(&src().join("getting-started.md"));
+    for feature in &features {
+        assert!(
+            line.contains(feature),
+            "the README's dependency line names `{feature}`: {line}"
+        );
+        assert!(
+            table.contains(feature),
+            "the front crate's table names `{feature}`: {table:?}"
+        );
+        assert!(
+            started.contains(&format!("`{feature}`")),
+            "Getting started names `{feature}`"
+        );
+    }
+    for named in &table {
+        assert!(
+            features.contains(named),
+            "the table names `{named}`, not a feature"
+        );
+    }
+}
