@@ -726,12 +726,7 @@ fn queue(url: &str, command: QueueCommand) -> Result<()> {
         QueueCommand::Limit(args) => {
             let limit = match (args.limit, args.none) {
                 (_, true) => None,
-                (Some(n), false) => Some(i32::try_from(n).map_err(|_| {
-                    CliError::Usage(format!(
-                        "queue limit {n} is out of range (1 to {})",
-                        i32::MAX
-                    ))
-                })?),
+                (Some(n), false) => Some(n.to_string().parse::<jobqueue_core::GlobalLimit>()?),
                 (None, false) => {
                     return Err(CliError::Usage("give a limit, or --none".into()));
                 }

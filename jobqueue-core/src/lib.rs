@@ -64,6 +64,7 @@ mod enqueue_keys;
 mod error;
 mod fenced;
 mod finish;
+mod global_limit;
 mod heartbeat;
 mod horizon;
 pub mod human;
@@ -116,6 +117,7 @@ pub use enqueue::{Duplicate, EnqueueOutcome, Enqueued, enqueue, enqueue_many};
 #[cfg(feature = "async")]
 pub use enqueue_async::{enqueue_async, enqueue_many_async};
 pub use error::{Error, Result};
+pub use global_limit::GlobalLimit;
 pub use id::JobId;
 pub use job::{EnqueueBuilder, Job};
 /// `#[derive(Job)]`: implements [`Job`](trait@Job) from a `#[job(...)]`

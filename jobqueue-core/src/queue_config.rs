@@ -21,7 +21,7 @@ use crate::isolation::read_committed;
 use crate::key_limit::set_queue_key_limit;
 use crate::queues::{pause_queue, resume_queue, set_queue_limit};
 use crate::rate_limit::set_queue_rate_limit;
-use crate::{Error, KeyLimit, RateLimit, Result, limits, sql};
+use crate::{Error, GlobalLimit, KeyLimit, RateLimit, Result, limits, sql};
 
 /// A queue's settings as the application's code declares them. Each
 /// setting is declared or left to operators; see the module's docs for
@@ -29,19 +29,19 @@ use crate::{Error, KeyLimit, RateLimit, Result, limits, sql};
 ///
 /// ```
 /// use std::time::Duration;
-/// use jobqueue_core::{KeyLimit, QueueConfig, RateLimit};
+/// use jobqueue_core::{GlobalLimit, KeyLimit, QueueConfig, RateLimit};
 ///
 /// let ledger = QueueConfig::new("ledger").keys(KeyLimit::ordered());
 /// let mail = QueueConfig::new("mail")
 ///     .rate(RateLimit::new(20, Duration::from_secs(1)).expect("a rate"))
-///     .limit(10)
+///     .limit(GlobalLimit::new(10).expect("a limit"))
 ///     .workers(4);
 /// # let _ = (ledger, mail);
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct QueueConfig {
     name: String,
-    limit: Option<Option<u32>>,
+    limit: Option<Option<GlobalLimit>>,
     rate: Option<Option<RateLimit>>,
     keys: Option<Option<KeyLimit>>,
     paused: Option<bool>,
@@ -63,7 +63,7 @@ impl QueueConfig {
 
     /// At most `most` of its jobs held at once by all runners together
     /// (as `jobqueue queue limit`).
-    pub fn limit(mut self, most: u32) -> Self {
+    pub fn limit(mut self, most: GlobalLimit) -> Self {
         self.limit = Some(Some(most));
         self
     }
@@ -131,7 +131,7 @@ impl QueueConfig {
     fn stored(&self) -> Map<String, Value> {
         let mut map = Map::new();
         if let Some(limit) = self.limit {
-            map.insert("limit".into(), json!(limit));
+            map.insert("limit".into(), json!(limit.map(|l| l.most())));
         }
         if let Some(rate) = self.rate {
             let rate = rate.map(|r| {
@@ -155,23 +155,6 @@ impl QueueConfig {
     /// Checks the name and the values, as the setters would.
     pub fn validate(&self) -> Result<()> {
         limits::check_queue(&self.name)?;
-        if let Some(Some(0)) = self.limit {
-            return Err(Error::invalid(
-                "queue limit",
-                format!(
-                    "0 is not a limit for queue `{}`: give at least 1 (to stop it, declare it paused)",
-                    self.name
-                ),
-            ));
-        }
-        if let Some(Some(most)) = self.limit
-            && i32::try_from(most).is_err()
-        {
-            return Err(Error::invalid(
-                "queue limit",
-                format!("{most} is too large"),
-            ));
-        }
         if self.workers == Some(0) {
             return Err(Error::invalid(
                 "queue workers",
@@ -222,12 +205,7 @@ pub fn declare_queue(conn: &mut PgConnection, config: &QueueConfig) -> Result<De
             }
             match name {
                 "limit" => {
-                    // Within i32: `validate` checked it.
-                    let most = config
-                        .limit
-                        .flatten()
-                        .map(|m| i32::try_from(m).unwrap_or(i32::MAX));
-                    set_queue_limit(conn, queue, most)?;
+                    set_queue_limit(conn, queue, config.limit.flatten())?;
                 }
                 "rate" => {
                     set_queue_rate_limit(conn, queue, config.rate.flatten())?;

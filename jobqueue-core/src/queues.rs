@@ -16,7 +16,7 @@ use serde_json::{Map, Value};
 
 use crate::isolation::read_committed;
 use crate::stats::one_per_key;
-use crate::{Error, JobStatus, KeyLimit, RateLimit, Result, limits, sql};
+use crate::{Error, GlobalLimit, JobStatus, KeyLimit, RateLimit, Result, limits, sql};
 
 /// What a pause, resume or limit change found and did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, QueryableByName)]
@@ -194,24 +194,13 @@ pub fn resume_queue(conn: &mut PgConnection, queue: &str) -> Result<QueueChange>
 pub fn set_queue_limit(
     conn: &mut PgConnection,
     queue: &str,
-    limit: Option<i32>,
+    limit: Option<GlobalLimit>,
 ) -> Result<QueueChange> {
     limits::check_queue(queue)?;
-    if let Some(limit) = limit
-        && limit < 1
-    {
-        return Err(Error::invalid(
-            "queue limit",
-            format!(
-                "{limit} is not a limit: give at least 1 (to stop a queue, pause it; \
-                 to lift the limit, remove it)"
-            ),
-        ));
-    }
     read_committed(conn, |conn| {
         Ok(diesel::sql_query(sql::QUEUE_SET_LIMIT)
             .bind::<Text, _>(queue)
-            .bind::<Nullable<Integer>, _>(limit)
+            .bind::<Nullable<Integer>, _>(limit.map(|limit| limit.stored()))
             .bind::<Text, _>(crate::enqueue::NOTIFY_CHANNEL)
             .get_result::<QueueChange>(conn)?)
     })

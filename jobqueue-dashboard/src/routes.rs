@@ -199,17 +199,8 @@ fn queue_action(
 
 /// The global limit a form gives (`limit`): a whole number; its range is
 /// the library's to check.
-fn global_limit(form: &Params) -> Result<i32, Refusal> {
-    let text = form.get("limit").unwrap_or_default();
-    text.parse().map_err(|_| {
-        Refusal::new(
-            400,
-            format!(
-                "invalid queue limit: `{text}` is not a whole number: give the most jobs held at \
-                 once by all runners together, e.g. 5 (to lift the limit, remove it)"
-            ),
-        )
-    })
+fn global_limit(form: &Params) -> Result<jobqueue_core::GlobalLimit, Refusal> {
+    Ok(form.get("limit").unwrap_or_default().parse()?)
 }
 
 /// Pauses, resumes or runs schedule `name` now.

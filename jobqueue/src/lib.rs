@@ -72,7 +72,7 @@ pub use jobqueue_core::{
 };
 // Queues: their state, pause, limits, and their settings declared in code.
 pub use jobqueue_core::{
-    Counting, Declared, KeyLimit, MAX_RATE_PERIOD, MAX_RATE_STARTS, MIN_RATE_MARGIN,
+    Counting, Declared, GlobalLimit, KeyLimit, MAX_RATE_PERIOD, MAX_RATE_STARTS, MIN_RATE_MARGIN,
     MIN_RATE_PERIOD, Override, QueueChange, QueueConfig, QueueInfo, RateLimit, declare_queue,
     declare_queues, list_queues, pause_queue, resume_queue, set_queue_key_limit, set_queue_limit,
     set_queue_rate_limit,

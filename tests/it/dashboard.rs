@@ -572,7 +572,7 @@ fn declared_settings_changed_at_run_time_are_noted_in_the_queues_row() {
     let (db, mut conn) = TestDb::connected();
     put(&mut conn, 1, "mail.send", JobOptions::new().queue("mail"));
     let ledger = jobqueue_core::QueueConfig::new("ledger")
-        .limit(3)
+        .limit(jobqueue_core::GlobalLimit::new(3).expect("a limit"))
         .paused(true);
     jobqueue_core::declare_queue(&mut conn, &ledger).expect("declare");
     let site = Site::start(DashboardConfig::new(&db.url));
@@ -582,7 +582,12 @@ fn declared_settings_changed_at_run_time_are_noted_in_the_queues_row() {
 
     // An operator raises the limit and resumes the queue: a note each, in
     // ledger's row alone, explained under the table.
-    jobqueue_core::set_queue_limit(&mut conn, "ledger", Some(5)).expect("limit");
+    jobqueue_core::set_queue_limit(
+        &mut conn,
+        "ledger",
+        Some(jobqueue_core::GlobalLimit::new(5).expect("a limit")),
+    )
+    .expect("limit");
     jobqueue_core::resume_queue(&mut conn, "ledger").expect("resume");
     let mut config = DashboardConfig::new(&db.url);
     config.read_only = true;

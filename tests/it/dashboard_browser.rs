@@ -1308,10 +1308,16 @@ fn a_declared_setting_changed_at_run_time_is_noted_in_its_queues_row_alone() {
     let (db, mut conn) = TestDb::connected();
     // mail: no code declares it; ledger and audit: declared, with a limit.
     put(&mut conn, 2, "mail.send", "mail");
-    jobqueue_core::declare_queue(&mut conn, &QueueConfig::new("ledger").limit(3))
-        .expect("declare ledger");
-    jobqueue_core::declare_queue(&mut conn, &QueueConfig::new("audit").limit(2))
-        .expect("declare audit");
+    jobqueue_core::declare_queue(
+        &mut conn,
+        &QueueConfig::new("ledger").limit(jobqueue_core::GlobalLimit::new(3).expect("a limit")),
+    )
+    .expect("declare ledger");
+    jobqueue_core::declare_queue(
+        &mut conn,
+        &QueueConfig::new("audit").limit(jobqueue_core::GlobalLimit::new(2).expect("a limit")),
+    )
+    .expect("declare audit");
     let site = Site::start(DashboardConfig::new(&db.url));
     let browser = Browser::start();
     let tab = browser.new_tab();
@@ -1338,7 +1344,12 @@ fn a_declared_setting_changed_at_run_time_is_noted_in_its_queues_row_alone() {
     // An operator raises ledger's limit: ledger's row says so, as text
     // under its name with a tooltip that says why it stands; the others
     // say nothing.
-    jobqueue_core::set_queue_limit(&mut conn, "ledger", Some(5)).expect("raise the limit");
+    jobqueue_core::set_queue_limit(
+        &mut conn,
+        "ledger",
+        Some(jobqueue_core::GlobalLimit::new(5).expect("a limit")),
+    )
+    .expect("raise the limit");
     open(&tab, &site.url("/"), "Overview");
     stop_refresh(&tab);
     assert_eq!(
@@ -1382,8 +1393,11 @@ fn a_declared_setting_changed_at_run_time_is_noted_in_its_queues_row_alone() {
 
     // The code declares 5 in its turn: the setting is the code's again, and
     // the note is gone.
-    jobqueue_core::declare_queue(&mut conn, &QueueConfig::new("ledger").limit(5))
-        .expect("declare ledger again");
+    jobqueue_core::declare_queue(
+        &mut conn,
+        &QueueConfig::new("ledger").limit(jobqueue_core::GlobalLimit::new(5).expect("a limit")),
+    )
+    .expect("declare ledger again");
     open(&tab, &site.url("/"), "Overview");
     stop_refresh(&tab);
     assert_eq!(

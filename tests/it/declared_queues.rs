@@ -24,7 +24,7 @@ fn queue(conn: &mut PgConnection, name: &str) -> jobqueue_core::QueueInfo {
 fn ledger(limit: u32) -> QueueConfig {
     QueueConfig::new("ledger")
         .keys(KeyLimit::ordered())
-        .limit(limit)
+        .limit(jobqueue_core::GlobalLimit::new(limit).expect("a limit"))
         .paused(true)
 }
 
@@ -52,7 +52,12 @@ fn a_declared_queue_is_set_at_start_and_an_operators_change_stands_until_the_cod
     // An operator resumes it and raises its limit: a restart with the
     // same code leaves both, and the list says they differ from the code.
     resume_queue(&mut conn, "ledger").expect("resume");
-    set_queue_limit(&mut conn, "ledger", Some(5)).expect("limit");
+    set_queue_limit(
+        &mut conn,
+        "ledger",
+        Some(jobqueue_core::GlobalLimit::new(5).expect("a limit")),
+    )
+    .expect("limit");
     let runner = runner_with(&db, ledger(3));
     let q = queue(&mut conn, "ledger");
     assert!(!q.paused, "the operator's resume stands");
@@ -110,16 +115,29 @@ fn two_starts_at_once_apply_a_changed_declaration_once() {
     let db = TestDb::new();
     let mut first = db.conn();
     let mut second = db.conn();
-    declare_queue(&mut first, &QueueConfig::new("mail").limit(2)).expect("declare");
+    declare_queue(
+        &mut first,
+        &QueueConfig::new("mail").limit(jobqueue_core::GlobalLimit::new(2).expect("a limit")),
+    )
+    .expect("declare");
     // The first start's transaction holds the queue's row while it applies
     // the new limit; the second, with the same code, waits for it.
     let (applied, waiting) = first
         .transaction::<_, jobqueue_core::Error, _>(|first| {
-            let applied = declare_queue(first, &QueueConfig::new("mail").limit(6))?.applied;
+            let applied = declare_queue(
+                first,
+                &QueueConfig::new("mail")
+                    .limit(jobqueue_core::GlobalLimit::new(6).expect("a limit")),
+            )?
+            .applied;
             let waiting = std::thread::spawn(move || {
-                declare_queue(&mut second, &QueueConfig::new("mail").limit(6))
-                    .expect("declare")
-                    .applied
+                declare_queue(
+                    &mut second,
+                    &QueueConfig::new("mail")
+                        .limit(jobqueue_core::GlobalLimit::new(6).expect("a limit")),
+                )
+                .expect("declare")
+                .applied
             });
             jobqueue_tests::wait_for(
                 "the second start to wait for the row",
@@ -180,15 +198,12 @@ fn a_bad_declaration_refuses_the_start() {
     let start = jobqueue_runner::Runner::new(
         RunnerConfig::new(&db.url),
         registry()
-            .queue(QueueConfig::new("mail").limit(0))
+            .queue(QueueConfig::new("mail").workers(0))
             .queue(QueueConfig::new("ok")),
     )
     .start();
     let error = start.err().map(|e| e.to_string()).unwrap_or_default();
-    assert!(
-        error.contains("0 is not a limit for queue `mail`"),
-        "{error}"
-    );
+    assert!(error.contains("0 workers for queue `mail`"), "{error}");
     let twice = jobqueue_runner::Runner::new(
         RunnerConfig::new(&db.url),
         registry()

@@ -207,7 +207,12 @@ fn the_queue_gauges_show_each_limit_its_use_and_a_back_off() {
     put_many(&mut conn, &noops(5), &JobOptions::new().queue("rated"));
     let daily = RateLimit::new(2, Duration::from_secs(86_400)).expect("a limit");
     set_queue_rate_limit(&mut conn, "rated", Some(daily)).expect("set the rate");
-    set_queue_limit(&mut conn, "capped", Some(3)).expect("set the limit");
+    set_queue_limit(
+        &mut conn,
+        "capped",
+        Some(jobqueue_core::GlobalLimit::new(3).expect("a limit")),
+    )
+    .expect("set the limit");
     // A handler's "rate limited, retry after 1 h" on capped.
     diesel::sql_query(
         "UPDATE jobqueue_queues SET backoff_until = now() + interval '1 hour' \

@@ -192,7 +192,12 @@ fn a_global_limit_holds_across_four_runner_processes() {
 fn a_global_limit_counts_held_jobs_again_only_when_the_bound_is_tight() {
     let (_db, mut conn) = TestDb::connected();
     sleeps(&mut conn, "capped", 20, 0);
-    jobqueue_core::set_queue_limit(&mut conn, "capped", Some(5)).expect("set the limit");
+    jobqueue_core::set_queue_limit(
+        &mut conn,
+        "capped",
+        Some(jobqueue_core::GlobalLimit::new(5).expect("a limit")),
+    )
+    .expect("set the limit");
     let claim = Claim::new("w").limit(3);
     let take = |conn: &mut PgConnection, claim: &Claim| {
         let rows = engine::claim(conn, claim).expect("claim");

@@ -836,8 +836,11 @@ impl Adversary<'_> {
                     .map_err(ToolError::from)
             }
             "queue_limit" => {
-                let limit = self.rng.i32(1..5);
-                jobqueue_core::set_queue_limit(&mut self.conn, "limited", Some(limit))
+                let limit = self.rng.u32(1..5);
+                jobqueue_core::GlobalLimit::new(limit)
+                    .and_then(|limit| {
+                        jobqueue_core::set_queue_limit(&mut self.conn, "limited", Some(limit))
+                    })
                     .map(|_| Outcome::Done)
                     .map_err(ToolError::from)
             }
@@ -898,7 +901,7 @@ fn set_limits(conn: &mut PgConnection) -> Result<(), ToolError> {
         "rated",
         Some(RateLimit::new(20, Duration::from_secs(1))?),
     )?;
-    jobqueue_core::set_queue_limit(conn, "limited", Some(2))?;
+    jobqueue_core::set_queue_limit(conn, "limited", Some(jobqueue_core::GlobalLimit::new(2)?))?;
     for queue in QUEUES {
         jobqueue_core::resume_queue(conn, queue)?;
     }
@@ -958,7 +961,7 @@ pub fn run(options: &ChaosOptions) -> Result<ChaosReport, ToolError> {
         "rated",
         Some(RateLimit::new(100, Duration::from_secs(1))?),
     )?;
-    jobqueue_core::set_queue_limit(conn, "limited", Some(4))?;
+    jobqueue_core::set_queue_limit(conn, "limited", Some(jobqueue_core::GlobalLimit::new(4)?))?;
     let deadline = Instant::now() + options.drain;
     loop {
         // Jobs the known bug leaves blocked would hold the drain to its

@@ -28,7 +28,7 @@ use crate::ToolError;
 
 pub(super) const WORKERS: usize = 8;
 /// A global limit no burn-down comes near.
-const LOOSE_LIMIT: i32 = 1_000_000;
+const LOOSE_LIMIT: u32 = 1_000_000;
 /// A rate limit no burn-down comes near: starts per second.
 const LOOSE_RATE: u32 = 1_000_000;
 /// Between two jobs of the trickle.
@@ -84,7 +84,8 @@ pub(crate) fn limit_cost(url: &str, sizes: &Sizes, runs: usize) -> Result<Vec<Ro
     let result = (|| {
         for _ in 0..runs {
             let mut rates = [0.0; 3];
-            let settings = [(None, None), (Some(LOOSE_LIMIT), None), (None, Some(rate))];
+            let loose = jobqueue_core::GlobalLimit::new(LOOSE_LIMIT)?;
+            let settings = [(None, None), (Some(loose), None), (None, Some(rate))];
             for (i, (limit, rate)) in settings.into_iter().enumerate() {
                 reset(&mut conn)?;
                 insert(&mut conn, &backlog(n, "default")?)?;
