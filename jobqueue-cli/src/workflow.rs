@@ -105,11 +105,15 @@ impl<'a> SummaryJson<'a> {
 
 fn show(url: &str, id: &str, json: bool) -> Result<(), CliError> {
     let id = parse_id(id)?;
-    let Some(flow) = jobqueue_core::get_workflow(&mut connect(url)?, id)? else {
-        return Err(CliError::Refused(format!(
-            "no workflow with id {id}, and no step of one has it: the id is a \
-             workflow's (as `Workflow::enqueue` returned it) or one of its jobs'"
-        )));
+    let flow = match jobqueue_core::get_workflow(&mut connect(url)?, id)? {
+        jobqueue_core::WorkflowLookup::Found(flow) => flow,
+        jobqueue_core::WorkflowLookup::NotFound(missing) => {
+            return Err(CliError::Refused(format!(
+                "no workflow with id {id}, and no step of one has it (the id is a \
+                 workflow's, as `Workflow::enqueue` returned it, or one of its jobs'): {}",
+                missing.reason
+            )));
+        }
     };
     if json {
         return json_document(&WorkflowJson::of(&flow));

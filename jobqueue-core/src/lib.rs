@@ -186,7 +186,9 @@ pub use status::JobStatus;
 pub use workflow::{
     EnqueuedWorkflow, MAX_WORKFLOW_NAME, MAX_WORKFLOW_STEPS, OnFailure, Step, Workflow,
 };
-pub use workflow_show::{StepInfo, WorkflowInfo, WorkflowSummary, get_workflow, list_workflows};
+pub use workflow_show::{
+    StepInfo, WorkflowInfo, WorkflowLookup, WorkflowSummary, get_workflow, list_workflows,
+};
 
 /// What `#[derive(Job)]`'s generated code names; not a public API.
 #[doc(hidden)]

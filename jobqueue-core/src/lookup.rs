@@ -162,14 +162,20 @@ pub fn get_job(conn: &mut PgConnection, id: JobId) -> Result<JobLookup> {
     if let Some(row) = crate::row::read_job(conn, id)? {
         return Ok(JobLookup::Found(row));
     }
+    Ok(JobLookup::NotFound(why_missing(conn, id)?))
+}
+
+/// Why no row has `id`, as far as the id tells (see [`Missing`]): for a job,
+/// or a workflow (whose id is its first job's kind of id).
+pub(crate) fn why_missing(conn: &mut PgConnection, id: JobId) -> Result<MissingJob> {
     let uuid = id.as_uuid();
     let (Some(timestamp), 7) = (uuid.get_timestamp(), uuid.get_version_num()) else {
-        return Ok(JobLookup::NotFound(MissingJob {
+        return Ok(MissingJob {
             id,
             reason: Missing::NotUuidV7 {
                 version: uuid.get_version_num(),
             },
-        }));
+        });
     };
     let (secs, nanos) = timestamp.to_unix();
     let issued_at = i64::try_from(secs)
@@ -184,7 +190,7 @@ pub fn get_job(conn: &mut PgConnection, id: JobId) -> Result<JobLookup> {
             age: (now - issued_at).to_std().unwrap_or_default(),
         },
     };
-    Ok(JobLookup::NotFound(MissingJob { id, reason }))
+    Ok(MissingJob { id, reason })
 }
 
 #[derive(QueryableByName)]

@@ -154,9 +154,39 @@ struct WorkflowId {
     id: JobId,
 }
 
-/// The workflow with id `id`, or the one whose step has job id `id`;
-/// `None` if neither exists.
-pub fn get_workflow(conn: &mut PgConnection, id: JobId) -> Result<Option<WorkflowInfo>> {
+/// A workflow looked up by id ([`get_workflow`]), as [`crate::JobLookup`]
+/// is a job: found, or why not, as far as the id tells.
+#[derive(Debug, Clone, PartialEq)]
+pub enum WorkflowLookup {
+    /// The workflow and its steps.
+    Found(WorkflowInfo),
+    /// No workflow has this id, nor a step of one; what the id says about
+    /// why (a workflow is pruned with its steps once they all finished,
+    /// after the retention of workflows).
+    NotFound(crate::MissingJob),
+}
+
+impl WorkflowLookup {
+    /// The workflow, if found.
+    pub fn found(self) -> Option<WorkflowInfo> {
+        match self {
+            WorkflowLookup::Found(flow) => Some(flow),
+            WorkflowLookup::NotFound(_) => None,
+        }
+    }
+
+    /// The workflow, or why there is none as an error.
+    pub fn into_result(self) -> std::result::Result<WorkflowInfo, crate::MissingJob> {
+        match self {
+            WorkflowLookup::Found(flow) => Ok(flow),
+            WorkflowLookup::NotFound(missing) => Err(missing),
+        }
+    }
+}
+
+/// The workflow with id `id`, or the one whose step has job id `id`; if
+/// neither exists, why not, as far as the id tells (as [`crate::get_job`]).
+pub fn get_workflow(conn: &mut PgConnection, id: JobId) -> Result<WorkflowLookup> {
     crate::isolation::report(conn, |conn| {
         let mut row = read_workflow(conn, id)?;
         if row.is_none()
@@ -168,12 +198,14 @@ pub fn get_workflow(conn: &mut PgConnection, id: JobId) -> Result<Option<Workflo
             row = read_workflow(conn, of_step.id)?;
         }
         let Some(row) = row else {
-            return Ok(None);
+            return Ok(WorkflowLookup::NotFound(crate::lookup::why_missing(
+                conn, id,
+            )?));
         };
         let steps = diesel::sql_query(sql::WORKFLOW_STEPS)
             .bind::<Uuid, _>(row.id)
             .load::<StepInfo>(conn)?;
-        Ok(Some(WorkflowInfo {
+        Ok(WorkflowLookup::Found(WorkflowInfo {
             id: row.id,
             name: row.name,
             on_failure: row.on_failure,

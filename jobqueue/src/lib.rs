@@ -85,8 +85,8 @@ pub use jobqueue_core::{
 // Workflows and batches.
 pub use jobqueue_core::{
     Batch, EnqueuedWorkflow, MAX_WORKFLOW_NAME, MAX_WORKFLOW_STEPS, ON_FINISH, ON_SUCCESS,
-    OnFailure, Step, StepInfo, Workflow, WorkflowInfo, WorkflowSummary, get_workflow,
-    list_workflows,
+    OnFailure, Step, StepInfo, Workflow, WorkflowInfo, WorkflowLookup, WorkflowSummary,
+    get_workflow, list_workflows,
 };
 // Operations: the doctor, runners, statistics, retention.
 pub use jobqueue_core::{

@@ -45,6 +45,7 @@ fn runner_config(db: &TestDb) -> RunnerConfig {
 fn states(conn: &mut PgConnection, id: JobId) -> Vec<(String, String)> {
     get_workflow(conn, id)
         .expect("read the workflow")
+        .found()
         .expect("the workflow")
         .steps
         .into_iter()
@@ -64,6 +65,7 @@ fn wait_finished(conn: &mut PgConnection, id: JobId) {
     wait_for("the workflow to finish", Duration::from_secs(60), || {
         get_workflow(conn, id)
             .expect("read the workflow")
+            .found()
             .is_some_and(|flow| flow.is_finished())
     });
 }
@@ -125,6 +127,7 @@ fn steps_start_after_their_parents_and_read_their_results() {
     );
     let flow = get_workflow(&mut conn, enqueued.id)
         .expect("read")
+        .found()
         .expect("workflow");
     let result = |name: &str| {
         flow.steps
@@ -149,6 +152,7 @@ fn steps_start_after_their_parents_and_read_their_results() {
     // The workflow is found by a step's id too.
     let by_step = get_workflow(&mut conn, enqueued.steps[5].1)
         .expect("read")
+        .found()
         .expect("found by a step");
     assert_eq!(by_step.id, enqueued.id);
 
@@ -163,8 +167,25 @@ fn steps_start_after_their_parents_and_read_their_results() {
     )
     .expect("prune");
     assert_eq!(pruned.workflows, 1);
-    assert_eq!(get_workflow(&mut conn, enqueued.id).expect("read"), None);
-    assert!(get_workflow(&mut conn, waiting.id).expect("read").is_some());
+    // A pruned workflow is looked up as a missing job is: why, as far as
+    // its id tells.
+    match get_workflow(&mut conn, enqueued.id).expect("read") {
+        jobqueue_core::WorkflowLookup::NotFound(missing) => assert!(
+            matches!(missing.reason, jobqueue_core::Missing::Gone { .. }),
+            "{missing}"
+        ),
+        found => panic!("pruned, not {found:?}"),
+    }
+    match get_workflow(&mut conn, jobqueue_core::JobId::from(uuid::Uuid::nil())).expect("read") {
+        jobqueue_core::WorkflowLookup::NotFound(missing) => assert!(missing.never_issued()),
+        found => panic!("never issued, not {found:?}"),
+    }
+    assert!(
+        get_workflow(&mut conn, waiting.id)
+            .expect("read")
+            .found()
+            .is_some()
+    );
     assert_eq!(
         scalar(
             &mut conn,
@@ -472,6 +493,7 @@ fn the_testing_kits_drain_works_a_workflow_in_order() {
     );
     let flow = get_workflow(&mut conn, enqueued.id)
         .expect("read")
+        .found()
         .expect("workflow");
     assert_eq!(flow.steps[3].result.as_deref(), Some("1011"));
 }
@@ -561,6 +583,7 @@ fn a_step_cancelled_with_its_parent_is_settled_after_it() {
     assert_eq!((settled.ended, settled.cancelled), (3, 2), "{settled:?}");
     let flow = get_workflow(&mut conn, enqueued.id)
         .expect("read")
+        .found()
         .expect("workflow");
     let c_step = &flow.steps[1];
     assert_eq!(
@@ -606,6 +629,7 @@ fn a_step_whose_row_was_deleted_before_it_was_settled_is_settled_as_cancelled() 
     assert!(
         get_workflow(&mut conn, enqueued.id)
             .expect("read")
+            .found()
             .expect("workflow")
             .is_finished()
     );
@@ -634,13 +658,19 @@ fn a_workflow_is_kept_while_one_of_its_failed_jobs_is() {
     assert!(
         get_workflow(&mut conn, flow)
             .expect("read")
+            .found()
             .expect("workflow")
             .is_finished()
     );
     let keep_none = Retention::default().workflows(Some(Duration::ZERO));
     let pruned = jobqueue_core::engine::prune(&mut conn, &keep_none).expect("prune");
     assert_eq!(pruned.workflows, 0, "kept while a's failed row is");
-    assert!(get_workflow(&mut conn, flow).expect("read").is_some());
+    assert!(
+        get_workflow(&mut conn, flow)
+            .expect("read")
+            .found()
+            .is_some()
+    );
     jobqueue_tests::exec(
         &mut conn,
         &format!("DELETE FROM jobqueue_jobs WHERE id = '{a}'"),

@@ -215,7 +215,10 @@ fn crashes_neither_start_a_step_early_nor_lose_or_double_a_release() {
         .collect();
     assert_eq!(ids.len(), WORKFLOWS + BATCHES);
     for id in ids.iter().step_by(97) {
-        let flow = get_workflow(&mut conn, *id).expect("read").expect("found");
+        let flow = get_workflow(&mut conn, *id)
+            .expect("read")
+            .found()
+            .expect("found");
         assert!(flow.is_finished(), "{flow:?}");
     }
 }

@@ -20,14 +20,18 @@ pub(crate) fn render(
     id: JobId,
     params: &Params,
 ) -> Result<String, Refusal> {
-    let Some(flow) = jobqueue_core::get_workflow(conn, id)? else {
-        return Err(Refusal::new(
-            404,
-            format!(
-                "no workflow with id {id}, and no step of one has it (a finished workflow is \
-                 kept for its retention, 7 days unless set otherwise)"
-            ),
-        ));
+    let flow = match jobqueue_core::get_workflow(conn, id)? {
+        jobqueue_core::WorkflowLookup::Found(flow) => flow,
+        jobqueue_core::WorkflowLookup::NotFound(missing) => {
+            return Err(Refusal::new(
+                404,
+                format!(
+                    "no workflow with id {id}, and no step of one has it (a finished workflow \
+                     is kept for its retention, 7 days unless set otherwise): {}",
+                    missing.reason
+                ),
+            ));
+        }
     };
     let count = |state: &str| flow.steps.iter().filter(|s| s.state == state).count();
     let content = html! {
