@@ -726,7 +726,7 @@ fn queue(url: &str, command: QueueCommand) -> Result<()> {
         QueueCommand::Limit(args) => {
             let limit = match (args.limit, args.none) {
                 (_, true) => None,
-                (Some(n), false) => Some(n.to_string().parse::<jobqueue_core::GlobalLimit>()?),
+                (Some(n), false) => Some(jobqueue_core::GlobalLimit::try_from(n)?),
                 (None, false) => {
                     return Err(CliError::Usage("give a limit, or --none".into()));
                 }

@@ -46,6 +46,21 @@ impl fmt::Display for GlobalLimit {
     }
 }
 
+impl TryFrom<i64> for GlobalLimit {
+    type Error = Error;
+
+    /// A count as given (a command line's): 1 or more.
+    fn try_from(n: i64) -> Result<Self> {
+        if n < 1 {
+            return Err(invalid(format!(
+                "{n} is not a limit: give at least 1 (to stop a queue, pause it; to lift the \
+                 limit, remove it)"
+            )));
+        }
+        GlobalLimit::new(u32::try_from(n).unwrap_or(u32::MAX))
+    }
+}
+
 impl FromStr for GlobalLimit {
     type Err = Error;
 
@@ -53,11 +68,7 @@ impl FromStr for GlobalLimit {
     fn from_str(text: &str) -> Result<Self> {
         let text = text.trim();
         match text.parse::<i64>() {
-            Ok(n) if n >= 1 => GlobalLimit::new(u32::try_from(n).unwrap_or(u32::MAX)),
-            Ok(n) => Err(invalid(format!(
-                "{n} is not a limit: give at least 1 (to stop a queue, pause it; to lift the \
-                 limit, remove it)"
-            ))),
+            Ok(n) => GlobalLimit::try_from(n),
             Err(_) => Err(invalid(format!(
                 "`{text}` is not a whole number: give the most jobs held at once by all runners \
                  together, e.g. 5 (to lift the limit, remove it)"

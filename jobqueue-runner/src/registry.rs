@@ -186,11 +186,6 @@ impl Registry {
         self
     }
 
-    /// The declared queues.
-    pub(crate) fn queues(&self) -> &[QueueConfig] {
-        &self.queues
-    }
-
     /// The queues declared with [`Registry::queue`] (a command line's
     /// `migrate` applies them too).
     pub fn declared_queues(&self) -> &[QueueConfig] {

@@ -81,7 +81,7 @@ impl Runner {
         self.registry.validate()?;
         // The workers the code declares for a queue it works, unless the
         // configuration names the queue's own.
-        for queue in self.registry.queues() {
+        for queue in self.registry.declared_queues() {
             let works = config.queues.is_empty() || config.queues.iter().any(|q| q == queue.name());
             if let Some(most) = queue.declared_workers()
                 && works
@@ -110,7 +110,7 @@ impl Runner {
         )?);
         connector.check_own_sessions()?;
         connector.check_schema()?;
-        connector.declare_queues(self.registry.queues())?;
+        let declared = connector.declare_queues(self.registry.declared_queues())?;
         // Bound before anything starts: a taken address refuses the start.
         let metrics_server = match config.metrics {
             crate::MetricsMode::Serve(addr) => {
@@ -141,6 +141,9 @@ impl Runner {
             watchdog,
             connector,
         );
+        shared
+            .queues_declared
+            .store(declared, std::sync::atomic::Ordering::Release);
         let hand_back = crate::claimer::HandBack {
             queued: job_rx.clone(),
             outcomes: outcome_tx.clone(),

@@ -50,6 +50,9 @@ pub(crate) struct Shared {
     pub(crate) maintenance: crate::maintenance_progress::MaintenanceProgress,
     /// The xmin horizon's last reading, shared by those that act on it.
     pub(crate) horizon: crate::horizon::HorizonReader,
+    /// The registry's declared queues were applied at the start (else the
+    /// maintenance applies them).
+    pub(crate) queues_declared: std::sync::atomic::AtomicBool,
 }
 
 impl Shared {
@@ -105,6 +108,7 @@ impl Shared {
             connector,
             maintenance: crate::maintenance_progress::MaintenanceProgress::default(),
             horizon: crate::horizon::HorizonReader::default(),
+            queues_declared: std::sync::atomic::AtomicBool::new(false),
             config,
         })
     }

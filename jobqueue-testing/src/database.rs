@@ -19,6 +19,7 @@ use diesel::pg::Pg;
 use diesel::prelude::*;
 use diesel::sql_types::Text;
 use diesel_migrations::MigrationHarness;
+use jobqueue_core::redact_url;
 
 /// Why a test database could not be made.
 #[derive(Debug, thiserror::Error)]
@@ -90,7 +91,7 @@ pub struct Template {
 impl std::fmt::Debug for Template {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Template")
-            .field("server", &redacted(&self.server))
+            .field("server", &redact_url(&self.server))
             .field("name", &self.name())
             .finish()
     }
@@ -300,7 +301,7 @@ impl Template {
             let url = with_database(&self.server, &building)?;
             let mut conn =
                 PgConnection::establish(&url).map_err(|source| TestDatabaseError::Connect {
-                    url: redacted(&url),
+                    url: redact_url(&url),
                     source,
                 })?;
             for (_, step) in &self.steps {
@@ -356,7 +357,7 @@ impl TestDatabase {
     /// that rolls back).
     pub fn connect(&self) -> Result<PgConnection, TestDatabaseError> {
         PgConnection::establish(&self.url).map_err(|source| TestDatabaseError::Connect {
-            url: redacted(&self.url),
+            url: redact_url(&self.url),
             source,
         })
     }
@@ -387,7 +388,7 @@ fn admin(server: &str) -> Result<PgConnection, TestDatabaseError> {
     PgConnection::establish(server).or_else(|first| {
         PgConnection::establish(&with_database(server, "postgres")?).map_err(|_| {
             TestDatabaseError::Connect {
-                url: redacted(server),
+                url: redact_url(server),
                 source: first,
             }
         })
@@ -468,7 +469,7 @@ fn with_database(url: &str, database: &str) -> Result<String, TestDatabaseError>
     let rest = url
         .strip_prefix("postgres://")
         .or_else(|| url.strip_prefix("postgresql://"))
-        .ok_or_else(|| TestDatabaseError::BadUrl(redacted(url)))?;
+        .ok_or_else(|| TestDatabaseError::BadUrl(redact_url(url)))?;
     let scheme = &url[..url.len() - rest.len()];
     let (rest, query) = rest
         .split_once('?')
@@ -478,20 +479,6 @@ fn with_database(url: &str, database: &str) -> Result<String, TestDatabaseError>
         Some(query) => format!("{scheme}{authority}/{database}?{query}"),
         None => format!("{scheme}{authority}/{database}"),
     })
-}
-
-/// `url` without its password, for messages.
-fn redacted(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
-        (Some(scheme), Some(at)) if at > scheme => {
-            let user_info = &url[scheme + 3..at];
-            match user_info.split_once(':') {
-                Some((user, _)) => format!("{}{user}:***{}", &url[..scheme + 3], &url[at..]),
-                None => url.to_owned(),
-            }
-        }
-        _ => url.to_owned(),
-    }
 }
 
 #[cfg(test)]
@@ -513,7 +500,7 @@ mod tests {
             with_database("host=h dbname=x", "t"),
             Err(TestDatabaseError::BadUrl(_))
         ));
-        assert_eq!(redacted(url), "postgres://u:***@h:5/app?sslmode=disable");
+        assert_eq!(redact_url(url), "postgres://u:***@h:5/app?sslmode=disable");
     }
 
     #[test]

@@ -4,7 +4,7 @@
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use diesel::prelude::*;
 use diesel_migrations::FileBasedMigrations;
@@ -138,9 +138,18 @@ fn tests_that_start_at_once_wait_for_one_build_of_the_template() {
     let counted = Arc::clone(&builds);
     let template = Template::new(server_url()).setup("kit_database: built once", move |conn| {
         counted.fetch_add(1, Ordering::SeqCst);
-        // Slow enough that the others arrive while it builds.
-        diesel::sql_query("SELECT pg_sleep(0.3)").execute(conn)?;
-        Ok(())
+        // The build goes on once the three other starts wait for its lock.
+        let waiting = jobqueue_tests::poll_until(Duration::from_secs(30), || {
+            scalar(
+                conn,
+                "SELECT count(*) AS n FROM pg_locks WHERE locktype = 'advisory' AND NOT granted",
+            ) >= 3
+        });
+        if waiting {
+            Ok(())
+        } else {
+            Err("the other starts never waited for the template's lock".into())
+        }
     });
     drop_template(&template.name());
     let names: Vec<String> = std::thread::scope(|scope| {

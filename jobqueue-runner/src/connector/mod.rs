@@ -193,17 +193,17 @@ impl Connector {
     }
 
     /// Applies the queue settings the registry declares (see
-    /// `maintenance/declare_queues.rs`), before any claim. When the
-    /// database does not answer, the maintenance applies them once it does.
+    /// `maintenance/declare_queues.rs`), before any claim; false when the
+    /// database did not answer: the maintenance applies them once it does.
     pub(crate) fn declare_queues(
         &self,
         queues: &[jobqueue_core::QueueConfig],
-    ) -> Result<(), RunnerError> {
+    ) -> Result<bool, RunnerError> {
         if queues.is_empty() {
-            return Ok(());
+            return Ok(true);
         }
         let Ok(mut conn) = self.connect("queue declarations", Owner::Runner, Ok) else {
-            return Ok(());
+            return Ok(false);
         };
         let applied = conn.call(Some(self.db_timeout), |conn| {
             jobqueue_core::declare_queues(conn, queues)
@@ -214,7 +214,7 @@ impl Connector {
                 applied.join(", ")
             );
         }
-        Ok(())
+        Ok(true)
     }
 
     /// Refuses to start against a database whose jobqueue schema is

@@ -1,6 +1,6 @@
 //! Applying the queues the registry declares (`Registry::queue`), once: a
-//! runner applies them at its start when the database answers; this pass
-//! does it when it did not, and then goes quiet.
+//! runner applies them at its start when the database answers; this
+//! service, scheduled only when it did not, does it then, and goes quiet.
 
 use std::fmt;
 use std::sync::Arc;
@@ -65,7 +65,7 @@ impl Service for DeclareQueues {
         }
         let shared = Arc::clone(&cx.shared);
         let applied = cx.run(|session| {
-            jobqueue_core::declare_queues(session.conn(), shared.registry.queues())
+            jobqueue_core::declare_queues(session.conn(), shared.registry.declared_queues())
         })?;
         self.done = true;
         Ok(QueuesDeclared { applied })

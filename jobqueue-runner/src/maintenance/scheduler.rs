@@ -48,7 +48,11 @@ pub(crate) fn run(shared: Arc<Shared>, claimer: Arc<Claimer>, stop: Receiver<()>
     scheduler.add(SetAsideBacklogs::new(config));
     scheduler.add(Vacuum::new(config));
     scheduler.add(IndexUpkeep::new(config));
-    if !cx.shared.registry.queues().is_empty() {
+    if !cx
+        .shared
+        .queues_declared
+        .load(std::sync::atomic::Ordering::Acquire)
+    {
         scheduler.add(DeclareQueues::new(config));
     }
     if !cx.shared.registry.schedules().is_empty() {
