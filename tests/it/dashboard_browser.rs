@@ -1331,14 +1331,19 @@ fn a_declared_setting_changed_at_run_time_is_noted_in_its_queues_row_alone() {
             .collect()
     };
 
-    // As declared: no note in any row, nothing to explain.
-    open(&tab, &site.url("/"), "Overview");
-    stop_refresh(&tab);
-    assert_eq!(
-        override_notes(&tab),
-        by_queue(&[("audit", &[]), ("ledger", &[]), ("mail", &[])])
-    );
-    assert!(!tab.exists("#overrides-note"));
+    // No note in any row, nothing to explain, in the overview as loaded now.
+    let no_notes = |tab: &Tab| {
+        open(tab, &site.url("/"), "Overview");
+        stop_refresh(tab);
+        assert_eq!(
+            override_notes(tab),
+            by_queue(&[("audit", &[]), ("ledger", &[]), ("mail", &[])])
+        );
+        assert!(!tab.exists("#overrides-note"));
+    };
+
+    // As declared.
+    no_notes(&tab);
     assert_overview_matches(&tab, &mut conn);
 
     // An operator raises ledger's limit: ledger's row says so, as text
@@ -1398,12 +1403,6 @@ fn a_declared_setting_changed_at_run_time_is_noted_in_its_queues_row_alone() {
         &QueueConfig::new("ledger").limit(jobqueue_core::GlobalLimit::new(5).expect("a limit")),
     )
     .expect("declare ledger again");
-    open(&tab, &site.url("/"), "Overview");
-    stop_refresh(&tab);
-    assert_eq!(
-        override_notes(&tab),
-        by_queue(&[("audit", &[]), ("ledger", &[]), ("mail", &[])])
-    );
-    assert!(!tab.exists("#overrides-note"));
+    no_notes(&tab);
     assert!(tab.dialogs().is_empty(), "dialogs: {:?}", tab.dialogs());
 }
