@@ -15,11 +15,11 @@
 
 use diesel::prelude::*;
 use diesel::sql_types::{Nullable, Text};
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 
 use crate::isolation::read_committed;
 use crate::key_limit::set_queue_key_limit;
-use crate::queues::{pause_queue, resume_queue, set_queue_limit};
+use crate::queues::{pause_queue, paused_word, resume_queue, set_queue_limit, shown};
 use crate::rate_limit::set_queue_rate_limit;
 use crate::{Error, GlobalLimit, KeyLimit, RateLimit, Result, limits, sql};
 
@@ -126,30 +126,21 @@ impl QueueConfig {
         self.workers
     }
 
-    /// The declared settings, each under its name, as stored in
-    /// `jobqueue_queues.declared`.
+    /// The declared settings, each under its name as `queue list` shows
+    /// it (`shown`), as stored in `jobqueue_queues.declared`: a setting
+    /// whose text changed is declared anew, and `QueueInfo::overrides`
+    /// compares the text with what the queue has now.
     fn stored(&self) -> Map<String, Value> {
-        let mut map = Map::new();
-        if let Some(limit) = self.limit {
-            map.insert("limit".into(), json!(limit.map(|l| l.most())));
-        }
-        if let Some(rate) = self.rate {
-            let rate = rate.map(|r| {
-                let micros = u64::try_from(r.period().as_micros()).unwrap_or(u64::MAX);
-                json!([r.starts(), micros])
-            });
-            map.insert("rate".into(), json!(rate));
-        }
-        if let Some(keys) = self.keys {
-            map.insert(
-                "keys".into(),
-                json!(keys.map(|k| json!([k.jobs_per_key(), k.is_ordered()]))),
-            );
-        }
-        if let Some(paused) = self.paused {
-            map.insert("paused".into(), json!(paused));
-        }
-        map
+        let declared = [
+            ("limit", self.limit.map(shown)),
+            ("rate", self.rate.map(shown)),
+            ("keys", self.keys.map(shown)),
+            ("paused", self.paused.map(|p| paused_word(p).to_owned())),
+        ];
+        declared
+            .into_iter()
+            .filter_map(|(name, text)| Some((name.to_owned(), Value::String(text?))))
+            .collect()
     }
 
     /// Checks the name and the values, as the setters would.

@@ -293,73 +293,38 @@ pub struct Override {
 }
 
 /// The settings of `info` that differ from `declared` (the stored JSON,
-/// as `queue_config.rs` writes it).
+/// as `queue_config.rs` writes it: each declared setting as `shown`).
 pub(crate) fn overrides(declared: Option<&str>, info: &QueueInfo) -> Vec<Override> {
     let Some(declared) =
         declared.and_then(|text| serde_json::from_str::<Map<String, Value>>(text).ok())
     else {
         return Vec::new();
     };
-    let shown = |value: Option<String>| value.unwrap_or_else(|| "none".to_owned());
-    let limit_now = shown(info.global_limit.map(|n| n.to_string()));
-    let rate_now = shown(info.rate_limit.map(|r| r.to_string()));
-    let keys_now = shown(info.key_limit.map(|k| k.to_string()));
-    let paused_now = if info.paused { "paused" } else { "working" }.to_owned();
-    let mut found = Vec::new();
-    for (setting, value) in &declared {
-        let (setting, now, was) = match setting.as_str() {
-            "limit" => (
-                "limit",
-                limit_now.clone(),
-                shown(value.as_u64().map(|n| n.to_string())),
-            ),
-            "rate" => (
-                "rate",
-                rate_now.clone(),
-                shown(pair(value).and_then(|(starts, micros)| {
-                    let period = std::time::Duration::from_micros(micros);
-                    RateLimit::new(u32::try_from(starts).ok()?, period)
-                        .ok()
-                        .map(|r| r.to_string())
-                })),
-            ),
-            "keys" => (
-                "keys",
-                keys_now.clone(),
-                shown(value.as_array().and_then(|pair| {
-                    let per_key = u32::try_from(pair.first()?.as_u64()?).ok()?;
-                    let limit = if pair.get(1)?.as_bool()? {
-                        KeyLimit::ordered()
-                    } else {
-                        KeyLimit::per_key(per_key).ok()?
-                    };
-                    Some(limit.to_string())
-                })),
-            ),
-            "paused" => (
-                "paused",
-                paused_now.clone(),
-                if value.as_bool() == Some(true) {
-                    "paused"
-                } else {
-                    "working"
-                }
-                .to_owned(),
-            ),
-            _ => continue,
-        };
-        if now != was {
-            found.push(Override {
+    let now = [
+        ("limit", shown(info.global_limit)),
+        ("rate", shown(info.rate_limit)),
+        ("keys", shown(info.key_limit)),
+        ("paused", paused_word(info.paused).to_owned()),
+    ];
+    now.into_iter()
+        .filter_map(|(setting, now)| match declared.get(setting) {
+            Some(Value::String(was)) if *was != now => Some(Override {
                 setting,
                 now,
-                declared: was,
-            });
-        }
-    }
-    found
+                declared: was.clone(),
+            }),
+            _ => None,
+        })
+        .collect()
 }
 
-fn pair(value: &Value) -> Option<(u64, u64)> {
-    let pair = value.as_array()?;
-    Some((pair.first()?.as_u64()?, pair.get(1)?.as_u64()?))
+/// A setting as `queue list` shows it, and as a declaration stores it:
+/// `none` when there is none.
+pub(crate) fn shown<T: std::fmt::Display>(setting: Option<T>) -> String {
+    setting.map_or_else(|| "none".to_owned(), |value| value.to_string())
+}
+
+/// Whether a queue is paused, in the words a declaration stores.
+pub(crate) fn paused_word(paused: bool) -> &'static str {
+    if paused { "paused" } else { "working" }
 }
