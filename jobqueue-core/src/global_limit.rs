@@ -51,10 +51,11 @@ impl TryFrom<i64> for GlobalLimit {
 
     /// A count as given (a command line's): 1 or more.
     fn try_from(n: i64) -> Result<Self> {
-        if n < 1 {
+        if n < 1 || n > i64::from(i32::MAX) {
             return Err(invalid(format!(
-                "{n} is not a limit: give at least 1 (to stop a queue, pause it; to lift the \
-                 limit, remove it)"
+                "{n} is not a limit: give at least 1 and at most {} (to stop a queue, pause \
+                 it; to lift the limit, remove it)",
+                i32::MAX
             )));
         }
         GlobalLimit::new(u32::try_from(n).unwrap_or(u32::MAX))
@@ -93,7 +94,10 @@ mod tests {
             ("0", "0 is not a limit"),
             ("-3", "-3 is not a limit"),
             ("many", "is not a whole number"),
-            ("3000000000", "at most 2147483647"),
+            (
+                "3000000000",
+                "3000000000 is not a limit: give at least 1 and at most 2147483647",
+            ),
         ] {
             let error = text.parse::<GlobalLimit>().expect_err(text).to_string();
             assert!(error.contains(says), "{text}: {error}");
