@@ -314,10 +314,9 @@ WITH named AS (
             RETURNING j.*
         ),
     took AS (
-        SELECT j.queue, count(*)::int4 AS n
-        FROM claimed AS j
+        SELECT j.queue, j.n
+        FROM (SELECT queue, count(*)::int4 AS n FROM claimed GROUP BY queue) AS j
         JOIN limited AS l ON l.name = j.queue
-        GROUP BY j.queue
     ),
     noted AS (
         UPDATE jobqueue_queues AS c
@@ -805,10 +804,9 @@ WITH RECURSIVE after_start AS (
             RETURNING j.*
         ),
     took AS (
-        SELECT j.queue, count(*)::int4 AS n
-        FROM claimed AS j
+        SELECT j.queue, j.n
+        FROM (SELECT queue, count(*)::int4 AS n FROM claimed GROUP BY queue) AS j
         JOIN limited AS l ON l.name = j.queue
-        GROUP BY j.queue
     ),
     noted AS (
         UPDATE jobqueue_queues AS c
