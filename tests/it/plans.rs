@@ -463,6 +463,48 @@ fn claims_examine_nothing_of_other_queues_future_jobs_or_unhandled_types() {
     assert_claim_bounded("every queue", &db, &any);
 }
 
+#[test]
+fn a_rate_limited_claim_over_many_queues_never_pairs_each_job_with_each_queue() {
+    // A claim of every tenant's queue at once, each tenant rate-limited:
+    // 100 queues, 10 jobs each, all 1,000 claimed in one statement. Its
+    // joins between its queues are bounded by the queues (at most 100 a
+    // claim); one between the claimed jobs and the locked queues would
+    // discard 99,000 pairs.
+    const QUEUES: usize = 100;
+    let (db, mut conn) = frozen_stats_db();
+    let names: Vec<String> = (0..QUEUES).map(|i| format!("tenant-{i:03}")).collect();
+    for name in &names {
+        insert(&mut conn, 10, "pending", name);
+    }
+    exec(&mut conn, "ANALYZE jobqueue_jobs");
+    let rate = RateLimit::new(1_000_000, Duration::from_secs(1)).expect("a rate");
+    for name in &names {
+        set_queue_rate_limit(&mut conn, name, Some(rate)).expect("set a rate");
+    }
+    let claim = Claim::new("plan-test")
+        .limit((QUEUES * 10) as i64)
+        .queues(names.iter().cloned())
+        .global_limits(GlobalLimits::Honour);
+    let mut session = QueueSession::establish(&db.url).expect("session");
+    let plan = session
+        .explain(HotStatement::Claim(&claim))
+        .expect("explain the claim");
+    assert!(
+        plan.rows_examined() >= (QUEUES * 10) as f64,
+        "the claim should reach every job of every queue:\n{}",
+        plan.json
+    );
+    let queue_pairs = (QUEUES * QUEUES) as f64;
+    assert!(
+        plan.join_rows_discarded <= 3.0 * queue_pairs,
+        "the claim's joins discarded {} row pairs (at most 3 × {queue_pairs} for its queues \
+         expected; a join of each job with each queue discards {}):\n{}",
+        plan.join_rows_discarded,
+        (QUEUES * 10 * (QUEUES - 1)) as f64,
+        plan.json
+    );
+}
+
 /// Whether executing `query` on `conn` compiled it (the `JIT` section of
 /// its executed plan).
 fn compiled(conn: &mut PgConnection, query: &str) -> bool {
