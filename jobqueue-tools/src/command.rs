@@ -42,7 +42,7 @@ pub struct BenchArgs {
     #[arg(long)]
     quick: bool,
     /// Only these measurements, comma-separated: bulk, txn, async, burn, metrics,
-    /// floor, drain, pickup, history, isolation, steady, fleet, footprint,
+    /// bare, floor, drain, pickup, history, isolation, steady, fleet, footprint,
     /// limit, keys, workflows, fair, scale, spread, backlog, bounded, soak, failover, trace, chaos
     /// (the last four run only when named: the soak takes --soak-secs, the failover
     /// builds a primary and a standby of its own from the PostgreSQL server

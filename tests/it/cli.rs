@@ -649,6 +649,8 @@ fn bench_runs_every_measurement() {
         "bulk enqueue",
         "transactional enqueue / commit ceiling",
         "burn-down, 8 workers",
+        "bare-SQL queue of an application's own",
+        "burn-down, 8 workers / bare-SQL queue",
         "bare-SQL floor",
         "runner best burn-down / bare-SQL floor",
         "pickup latency p95",

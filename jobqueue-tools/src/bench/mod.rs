@@ -8,6 +8,7 @@
 //! it against a server at its durable defaults: fsync and
 //! synchronous_commit on).
 
+mod bare_queue;
 mod bounded;
 mod burn;
 pub mod chaos;
@@ -46,12 +47,13 @@ pub(crate) use trace::PLAIN_BIN_HELP;
 pub use trace_part::TraceVariant;
 
 /// The measurements, by the names `--only` takes.
-pub const MEASUREMENTS: [&str; 25] = [
+pub const MEASUREMENTS: [&str; 26] = [
     "bulk",
     "txn",
     "async",
     "burn",
     "metrics",
+    "bare",
     "floor",
     "drain",
     "pickup",
@@ -437,6 +439,7 @@ pub fn run(server_url: &str, options: &BenchOptions) -> Result<(), ToolError> {
         "unit"
     );
     let mut burn_best: Option<Row> = None;
+    let mut burn_rows: Vec<Row> = Vec::new();
     if wanted("bulk") {
         enqueue::bulk(&url, &sizes, runs)?.print();
     }
@@ -457,8 +460,27 @@ pub fn run(server_url: &str, options: &BenchOptions) -> Result<(), ToolError> {
                 .as_ref()
                 .is_none_or(|best| row.median() > best.median())
             {
-                burn_best = Some(row);
+                burn_best = Some(row.clone());
             }
+            burn_rows.push(row);
+        }
+    }
+    if wanted("bare") {
+        let bare = bare_queue::burn_down(&url, &sizes, runs)?;
+        bare.print();
+        if let Some(eight) = burn_rows
+            .iter()
+            .find(|row| row.name.starts_with("burn-down, 8 workers"))
+        {
+            let ratios = eight
+                .values
+                .iter()
+                .zip(&bare.values)
+                .map(|(runner, bare)| runner / bare)
+                .collect();
+            Row::new("burn-down, 8 workers / bare-SQL queue", "ratio", ratios)
+                .note("same run; target ≥ 0.95")
+                .print();
         }
     }
     if wanted("floor") {
