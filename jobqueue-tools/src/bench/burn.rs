@@ -1,12 +1,13 @@
 //! Burn-down: a backlog of no-op jobs worked by the runner at several worker
-//! counts, and the floor: the same claim and completion statements run as
-//! bare SQL in a tight loop, no runner.
+//! counts, and the floor: the same claim and completion statements (the
+//! row deleted, as the runner does by default) run in a tight loop, no
+//! runner.
 
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
 use diesel::{Connection, PgConnection};
-use jobqueue_core::engine::{Claim, QueueSession};
+use jobqueue_core::engine::{Claim, GlobalLimits, QueueSession};
 
 use super::enqueue::{build, insert};
 use super::{Row, Sizes, db, reset};
@@ -118,7 +119,11 @@ pub(crate) fn floor(url: &str, sizes: &Sizes, runs: usize) -> Result<Row, ToolEr
                     (url.to_owned(), Arc::clone(&barrier), sizes.floor_batch);
                 std::thread::spawn(move || -> Result<(), ToolError> {
                     let mut session = QueueSession::establish(&url)?;
-                    let claim = Claim::new(format!("floor-{t}")).limit(batch);
+                    // As a runner of every queue claims while no queue has
+                    // a limit.
+                    let claim = Claim::new(format!("floor-{t}"))
+                        .limit(batch)
+                        .global_limits(GlobalLimits::Skip);
                     barrier.wait();
                     loop {
                         let rows = session.claim(&claim)?;
@@ -126,7 +131,8 @@ pub(crate) fn floor(url: &str, sizes: &Sizes, runs: usize) -> Result<Row, ToolEr
                             return Ok(());
                         }
                         let leases: Vec<_> = rows.iter().map(|row| row.lease()).collect();
-                        session.complete_many(&leases)?;
+                        // As the runner completes by default: the row deleted.
+                        session.complete_and_delete_many(&leases)?;
                     }
                 })
             })
@@ -148,5 +154,5 @@ pub(crate) fn floor(url: &str, sizes: &Sizes, runs: usize) -> Result<Row, ToolEr
         "jobs/s",
         rates,
     )
-    .note("same claim and complete statements, no runner"))
+    .note("the runner's claim and complete-and-delete statements, no runner"))
 }
