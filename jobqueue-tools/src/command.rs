@@ -42,9 +42,11 @@ pub struct BenchArgs {
     #[arg(long)]
     quick: bool,
     /// Only these measurements, comma-separated: bulk, txn, async, burn, metrics,
-    /// bare, floor, drain, pickup, history, isolation, steady, fleet, footprint,
+    /// bare, floor, plan, drain, pickup, history, isolation, steady, fleet, footprint,
     /// limit, keys, workflows, fair, scale, spread, backlog, bounded, soak, failover, trace, chaos
-    /// (the last four run only when named: the soak takes --soak-secs, the failover
+    /// (plan reads pg_stat_statements, which --own-cluster loads: named, it
+    /// needs it, and a full run leaves it out where the server lacks it;
+    /// the last four run only when named: the soak takes --soak-secs, the failover
     /// builds a primary and a standby of its own from the PostgreSQL server
     /// binaries, the trace needs a build with `--features tracing` and
     /// --plain-bin; scripts/bench-trace runs it; chaos, the stateful checker,
@@ -139,7 +141,18 @@ impl ToolCommand {
                     return crate::bench::run(&server()?, &options);
                 }
                 // Stopped and removed when dropped, the bench done.
-                let own = crate::postgres::ThrowawayCluster::start("bench", &[])?;
+                // With pg_stat_statements where the server has it (`--only
+                // plan` reads it): loading it changes no durability setting.
+                let statements: &[(&str, &str)] =
+                    if crate::postgres::server_has_library("pg_stat_statements") {
+                        &[
+                            ("shared_preload_libraries", "pg_stat_statements"),
+                            ("pg_stat_statements.track_planning", "on"),
+                        ]
+                    } else {
+                        &[]
+                    };
+                let own = crate::postgres::ThrowawayCluster::start("bench", statements)?;
                 eprintln!(
                     "jobqueue bench: on a cluster of its own at {} (removed at the end)",
                     own.url("postgres")

@@ -615,6 +615,17 @@ fn is_root() -> Result<bool, ServerError> {
 }
 
 /// The newest directory holding `initdb`, `pg_ctl` and `postgres`.
+/// Whether the PostgreSQL server this machine's binaries start can load
+/// the shared library `name` (a contrib module such as
+/// `pg_stat_statements`): the binaries' `../lib/<name>.so`, as Debian's
+/// and PostgreSQL's own packages lay them out.
+pub fn server_has_library(name: &str) -> bool {
+    find_bin_dir().is_some_and(|bin| {
+        bin.parent()
+            .is_some_and(|dir| dir.join("lib").join(format!("{name}.so")).is_file())
+    })
+}
+
 fn find_bin_dir() -> Option<PathBuf> {
     let complete = |dir: &Path| {
         ["initdb", "pg_ctl", "postgres"]

@@ -735,7 +735,7 @@ fn bench_runs_on_a_throwaway_cluster_of_its_own() {
             "--runs",
             "1",
             "--only",
-            "fair",
+            "fair,plan",
         ])
         .env_remove("DATABASE_URL")
         .output()
@@ -748,6 +748,9 @@ fn bench_runs_on_a_throwaway_cluster_of_its_own() {
     // PostgreSQL's defaults, not the shared server's settings.
     assert!(stdout.contains("autovacuum=on"), "{stdout}");
     assert!(stdout.contains("pickup floor p95"), "{stdout}");
+    // pg_stat_statements loaded on it: the claims' planning counted.
+    assert!(stdout.contains("planning per call"), "{stdout}");
+    assert!(stdout.contains("plans per call"), "{stdout}");
     let port = stderr
         .split("127.0.0.1:")
         .nth(1)

@@ -23,7 +23,11 @@ fn jobs_for(sizes: &Sizes, workers: usize) -> usize {
 
 /// One burn-down of `n` fresh no-op jobs by a runner configured as
 /// `config`; returns jobs/s.
-fn burn_once(conn: &mut PgConnection, config: RunnerConfig, n: usize) -> Result<f64, ToolError> {
+pub(crate) fn burn_once(
+    conn: &mut PgConnection,
+    config: RunnerConfig,
+    n: usize,
+) -> Result<f64, ToolError> {
     reset(conn)?;
     insert(conn, &build(n)?)?;
     let workers = config.concurrency;

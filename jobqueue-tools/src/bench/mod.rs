@@ -12,6 +12,7 @@ mod bare_queue;
 mod bounded;
 mod burn;
 pub mod chaos;
+mod claim_plan;
 mod drain;
 mod enqueue;
 mod enqueue_async;
@@ -47,7 +48,7 @@ pub(crate) use trace::PLAIN_BIN_HELP;
 pub use trace_part::TraceVariant;
 
 /// The measurements, by the names `--only` takes.
-pub const MEASUREMENTS: [&str; 26] = [
+pub const MEASUREMENTS: [&str; 27] = [
     "bulk",
     "txn",
     "async",
@@ -55,6 +56,7 @@ pub const MEASUREMENTS: [&str; 26] = [
     "metrics",
     "bare",
     "floor",
+    "plan",
     "drain",
     "pickup",
     "history",
@@ -497,6 +499,15 @@ pub fn run(server_url: &str, options: &BenchOptions) -> Result<(), ToolError> {
                 .note(format!("best: {}", best.name))
                 .print();
         }
+    }
+    // Named, it needs pg_stat_statements; a run of everything takes it
+    // where the server has it loaded.
+    if options.only.iter().any(|o| o == "plan")
+        || (options.only.is_empty() && claim_plan::available(&mut conn)?)
+    {
+        claim_plan::measure(&url, &sizes, runs)?
+            .iter()
+            .for_each(Row::print);
     }
     let steady_secs = if options.quick {
         options.steady_secs.min(3)
