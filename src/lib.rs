@@ -16,7 +16,12 @@ pub mod markdown;
 pub mod raw_http;
 pub mod span_capture;
 
-pub use jobqueue_tools::postgres::with_database;
+/// `url` naming `database` instead of its own (the suite's URLs are its
+/// own: one that cannot name a database is a broken setup).
+fn with_database(url: &str, database: &str) -> String {
+    jobqueue_core::engine::with_database(url, database)
+        .unwrap_or_else(|e| panic!("cannot name database {database} in the suite's URL: {e}"))
+}
 
 /// Port of the suite's own PostgreSQL cluster (override with
 /// `JOBQUEUE_TEST_PG_PORT`).

@@ -61,6 +61,46 @@ pub fn with_default_options(url: &str, defaults: &[(&str, String)]) -> Result<St
     Ok(join_options(url, &head, &options))
 }
 
+/// `url` (either form) naming `database` instead of the database it names:
+/// a URI's path (and its `dbname` parameter, which libpq would read over
+/// the path), a key/value string's `dbname`; every other part kept.
+///
+/// ```
+/// use jobqueue_core::engine::with_database;
+///
+/// assert_eq!(
+///     with_database("postgres://u:p@db:5433/app?sslmode=require", "test_1")?,
+///     "postgres://u:p@db:5433/test_1?sslmode=require"
+/// );
+/// assert_eq!(with_database("postgresql://db", "test_1")?, "postgresql://db/test_1");
+/// assert_eq!(
+///     with_database("host=db dbname=app", "test_1")?,
+///     "host='db' dbname='test_1'"
+/// );
+/// # Ok::<(), jobqueue_core::Error>(())
+/// ```
+pub fn with_database(url: &str, database: &str) -> Result<String> {
+    let (head, mut options) = split_options(url)?;
+    let named_in_options = options.iter().any(|(key, _)| key == "dbname");
+    for (key, value) in &mut options {
+        if key == "dbname" {
+            *value = database.to_owned();
+        }
+    }
+    if !is_uri(url) {
+        if !named_in_options {
+            options.push(("dbname".to_owned(), database.to_owned()));
+        }
+        return Ok(join_options(url, &head, &options));
+    }
+    let authority_start = head.find("://").map_or(0, |i| i + 3);
+    let base = head[authority_start..]
+        .find('/')
+        .map_or(head.as_str(), |slash| &head[..authority_start + slash]);
+    let path = percent_encoding::utf8_percent_encode(database, QUERY_VALUE);
+    Ok(join_options(url, &format!("{base}/{path}"), &options))
+}
+
 fn is_uri(url: &str) -> bool {
     url.starts_with("postgres://") || url.starts_with("postgresql://")
 }
@@ -165,6 +205,32 @@ pub fn join_options(url: &str, head: &str, options: &[(String, String)]) -> Stri
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_database_replaces_the_one_a_url_names_in_either_form() {
+        let cases = [
+            ("postgres://u@h/app", "postgres://u@h/t"),
+            (
+                "postgres://u@h:5/app?sslmode=disable",
+                "postgres://u@h:5/t?sslmode=disable",
+            ),
+            ("postgresql://h", "postgresql://h/t"),
+            ("postgresql://h/", "postgresql://h/t"),
+            // libpq reads a `dbname` parameter over the path: both named.
+            ("postgres://h/app?dbname=other", "postgres://h/t?dbname=t"),
+            ("host=h dbname=app user=u", "host='h' dbname='t' user='u'"),
+            ("host=h", "host='h' dbname='t'"),
+        ];
+        for (url, expected) in cases {
+            assert_eq!(with_database(url, "t").expect("a URL"), expected, "{url}");
+        }
+        // A name the path cannot hold as it is, encoded.
+        assert_eq!(
+            with_database("postgres://h/app", "a b").expect("a URL"),
+            "postgres://h/a%20b"
+        );
+        assert!(with_database("host", "t").is_err());
+    }
 
     const T: Duration = Duration::from_secs(7);
 

@@ -53,7 +53,8 @@ pub use crate::claim::{
 };
 pub use crate::connection::{backend_pid, server_version};
 pub use crate::database_url::{
-    DEFAULT_CONNECT_TIMEOUT, connectable_url, join_options, split_options, with_default_options,
+    DEFAULT_CONNECT_TIMEOUT, connectable_url, join_options, split_options, with_database,
+    with_default_options,
 };
 pub use crate::enqueue::{NOTIFY_CHANNEL, NOTIFY_DEBOUNCE};
 pub use crate::finish::{

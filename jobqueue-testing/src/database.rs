@@ -33,9 +33,15 @@ pub enum TestDatabaseError {
          Template::new"
     )]
     NoServer,
-    /// The server's URL is not a `postgres://` URL.
-    #[error("{0:?} is not a postgres:// URL: the test databases' URLs are made from it")]
-    BadUrl(String),
+    /// The server's URL cannot name a test database (the test databases'
+    /// URLs are made from it).
+    #[error("cannot name a test database in the server's URL {url}: {reason}")]
+    BadUrl {
+        /// The URL (its password left out).
+        url: String,
+        /// What is wrong with it.
+        reason: String,
+    },
     /// No connection to the server.
     #[error("cannot connect to the test server {url}: {source}")]
     Connect {
@@ -464,20 +470,12 @@ impl<S: MigrationSource<Pg>> MigrationSource<Pg> for Shared<'_, S> {
     }
 }
 
-/// `url` with its database replaced by `database`.
+/// `url` (a URI or a key/value string) with its database replaced by
+/// `database`.
 fn with_database(url: &str, database: &str) -> Result<String, TestDatabaseError> {
-    let rest = url
-        .strip_prefix("postgres://")
-        .or_else(|| url.strip_prefix("postgresql://"))
-        .ok_or_else(|| TestDatabaseError::BadUrl(redact_url(url)))?;
-    let scheme = &url[..url.len() - rest.len()];
-    let (rest, query) = rest
-        .split_once('?')
-        .map_or((rest, None), |(r, q)| (r, Some(q)));
-    let authority = rest.split_once('/').map_or(rest, |(a, _)| a);
-    Ok(match query {
-        Some(query) => format!("{scheme}{authority}/{database}?{query}"),
-        None => format!("{scheme}{authority}/{database}"),
+    jobqueue_core::engine::with_database(url, database).map_err(|e| TestDatabaseError::BadUrl {
+        url: redact_url(url),
+        reason: e.to_string(),
     })
 }
 
@@ -496,9 +494,13 @@ mod tests {
             with_database("postgresql://h", "t").expect("a URL"),
             "postgresql://h/t"
         );
+        assert_eq!(
+            with_database("host=h dbname=x", "t").expect("a key/value URL"),
+            "host='h' dbname='t'"
+        );
         assert!(matches!(
-            with_database("host=h dbname=x", "t"),
-            Err(TestDatabaseError::BadUrl(_))
+            with_database("host", "t"),
+            Err(TestDatabaseError::BadUrl { .. })
         ));
         assert_eq!(redact_url(url), "postgres://u:***@h:5/app?sslmode=disable");
     }

@@ -130,23 +130,6 @@ fn with_connect_timeout(url: &str) -> String {
         .unwrap_or_else(|_| url.to_owned())
 }
 
-/// `url` with its database name replaced by `database` (query kept).
-pub fn with_database(url: &str, database: &str) -> String {
-    let (head, query) = match url.split_once('?') {
-        Some((head, query)) => (head, Some(query)),
-        None => (url, None),
-    };
-    let authority_start = head.find("://").map(|i| i + 3).unwrap_or(0);
-    let base = match head[authority_start..].find('/') {
-        Some(slash) => &head[..authority_start + slash],
-        None => head,
-    };
-    match query {
-        Some(query) => format!("{base}/{database}?{query}"),
-        None => format!("{base}/{database}"),
-    }
-}
-
 /// A PostgreSQL cluster of this project's own: a data directory, a port on
 /// 127.0.0.1, and the machine's PostgreSQL binaries to run it.
 #[derive(Debug, Clone)]

@@ -82,7 +82,7 @@ pub(crate) fn recreate(server_url: &str, name: &str, tool: &str) -> Result<Strin
     diesel::sql_query(format!("COMMENT ON DATABASE {name} IS '{}'", marker(tool)))
         .execute(&mut admin)
         .map_err(db_error)?;
-    Ok(crate::postgres::with_database(server_url, name))
+    Ok(jobqueue_core::engine::with_database(server_url, name)?)
 }
 
 /// Checks that database `name`, if it exists, was created by `tool`;

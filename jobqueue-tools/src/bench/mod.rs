@@ -359,7 +359,7 @@ pub(crate) fn count(conn: &mut PgConnection, condition: &str) -> Result<i64, Too
 fn prepare_database(server_url: &str, options: &BenchOptions) -> Result<String, ToolError> {
     let name = &options.database;
     if crate::tool_db::check_owned(server_url, name, "bench")? {
-        let url = crate::postgres::with_database(server_url, name);
+        let url = jobqueue_core::engine::with_database(server_url, name)?;
         if let Ok(mut existing) = PgConnection::establish(&url) {
             let jobs = count(&mut existing, "true").unwrap_or(0);
             if jobs > 0 && !options.force {
@@ -405,7 +405,7 @@ pub fn trace_part(
              `jobqueue bench --only trace`, in the database it made"
         )));
     }
-    let url = crate::postgres::with_database(server_url, database);
+    let url = jobqueue_core::engine::with_database(server_url, database)?;
     trace_part::run(&url, variant, &Sizes::new(quick))
 }
 
