@@ -91,6 +91,89 @@ fn runners_register_stay_seen_show_as_gone_when_killed_and_leave_when_stopped() 
     );
 }
 
+/// A runner that left a type to the other runner of its queue, which
+/// handled it, sets that type's jobs aside once the other is gone. Its
+/// claims skip the types it read as handled elsewhere
+/// (`RUNNER_TYPES_ELSEWHERE`, refreshed every two poll intervals): here it
+/// reads them while the other runs, the other stops, and jobs of that type
+/// come. They wait no longer than the next read, then are set aside
+/// (`unhandled`, for whichever runner handles them next), none claimed,
+/// none lost.
+#[test]
+fn a_type_left_to_a_runner_that_stopped_is_set_aside_after_the_next_read() {
+    use jobqueue_core::Job;
+    use jobqueue_runner::{Registry, RunnerConfig};
+    use jobqueue_tests::jobs::{Noop, StepJob, create_side_tables};
+    use jobqueue_tests::{WAIT_LIMIT, scalar, start_runner};
+
+    let db = TestDb::new();
+    let mut conn = db.conn();
+    create_side_tables(&mut conn);
+    let config = |name: &str| {
+        let mut config = RunnerConfig::new(&db.url).concurrency(2);
+        config.worker_id = name.to_owned();
+        config.poll_interval = Duration::from_millis(200);
+        config
+    };
+    let count = |conn: &mut diesel::PgConnection, query: &str| scalar(conn, query);
+    let steps = start_runner(config("steps"), Registry::new().register::<StepJob>());
+    let noops = start_runner(config("noops"), Registry::new().register::<Noop>());
+    wait_for("both runners registered", WAIT_LIMIT, || {
+        count(&mut conn, "SELECT count(*) AS n FROM jobqueue_runners") == 2
+    });
+    // Jobs of both types, each worked by its own runner: the runner of
+    // no-ops claims beside a live runner of steps, and leaves steps alone.
+    for n in 0..20 {
+        Noop { n }.enqueue(&mut conn).expect("enqueue");
+        StepJob {
+            n: n as i64,
+            ms: 0,
+            fail: false,
+        }
+        .enqueue(&mut conn)
+        .expect("enqueue");
+    }
+    wait_for("both runners' jobs done", WAIT_LIMIT, || {
+        noops.stats().completed == 20 && steps.stats().completed == 20
+    });
+    assert_eq!(
+        noops.stats().unhandled,
+        0,
+        "steps were left to their runner"
+    );
+    steps.shutdown();
+    wait_for(
+        "the runner of steps gone from the registry",
+        WAIT_LIMIT,
+        || count(&mut conn, "SELECT count(*) AS n FROM jobqueue_runners") == 1,
+    );
+    for n in 100..120 {
+        StepJob {
+            n,
+            ms: 0,
+            fail: false,
+        }
+        .enqueue(&mut conn)
+        .expect("enqueue");
+    }
+    wait_for("the new steps set aside", WAIT_LIMIT, || {
+        count(
+            &mut conn,
+            "SELECT count(*) AS n FROM jobqueue_jobs WHERE status = 'unhandled'",
+        ) == 20
+    });
+    let claimed = count(
+        &mut conn,
+        "SELECT count(*) AS n FROM jobqueue_jobs WHERE job_type = 'test.step' AND attempts > 0 \
+         AND status <> 'completed'",
+    );
+    noops.shutdown();
+    assert_eq!(
+        claimed, 0,
+        "no step was claimed by the runner without its handler"
+    );
+}
+
 /// Two runners of one queue with different handlers (a rolling deploy that
 /// adds a type): each leaves the other's jobs to it instead of setting
 /// them aside. A runner that started before the other knows of it by its
