@@ -4,9 +4,11 @@
 
 use std::time::Duration;
 
-use jobqueue_core::JobOptions;
+use jobqueue_core::{Job, JobOptions};
+use jobqueue_runner::{Registry, RunnerConfig};
 use jobqueue_tests::fault::{Proc, runner_flags};
-use jobqueue_tests::{TestDb, put, run_cli, wait_for};
+use jobqueue_tests::jobs::{Noop, StepJob, create_side_tables};
+use jobqueue_tests::{TestDb, WAIT_LIMIT, put, run_cli, scalar, start_runner, wait_for};
 
 const WORKER: &str = env!("CARGO_BIN_EXE_jobqueue-test-worker");
 
@@ -91,6 +93,30 @@ fn runners_register_stay_seen_show_as_gone_when_killed_and_leave_when_stopped() 
     );
 }
 
+/// A runner of 2 workers named `name`, which reads the registry and
+/// rescues every 200 ms.
+fn named(db: &TestDb, name: &str) -> RunnerConfig {
+    let mut config = RunnerConfig::new(&db.url).concurrency(2);
+    config.worker_id = name.to_owned();
+    config.poll_interval = Duration::from_millis(200);
+    config.rescue_interval = Duration::from_millis(200);
+    config
+}
+
+/// A no-op and a step job for each of `ns`.
+fn enqueue_both(conn: &mut diesel::PgConnection, ns: std::ops::Range<u64>) {
+    for n in ns {
+        Noop { n }.enqueue(conn).expect("enqueue");
+        StepJob {
+            n: n as i64,
+            ms: 0,
+            fail: false,
+        }
+        .enqueue(conn)
+        .expect("enqueue");
+    }
+}
+
 /// A runner that left a type to the other runner of its queue, which
 /// handled it, sets that type's jobs aside once the other is gone. Its
 /// claims skip the types it read as handled elsewhere
@@ -101,38 +127,18 @@ fn runners_register_stay_seen_show_as_gone_when_killed_and_leave_when_stopped() 
 /// none lost.
 #[test]
 fn a_type_left_to_a_runner_that_stopped_is_set_aside_after_the_next_read() {
-    use jobqueue_core::Job;
-    use jobqueue_runner::{Registry, RunnerConfig};
-    use jobqueue_tests::jobs::{Noop, StepJob, create_side_tables};
-    use jobqueue_tests::{WAIT_LIMIT, scalar, start_runner};
-
     let db = TestDb::new();
     let mut conn = db.conn();
     create_side_tables(&mut conn);
-    let config = |name: &str| {
-        let mut config = RunnerConfig::new(&db.url).concurrency(2);
-        config.worker_id = name.to_owned();
-        config.poll_interval = Duration::from_millis(200);
-        config
-    };
     let count = |conn: &mut diesel::PgConnection, query: &str| scalar(conn, query);
-    let steps = start_runner(config("steps"), Registry::new().register::<StepJob>());
-    let noops = start_runner(config("noops"), Registry::new().register::<Noop>());
+    let steps = start_runner(named(&db, "steps"), Registry::new().register::<StepJob>());
+    let noops = start_runner(named(&db, "noops"), Registry::new().register::<Noop>());
     wait_for("both runners registered", WAIT_LIMIT, || {
         count(&mut conn, "SELECT count(*) AS n FROM jobqueue_runners") == 2
     });
     // Jobs of both types, each worked by its own runner: the runner of
     // no-ops claims beside a live runner of steps, and leaves steps alone.
-    for n in 0..20 {
-        Noop { n }.enqueue(&mut conn).expect("enqueue");
-        StepJob {
-            n: n as i64,
-            ms: 0,
-            fail: false,
-        }
-        .enqueue(&mut conn)
-        .expect("enqueue");
-    }
+    enqueue_both(&mut conn, 0..20);
     wait_for("both runners' jobs done", WAIT_LIMIT, || {
         noops.stats().completed == 20 && steps.stats().completed == 20
     });
@@ -184,44 +190,24 @@ fn a_type_left_to_a_runner_that_stopped_is_set_aside_after_the_next_read() {
 /// first set them aside again.
 #[test]
 fn runners_with_different_handlers_on_one_queue_leave_each_other_their_jobs() {
-    use jobqueue_core::Job;
-    use jobqueue_runner::{Registry, RunnerConfig};
-    use jobqueue_tests::jobs::{Noop, StepJob, create_side_tables};
-    use jobqueue_tests::{WAIT_LIMIT, scalar, start_runner};
-
     let db = TestDb::new();
     let mut conn = db.conn();
     create_side_tables(&mut conn);
-    let config = |name: &str| {
-        let mut config = RunnerConfig::new(&db.url).concurrency(2);
-        config.worker_id = name.to_owned();
-        config.rescue_interval = Duration::from_millis(200);
-        config
-    };
     let registered = |conn: &mut diesel::PgConnection, name: &str| {
         scalar(
             conn,
             &format!("SELECT count(*) AS n FROM jobqueue_runners WHERE worker_id = '{name}'"),
         ) == 1
     };
-    let steps = start_runner(config("steps"), Registry::new().register::<StepJob>());
+    let steps = start_runner(named(&db, "steps"), Registry::new().register::<StepJob>());
     wait_for("the first runner registered", WAIT_LIMIT, || {
         registered(&mut conn, "steps")
     });
-    let noops = start_runner(config("noops"), Registry::new().register::<Noop>());
+    let noops = start_runner(named(&db, "noops"), Registry::new().register::<Noop>());
     wait_for("the second runner registered", WAIT_LIMIT, || {
         registered(&mut conn, "noops")
     });
-    for n in 0..200 {
-        Noop { n }.enqueue(&mut conn).expect("enqueue");
-        StepJob {
-            n: n as i64,
-            ms: 0,
-            fail: false,
-        }
-        .enqueue(&mut conn)
-        .expect("enqueue");
-    }
+    enqueue_both(&mut conn, 0..200);
     wait_for("every job done", WAIT_LIMIT, || {
         noops.stats().completed + steps.stats().completed == 400
     });

@@ -7,13 +7,11 @@
 //! burn-down is held against: what the same server does for the same
 //! no-op jobs with nothing between.
 
-use std::sync::{Arc, Barrier};
-use std::time::Instant;
-
 use diesel::connection::SimpleConnection;
 use diesel::sql_types::BigInt;
 use diesel::{Connection, PgConnection, RunQueryDsl};
 
+use super::burn::at_once;
 use super::{Row, Sizes, db};
 use crate::ToolError;
 
@@ -63,15 +61,15 @@ fn fill(conn: &mut PgConnection, n: usize) -> Result<(), ToolError> {
         .map_err(db)
 }
 
+/// A connection with the bare queue's statements prepared.
+fn connect(url: &str) -> Result<PgConnection, ToolError> {
+    let mut conn = PgConnection::establish(url).map_err(db)?;
+    conn.batch_execute(PREPARE).map_err(db)?;
+    Ok(conn)
+}
+
 /// One connection's loop: claim a batch, delete it, until none is left.
-/// Waits at `barrier` once connected (or failed to: the others are not
-/// left waiting).
-fn work(url: &str, batch: i64, barrier: &Barrier) -> Result<(), ToolError> {
-    let connected = PgConnection::establish(url)
-        .map_err(db)
-        .and_then(|mut conn| conn.batch_execute(PREPARE).map_err(db).map(|()| conn));
-    barrier.wait();
-    let mut conn = connected?;
+fn work(mut conn: PgConnection, batch: i64) -> Result<(), ToolError> {
     loop {
         // EXECUTE takes no protocol parameters: its arguments are
         // literals (numbers this loop made, nothing quoted).
@@ -97,22 +95,13 @@ pub(crate) fn burn_down(url: &str, sizes: &Sizes, runs: usize) -> Result<Row, To
     let result = (|| {
         for _ in 0..runs {
             fill(&mut conn, n)?;
-            let barrier = Arc::new(Barrier::new(sizes.floor_threads + 1));
-            let handles: Vec<_> = (0..sizes.floor_threads)
-                .map(|_| {
-                    let (url, barrier) = (url.to_owned(), Arc::clone(&barrier));
-                    let batch = sizes.floor_batch;
-                    std::thread::spawn(move || work(&url, batch, &barrier))
-                })
-                .collect();
-            barrier.wait();
-            let started = Instant::now();
-            for handle in handles {
-                handle
-                    .join()
-                    .map_err(|_| ToolError::Usage("a bare-queue thread panicked".into()))??;
-            }
-            rates.push(n as f64 / started.elapsed().as_secs_f64());
+            let (url, batch) = (url.to_owned(), sizes.floor_batch);
+            let took = at_once(
+                sizes.floor_threads,
+                move |_| connect(&url),
+                move |conn| work(conn, batch),
+            )?;
+            rates.push(n as f64 / took.as_secs_f64());
         }
         Ok::<_, ToolError>(())
     })();

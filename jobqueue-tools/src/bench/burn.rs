@@ -109,46 +109,72 @@ pub(crate) fn metrics_cost(url: &str, sizes: &Sizes, runs: usize) -> Result<Vec<
     ])
 }
 
+/// Runs `threads` loops at once, each on a connection of its own: each
+/// thread makes its connection with `connect` (given the thread's index),
+/// all wait until every one is made (or failed: none is left waiting),
+/// then each runs `work` on its connection. Returns the time from that
+/// start until the last thread ended, or the first error.
+pub(crate) fn at_once<S: 'static>(
+    threads: usize,
+    connect: impl Fn(usize) -> Result<S, ToolError> + Send + Sync + 'static,
+    work: impl Fn(S) -> Result<(), ToolError> + Send + Sync + 'static,
+) -> Result<Duration, ToolError> {
+    let barrier = Arc::new(Barrier::new(threads + 1));
+    let (connect, work) = (Arc::new(connect), Arc::new(work));
+    let handles: Vec<_> = (0..threads)
+        .map(|t| {
+            let (barrier, connect, work) = (
+                Arc::clone(&barrier),
+                Arc::clone(&connect),
+                Arc::clone(&work),
+            );
+            std::thread::spawn(move || {
+                let connected = connect(t);
+                barrier.wait();
+                work(connected?)
+            })
+        })
+        .collect();
+    barrier.wait();
+    let started = Instant::now();
+    for handle in handles {
+        handle
+            .join()
+            .map_err(|_| ToolError::Usage("a bench thread panicked".into()))??;
+    }
+    Ok(started.elapsed())
+}
+
 pub(crate) fn floor(url: &str, sizes: &Sizes, runs: usize) -> Result<Row, ToolError> {
     let mut conn = PgConnection::establish(url).map_err(db)?;
     let n = sizes.burn_jobs;
+    let batch = sizes.floor_batch;
     let mut rates = Vec::new();
     for _ in 0..runs {
         reset(&mut conn)?;
         insert(&mut conn, &build(n)?)?;
-        let barrier = Arc::new(Barrier::new(sizes.floor_threads + 1));
-        let handles: Vec<_> = (0..sizes.floor_threads)
-            .map(|t| {
-                let (url, barrier, batch) =
-                    (url.to_owned(), Arc::clone(&barrier), sizes.floor_batch);
-                std::thread::spawn(move || -> Result<(), ToolError> {
-                    let mut session = QueueSession::establish(&url)?;
-                    // As a runner of every queue claims while no queue has
-                    // a limit.
-                    let claim = Claim::new(format!("floor-{t}"))
-                        .limit(batch)
-                        .global_limits(GlobalLimits::Skip);
-                    barrier.wait();
-                    loop {
-                        let rows = session.claim(&claim)?;
-                        if rows.is_empty() {
-                            return Ok(());
-                        }
-                        let leases: Vec<_> = rows.iter().map(|row| row.lease()).collect();
-                        // As the runner completes by default: the row deleted.
-                        session.complete_and_delete_many(&leases)?;
-                    }
-                })
-            })
-            .collect();
-        barrier.wait();
-        let started = Instant::now();
-        for handle in handles {
-            handle
-                .join()
-                .map_err(|_| ToolError::Usage("a floor thread panicked".into()))??;
-        }
-        rates.push(n as f64 / started.elapsed().as_secs_f64());
+        let url = url.to_owned();
+        let took = at_once(
+            sizes.floor_threads,
+            move |t| {
+                // As a runner of every queue claims while no queue has a
+                // limit.
+                let claim = Claim::new(format!("floor-{t}"))
+                    .limit(batch)
+                    .global_limits(GlobalLimits::Skip);
+                Ok((QueueSession::establish(&url)?, claim))
+            },
+            |(mut session, claim)| loop {
+                let rows = session.claim(&claim)?;
+                if rows.is_empty() {
+                    return Ok(());
+                }
+                let leases: Vec<_> = rows.iter().map(|row| row.lease()).collect();
+                // As the runner completes by default: the row deleted.
+                session.complete_and_delete_many(&leases)?;
+            },
+        )?;
+        rates.push(n as f64 / took.as_secs_f64());
     }
     Ok(Row::new(
         format!(
