@@ -654,6 +654,7 @@ fn bench_runs_every_measurement() {
         "bare-SQL floor",
         "runner best burn-down / bare-SQL floor",
         "pickup latency p95",
+        "pickup latency p95 from enqueue start",
         "claim cost with history / empty",
         "drain from truncated table, 8 workers, 5000 jobs: worst / median",
         "drain from truncated table, 8 workers, 5000 jobs: WAL per job",

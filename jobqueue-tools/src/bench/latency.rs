@@ -41,19 +41,23 @@ fn wait_started(commits: &HashMap<u64, Instant>, timeout: Duration) {
 pub(crate) fn pickup(url: &str, sizes: &Sizes, runs: usize) -> Result<Vec<Row>, ToolError> {
     let mut conn = PgConnection::establish(url).map_err(db)?;
     let (mut p50, mut p95, mut p99) = (Vec::new(), Vec::new(), Vec::new());
+    let mut from_start = Vec::new();
     for _ in 0..runs {
         reset(&mut conn)?;
         let runner = Runner::new(RunnerConfig::new(url), super::registry()).start()?;
         std::thread::sleep(Duration::from_millis(500));
         noop::record_starts();
-        let mut commits = HashMap::new();
+        let (mut begun, mut commits) = (HashMap::new(), HashMap::new());
         for seq in 1..=sizes.pickup_jobs as u64 {
+            begun.insert(seq, Instant::now());
             BenchNoop { seq }.enqueue(&mut conn)?;
             commits.insert(seq, Instant::now());
             std::thread::sleep(sizes.pickup_pause);
         }
         wait_started(&commits, Duration::from_secs(10));
-        let lat = latencies(&commits, &noop::take_starts());
+        let starts = noop::take_starts();
+        let lat = latencies(&commits, &starts);
+        from_start.push(quantile(&latencies(&begun, &starts), 0.95));
         runner.shutdown();
         if lat.len() < commits.len() {
             return Err(ToolError::Usage(format!(
@@ -76,6 +80,15 @@ pub(crate) fn pickup(url: &str, sizes: &Sizes, runs: usize) -> Result<Vec<Row>, 
         Row::new(name(50), "ms", p50).note("enqueue commit -> handler start"),
         Row::new(name(95), "ms", p95),
         Row::new(name(99), "ms", p99),
+        Row::new(
+            format!(
+                "pickup latency p95 from enqueue start, idle runner, {} jobs",
+                sizes.pickup_jobs
+            ),
+            "ms",
+            from_start,
+        )
+        .note("the insert and its commit included; target ≤ 3.0 ms"),
     ])
 }
 
