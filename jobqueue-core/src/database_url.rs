@@ -97,7 +97,7 @@ pub fn with_database(url: &str, database: &str) -> Result<String> {
     let base = head[authority_start..]
         .find('/')
         .map_or(head.as_str(), |slash| &head[..authority_start + slash]);
-    let path = percent_encoding::utf8_percent_encode(database, QUERY_VALUE);
+    let path = percent_encoding::utf8_percent_encode(database, PATH_SEGMENT);
     Ok(join_options(url, &format!("{base}/{path}"), &options))
 }
 
@@ -180,6 +180,14 @@ const QUERY_VALUE: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUM
     .remove(b',')
     .remove(b':');
 
+/// The characters a database name keeps as they are in a URI's path (one
+/// segment: a `/` is encoded); every other byte is percent-encoded.
+const PATH_SEGMENT: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b'~');
+
 /// Puts `head` and `options` back together in `url`'s form.
 pub fn join_options(url: &str, head: &str, options: &[(String, String)]) -> String {
     if is_uri(url) {
@@ -226,8 +234,8 @@ mod tests {
         }
         // A name the path cannot hold as it is, encoded.
         assert_eq!(
-            with_database("postgres://h/app", "a b").expect("a URL"),
-            "postgres://h/a%20b"
+            with_database("postgres://h/app", "a b/c").expect("a URL"),
+            "postgres://h/a%20b%2Fc"
         );
         assert!(with_database("host", "t").is_err());
     }

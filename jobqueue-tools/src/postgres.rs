@@ -597,7 +597,6 @@ fn is_root() -> Result<bool, ServerError> {
     Ok(meta.uid() == 0)
 }
 
-/// The newest directory holding `initdb`, `pg_ctl` and `postgres`.
 /// Whether the PostgreSQL server this machine's binaries start can load
 /// the shared library `name` (a contrib module such as
 /// `pg_stat_statements`): the binaries' `../lib/<name>.so`, as Debian's
@@ -609,6 +608,7 @@ pub fn server_has_library(name: &str) -> bool {
     })
 }
 
+/// The newest directory holding `initdb`, `pg_ctl` and `postgres`.
 fn find_bin_dir() -> Option<PathBuf> {
     let complete = |dir: &Path| {
         ["initdb", "pg_ctl", "postgres"]
