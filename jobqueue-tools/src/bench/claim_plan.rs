@@ -37,7 +37,7 @@ struct ClaimCost {
 
 /// Whether the server at `conn` has `pg_stat_statements` loaded, with
 /// planning tracked.
-pub(crate) fn available(conn: &mut PgConnection) -> Result<bool, ToolError> {
+fn available(conn: &mut PgConnection) -> Result<bool, ToolError> {
     let setting = |conn: &mut PgConnection, name: &str| -> Result<String, ToolError> {
         Ok(diesel::sql_query(format!(
             "SELECT coalesce(current_setting('{name}', true), '') AS value"
@@ -75,9 +75,20 @@ fn claim_costs(url: &str, conn: &mut PgConnection, n: usize) -> Result<ClaimCost
     .map_err(db)
 }
 
-pub(crate) fn measure(url: &str, sizes: &Sizes, runs: usize) -> Result<Vec<Row>, ToolError> {
+/// The rows, where the server has `pg_stat_statements` loaded; where it
+/// has not, an error when `named` (`--only plan`), else no row (a run of
+/// every measurement).
+pub(crate) fn measure(
+    url: &str,
+    sizes: &Sizes,
+    runs: usize,
+    named: bool,
+) -> Result<Vec<Row>, ToolError> {
     let mut conn = PgConnection::establish(url).map_err(db)?;
     if !available(&mut conn)? {
+        if !named {
+            return Ok(Vec::new());
+        }
         return Err(ToolError::Usage(
             "--only plan reads pg_stat_statements, which this server has not loaded \
              (shared_preload_libraries, with pg_stat_statements.track_planning = on): \

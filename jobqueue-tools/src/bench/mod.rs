@@ -257,6 +257,16 @@ impl Row {
         self
     }
 
+    /// This row's values over `base`'s, run by run (the runs of one
+    /// measurement pair up with those of its baseline in the same run).
+    pub(crate) fn over(&self, base: &Row) -> Vec<f64> {
+        self.values
+            .iter()
+            .zip(&base.values)
+            .map(|(value, base)| value / base)
+            .collect()
+    }
+
     pub(crate) fn median(&self) -> f64 {
         median(&self.values)
     }
@@ -440,7 +450,6 @@ pub fn run(server_url: &str, options: &BenchOptions) -> Result<(), ToolError> {
         "min – max",
         "unit"
     );
-    let mut burn_best: Option<Row> = None;
     let mut burn_rows: Vec<Row> = Vec::new();
     if wanted("bulk") {
         enqueue::bulk(&url, &sizes, runs)?.print();
@@ -458,12 +467,6 @@ pub fn run(server_url: &str, options: &BenchOptions) -> Result<(), ToolError> {
     if wanted("burn") {
         for row in burn::burn_down(&url, &sizes, runs)? {
             row.print();
-            if burn_best
-                .as_ref()
-                .is_none_or(|best| row.median() > best.median())
-            {
-                burn_best = Some(row.clone());
-            }
             burn_rows.push(row);
         }
     }
@@ -474,38 +477,41 @@ pub fn run(server_url: &str, options: &BenchOptions) -> Result<(), ToolError> {
             .iter()
             .find(|row| row.name.starts_with("burn-down, 8 workers"))
         {
-            let ratios = eight
-                .values
-                .iter()
-                .zip(&bare.values)
-                .map(|(runner, bare)| runner / bare)
-                .collect();
-            Row::new("burn-down, 8 workers / bare-SQL queue", "ratio", ratios)
-                .note("same run; target ≥ 0.95")
-                .print();
+            Row::new(
+                "burn-down, 8 workers / bare-SQL queue",
+                "ratio",
+                eight.over(&bare),
+            )
+            .note("same run; target ≥ 0.95")
+            .print();
         }
     }
     if wanted("floor") {
         let floor = burn::floor(&url, &sizes, runs)?;
         floor.print();
-        if let Some(best) = &burn_best {
-            let ratios: Vec<f64> = best
-                .values
-                .iter()
-                .zip(&floor.values)
-                .map(|(runner, bare)| runner / bare)
-                .collect();
-            Row::new("runner best burn-down / bare-SQL floor", "ratio", ratios)
-                .note(format!("best: {}", best.name))
-                .print();
+        // The fastest burn-down (the first of equals).
+        let best = burn_rows.iter().reduce(|best, row| {
+            if row.median() > best.median() {
+                row
+            } else {
+                best
+            }
+        });
+        if let Some(best) = best {
+            Row::new(
+                "runner best burn-down / bare-SQL floor",
+                "ratio",
+                best.over(&floor),
+            )
+            .note(format!("best: {}", best.name))
+            .print();
         }
     }
     // Named, it needs pg_stat_statements; a run of everything takes it
     // where the server has it loaded.
-    if options.only.iter().any(|o| o == "plan")
-        || (options.only.is_empty() && claim_plan::available(&mut conn)?)
-    {
-        claim_plan::measure(&url, &sizes, runs)?
+    if wanted("plan") {
+        let named = !options.only.is_empty();
+        claim_plan::measure(&url, &sizes, runs, named)?
             .iter()
             .for_each(Row::print);
     }
