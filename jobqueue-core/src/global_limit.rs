@@ -19,11 +19,7 @@ impl GlobalLimit {
     /// `i32::MAX`.
     pub fn new(most: u32) -> Result<Self> {
         if most == 0 || i32::try_from(most).is_err() {
-            return Err(invalid(format!(
-                "{most} is not a limit: give at least 1 and at most {} (to stop a queue, pause \
-                 it; to lift the limit, remove it)",
-                i32::MAX
-            )));
+            return Err(not_a_limit(most));
         }
         Ok(GlobalLimit { most })
     }
@@ -51,14 +47,10 @@ impl TryFrom<i64> for GlobalLimit {
 
     /// A count as given (a command line's): 1 or more.
     fn try_from(n: i64) -> Result<Self> {
-        if n < 1 || n > i64::from(i32::MAX) {
-            return Err(invalid(format!(
-                "{n} is not a limit: give at least 1 and at most {} (to stop a queue, pause \
-                 it; to lift the limit, remove it)",
-                i32::MAX
-            )));
-        }
-        GlobalLimit::new(u32::try_from(n).unwrap_or(u32::MAX))
+        // Out of `u32`, out of range: named as given, not as clamped.
+        u32::try_from(n)
+            .map_err(|_| not_a_limit(n))
+            .and_then(GlobalLimit::new)
     }
 }
 
@@ -76,6 +68,15 @@ impl FromStr for GlobalLimit {
             ))),
         }
     }
+}
+
+/// `n`, given as a limit, refused: what a limit is, and what to do instead.
+fn not_a_limit(n: impl fmt::Display) -> Error {
+    invalid(format!(
+        "{n} is not a limit: give at least 1 and at most {} (to stop a queue, pause it; to \
+         lift the limit, remove it)",
+        i32::MAX
+    ))
 }
 
 fn invalid(reason: String) -> Error {

@@ -38,6 +38,17 @@ struct Notes {
     in_flight: Option<Instant>,
 }
 
+impl Notes {
+    /// The unwritten note, taken for a write: in flight until it returns.
+    fn take(&mut self) -> Option<Progress> {
+        let taken = self.unwritten.take();
+        if taken.is_some() {
+            self.in_flight = Some(Instant::now());
+        }
+        taken
+    }
+}
+
 /// A note is being written by another write (see the module's docs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct InFlight;
@@ -75,12 +86,7 @@ impl ProgressNote {
     /// Takes what is noted, to be written (its events: all of the claim so
     /// far); `None` if nothing was reported since the last take.
     pub(crate) fn take(&self) -> Option<Progress> {
-        let mut notes = lock(&self.notes);
-        let taken = notes.unwritten.take();
-        if taken.is_some() {
-            notes.in_flight = Some(Instant::now());
-        }
-        taken
+        lock(&self.notes).take()
     }
 
     /// For the write of a job's outcome: what is noted, taken as [`take`]
@@ -96,11 +102,7 @@ impl ProgressNote {
         {
             return Err(InFlight);
         }
-        let taken = notes.unwritten.take();
-        if taken.is_some() {
-            notes.in_flight = Some(Instant::now());
-        }
-        Ok(taken)
+        Ok(notes.take())
     }
 
     /// The write of the note taken last returned successfully.
