@@ -45,6 +45,12 @@ counts! {
     /// because a long transaction held the xmin horizon (see the guide's
     /// runner chapter, `docs/src/runner.md`, "long transactions").
     resumed_claims,
+    /// Claims sent while another of the runner's claims of a backlog was
+    /// under way (two batches at once, on two connections).
+    overlapped_claims,
+    /// Early claims: of queues announced while the runner was busy, sent
+    /// beside its claims of a backlog (see the guide's runner chapter).
+    early_claims,
     /// Jobs completed (by the runner or by their handler's transaction).
     completed,
     /// Failed attempts sent back to pending for a retry.

@@ -2,9 +2,10 @@
 //! and graceful shutdown.
 //!
 //! ```text
-//!  listener ──wake──> fetcher ──jobs─┐   ┌──> worker ──┐
-//!         └──wake──> early claims ───┼───┼──> ...    ──┼──outcomes──> completer
-//!                     (dispatch: one line per queue) └──> worker ──┘   (outcome_writes.rs)
+//!  listener ──announce──> fetcher ──jobs──┐   ┌──> worker ──┐
+//!       claims-0, claims-1 <─claims─┘ ^         ├───┼──> ...    ──┼──outcomes──> completer
+//!                 └─────reports───────┘         │   └──> worker ──┘   (outcome_writes.rs)
+//!                     (dispatch: one line per queue)
 //!  completer ──room freed: wake──> fetcher;  ──finished keys──> admitter ──wake──> fetcher
 //!  lease keeper: renews leases of in-flight jobs (a lost one: wake), own connection
 //!  maintenance: one scheduler of the services in maintenance/ (promote, admit keys,
@@ -395,7 +396,9 @@ impl RunnerHandle {
             return self.summary(0, panicked_threads);
         };
         join(threads.claimer.fetcher);
-        join(threads.claimer.early);
+        for connection in threads.claimer.connections {
+            join(connection);
+        }
         // No worker starts from now on; the handle keeps one sender of the
         // outcome channel to hand back what stuck workers never started.
         let senders = lock(&self.workers.senders).take();

@@ -25,6 +25,7 @@ mod browser_harness;
 mod chaos;
 mod claim_concurrency;
 mod claim_order;
+mod claim_overlap;
 mod claim_spread;
 mod cli;
 mod cli_completions;

@@ -1,81 +1,76 @@
-//! The queues announced by notifications and not yet claimed by the early
-//! claims (see `early.rs`), numbered as they come, so that one announced
-//! again during an early claim stays announced.
+//! The queues announced by notifications, for the early claims (see
+//! `early.rs`): the fetcher's own, changed only by its loop.
 
-use std::collections::{HashMap, HashSet};
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::collections::{BTreeSet, HashSet};
 
-use crate::sync::lock;
-
-/// The queues announced since the early claims last took them.
+/// The queues announced and not yet claimed by an early claim.
 #[derive(Default)]
 pub(super) struct Announced {
-    queues: Mutex<HashMap<String, Announcement>>,
-    count: AtomicU64,
-}
-
-/// A queue's latest announcement.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-struct Announcement {
-    /// Which one it is (they are numbered as they come).
-    number: u64,
-    /// Whether the fetcher left the queue out of a claim since.
+    /// Announced since the last early claim took them (in name order, as a
+    /// claim names its queues).
+    pending: BTreeSet<String>,
+    /// Taken by the early claim under way.
+    in_early: Vec<String>,
+    /// Whether a fetch claim left some of them out since the last early
+    /// claim returned: the fetcher must claim again once it does, since
+    /// the early claim may have left some of their jobs.
     left_out: bool,
 }
 
 impl Announced {
-    /// New jobs are due in `queue`.
-    pub(super) fn add(&self, queue: String) {
-        let number = self.count.fetch_add(1, Ordering::Relaxed);
-        let mut queues = lock(&self.queues);
-        let left_out = queues.get(&queue).is_some_and(|last| last.left_out);
-        queues.insert(queue, Announcement { number, left_out });
+    /// New jobs are due in `queue`. One announced again while an early
+    /// claim of it is under way stays announced: its job may have
+    /// committed after the claim began.
+    pub(super) fn add(&mut self, queue: String) {
+        self.pending.insert(queue);
     }
 
-    /// Whether no queue is announced (most of the time).
+    /// Whether no queue is announced or being claimed early.
     pub(super) fn is_empty(&self) -> bool {
-        lock(&self.queues).is_empty()
+        self.pending.is_empty() && self.in_early.is_empty()
     }
 
-    /// The queues announced so far, with their announcements' numbers.
-    pub(super) fn taken(&self) -> Vec<(String, u64)> {
-        lock(&self.queues)
+    /// Whether queues wait for an early claim.
+    pub(super) fn any_pending(&self) -> bool {
+        !self.pending.is_empty()
+    }
+
+    /// Takes the announced queues for an early claim: those not `busy`
+    /// (the others' jobs are the fetch claims', which take them as always).
+    pub(super) fn take_for_early(&mut self, busy: &HashSet<String>) -> Vec<String> {
+        let pending = std::mem::take(&mut self.pending);
+        self.in_early = pending
+            .into_iter()
+            .filter(|queue| !busy.contains(queue))
+            .collect();
+        self.in_early.clone()
+    }
+
+    /// The early claim returned. Returns whether the fetcher must claim at
+    /// once (it left some of the queues out meanwhile).
+    pub(super) fn early_returned(&mut self) -> bool {
+        self.in_early.clear();
+        std::mem::take(&mut self.left_out)
+    }
+
+    /// Early claims are off: the fetch claims take every queue. Returns
+    /// whether the fetcher must claim at once (as `early_returned`).
+    pub(super) fn early_off(&mut self) -> bool {
+        self.pending.clear();
+        self.in_early.is_empty() && std::mem::take(&mut self.left_out)
+    }
+
+    /// The queues a fetch claim leaves out for the early claims: those
+    /// announced or being claimed early, except the `busy` ones.
+    pub(super) fn left_out_except(&mut self, busy: &HashSet<String>) -> Vec<String> {
+        let left: Vec<String> = self
+            .pending
             .iter()
-            .map(|(queue, last)| (queue.clone(), last.number))
-            .collect()
-    }
-
-    /// Forgets the `taken` queues, except those announced again since.
-    /// Returns whether the fetcher left any of those forgotten out of a
-    /// claim (it must be woken: the early claim may have left some of
-    /// their jobs).
-    pub(super) fn forget(&self, taken: &[(String, u64)]) -> bool {
-        let mut queues = lock(&self.queues);
-        let mut left_out = false;
-        for (queue, number) in taken {
-            if let Some(last) = queues.get(queue)
-                && last.number == *number
-            {
-                left_out |= last.left_out;
-                queues.remove(queue);
-            }
-        }
-        left_out
-    }
-
-    /// The queues the fetcher leaves out of its next claim while early
-    /// claims are on, for the early claim under way or
-    /// about to start: those announced, except the `busy` ones.
-    pub(super) fn left_out_except(&self, busy: &HashSet<String>) -> Vec<String> {
-        let mut queues = lock(&self.queues);
-        let mut left = Vec::new();
-        for (queue, last) in queues.iter_mut() {
-            if !busy.contains(queue) {
-                last.left_out = true;
-                left.push(queue.clone());
-            }
-        }
+            .chain(&self.in_early)
+            .filter(|queue| !busy.contains(*queue))
+            .cloned()
+            .collect();
+        self.left_out |= !left.is_empty();
         left
     }
 }
@@ -89,8 +84,8 @@ mod tests {
     }
 
     #[test]
-    fn the_fetcher_leaves_out_announced_queues_but_busy_ones() {
-        let announced = Announced::default();
+    fn a_fetch_claim_leaves_out_announced_queues_but_busy_ones() {
+        let mut announced = Announced::default();
         announced.add("quiet".into());
         announced.add("bulk".into());
         assert_eq!(announced.left_out_except(&busy(&["bulk"])), ["quiet"]);
@@ -99,24 +94,27 @@ mod tests {
                 .left_out_except(&busy(&["bulk", "quiet"]))
                 .is_empty()
         );
+        // An early claim takes the quiet one; the bulk one is the fetcher's.
+        assert_eq!(announced.take_for_early(&busy(&["bulk"])), ["quiet"]);
+        assert!(!announced.any_pending());
+        assert_eq!(announced.left_out_except(&busy(&[])), ["quiet"]);
+        assert!(announced.early_returned(), "the fetcher left one out");
+        assert!(announced.is_empty());
+        assert!(!announced.early_returned(), "woken once");
     }
 
     #[test]
     fn a_queue_announced_again_during_an_early_claim_stays_announced() {
-        let announced = Announced::default();
+        let mut announced = Announced::default();
         announced.add("quiet".into());
-        announced.add("other".into());
-        let taken = announced.taken();
-        // Announced again while the early claim is under way: its job may
-        // have committed after the claim began, so the next claim takes it.
+        assert_eq!(announced.take_for_early(&busy(&[])), ["quiet"]);
         announced.add("quiet".into());
-        assert!(!announced.forget(&taken), "nothing was left out");
+        assert!(!announced.early_returned(), "nothing was left out");
+        assert!(announced.any_pending());
+        // Early claims went off with it still announced: the fetch claims
+        // take it, at once if one left it out.
         assert_eq!(announced.left_out_except(&busy(&[])), ["quiet"]);
-        assert!(
-            announced.forget(&announced.taken()),
-            "the fetcher left one out"
-        );
+        assert!(announced.early_off());
         assert!(announced.is_empty());
-        assert!(!announced.forget(&[]), "woken once");
     }
 }

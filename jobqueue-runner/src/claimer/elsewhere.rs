@@ -3,34 +3,27 @@
 //! jobs for that runner instead of setting them aside (which it would take
 //! back, and this one set aside again, over and over).
 
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use crate::db::Db;
 use crate::shared::Shared;
-use crate::sync::lock;
 
-/// What the fetcher last read, for both claim threads.
-#[derive(Default)]
-pub(super) struct HandledElsewhere {
-    types: Mutex<Vec<String>>,
-}
-
-impl HandledElsewhere {
-    /// The types as last read (none before the first read: this runner
-    /// sets aside what it has no handler for, as a runner alone does).
-    pub(super) fn types(&self) -> Vec<String> {
-        lock(&self.types).clone()
-    }
-}
-
-/// When the fetcher last read the types handled elsewhere.
+/// The fetcher's last read of the types handled elsewhere, and when it was
+/// made.
 #[derive(Default)]
 pub(super) struct ElsewhereRead {
+    /// None before the first read: this runner sets aside what it has no
+    /// handler for, as a runner alone does.
+    types: Vec<String>,
     read_at: Option<Instant>,
 }
 
 impl ElsewhereRead {
+    /// The types as last read.
+    pub(super) fn types(&self) -> &[String] {
+        &self.types
+    }
+
     /// Reads them again before the next claim: a claim set jobs aside,
     /// which may belong to a runner started since the last read (at most
     /// one claim's worth is set aside, not every job of its type met until
@@ -39,15 +32,9 @@ impl ElsewhereRead {
         self.read_at = None;
     }
 
-    /// Reads them again into `seen` if the last read is older than `age`
-    /// (a failed read keeps what was read before).
-    pub(super) fn refresh_if_older(
-        &mut self,
-        shared: &Shared,
-        seen: &HandledElsewhere,
-        db: &mut Db,
-        age: Duration,
-    ) {
+    /// Reads them again if the last read is older than `age` (a failed
+    /// read keeps what was read before).
+    pub(super) fn refresh_if_older(&mut self, shared: &Shared, db: &mut Db, age: Duration) {
         if self.read_at.is_some_and(|at| at.elapsed() < age) {
             return;
         }
@@ -60,7 +47,7 @@ impl ElsewhereRead {
                 &shared.job_types,
             )
         }) {
-            *lock(&seen.types) = types;
+            self.types = types;
             self.read_at = Some(Instant::now());
         }
     }

@@ -1,20 +1,25 @@
 //! The claimer: the one part of the runner that decides what to claim and
 //! when, and hands what it claimed to the workers.
 //!
-//! Two threads claim, and only they: the fetcher ([`fetcher`]), which
-//! claims batches whenever the workers have room, and the early claims
-//! ([`early`]), which take a quiet queue's new jobs at once while the
-//! fetcher is busy with a backlog. What they decide on is the claimer's own
-//! state, [`Claimer`]: the runner's room ([`room`]: jobs held against its
-//! capacity, the early reserve, its own per-queue limits), the queues
-//! announced by notifications ([`announced`]), where claims of each queue
-//! resume while a long transaction holds the xmin horizon ([`resume`], the
-//! fetcher's alone), whether the queues have global limits ([`limits`]),
-//! and the wake-ups. The rest of the runner reaches it through three
-//! calls: [`Claimer::announce`] (the listener), [`Claimer::wake`]
-//! (maintenance, after it made jobs due) and [`Claimer::finished`] (the
-//! completer and the lease keeper, when a job stops counting against the
-//! room). Both threads hand jobs on through [`deliver`].
+//! One thread decides, the fetcher ([`fetcher`]), and owns what it decides
+//! on: the queues announced by notifications ([`announced`]), where claims
+//! of each queue resume while a long transaction holds the xmin horizon
+//! ([`resume`]), whether the queues have global limits ([`limits`]), the
+//! types other runners handle ([`elsewhere`]), the claims under way
+//! ([`under_way`]). Its claims run on the claim connections
+//! ([`connections`]), two threads that only run what it sends them: a batch
+//! for the workers' room, a second batch while the first runs when a
+//! backlog allows it, or an early claim of a quiet queue's new jobs while
+//! the runner is busy ([`early`], a mode of the fetcher's loop). What they
+//! claimed comes back to the fetcher, which delivers it ([`deliver`]).
+//!
+//! The rest of the runner reaches the claimer through messages and the
+//! runner's room ([`room`]: jobs held against its capacity, the early
+//! reserve, its own per-queue limits, counted by whoever holds or frees
+//! a job): [`Claimer::announce`] (the listener), [`Claimer::wake`]
+//! (maintenance and the admitter, after they made jobs due) and
+//! [`Claimer::finished`] (the completer and the lease keeper, when a job
+//! stops counting against the room).
 //!
 //! Every claim names the job types the runner has handlers for: the claim
 //! statement sets aside the other jobs it meets instead of claiming them,
@@ -27,24 +32,27 @@
 //! (`Claim::rotate`), so claims go round the queues in turn.
 
 mod announced;
+mod connections;
 mod deliver;
 mod early;
 mod elsewhere;
 mod fetcher;
 mod limits;
+mod pacing;
 mod queue_limits;
 mod resume;
 mod room;
+mod shed;
+mod under_way;
 mod waiting;
 
-use std::collections::{BTreeSet, HashSet};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 use crossbeam_channel::{Receiver, Sender, bounded, unbounded};
 
-pub(crate) use fetcher::HandBack;
+pub(crate) use shed::HandBack;
 
 use jobqueue_core::engine::QueueKey;
 
@@ -54,31 +62,11 @@ use crate::job_state::{InFlight, JobState};
 use crate::shared::Shared;
 use crate::sync::lock;
 
-/// The claimer's state, shared by its two threads and reached by the rest
-/// of the runner through [`announce`](Self::announce),
-/// [`wake`](Self::wake) and [`finished`](Self::finished).
+/// The claimer as the rest of the runner reaches it: the runner's room,
+/// and the ways to the fetcher and the admitter.
 pub(crate) struct Claimer {
     /// Jobs held against the runner's capacity, and its per-queue limits.
     room: room::Room,
-    /// The queues announced to the early claims and not yet claimed by
-    /// them: the fetcher leaves them to the early claims meanwhile.
-    announced: announced::Announced,
-    /// The queues whose claims resume (see `resume.rs`): early claims,
-    /// which read their queues from the start, leave them to the fetcher.
-    resuming: Mutex<HashSet<String>>,
-    /// The queues notifications announced while claims resume: how a
-    /// runner of every queue learns of queues new to it meanwhile.
-    announced_while_resuming: Mutex<HashSet<String>>,
-    /// Whether the fetcher's last claim found a backlog (at least as many
-    /// jobs as the early reserve): see `early.rs`.
-    backlog: AtomicBool,
-    /// Whether the runner's queues have global limits, as last read.
-    limits: limits::LimitsSeen,
-    /// The job types other live runners of its queues handle and it does
-    /// not, as last read: claims leave their jobs to them.
-    elsewhere: elsewhere::HandledElsewhere,
-    /// Whether the runner works every queue.
-    every_queue: bool,
     /// The queues and job types whose jobs claims set aside (no handler
     /// here) since the set-aside service last took them: that service
     /// sets aside the rest of each queue's backlog of the type.
@@ -93,51 +81,47 @@ pub(crate) struct Claimer {
     finished_rx: Receiver<Vec<QueueKey>>,
     /// Wakes the fetcher (capacity 1: wake-ups coalesce, none is lost).
     wake_fetcher: Sender<()>,
-    /// Wakes the early claims (capacity 1).
-    wake_early: Sender<()>,
+    /// Announces queues with new due jobs to the fetcher.
+    announce: Sender<String>,
 }
 
-/// The receiving ends of the claimer's wake-ups, for its threads.
-pub(crate) struct Wakeups {
-    fetcher: Receiver<()>,
-    early: Receiver<()>,
-}
+/// The receiving ends of the fetcher's wake-ups, for its thread.
+pub(crate) struct Wakeups(fetcher::Wakeups);
 
 /// The claimer's threads.
 pub(crate) struct Threads {
     pub(crate) fetcher: JoinHandle<()>,
-    pub(crate) early: JoinHandle<()>,
+    /// The claim connections', which end after the fetcher.
+    pub(crate) connections: Vec<JoinHandle<()>>,
 }
 
 impl Claimer {
     /// The claimer of a runner configured so, and its wake-ups.
     pub(crate) fn new(config: &RunnerConfig) -> (Arc<Claimer>, Wakeups) {
-        let (wake_fetcher, fetcher) = bounded(1);
-        let (wake_early, early) = bounded(1);
+        let (wake_fetcher, wake) = bounded(1);
+        // Unbounded: the fetcher takes every announcement waiting each
+        // time it is woken, and notifications of a queue are debounced.
+        let (announce, announced) = unbounded();
         // Unbounded: the admitter takes every list sent while it admitted
         // at once, so the lists waiting are those of one admission's time.
         let (finished, finished_rx) = unbounded();
         let claimer = Claimer {
             room: room::Room::new(config),
-            announced: announced::Announced::default(),
-            resuming: Mutex::default(),
-            announced_while_resuming: Mutex::default(),
-            backlog: AtomicBool::new(false),
-            limits: limits::LimitsSeen::default(),
-            elsewhere: elsewhere::HandledElsewhere::default(),
-            every_queue: config.queues.is_empty(),
             unhandled_met: Mutex::default(),
             waiting: waiting::Announced::default(),
             finished,
             finished_rx,
             wake_fetcher,
-            wake_early,
+            announce,
         };
-        (Arc::new(claimer), Wakeups { fetcher, early })
+        (
+            Arc::new(claimer),
+            Wakeups(fetcher::Wakeups { wake, announced }),
+        )
     }
 
-    /// Starts the fetcher and the early claims. `jobs`: the way to the
-    /// workers; `hand_back`: what the fetcher needs to hand jobs back;
+    /// Starts the fetcher and the claim connections. `jobs`: the way to
+    /// the workers; `hand_back`: what the fetcher needs to hand jobs back;
     /// `stop`: the shutdown broadcast.
     pub(crate) fn start(
         self: &Arc<Self>,
@@ -147,26 +131,15 @@ impl Claimer {
         wakeups: Wakeups,
         stop: Receiver<()>,
     ) -> std::io::Result<Threads> {
-        let (claimer, s) = (Arc::clone(self), Arc::clone(shared));
-        let (early_jobs, outcomes, early_stop) =
-            (jobs.clone(), hand_back.outcomes.clone(), stop.clone());
-        let early = std::thread::Builder::new()
-            .name("jobqueue-early".into())
-            .spawn(move || {
-                early::run(
-                    &s,
-                    &claimer,
-                    early_jobs,
-                    outcomes,
-                    wakeups.early,
-                    early_stop,
-                )
-            })?;
+        let (line, connections) = connections::Line::start(shared)?;
         let (claimer, s) = (Arc::clone(self), Arc::clone(shared));
         let fetcher = std::thread::Builder::new()
             .name("jobqueue-fetcher".into())
-            .spawn(move || fetcher::run(&s, &claimer, jobs, hand_back, wakeups.fetcher, stop))?;
-        Ok(Threads { fetcher, early })
+            .spawn(move || fetcher::run(&s, &claimer, jobs, hand_back, line, &wakeups.0, &stop))?;
+        Ok(Threads {
+            fetcher,
+            connections,
+        })
     }
 
     /// Wakes the fetcher: jobs may be due (or room was made).
@@ -174,21 +147,15 @@ impl Claimer {
         let _ = self.wake_fetcher.try_send(());
     }
 
-    /// New jobs are due in one of this runner's queues: wakes the fetcher,
-    /// and the early claims for when the runner is busy.
+    /// New jobs are due in one of this runner's queues: tells the fetcher,
+    /// which claims them at once (early, when the runner is busy).
     pub(crate) fn announce(&self, queue: String) {
-        // Only names a claim takes are kept (a notification's payload is
-        // text anyone may send on the channel).
-        if jobqueue_core::limits::check_queue(&queue).is_ok() {
-            // Only a runner of every queue claims from the queues announced
-            // while claims resume.
-            if self.every_queue && !lock(&self.resuming).is_empty() {
-                lock(&self.announced_while_resuming).insert(queue.clone());
-            }
-            self.announced.add(queue);
+        // Only names a claim takes are announced (a notification's payload
+        // is text anyone may send on the channel); any wakes the fetcher.
+        if jobqueue_core::limits::check_queue(&queue).is_err() || self.announce.send(queue).is_err()
+        {
+            self.wake();
         }
-        self.wake();
-        let _ = self.wake_early.try_send(());
     }
 
     /// A job stops counting against the runner's capacity: its outcome was
@@ -242,10 +209,5 @@ impl Claimer {
     /// The queues and types claims set aside jobs of since the last call.
     pub(crate) fn take_unhandled_met(&self) -> BTreeSet<(String, String)> {
         std::mem::take(&mut *lock(&self.unhandled_met))
-    }
-
-    /// Notes whether the fetcher's last claim found a backlog.
-    fn note_backlog(&self, backlog: bool) {
-        self.backlog.store(backlog, Ordering::Release);
     }
 }

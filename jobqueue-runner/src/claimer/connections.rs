@@ -1,0 +1,187 @@
+//! The claim connections: threads that run the claims the fetcher decides
+//! on, each on a connection of its own, and hand back what they claimed.
+//! They decide nothing: the fetcher sends a claim only to a connection it
+//! knows is idle, and delivers what comes back itself, so the fetcher can
+//! have a second claim under way (another backlog batch, or an early
+//! claim) while one runs. The reads the fetcher's decisions need (limits,
+//! types handled elsewhere, the heads of resuming queues, admissions of
+//! announced waiting jobs) run on an idle connection too, from the
+//! fetcher's thread ([`Line::with_idle`]), so the fetcher opens no
+//! connection of its own.
+
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, Sender, unbounded};
+use jobqueue_core::engine::{Claim, Claimed};
+
+use crate::db::Db;
+use crate::shared::Shared;
+use crate::sync::lock;
+use crate::trace::ClaimSpan;
+
+/// How many claims can be under way at once.
+const CONNECTIONS: usize = 2;
+
+/// A claim for a connection to run.
+pub(super) struct Task {
+    /// Numbered as the fetcher sends them.
+    pub(super) number: u64,
+    /// The connection it went to (set by [`Line::send`]).
+    connection: usize,
+    /// An early claim (see `early.rs`), not one of the fetcher's batches.
+    pub(super) early: bool,
+    pub(super) claim: Claim,
+}
+
+impl Task {
+    pub(super) fn new(number: u64, early: bool, claim: Claim) -> Self {
+        Task {
+            number,
+            connection: 0,
+            early,
+            claim,
+        }
+    }
+}
+
+/// A claim that ran, and what it took.
+pub(super) struct Report {
+    pub(super) task: Task,
+    /// When it was sent to the database.
+    pub(super) started: Instant,
+    /// Its round trip.
+    pub(super) took: Duration,
+    pub(super) claimed: jobqueue_core::Result<Claimed>,
+    /// It failed for want of a connection (see `Db::lost_connection`).
+    pub(super) lost: bool,
+}
+
+/// One claim connection, as the fetcher sees it.
+struct Connection {
+    tasks: Sender<Task>,
+    /// Its connection: the thread's while it runs a claim, the fetcher's
+    /// for its reads while it is idle (never both: see `Line::with_idle`).
+    db: Arc<Mutex<Db>>,
+    /// A claim sent to it has not reported yet.
+    busy: bool,
+}
+
+/// The fetcher's end: the connections, and where their reports come back.
+pub(super) struct Line {
+    connections: Vec<Connection>,
+    reports: Receiver<Report>,
+}
+
+impl Line {
+    /// Starts the connections' threads.
+    pub(super) fn start(shared: &Arc<Shared>) -> std::io::Result<(Line, Vec<JoinHandle<()>>)> {
+        let (reports_tx, reports) = unbounded();
+        let mut connections = Vec::with_capacity(CONNECTIONS);
+        let mut threads = Vec::with_capacity(CONNECTIONS);
+        for n in 0..CONNECTIONS {
+            let (tasks, tasks_rx) = unbounded();
+            let db = Arc::new(Mutex::new(Db::new(shared, "claims")));
+            let (shared, thread_db, reports) =
+                (Arc::clone(shared), Arc::clone(&db), reports_tx.clone());
+            threads.push(
+                std::thread::Builder::new()
+                    .name(format!("jobqueue-claims-{n}"))
+                    .spawn(move || run(&shared, &thread_db, &tasks_rx, &reports))?,
+            );
+            connections.push(Connection {
+                tasks,
+                db,
+                busy: false,
+            });
+        }
+        Ok((
+            Line {
+                connections,
+                reports,
+            },
+            threads,
+        ))
+    }
+
+    /// Connections with no claim under way.
+    pub(super) fn idle(&self) -> usize {
+        self.connections.iter().filter(|c| !c.busy).count()
+    }
+
+    /// Hands `task` to an idle connection (the caller saw one idle).
+    pub(super) fn send(&mut self, mut task: Task) {
+        let Some((n, connection)) = self
+            .connections
+            .iter_mut()
+            .enumerate()
+            .find(|(_, c)| !c.busy)
+        else {
+            debug_assert!(false, "a claim sent with every connection busy");
+            return;
+        };
+        task.connection = n;
+        // The thread ends only once the line is closed: the send cannot
+        // fail before, and a thread that panicked reports nothing either.
+        if connection.tasks.send(task).is_ok() {
+            connection.busy = true;
+        }
+    }
+
+    /// Runs `read` on an idle connection, on the caller's thread; `None`
+    /// when every connection has a claim under way. An idle connection's
+    /// thread waits for its next claim without holding the connection, so
+    /// this never waits for a claim.
+    pub(super) fn with_idle<T>(&self, read: impl FnOnce(&mut Db) -> T) -> Option<T> {
+        let connection = self.connections.iter().find(|c| !c.busy)?;
+        Some(read(&mut lock(&connection.db)))
+    }
+
+    /// The reports of claims under way.
+    pub(super) fn reports(&self) -> &Receiver<Report> {
+        &self.reports
+    }
+
+    /// `report` came back: its connection is idle again.
+    pub(super) fn returned(&mut self, report: &Report) {
+        if let Some(connection) = self.connections.get_mut(report.task.connection) {
+            connection.busy = false;
+        }
+    }
+
+    /// No more claims: each connection ends once its claim under way, if
+    /// any, has reported.
+    pub(super) fn close(&mut self) {
+        self.connections.clear();
+    }
+}
+
+/// A connection's thread: runs each claim it gets and reports it, until the
+/// fetcher closes the line (or is gone: what a claim took then is left to
+/// its leases' expiry).
+fn run(shared: &Shared, db: &Mutex<Db>, tasks: &Receiver<Task>, reports: &Sender<Report>) {
+    for task in tasks {
+        let mut db = lock(db);
+        let started = Instant::now();
+        let span = ClaimSpan::enter(if task.early { "early" } else { "fetcher" }, &task.claim);
+        let claimed = db.run(&shared.health, |session| session.claim_paced(&task.claim));
+        if let Ok(claimed) = &claimed {
+            span.claimed(claimed.rows.len());
+        }
+        let lost = db.lost_connection();
+        // Let go of the connection before reporting: once the report is
+        // in, the fetcher may use it for its reads.
+        drop(db);
+        let report = Report {
+            task,
+            started,
+            took: started.elapsed(),
+            claimed,
+            lost,
+        };
+        if reports.send(report).is_err() {
+            break;
+        }
+    }
+}
