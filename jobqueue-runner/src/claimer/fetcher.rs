@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, select};
 use jobqueue_core::JobStatus;
-use jobqueue_core::engine::{Claim, Claimed, MAX_CLAIM_QUEUES};
+use jobqueue_core::engine::{Claim, Claimed, GlobalLimits, MAX_CLAIM_QUEUES};
 
 use super::Claimer;
 use super::announced::Announced;
@@ -258,15 +258,23 @@ impl<'a> Fetcher<'a> {
     }
 
     /// Whether a fetch claim may be sent while another is under way: the
-    /// last one took all it asked for (a backlog), no claim resumes (a
-    /// resuming claim starts after the last job taken, which the claim
-    /// under way has not said yet), and no announced queue waits for the
-    /// connection. Limits need no exception: each claim counts a queue's
-    /// global and rate limits under the lock of its row, as claims of
-    /// different runners do; the runner's own limits and the starts its
-    /// free workers make in time are shared out by `UnderWay`.
+    /// last one took all it asked for (a backlog), none of the runner's
+    /// queues has a global or rate limit, no claim resumes (a resuming
+    /// claim starts after the last job taken, which the claim under way has
+    /// not said yet), and no announced queue waits for the connection.
+    ///
+    /// A claim of limited queues locks their rows first: a second one waits
+    /// for the first's commit, then steps over every job the first took,
+    /// rechecking each (they were pending in its snapshot), which made a
+    /// burn-down of a queue with a limit that never binds slower, not
+    /// faster. The runner's own per-queue limits and the starts its free
+    /// workers make in time are shared out among the claims under way by
+    /// `UnderWay`.
     fn may_pipeline(&self) -> bool {
-        self.full && self.claim.resume.is_empty() && !self.announced.any_pending()
+        self.full
+            && self.limits.policy() == GlobalLimits::Skip
+            && self.claim.resume.is_empty()
+            && !self.announced.any_pending()
     }
 
     fn number(&mut self) -> u64 {
