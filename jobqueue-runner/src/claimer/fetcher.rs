@@ -314,9 +314,9 @@ impl<'a> Fetcher<'a> {
         claim.queues = queues;
         claim.limit = free as i64;
         // As the fetch claims': of a rate-limited queue, only what free
-        // workers start now.
-        claim.rate_limited_most =
-            Some(config.concurrency.saturating_sub(room.outstanding()) as i64);
+        // workers start now, less what the claims under way may take.
+        let free_workers = config.concurrency.saturating_sub(room.outstanding()) as i64;
+        claim.rate_limited_most = Some(self.under_way.rate_limited_most(free_workers));
         claim.global_limits = self.limits.policy();
         claim.handled_elsewhere = self.elsewhere.types().to_vec();
         claim.queue_limits = self.under_way.queue_room(room.queue_room());
