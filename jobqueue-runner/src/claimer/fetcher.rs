@@ -38,7 +38,7 @@ use crate::shared::Shared;
 const FIND_QUEUES_EVERY: Duration = Duration::from_secs(30);
 
 /// What wakes the fetcher, besides its claims' reports and the stop.
-pub(super) struct Wakeups {
+pub(crate) struct Wakeups {
     /// Room was made, or jobs made due (capacity 1: wake-ups coalesce).
     pub(super) wake: Receiver<()>,
     /// New jobs are due in a queue.
@@ -291,12 +291,10 @@ impl<'a> Fetcher<'a> {
         let config = &self.shared.config;
         let room = &self.claimer.room;
         let Some(free) = early_room(config, room, self.backlog) else {
-            if self.announced.early_off() {
-                self.due_now();
-            }
-            return;
+            return self.fetch_claims_take_announced();
         };
         if self.line.idle() == 0 {
+            // Taken once a connection is idle.
             return;
         }
         // Queues with jobs waiting for a worker are the fetch claims', and
@@ -305,10 +303,7 @@ impl<'a> Fetcher<'a> {
         busy.extend(self.resuming.iter().cloned());
         let queues = self.announced.take_for_early(&busy);
         if queues.is_empty() {
-            if self.announced.early_returned() {
-                self.due_now();
-            }
-            return;
+            return self.fetch_claims_take_announced();
         }
         let mut claim = self.early_claim.clone();
         claim.queues = queues;
@@ -322,6 +317,15 @@ impl<'a> Fetcher<'a> {
         claim.queue_limits = self.under_way.queue_room(room.queue_room());
         crate::counters::Counters::add(&self.shared.counters.early_claims, 1);
         self.send(true, claim);
+    }
+
+    /// No early claim takes the announced queues (early claims are off,
+    /// or every one of them is the fetch claims'): the fetch claims take
+    /// them, at once if one left some out.
+    fn fetch_claims_take_announced(&mut self) {
+        if self.announced.early_off() {
+            self.due_now();
+        }
     }
 
     fn send(&mut self, early: bool, claim: Claim) {
@@ -345,24 +349,10 @@ impl<'a> Fetcher<'a> {
         shed(shared, &self.jobs, &self.hand_back, self.last_claim);
         let room = &self.claimer.room;
         let job_micros = shared.job_micros.load(Ordering::Relaxed);
-        let capacity = config.concurrency + prefetch(config, job_micros, self.claim_micros);
-        // Claim in chunks: wait until at least this much room, unless idle.
-        let chunk = (capacity.min(config.batch_size) / 2).max(1);
-        let under_way = self.under_way.jobs();
+        let Some(free) = self.room_for_claim(job_micros) else {
+            return false;
+        };
         let outstanding = room.outstanding();
-        let held = outstanding + under_way;
-        let free = capacity.saturating_sub(held).min(config.batch_size);
-        if free == 0 || (free < chunk && held > 0) {
-            // Ask the workers for a wake-up once there is a chunk of room
-            // (a report wakes it too), then look again in case it came
-            // about meanwhile.
-            let below = capacity.saturating_sub(chunk + under_way);
-            room.wake_below(below);
-            if room.outstanding() > below || under_way > 0 {
-                return false;
-            }
-            return true;
-        }
         self.claim.limit = free as i64;
         let starts_in_time =
             rate_limited_most(config, outstanding, job_micros, self.claim_micros, free);
@@ -386,6 +376,37 @@ impl<'a> Fetcher<'a> {
         let claim = self.claim.clone();
         self.send(false, claim);
         true
+    }
+
+    /// The room for a fetch claim: the workers' capacity (with the prefetch
+    /// for jobs of `job_micros`) less the jobs held and what the claims
+    /// under way may take, at most a batch; `None` while that is less than
+    /// a chunk (half a batch) and the runner holds jobs. Then the workers
+    /// are asked for a wake-up once there is a chunk of room (a report
+    /// wakes the fetcher too), and the room looked at again in case it
+    /// came about meanwhile.
+    fn room_for_claim(&self, job_micros: u64) -> Option<usize> {
+        let config = &self.shared.config;
+        let room = &self.claimer.room;
+        let capacity = config.concurrency + prefetch(config, job_micros, self.claim_micros);
+        let chunk = (capacity.min(config.batch_size) / 2).max(1);
+        let under_way = self.under_way.jobs();
+        let mut asked = false;
+        loop {
+            let held = room.outstanding() + under_way;
+            let free = capacity.saturating_sub(held).min(config.batch_size);
+            if free > 0 && (free >= chunk || held == 0) {
+                return Some(free);
+            }
+            if asked {
+                return None;
+            }
+            room.wake_below(capacity.saturating_sub(chunk + under_way));
+            asked = true;
+            if under_way > 0 {
+                return None;
+            }
+        }
     }
 
     /// Looks at the heads of the queues due for it, then sets where the

@@ -52,6 +52,7 @@ use std::thread::JoinHandle;
 
 use crossbeam_channel::{Receiver, Sender, bounded, unbounded};
 
+pub(crate) use fetcher::Wakeups;
 pub(crate) use shed::HandBack;
 
 use jobqueue_core::engine::QueueKey;
@@ -85,9 +86,6 @@ pub(crate) struct Claimer {
     announce: Sender<String>,
 }
 
-/// The receiving ends of the fetcher's wake-ups, for its thread.
-pub(crate) struct Wakeups(fetcher::Wakeups);
-
 /// The claimer's threads.
 pub(crate) struct Threads {
     pub(crate) fetcher: JoinHandle<()>,
@@ -114,10 +112,7 @@ impl Claimer {
             wake_fetcher,
             announce,
         };
-        (
-            Arc::new(claimer),
-            Wakeups(fetcher::Wakeups { wake, announced }),
-        )
+        (Arc::new(claimer), Wakeups { wake, announced })
     }
 
     /// Starts the fetcher and the claim connections. `jobs`: the way to
@@ -135,7 +130,7 @@ impl Claimer {
         let (claimer, s) = (Arc::clone(self), Arc::clone(shared));
         let fetcher = std::thread::Builder::new()
             .name("jobqueue-fetcher".into())
-            .spawn(move || fetcher::run(&s, &claimer, jobs, hand_back, line, &wakeups.0, &stop))?;
+            .spawn(move || fetcher::run(&s, &claimer, jobs, hand_back, line, &wakeups, &stop))?;
         Ok(Threads {
             fetcher,
             connections,
