@@ -120,11 +120,7 @@ fn attempt(
         Ok(Err(JobError::Cancelled)) => Outcome::Cancelled,
         Ok(Err(JobError::LeaseLost)) => Outcome::LeaseLost,
         Err(panic) => {
-            let message = panic
-                .downcast_ref::<&str>()
-                .map(|s| (*s).to_owned())
-                .or_else(|| panic.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "a non-string panic payload".to_owned());
+            let message = panic_message(panic.as_ref());
             let error = format!(
                 "handler for job type `{}` panicked: {message}",
                 row.job_type
@@ -139,4 +135,13 @@ fn attempt(
         outcome,
         panicked: false,
     }
+}
+
+/// What a caught panic said: its message, if it was a string.
+pub(crate) fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a non-string panic payload".to_owned())
 }

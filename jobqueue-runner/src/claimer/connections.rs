@@ -9,6 +9,7 @@
 //! fetcher's thread ([`Line::with_idle`]), so the fetcher opens no
 //! connection of its own.
 
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -16,6 +17,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, Sender, unbounded};
 use jobqueue_core::engine::{Claim, Claimed};
 
+use crate::attempt::panic_message;
 use crate::db::Db;
 use crate::shared::Shared;
 use crate::sync::lock;
@@ -53,9 +55,29 @@ pub(super) struct Report {
     pub(super) started: Instant,
     /// Its round trip.
     pub(super) took: Duration,
-    pub(super) claimed: jobqueue_core::Result<Claimed>,
-    /// It failed for want of a connection (see `Db::lost_connection`).
+    pub(super) claimed: Result<Claimed, Failed>,
+    /// It failed for want of a connection (see `Db::lost_connection`), or
+    /// it panicked: either was logged already.
     pub(super) lost: bool,
+}
+
+/// Why a claim took nothing.
+#[derive(Debug)]
+pub(super) enum Failed {
+    /// The database refused it, or the connection failed.
+    Database(jobqueue_core::Error),
+    /// The claim panicked (a bug): its connection was dropped, and the
+    /// next claim on it connects again.
+    Panicked(String),
+}
+
+impl std::fmt::Display for Failed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Failed::Database(e) => e.fmt(f),
+            Failed::Panicked(message) => write!(f, "the claim panicked: {message}"),
+        }
+    }
 }
 
 /// One claim connection, as the fetcher sees it.
@@ -66,6 +88,14 @@ struct Connection {
     db: Arc<Mutex<Db>>,
     /// A claim sent to it has not reported yet.
     busy: bool,
+    /// Its thread is gone: nothing is sent to it again.
+    gone: bool,
+}
+
+impl Connection {
+    fn idle(&self) -> bool {
+        !self.busy && !self.gone
+    }
 }
 
 /// The fetcher's end: the connections, and where their reports come back.
@@ -94,6 +124,7 @@ impl Line {
                 tasks,
                 db,
                 busy: false,
+                gone: false,
             });
         }
         Ok((
@@ -107,26 +138,29 @@ impl Line {
 
     /// Connections with no claim under way.
     pub(super) fn idle(&self) -> usize {
-        self.connections.iter().filter(|c| !c.busy).count()
+        self.connections.iter().filter(|c| c.idle()).count()
     }
 
-    /// Hands `task` to an idle connection (the caller saw one idle).
-    pub(super) fn send(&mut self, mut task: Task) {
-        let Some((n, connection)) = self
-            .connections
-            .iter_mut()
-            .enumerate()
-            .find(|(_, c)| !c.busy)
-        else {
-            debug_assert!(false, "a claim sent with every connection busy");
-            return;
-        };
-        task.connection = n;
-        // The thread ends only once the line is closed: the send cannot
-        // fail before, and a thread that panicked reports nothing either.
-        if connection.tasks.send(task).is_ok() {
-            connection.busy = true;
+    /// Hands `task` to an idle connection; false when none takes it. A
+    /// connection whose thread is gone (it panicked outside a claim)
+    /// is set aside, so a claim is never sent to it again.
+    pub(super) fn send(&mut self, mut task: Task) -> bool {
+        while let Some(n) = self.connections.iter().position(Connection::idle) {
+            task.connection = n;
+            match self.connections[n].tasks.send(task) {
+                Ok(()) => {
+                    self.connections[n].busy = true;
+                    return true;
+                }
+                Err(gone) => {
+                    task = gone.into_inner();
+                    self.connections[n].gone = true;
+                    let left = self.connections.iter().filter(|c| !c.gone).count();
+                    log::error!("a claim connection's thread is gone; {left} left");
+                }
+            }
         }
+        false
     }
 
     /// Runs `read` on an idle connection, on the caller's thread; `None`
@@ -134,7 +168,7 @@ impl Line {
     /// thread waits for its next claim without holding the connection, so
     /// this never waits for a claim.
     pub(super) fn with_idle<T>(&self, read: impl FnOnce(&mut Db) -> T) -> Option<T> {
-        let connection = self.connections.iter().find(|c| !c.busy)?;
+        let connection = self.connections.iter().find(|c| c.idle())?;
         Some(read(&mut lock(&connection.db)))
     }
 
@@ -165,11 +199,24 @@ fn run(shared: &Shared, db: &Mutex<Db>, tasks: &Receiver<Task>, reports: &Sender
         let mut db = lock(db);
         let started = Instant::now();
         let span = ClaimSpan::enter(if task.early { "early" } else { "fetcher" }, &task.claim);
-        let claimed = db.run(&shared.health, |session| session.claim_paced(&task.claim));
-        if let Ok(claimed) = &claimed {
-            span.claimed(claimed.rows.len());
-        }
-        let lost = db.lost_connection();
+        let ran = catch_unwind(AssertUnwindSafe(|| {
+            db.run(&shared.health, |session| session.claim_paced(&task.claim))
+        }));
+        let (claimed, lost) = match ran {
+            Ok(Ok(claimed)) => {
+                span.claimed(claimed.rows.len());
+                (Ok(claimed), false)
+            }
+            Ok(Err(e)) => (Err(Failed::Database(e)), db.lost_connection()),
+            Err(panic) => {
+                let message = panic_message(panic.as_ref());
+                log::error!("a claim panicked: {message}; its connection is made again");
+                // The session may be in any state: the next claim connects
+                // again.
+                *db = Db::new(shared, "claims");
+                (Err(Failed::Panicked(message)), true)
+            }
+        };
         // Let go of the connection before reporting: once the report is
         // in, the fetcher may use it for its reads.
         drop(db);

@@ -329,9 +329,14 @@ impl<'a> Fetcher<'a> {
     }
 
     fn send(&mut self, early: bool, claim: Claim) {
-        let task = Task::new(self.number(), early, claim);
+        let number = self.number();
+        let task = Task::new(number, early, claim);
         self.under_way.sent(&task);
-        self.line.send(task);
+        if !self.line.send(task) {
+            // Every connection's thread is gone (logged by the line): no
+            // claim is under way, and none is sent again.
+            self.under_way.withdraw(number);
+        }
     }
 
     /// Sends a fetch claim if the workers have room for one. Returns

@@ -47,6 +47,18 @@ impl UnderWay {
         }
     }
 
+    /// The claim numbered `number` was not sent after all.
+    pub(super) fn withdraw(&mut self, number: u64) {
+        self.fetches.retain(|sent| sent.number != number);
+        if self
+            .early
+            .as_ref()
+            .is_some_and(|sent| sent.number == number)
+        {
+            self.early = None;
+        }
+    }
+
     /// A claim came back: the reports now due for delivery, in order
     /// (none while an earlier fetch claim is still under way). Their
     /// claims no longer count as under way.
