@@ -53,11 +53,12 @@ impl Announced {
         std::mem::take(&mut self.left_out)
     }
 
-    /// Early claims are off: the fetch claims take every queue. Returns
-    /// whether the fetcher must claim at once (as `early_returned`).
+    /// No early claim takes the announced queues (none is under way): the
+    /// fetch claims take every queue. Returns whether the fetcher must
+    /// claim at once (as `early_returned`).
     pub(super) fn early_off(&mut self) -> bool {
         self.pending.clear();
-        self.in_early.is_empty() && std::mem::take(&mut self.left_out)
+        self.early_returned()
     }
 
     /// The queues a fetch claim leaves out for the early claims: those

@@ -156,7 +156,14 @@ impl Line {
                     task = gone.into_inner();
                     self.connections[n].gone = true;
                     let left = self.connections.iter().filter(|c| !c.gone).count();
-                    log::error!("a claim connection's thread is gone; {left} left");
+                    if left == 0 {
+                        log::error!(
+                            "every claim connection's thread is gone (see the panic logged \
+                             before): this runner claims no more jobs; restart it"
+                        );
+                    } else {
+                        log::error!("a claim connection's thread is gone; {left} left");
+                    }
                 }
             }
         }
