@@ -324,3 +324,42 @@ fn key_columns(keys: &[QueueKey]) -> (Vec<&str>, Vec<&str>) {
         .map(|k| (k.queue.as_str(), k.key.as_str()))
         .unzip()
 }
+
+impl crate::session::QueueSession {
+    /// [`admit_keys`]: one transaction.
+    pub fn admit_keys(&mut self, keys: &[QueueKey]) -> Result<i64> {
+        admit_keys(self.conn(), keys)
+    }
+
+    /// [`admit_keys_in_line`]: one transaction.
+    pub fn admit_keys_in_line(&mut self, keys: &[QueueKey]) -> Result<i64> {
+        admit_keys_in_line(self.conn(), keys)
+    }
+
+    /// [`any_waiting`]: one read.
+    pub fn any_waiting(&mut self, queues: &[String]) -> Result<bool> {
+        any_waiting(self.conn(), queues)
+    }
+
+    /// [`admit_new`]: a read, then one transaction if
+    /// it found jobs.
+    pub fn admit_new(
+        &mut self,
+        queues: &[String],
+        after: Option<&NewCursor>,
+        limit: i64,
+    ) -> Result<NewAdmitted> {
+        admit_new(self.conn(), queues, after, limit)
+    }
+
+    /// [`sweep_keys`]: a read, then one transaction if
+    /// some key has room.
+    pub fn sweep_keys(
+        &mut self,
+        queues: &[String],
+        after: Option<&QueueKey>,
+        limit: i64,
+    ) -> Result<Sweep> {
+        sweep_keys(self.conn(), queues, after, limit)
+    }
+}

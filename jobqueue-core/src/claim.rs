@@ -499,3 +499,15 @@ fn claim_limited(conn: &mut PgConnection, claim: &Claim) -> Result<Claimed> {
     }
     Ok(claimed)
 }
+
+impl crate::session::QueueSession {
+    /// [`claim`], in one round trip.
+    pub fn claim(&mut self, claim: &Claim) -> Result<Vec<JobRow>> {
+        Ok(claim_in(self.conn(), Scope::Session, claim)?.rows)
+    }
+
+    /// [`claim_paced`], in one round trip.
+    pub fn claim_paced(&mut self, claim: &Claim) -> Result<Claimed> {
+        claim_in(self.conn(), Scope::Session, claim)
+    }
+}

@@ -80,12 +80,13 @@ pub use crate::runners::{
     MaintenanceBeat, RunnerInfo, deregister_runner, register_runner, runner_seen,
     try_lead_queue_gauges, types_handled_elsewhere,
 };
-pub use crate::session::{QueueSession, Vacuumed};
+pub use crate::session::QueueSession;
 pub use crate::set_aside::{SetAside, set_aside_due};
 pub use crate::snooze::{DEFAULT_MAX_SNOOZES, Snooze, Snoozed, snooze_many};
 pub use crate::stats::completed_within;
 #[cfg(feature = "tracing")]
 pub use crate::trace_context::enqueuer_context;
+pub use crate::vacuum::Vacuumed;
 pub use crate::workflow_release::{
     DEFAULT_SETTLE_BATCH, MAX_RESULT_BYTES, Settled, StepDone, check_result, complete_step,
     complete_steps_many, settle_ended, settle_ended_of, settle_ended_page,

@@ -219,3 +219,45 @@ pub fn fail(conn: &mut PgConnection, failure: &Failure) -> Result<FailOutcome> {
             token: failure.lease.token,
         })
 }
+
+impl crate::session::QueueSession {
+    /// [`complete_many`], in one round trip.
+    pub fn complete_many(&mut self, leases: &[Lease]) -> Result<Fenced> {
+        fenced_update::<sql::JobCompleteMany>(self.conn(), Scope::Session, leases)
+    }
+
+    /// [`complete_and_delete_many`], in one round trip.
+    pub fn complete_and_delete_many(&mut self, leases: &[Lease]) -> Result<Fenced> {
+        fenced_update::<sql::JobCompleteDeleteMany>(self.conn(), Scope::Session, leases)
+    }
+
+    /// [`fail_many`], in one round trip.
+    pub fn fail_many(&mut self, failures: &[Failure]) -> Result<FailedMany> {
+        fail_many_in(self.conn(), Scope::Session, failures)
+    }
+
+    /// [`release_many`], in one round trip.
+    pub fn release_many(&mut self, leases: &[Lease]) -> Result<Fenced> {
+        fenced_update::<sql::JobReleaseMany>(self.conn(), Scope::Session, leases)
+    }
+
+    /// [`park_many`], in one round trip.
+    pub fn park_many(&mut self, leases: &[Lease], runner: &str) -> Result<Fenced> {
+        crate::fenced::run_fenced(
+            self.conn(),
+            Scope::Session,
+            leases,
+            park_query(leases, runner),
+        )
+    }
+
+    /// [`cancel_held_many`], in one round trip.
+    pub fn cancel_held_many(&mut self, leases: &[Lease]) -> Result<Fenced> {
+        fenced_update::<sql::JobCancelHeldMany>(self.conn(), Scope::Session, leases)
+    }
+
+    /// [`start_many`], in one round trip.
+    pub fn start_many(&mut self, leases: &[Lease]) -> Result<Fenced> {
+        fenced_update::<sql::JobStartMany>(self.conn(), Scope::Session, leases)
+    }
+}

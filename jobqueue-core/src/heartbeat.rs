@@ -227,3 +227,20 @@ pub fn report_progress(
         token: lease.token,
     })
 }
+
+impl crate::session::QueueSession {
+    /// [`heartbeat_many`], in one round trip.
+    pub fn heartbeat_many(&mut self, leases: &[Lease], lease: Duration) -> Result<Heartbeat> {
+        let beats = Beat::without_progress(leases);
+        heartbeat_many_in(self.conn(), Scope::Session, &beats, lease)
+    }
+
+    /// [`heartbeat_with_progress`], in one round trip.
+    pub fn heartbeat_with_progress(
+        &mut self,
+        beats: &[Beat],
+        lease: Duration,
+    ) -> Result<Heartbeat> {
+        heartbeat_many_in(self.conn(), Scope::Session, beats, lease)
+    }
+}

@@ -267,3 +267,11 @@ pub fn xmin_horizon(conn: &mut PgConnection) -> Result<Horizon> {
         .optional()?
         .map_or(Horizon::Free, |row| Horizon::Pinned(row.into_pin())))
 }
+
+impl crate::session::QueueSession {
+    /// `engine::xmin_horizon`: what holds this database's xmin horizon
+    /// back now, if anything but this session.
+    pub fn xmin_horizon(&mut self) -> Result<Horizon> {
+        xmin_horizon(self.conn())
+    }
+}

@@ -104,6 +104,7 @@ mod stats;
 mod status;
 mod storable;
 mod trace_context;
+mod vacuum;
 mod workflow;
 mod workflow_release;
 mod workflow_show;

@@ -254,3 +254,13 @@ fn collect_reads(node: &serde_json::Value, reads: &mut Vec<TableRead>, discarded
         }
     }
 }
+
+impl crate::session::QueueSession {
+    /// Runs `statement` under `EXPLAIN ANALYZE` with this session's
+    /// settings, rolls it back, and returns its plan: which indexes serve
+    /// it and how many rows it examined. For checking that the hot path's
+    /// cost is its own batch's, whatever the table holds.
+    pub fn explain(&mut self, statement: HotStatement<'_>) -> Result<Plan> {
+        explain(self.conn(), statement)
+    }
+}

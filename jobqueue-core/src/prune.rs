@@ -188,3 +188,10 @@ pub(crate) fn prune_in(
     })?;
     Ok(pruned)
 }
+
+impl crate::session::QueueSession {
+    /// [`prune`], one round trip per batch.
+    pub fn prune(&mut self, retention: &Retention) -> Result<Pruned> {
+        prune_in(self.conn(), Scope::Session, retention)
+    }
+}

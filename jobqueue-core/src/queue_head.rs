@@ -92,3 +92,15 @@ pub fn queue_heads(conn: &mut PgConnection, queues: &[String]) -> Result<Vec<(St
 
 /// The most queues [`queue_heads`] looks at in one statement.
 pub const MAX_QUEUE_HEADS: usize = 1000;
+
+impl crate::session::QueueSession {
+    /// [`queue_heads`], in one round trip.
+    pub fn queue_heads(&mut self, queues: &[String]) -> Result<Vec<(String, QueueHead)>> {
+        queue_heads(self.conn(), queues)
+    }
+
+    /// [`queue_head`], in one round trip.
+    pub fn queue_head(&mut self, queue: &str) -> Result<QueueHead> {
+        queue_head(self.conn(), queue)
+    }
+}

@@ -328,3 +328,13 @@ pub(crate) fn shown<T: std::fmt::Display>(setting: Option<T>) -> String {
 pub(crate) fn paused_word(paused: bool) -> &'static str {
     if paused { "paused" } else { "working" }
 }
+
+impl crate::session::QueueSession {
+    /// Whether any of `queues` (all queues if empty) has a global limit or
+    /// a rate limit (see [`crate::set_queue_limit`],
+    /// [`crate::set_queue_rate_limit`]): a claim that may take from such a
+    /// queue needs [`crate::claim::GlobalLimits::Honour`].
+    pub fn any_global_limit(&mut self, queues: &[String]) -> Result<bool> {
+        any_global_limit(self.conn(), queues)
+    }
+}

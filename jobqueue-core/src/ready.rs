@@ -95,3 +95,20 @@ pub(crate) fn reclaim_unhandled_in(
             .n)
     })
 }
+
+impl crate::session::QueueSession {
+    /// [`promote_due`], in one round trip.
+    pub fn promote_due(&mut self, limit: i64) -> Result<i64> {
+        promote_due_in(self.conn(), Scope::Session, limit)
+    }
+
+    /// [`reclaim_unhandled`], in one round trip.
+    pub fn reclaim_unhandled(
+        &mut self,
+        job_types: &[String],
+        queues: &[String],
+        limit: i64,
+    ) -> Result<i64> {
+        reclaim_unhandled_in(self.conn(), Scope::Session, job_types, queues, limit)
+    }
+}

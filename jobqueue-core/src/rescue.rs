@@ -65,3 +65,10 @@ pub(crate) fn rescue_stale_in(
     }
     Ok(rescued)
 }
+
+impl crate::session::QueueSession {
+    /// [`rescue_stale`], in one round trip.
+    pub fn rescue_stale(&mut self, limit: i64) -> Result<Rescued> {
+        rescue_stale_in(self.conn(), Scope::Session, limit)
+    }
+}

@@ -87,3 +87,23 @@ pub(crate) fn set_aside_due_in(
         next,
     })
 }
+
+impl crate::session::QueueSession {
+    /// [`set_aside_due`], in one round trip.
+    pub fn set_aside_due(
+        &mut self,
+        (queue, job_type): (&str, &str),
+        after: Option<&crate::claim::Resume>,
+        limit: i64,
+        runner: &str,
+    ) -> Result<SetAside> {
+        set_aside_due_in(
+            self.conn(),
+            Scope::Session,
+            (queue, job_type),
+            after,
+            limit,
+            runner,
+        )
+    }
+}

@@ -87,3 +87,10 @@ pub(crate) fn snooze_many_in(
         lost: ids.into_iter().filter(|id| !changed.contains(id)).collect(),
     })
 }
+
+impl crate::session::QueueSession {
+    /// [`snooze_many`], in one round trip.
+    pub fn snooze_many(&mut self, snoozes: &[Snooze], max_snoozes: i32) -> Result<Snoozed> {
+        snooze_many_in(self.conn(), Scope::Session, snoozes, max_snoozes)
+    }
+}

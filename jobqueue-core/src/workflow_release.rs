@@ -243,3 +243,25 @@ pub fn settle_ended_of(conn: &mut PgConnection, ids: &[JobId]) -> Result<Settled
     }
     Ok(total)
 }
+
+impl crate::session::QueueSession {
+    /// [`complete_steps_many`], in one round trip.
+    pub fn complete_steps_many(&mut self, done: &[StepDone], delete: bool) -> Result<Fenced> {
+        complete_steps_in(self.conn(), Scope::Session, done, delete)
+    }
+
+    /// [`settle_ended_page`].
+    pub fn settle_ended_page(
+        &mut self,
+        after: Option<crate::JobId>,
+        batch: i64,
+        recent: Option<std::time::Duration>,
+    ) -> Result<Settled> {
+        settle_ended_page(self.conn(), after, batch, recent)
+    }
+
+    /// [`settle_ended_of`].
+    pub fn settle_ended_of(&mut self, ids: &[crate::JobId]) -> Result<Settled> {
+        settle_ended_of(self.conn(), ids)
+    }
+}
