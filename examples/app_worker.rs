@@ -25,7 +25,7 @@ use std::time::Duration;
 
 use diesel::prelude::*;
 use jobqueue::prelude::*;
-use jobqueue::{Missed, Periodic, Registry};
+use jobqueue::{JobRow, Lifecycle, Middleware, Missed, Next, Periodic, Registry};
 use serde::{Deserialize, Serialize};
 
 /// Sends an email (here: prints it).
@@ -136,11 +136,52 @@ fn sign_up(conn: &mut PgConnection, email: &str) -> jobqueue::Result<()> {
     })
 }
 
-/// The worker's handlers, the state they share and its schedule: `main`
-/// runs them, the tests drain them.
+/// Around every attempt of every job: a failed attempt reported where an
+/// application would call its error tracker.
+struct ReportFailures;
+
+impl Middleware for ReportFailures {
+    fn around(&self, ctx: &mut JobContext<'_>, next: Next<'_>) -> Result<(), JobError> {
+        let outcome = next.run(ctx);
+        if let Err(error) = &outcome {
+            eprintln!(
+                "{} {} failed attempt {} of {}: {error}",
+                ctx.job_type(),
+                ctx.job_id(),
+                ctx.attempt(),
+                ctx.max_attempts()
+            );
+        }
+        outcome
+    }
+}
+
+/// Told of each job that failed for good, in the transaction that fails
+/// it: where an application would page someone, or record the dead letter
+/// in a table of its own through `conn` (committed with the failure).
+struct AlertOnDeadLetter;
+
+impl Lifecycle for AlertOnDeadLetter {
+    fn failed(&self, job: &JobRow, _conn: &mut PgConnection) -> Result<(), String> {
+        eprintln!(
+            "{} {} failed for good after {} attempts: {}",
+            job.job_type,
+            job.id,
+            job.attempts,
+            job.last_error.as_deref().unwrap_or("no error recorded")
+        );
+        Ok(())
+    }
+}
+
+/// The worker's handlers, the state they share, its middleware, its
+/// lifecycle handler and its schedule: `main` runs them, the tests drain
+/// them.
 fn registry(http: ureq::Agent) -> Registry {
     Registry::new()
         .state(http)
+        .middleware(ReportFailures)
+        .lifecycle(AlertOnDeadLetter)
         .register::<SendEmail>()
         .register::<DeliverWebhook>()
         .register::<BuildReport>()

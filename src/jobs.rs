@@ -274,6 +274,33 @@ impl Perform for Chaos {
     }
 }
 
+/// Sleeps `ms`, then fails for good: one attempt, whose failure (or the
+/// loss of its runner) makes it a dead letter.
+#[derive(Debug, Serialize, Deserialize, Job)]
+#[job(type = "test.doomed", max_attempts = 1)]
+pub struct Doomed {
+    /// How long the attempt takes, in milliseconds.
+    pub ms: u64,
+}
+
+impl Perform for Doomed {
+    fn perform(&self, _ctx: &mut JobContext<'_>) -> Result<(), JobError> {
+        std::thread::sleep(Duration::from_millis(self.ms));
+        Err(JobError::fail("doomed"))
+    }
+}
+
+/// A lifecycle handler that records each dead letter as a `dead` effect,
+/// through the transaction that fails the job (so once per failed job).
+#[derive(Debug)]
+pub struct DeadLetters;
+
+impl jobqueue_runner::Lifecycle for DeadLetters {
+    fn failed(&self, job: &jobqueue_core::JobRow, conn: &mut PgConnection) -> Result<(), String> {
+        record_on(conn, job.id, job.attempts, "dead").map_err(|e| e.to_string())
+    }
+}
+
 /// Records `start`, then never returns (ignoring every stop request) on its
 /// first attempt, or on every attempt with `every_attempt`; a later attempt
 /// records `done` and succeeds. No timeout: only the runner's exit ends its
@@ -467,4 +494,5 @@ pub fn registry() -> jobqueue_runner::Registry {
         .register::<ClockProbe>()
         .register::<Blob>()
         .register::<StepJob>()
+        .register::<Doomed>()
 }

@@ -6,7 +6,7 @@ use diesel::RunQueryDsl;
 
 use crate::{Result, sql};
 
-/// What one vacuum of the jobs table did ([`crate::engine::QueueSession::vacuum_if_needed`]).
+/// What one vacuum of the jobs table did ([`QueueSession::vacuum_if_needed`](crate::session::QueueSession::vacuum_if_needed)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Vacuumed {
     /// Dead row versions before it.

@@ -4,6 +4,7 @@
 //! (`inline.rs`) share.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
@@ -12,6 +13,7 @@ use jobqueue_core::{JobRow, RetryPolicy};
 use crate::context::JobContext;
 use crate::job_error::JobError;
 use crate::job_state::JobState;
+use crate::middleware::{Middleware, Next};
 use crate::registry::Handler;
 use crate::trace::AttemptSpan;
 
@@ -80,20 +82,22 @@ pub(crate) struct Attempted {
     pub(crate) panicked: bool,
 }
 
-/// Runs `handler` on `row`'s payload with `ctx`, catching a panic, and says
-/// what became of the attempt; a failure worth retrying gets the type's
+/// Runs `handler` on `row`'s payload with `ctx`, inside `middleware`
+/// (outermost first), catching a panic, and says what became of the
+/// attempt; a failure worth retrying gets the type's
 /// backoff, or `default_policy` for a type that declares none. With the
 /// `tracing` feature the handler runs inside the attempt's span, which
 /// records the outcome.
 pub(crate) fn run(
     handler: &Handler,
+    middleware: &[Arc<dyn Middleware>],
     row: &JobRow,
     ctx: &mut JobContext<'_>,
     state: &JobState,
     default_policy: RetryPolicy,
 ) -> Attempted {
     let span = AttemptSpan::new(row);
-    let attempted = attempt(handler, row, ctx, state, default_policy, &span);
+    let attempted = attempt(handler, middleware, row, ctx, state, default_policy, &span);
     span.ended(|| attempted.outcome.traced());
     attempted
 }
@@ -101,6 +105,7 @@ pub(crate) fn run(
 /// [`run`], inside `span`.
 fn attempt(
     handler: &Handler,
+    middleware: &[Arc<dyn Middleware>],
     row: &JobRow,
     ctx: &mut JobContext<'_>,
     state: &JobState,
@@ -108,8 +113,8 @@ fn attempt(
     span: &AttemptSpan,
 ) -> Attempted {
     let policy = handler.retry.unwrap_or(default_policy);
-    let result =
-        span.in_scope(|| catch_unwind(AssertUnwindSafe(|| (handler.run)(&row.payload, ctx))));
+    let stack = Next::new(middleware, &*handler.run, &row.payload);
+    let result = span.in_scope(|| catch_unwind(AssertUnwindSafe(|| stack.run(ctx))));
     let outcome = match result {
         Ok(Ok(())) if state.handled.load(Ordering::Relaxed) => Outcome::CompletedInTransaction,
         Ok(Ok(())) => Outcome::Completed,

@@ -272,7 +272,14 @@ impl<'a> Inline<'a> {
             parents: self.parents,
         };
         let mut ctx = JobContext::inline(host, row, &state);
-        let attempted = attempt::run(handler, row, &mut ctx, &state, self.retry);
+        let attempted = attempt::run(
+            handler,
+            self.registry.stack(),
+            row,
+            &mut ctx,
+            &state,
+            self.retry,
+        );
         let reports = ctx.take_reports();
         drop(ctx);
         let rolled_back = match (conn, depth) {

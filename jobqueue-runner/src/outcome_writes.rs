@@ -109,7 +109,7 @@ fn is_fail(o: &Outcome) -> bool {
     matches!(o.kind, OutcomeKind::Fail { .. })
 }
 
-fn fail(_: &Shared, session: &mut QueueSession, outcomes: &[&Outcome]) -> Result {
+fn fail(shared: &Shared, session: &mut QueueSession, outcomes: &[&Outcome]) -> Result {
     let failures: Vec<Failure> = outcomes
         .iter()
         .filter_map(|o| match &o.kind {
@@ -120,7 +120,10 @@ fn fail(_: &Shared, session: &mut QueueSession, outcomes: &[&Outcome]) -> Result
             _ => None,
         })
         .collect();
-    let done = session.fail_many(&failures)?;
+    let done = match shared.registry.lifecycle_handlers() {
+        [] => session.fail_many(&failures)?,
+        handlers => crate::lifecycle::fail_many(session, &failures, handlers)?,
+    };
     let ended = |outcome: &FailOutcome| match outcome {
         FailOutcome::Retrying { .. } => Ended::Retried,
         FailOutcome::Failed => Ended::Failed,

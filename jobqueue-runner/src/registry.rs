@@ -8,9 +8,10 @@ use std::time::Duration;
 
 use jobqueue_core::{JobOptions, NewJob, Periodic, QueueConfig, RetryPolicy};
 
-use crate::{JobContext, JobError, Perform};
+use crate::{JobContext, JobError, Lifecycle, Middleware, Perform};
 
-type HandlerFn =
+/// A registered type's handler: its payload decoded, then `perform`.
+pub(crate) type HandlerFn =
     dyn Fn(&serde_json::Value, &mut JobContext<'_>) -> Result<(), JobError> + Send + Sync;
 
 /// One registered job type.
@@ -43,6 +44,10 @@ struct State {
 pub struct Registry {
     handlers: HashMap<&'static str, Handler>,
     states: HashMap<TypeId, State>,
+    /// Wrapped around every attempt, the first registered outermost.
+    middleware: Vec<Arc<dyn Middleware>>,
+    /// Called when a job fails for good or its handler panics.
+    lifecycle: Vec<Arc<dyn Lifecycle>>,
     schedules: Vec<Periodic>,
     queues: Vec<QueueConfig>,
     duplicates: Vec<String>,
@@ -55,6 +60,8 @@ impl std::fmt::Debug for Registry {
         f.debug_struct("Registry")
             .field("job_types", &self.job_types())
             .field("states", &states)
+            .field("middleware", &self.middleware.len())
+            .field("lifecycle", &self.lifecycle.len())
             .finish()
     }
 }
@@ -131,6 +138,56 @@ impl Registry {
                 .push(format!("state of type `{type_name}` is given twice"));
         }
         self
+    }
+
+    /// Wraps `middleware` around every attempt of every job this registry
+    /// handles, inside the middleware registered before it: the first
+    /// registered runs first and returns last. See [`Middleware`] for
+    /// where the stack sits in an attempt.
+    ///
+    /// ```
+    /// use jobqueue_runner::{JobContext, JobError, Middleware, Next, Registry};
+    ///
+    /// /// Turns every failure of the `billing` queue's jobs into one that is
+    /// /// not retried: a charge is attempted once.
+    /// struct ChargeOnce;
+    ///
+    /// impl Middleware for ChargeOnce {
+    ///     fn around(&self, ctx: &mut JobContext<'_>, next: Next<'_>) -> Result<(), JobError> {
+    ///         if ctx.queue() != "billing" {
+    ///             return next.run(ctx);
+    ///         }
+    ///         next.run(ctx).map_err(|e| match e {
+    ///             JobError::Retry(why) => JobError::Fail(why),
+    ///             other => other,
+    ///         })
+    ///     }
+    /// }
+    ///
+    /// let registry = Registry::new().middleware(ChargeOnce);
+    /// ```
+    pub fn middleware<M: Middleware>(mut self, middleware: M) -> Self {
+        self.middleware.push(Arc::new(middleware));
+        self
+    }
+
+    /// Calls `handler` when a job fails for good (in the transaction that
+    /// fails it) or its handler panics: see [`Lifecycle`] for when each
+    /// method runs and how often. Several handlers are called in the
+    /// order registered.
+    pub fn lifecycle<L: Lifecycle>(mut self, handler: L) -> Self {
+        self.lifecycle.push(Arc::new(handler));
+        self
+    }
+
+    /// The lifecycle handlers, in the order registered.
+    pub(crate) fn lifecycle_handlers(&self) -> &[Arc<dyn Lifecycle>] {
+        &self.lifecycle
+    }
+
+    /// The middleware, outermost first.
+    pub(crate) fn stack(&self) -> &[Arc<dyn Middleware>] {
+        &self.middleware
     }
 
     /// Declares a periodic job: each slot of `schedule` enqueues its job,

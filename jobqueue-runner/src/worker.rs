@@ -78,12 +78,22 @@ fn execute(shared: &Shared, claimed: &Claimed) -> OutcomeKind {
     };
     state.start(handler.timeout.or(shared.config.default_timeout));
     let mut ctx = JobContext::new(shared, row, state);
-    let attempted = attempt::run(handler, row, &mut ctx, state, shared.config.retry);
+    let attempted = attempt::run(
+        handler,
+        shared.registry.stack(),
+        row,
+        &mut ctx,
+        state,
+        shared.config.retry,
+    );
     drop(ctx);
     if attempted.panicked {
         Counters::add(&shared.counters.panicked, 1);
         if let Some(metrics) = &state.metrics {
             metrics.panicked();
+        }
+        if let crate::attempt::Outcome::Retried { error, .. } = &attempted.outcome {
+            crate::lifecycle::call_panicked(shared.registry.lifecycle_handlers(), row, error);
         }
     }
     OutcomeKind::from(attempted.outcome)

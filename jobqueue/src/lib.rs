@@ -13,7 +13,7 @@
 //!
 //! | feature | adds |
 //! | --- | --- |
-//! | `runner` (default) | [`Perform`], [`JobContext`], [`JobError`], [`Registry`], [`Runner`], [`RunnerConfig`], [`RunSummary`], [`MetricsMode`], [`ShutdownTrigger`]; the whole runner crate as [`runner`] |
+//! | `runner` (default) | [`Perform`], [`JobContext`], [`JobError`], [`Registry`], [`Middleware`] and [`Next`], [`Lifecycle`], [`Runner`], [`RunnerConfig`], [`RunSummary`], [`MetricsMode`], [`ShutdownTrigger`]; the whole runner crate as [`runner`] |
 //! | `cli` (default) | [`Cli`]: the command line of the application's worker binary; the whole cli crate (exit codes, errors) as [`cli`] |
 //! | `dashboard` | the web dashboard to mount in the application, as `dashboard` |
 //! | `testing` | the testing kit, as `testing`: a database per test, assertions on what was enqueued, draining queues inline, one handler on its own (for `[dev-dependencies]`) |
@@ -111,8 +111,8 @@ pub mod unstable {
 
 #[cfg(feature = "runner")]
 pub use jobqueue_runner::{
-    JobContext, JobError, MetricsMode, Perform, Registry, RunSummary, Runner, RunnerConfig,
-    RunnerError, RunnerHandle, ShutdownTrigger,
+    JobContext, JobError, Lifecycle, MetricsMode, Middleware, Next, Perform, Registry, RunSummary,
+    Runner, RunnerConfig, RunnerError, RunnerHandle, ShutdownTrigger,
 };
 
 /// The runner: every item of the `jobqueue-runner` crate (metrics modes,

@@ -12,6 +12,8 @@
 //! build appends the URL it was given there; `JOBQUEUE_TEST_STATE_FAIL`
 //! makes the build fail with that message. `JOBQUEUE_TEST_ORDERED` names
 //! queues it declares ordered per key (`QueueConfig`), `,`-separated.
+//! With `JOBQUEUE_TEST_DEAD_LETTERS` set, each job that fails for good is
+//! recorded as a `dead` effect by a lifecycle handler (`DeadLetters`).
 
 use std::process::ExitCode;
 
@@ -47,9 +49,12 @@ fn schedules() -> Vec<Periodic> {
 }
 
 fn main() -> ExitCode {
-    let registry = jobqueue_tests::jobs::registry()
+    let mut registry = jobqueue_tests::jobs::registry()
         .register::<SendEmail>()
         .register::<jobqueue_tools::bench::chaos::ChaosJob>();
+    if std::env::var_os("JOBQUEUE_TEST_DEAD_LETTERS").is_some() {
+        registry = registry.lifecycle(jobqueue_tests::jobs::DeadLetters);
+    }
     let mut cli = jobqueue_cli::Cli::with_registry(registry).state_with(build_state);
     for queue in std::env::var("JOBQUEUE_TEST_ORDERED")
         .unwrap_or_default()

@@ -79,7 +79,12 @@ impl Service for Rescue {
         let mut report = RescueReport::default();
         let mut ended = Vec::new();
         until_short(BATCH, || {
-            let rescued = cx.run(|session| session.rescue_stale(BATCH))?;
+            let shared = std::sync::Arc::clone(&cx.shared);
+            let handlers = shared.registry.lifecycle_handlers();
+            let rescued = cx.run(|session| match handlers {
+                [] => session.rescue_stale(BATCH),
+                handlers => crate::lifecycle::rescue_stale(session, BATCH, handlers),
+            })?;
             report.requeued += rescued.requeued.len();
             report.failed += rescued.failed.len();
             report.cancelled += rescued.cancelled.len();

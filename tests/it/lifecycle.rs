@@ -1,0 +1,182 @@
+//! Lifecycle handlers: a job that fails for good is handed to them in the
+//! transaction that fails it, from the completer and from the rescue of a
+//! lost runner's job; a handler's error rolls back its own writes only;
+//! a handler's panic is told once; and under `kill -9` every dead letter
+//! is recorded exactly once.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use diesel::PgConnection;
+use jobqueue_core::{Job, JobRow};
+use jobqueue_runner::{Lifecycle, RunnerConfig};
+use jobqueue_tests::fault::{Proc, assert_exit_0, runner_command, runner_flags};
+use jobqueue_tests::jobs::{DeadLetters, Doomed, Noop, Panic, registry};
+use jobqueue_tests::{
+    TestDb, claim_one, count_where, effects_where, enqueue_all, expire_leases, scalar,
+    start_runner, wait_count, wait_for, wait_no_live_jobs,
+};
+
+const WORKER: &str = env!("CARGO_BIN_EXE_jobqueue-test-worker");
+
+/// Writes a `refused` effect, then returns an error: its write is rolled
+/// back, the job is failed all the same.
+struct Refuses;
+
+impl Lifecycle for Refuses {
+    fn failed(&self, job: &JobRow, conn: &mut PgConnection) -> Result<(), String> {
+        use diesel::RunQueryDsl;
+        diesel::sql_query(
+            "INSERT INTO test_effects (job_id, attempt, kind) VALUES ($1, 1, 'refused')",
+        )
+        .bind::<diesel::sql_types::Uuid, _>(job.id)
+        .execute(conn)
+        .map_err(|e| e.to_string())?;
+        Err("the error tracker is down".into())
+    }
+}
+
+/// Dead letters recorded more than once, or jobs failed without one.
+fn dead_letters_off(conn: &mut PgConnection) -> (i64, i64) {
+    let twice = scalar(
+        conn,
+        "SELECT count(*) AS n FROM (SELECT job_id FROM test_effects WHERE kind = 'dead'
+         GROUP BY job_id HAVING count(*) > 1) AS twice",
+    );
+    let missing = count_where(
+        conn,
+        "status = 'failed' AND NOT EXISTS (SELECT 1 FROM test_effects e
+         WHERE e.job_id = jobqueue_jobs.id AND e.kind = 'dead')",
+    );
+    (twice, missing)
+}
+
+#[test]
+fn a_job_failed_for_good_is_handed_over_in_the_transaction_that_fails_it() {
+    let (db, mut conn) = TestDb::with_side_tables();
+    enqueue_all(&mut conn, (0..5).map(|_| Doomed { ms: 0 }));
+    enqueue_all(&mut conn, (0..3).map(|n| Noop { n }));
+    // Refuses first: its error rolls back its own write, not the failure,
+    // nor what the handler after it writes.
+    let registry = registry().lifecycle(Refuses).lifecycle(DeadLetters);
+    let runner = start_runner(RunnerConfig::new(&db.url).concurrency(2), registry);
+    wait_count(&mut conn, "status = 'failed'", 5);
+    wait_for("the completions", Duration::from_secs(30), || {
+        runner.stats().completed == 3
+    });
+    runner.shutdown();
+    assert_eq!(effects_where(&mut conn, "kind = 'dead'"), 5);
+    assert_eq!(effects_where(&mut conn, "kind = 'refused'"), 0);
+    assert_eq!(dead_letters_off(&mut conn), (0, 0));
+}
+
+#[test]
+fn a_lost_runners_last_attempt_is_handed_over_by_the_runner_that_rescues_it() {
+    let (db, mut conn) = TestDb::with_side_tables();
+    Doomed { ms: 0 }.enqueue(&mut conn).expect("enqueue");
+    // Its one attempt claimed by a runner that is gone, its lease run out.
+    claim_one(&mut conn, "gone");
+    expire_leases(&mut conn);
+    let mut config = RunnerConfig::new(&db.url);
+    config.rescue_interval = Duration::from_millis(100);
+    let runner = start_runner(config, registry().lifecycle(DeadLetters));
+    wait_count(&mut conn, "status = 'failed'", 1);
+    runner.shutdown();
+    assert_eq!(
+        count_where(&mut conn, "errors::text LIKE '%worker lost%'"),
+        1,
+        "failed by the rescue"
+    );
+    assert_eq!(effects_where(&mut conn, "kind = 'dead'"), 1);
+}
+
+/// Each panic it is told of: the job and the message.
+#[derive(Default, Clone)]
+struct Panics(Arc<Mutex<Vec<(jobqueue_core::JobId, String)>>>);
+
+impl Lifecycle for Panics {
+    fn panicked(&self, job: &JobRow, message: &str) {
+        self.0
+            .lock()
+            .expect("panics")
+            .push((job.id, message.to_owned()));
+    }
+}
+
+#[test]
+fn a_handlers_panic_is_told_once_by_the_runner_that_caught_it() {
+    let (db, mut conn) = TestDb::with_side_tables();
+    let id = Panic {}.enqueue(&mut conn).expect("enqueue").id();
+    let panics = Panics::default();
+    let runner = start_runner(
+        RunnerConfig::new(&db.url),
+        registry().lifecycle(panics.clone()),
+    );
+    wait_for("the panic to be told", Duration::from_secs(30), || {
+        !panics.0.lock().expect("panics").is_empty()
+    });
+    let summary = runner.shutdown();
+    let told = panics.0.lock().expect("panics").clone();
+    // One attempt, one panic, one call (a retry may have come after).
+    assert_eq!(told.len() as u64, summary.stats.panicked, "{told:?}");
+    assert_eq!(told[0].0, id);
+    assert!(told[0].1.contains("panicked"), "{told:?}");
+}
+
+#[test]
+fn under_kill_9_every_dead_letter_is_recorded_exactly_once() {
+    const JOBS: usize = 600;
+    let (db, mut conn) = TestDb::with_side_tables();
+    enqueue_all(&mut conn, (0..JOBS).map(|_| Doomed { ms: 40 }));
+    let mut started = 0;
+    let mut start = || {
+        started += 1;
+        let mut command = runner_command(
+            WORKER,
+            &db.url,
+            &format!("doomed-{started}"),
+            &runner_flags(&[("lease-secs", "2")]),
+        );
+        command.env("JOBQUEUE_TEST_DEAD_LETTERS", "1");
+        Proc::spawn(&format!("doomed-{started}"), command)
+    };
+    let mut live: Vec<Proc> = (0..2).map(|_| start()).collect();
+    wait_for("the first dead letter", Duration::from_secs(60), || {
+        count_where(&mut conn, "status = 'failed'") > 0
+    });
+    let mut kills = 0;
+    let chaos = Instant::now();
+    while chaos.elapsed() < Duration::from_secs(6)
+        && count_where(&mut conn, "status <> 'failed'") > 0
+    {
+        std::thread::sleep(Duration::from_millis(fastrand::u64(300..700)));
+        let mut victim = live.swap_remove(fastrand::usize(..live.len()));
+        victim.signal("KILL");
+        assert_eq!(victim.wait_exit(Duration::from_secs(10)).code(), None);
+        kills += 1;
+        live.push(start());
+    }
+    wait_no_live_jobs(&mut conn, Duration::from_secs(120));
+    for runner in &mut live {
+        runner.signal("TERM");
+        let status = runner.wait_exit(Duration::from_secs(30));
+        assert_exit_0(runner, status);
+    }
+    let rescued = count_where(&mut conn, "errors::text LIKE '%worker lost%'");
+    assert_eq!(count_where(&mut conn, "status = 'failed'"), JOBS as i64);
+    assert!(kills > 0);
+    // The kills hit attempts under way: their jobs were failed by the
+    // rescue, in the transaction of another runner.
+    assert!(
+        rescued > 0,
+        "no kill hit an attempt under way ({kills} kills)"
+    );
+    eprintln!(
+        "dead letters under kill -9: {JOBS} jobs, {kills} kills, {rescued} failed by a rescue"
+    );
+    assert_eq!(
+        dead_letters_off(&mut conn),
+        (0, 0),
+        "(recorded twice, never recorded) after {kills} kills, {rescued} failed by a rescue"
+    );
+}
