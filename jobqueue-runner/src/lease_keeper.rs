@@ -170,6 +170,11 @@ fn check_timeout(
             job.lease.job_id,
             job.job_type
         );
+        crate::lifecycle::call_timed_out(
+            shared.registry.lifecycle_handlers(),
+            job.lease.job_id,
+            &job.job_type,
+        );
     }
     if now >= deadline + shared.config.lease && !job.abandoned.swap(true, Ordering::AcqRel) {
         log::error!(

@@ -152,12 +152,13 @@ fn is_cancel(o: &Outcome) -> bool {
     matches!(o.kind, OutcomeKind::Cancelled)
 }
 
-fn cancel(_: &Shared, session: &mut QueueSession, outcomes: &[&Outcome]) -> Result {
+fn cancel(shared: &Shared, session: &mut QueueSession, outcomes: &[&Outcome]) -> Result {
     let leases: Vec<_> = outcomes.iter().map(|o| o.lease()).collect();
-    Ok(Written::Fenced(
-        session.cancel_held_many(&leases)?,
-        Ended::Cancelled,
-    ))
+    let done = match shared.registry.lifecycle_handlers() {
+        [] => session.cancel_held_many(&leases)?,
+        handlers => crate::lifecycle::cancel_held_many(session, &leases, handlers)?,
+    };
+    Ok(Written::Fenced(done, Ended::Cancelled))
 }
 
 fn is_snooze(o: &Outcome) -> bool {

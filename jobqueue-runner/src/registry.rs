@@ -46,7 +46,7 @@ pub struct Registry {
     states: HashMap<TypeId, State>,
     /// Wrapped around every attempt, the first registered outermost.
     middleware: Vec<Arc<dyn Middleware>>,
-    /// Called when a job fails for good or its handler panics.
+    /// Told when a job fails for good, is cancelled, panics or overruns.
     lifecycle: Vec<Arc<dyn Lifecycle>>,
     schedules: Vec<Periodic>,
     queues: Vec<QueueConfig>,
@@ -171,8 +171,9 @@ impl Registry {
         self
     }
 
-    /// Calls `handler` when a job fails for good (in the transaction that
-    /// fails it) or its handler panics: see [`Lifecycle`] for when each
+    /// Calls `handler` when a job fails for good or a runner cancels it
+    /// (in the transaction that writes it), when a handler panics, and
+    /// when one runs past its timeout: see [`Lifecycle`] for when each
     /// method runs and how often. Several handlers are called in the
     /// order registered.
     pub fn lifecycle<L: Lifecycle>(mut self, handler: L) -> Self {

@@ -1,21 +1,23 @@
-//! Lifecycle handlers: a job that fails for good is handed to them in the
-//! transaction that fails it, from the completer and from the rescue of a
-//! lost runner's job; a handler's error rolls back its own writes only;
-//! a handler's panic is told once; and under `kill -9` every dead letter
-//! is recorded exactly once.
+//! Lifecycle handlers: a job that fails for good, or that a runner
+//! cancels, is handed to them in the transaction that writes it, from the
+//! completer and from the rescue of a lost runner's job; a handler's error
+//! rolls back its own writes only; a handler's panic, and a handler past
+//! its timeout, are told once; and under `kill -9` every dead letter is
+//! recorded exactly once.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use diesel::PgConnection;
-use jobqueue_core::{Job, JobRow};
-use jobqueue_runner::{Lifecycle, RunnerConfig};
+use jobqueue_core::{Job, JobId, JobRow, JobStatus};
+use jobqueue_runner::{JobContext, JobError, Lifecycle, Perform, RunnerConfig};
 use jobqueue_tests::fault::{Proc, assert_exit_0, runner_command, runner_flags};
-use jobqueue_tests::jobs::{DeadLetters, Doomed, Noop, Panic, registry};
+use jobqueue_tests::jobs::{Cancellable, DeadLetters, Doomed, Noop, Panic, registry};
 use jobqueue_tests::{
-    TestDb, claim_one, count_where, effects_where, enqueue_all, expire_leases, scalar,
-    start_runner, wait_count, wait_for, wait_no_live_jobs,
+    TestDb, claim_one, count_where, effects_where, enqueue_all, exec, expire_leases, scalar,
+    start_runner, wait_count, wait_for, wait_no_live_jobs, wait_status,
 };
+use serde::{Deserialize, Serialize};
 
 const WORKER: &str = env!("CARGO_BIN_EXE_jobqueue-test-worker");
 
@@ -178,5 +180,110 @@ fn under_kill_9_every_dead_letter_is_recorded_exactly_once() {
         dead_letters_off(&mut conn),
         (0, 0),
         "(recorded twice, never recorded) after {kills} kills, {rescued} failed by a rescue"
+    );
+}
+
+/// Records each cancellation as a `cancelled` effect, in the transaction
+/// that cancels the job.
+struct Cancellations;
+
+impl Lifecycle for Cancellations {
+    fn cancelled(&self, job: &JobRow, conn: &mut PgConnection) -> Result<(), String> {
+        use diesel::RunQueryDsl;
+        diesel::sql_query(
+            "INSERT INTO test_effects (job_id, attempt, kind) VALUES ($1, $2, 'cancelled')",
+        )
+        .bind::<diesel::sql_types::Uuid, _>(job.id)
+        .bind::<diesel::sql_types::Integer, _>(job.attempts)
+        .execute(conn)
+        .map(drop)
+        .map_err(|e| e.to_string())
+    }
+}
+
+#[test]
+fn a_job_a_runner_cancels_is_handed_over_in_the_transaction_that_cancels_it() {
+    let (db, mut conn) = TestDb::with_side_tables();
+    // One whose runner was lost with a cancel request pending...
+    let lost = Doomed { ms: 0 }.enqueue(&mut conn).expect("enqueue").id();
+    assert_eq!(claim_one(&mut conn, "gone").job_id, lost);
+    exec(
+        &mut conn,
+        &format!("UPDATE jobqueue_jobs SET cancel_requested = true WHERE id = '{lost}'"),
+    );
+    expire_leases(&mut conn);
+    // ...and one the runner's handler stops on a cancel request.
+    let running = Cancellable {}.enqueue(&mut conn).expect("enqueue").id();
+    let mut config = RunnerConfig::new(&db.url);
+    config.rescue_interval = Duration::from_millis(100);
+    config.heartbeat_interval = Some(Duration::from_millis(100));
+    let runner = start_runner(config, registry().lifecycle(Cancellations));
+    wait_status(&mut conn, lost, JobStatus::Cancelled);
+    wait_for("the handler to start", Duration::from_secs(30), || {
+        effects_where(
+            &mut conn,
+            &format!("job_id = '{running}' AND kind = 'start'"),
+        ) == 1
+    });
+    jobqueue_core::cancel(&mut conn, running).expect("cancel");
+    wait_status(&mut conn, running, JobStatus::Cancelled);
+    runner.shutdown();
+    for id in [running, lost] {
+        assert_eq!(
+            effects_where(
+                &mut conn,
+                &format!("job_id = '{id}' AND kind = 'cancelled'")
+            ),
+            1,
+            "{id}"
+        );
+    }
+}
+
+/// Runs until it is past its timeout (200 ms), then gives up.
+#[derive(Serialize, Deserialize, Job)]
+#[job(type = "lifecycle.overrun")]
+struct Overrun {}
+
+impl Perform for Overrun {
+    const TIMEOUT: Option<Duration> = Some(Duration::from_millis(200));
+
+    fn perform(&self, ctx: &mut JobContext<'_>) -> Result<(), JobError> {
+        while !ctx.is_timed_out() {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        Err(JobError::fail("ran out of time"))
+    }
+}
+
+/// The jobs it is told ran past their timeout.
+#[derive(Default, Clone)]
+struct Overruns(Arc<Mutex<Vec<(JobId, String)>>>);
+
+impl Lifecycle for Overruns {
+    fn timed_out(&self, job_id: JobId, job_type: &str) {
+        self.0
+            .lock()
+            .expect("overruns")
+            .push((job_id, job_type.to_owned()));
+    }
+}
+
+#[test]
+fn a_handler_past_its_timeout_is_told_once() {
+    let (db, mut conn) = TestDb::connected();
+    let id = Overrun {}.enqueue(&mut conn).expect("enqueue").id();
+    let overruns = Overruns::default();
+    let mut config = RunnerConfig::new(&db.url);
+    config.heartbeat_interval = Some(Duration::from_millis(50));
+    let runner = start_runner(
+        config,
+        registry().register::<Overrun>().lifecycle(overruns.clone()),
+    );
+    wait_status(&mut conn, id, JobStatus::Failed);
+    runner.shutdown();
+    assert_eq!(
+        *overruns.0.lock().expect("overruns"),
+        [(id, "lifecycle.overrun".to_owned())]
     );
 }
