@@ -282,6 +282,11 @@ impl<'a> Inline<'a> {
         );
         let reports = ctx.take_reports();
         drop(ctx);
+        if attempted.panicked
+            && let attempt::Outcome::Retried { error, .. } = &attempted.outcome
+        {
+            crate::lifecycle::call_panicked(self.registry.lifecycle_handlers(), row, error);
+        }
         let rolled_back = match (conn, depth) {
             (Some(conn), Some(depth)) => close_savepoint(conn, depth)?,
             _ => false,
@@ -328,4 +333,17 @@ fn transaction_depth(conn: &mut PgConnection) -> Result<Option<u32>, jobqueue_co
         .transaction_depth()
         .map_err(jobqueue_core::Error::Database)?;
     Ok(depth.map(std::num::NonZeroU32::get))
+}
+
+/// Tells `registry`'s lifecycle handlers ([`crate::Lifecycle`]) of job
+/// `id` if the outcome just written for it on `conn` failed it for good or
+/// cancelled it, as a runner's completer does: in the transaction `conn`
+/// is in, each call in a savepoint of its own. The testing kit's drain
+/// calls it after each outcome it writes.
+pub fn tell_lifecycle(
+    registry: &Registry,
+    conn: &mut PgConnection,
+    id: jobqueue_core::JobId,
+) -> Result<(), jobqueue_core::Error> {
+    crate::lifecycle::tell_ended(conn, id, registry.lifecycle_handlers())
 }

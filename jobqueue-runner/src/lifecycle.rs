@@ -171,6 +171,28 @@ pub(crate) fn rescue_stale(
     })
 }
 
+/// Tells `handlers` of job `id` if the write just made on `conn` failed it
+/// for good or cancelled it (as its row now says), as a runner's completer
+/// does, in the transaction `conn` is in.
+pub(crate) fn tell_ended(
+    conn: &mut PgConnection,
+    id: JobId,
+    handlers: &Handlers,
+) -> jobqueue_core::Result<()> {
+    if handlers.is_empty() {
+        return Ok(());
+    }
+    let ending = match jobqueue_core::get_job(conn, id)?
+        .found()
+        .map(|job| job.status)
+    {
+        Some(jobqueue_core::JobStatus::Failed) => Ending::Failed,
+        Some(jobqueue_core::JobStatus::Cancelled) => Ending::Cancelled,
+        _ => return Ok(()),
+    };
+    call_each(conn, std::iter::once(id), handlers, ending)
+}
+
 /// How a job a lifecycle handler is told of ended.
 #[derive(Debug, Clone, Copy)]
 enum Ending {

@@ -217,6 +217,14 @@ impl<'r> Drain<'r> {
             }
             let attempt = inline.run()?;
             write::outcome(conn, &row.lease(), &attempt, self.writing())?;
+            // Failed for good or cancelled: the registry's lifecycle
+            // handlers are told, in the same transaction, as a runner's are.
+            if matches!(
+                attempt.outcome,
+                Outcome::Retried { .. } | Outcome::Failed { .. } | Outcome::Cancelled
+            ) {
+                jobqueue_runner::inline::tell_lifecycle(self.registry, conn, row.id)?;
+            }
             (attempt.outcome.clone(), Some(attempt))
         };
         let now = jobqueue_core::get_job(conn, row.id)?.found();

@@ -287,3 +287,24 @@ fn a_handler_past_its_timeout_is_told_once() {
         [(id, "lifecycle.overrun".to_owned())]
     );
 }
+
+#[test]
+fn the_testing_kit_tells_the_lifecycle_handlers_as_a_runner_does() {
+    let (_db, mut conn) = TestDb::with_side_tables();
+    let doomed = Doomed { ms: 0 }.enqueue(&mut conn).expect("enqueue").id();
+    let panics = Panics::default();
+    let registry = registry().lifecycle(DeadLetters).lifecycle(panics.clone());
+    // Panic's first attempt of two: retried later, not dead.
+    let panicking = Panic {}.enqueue(&mut conn).expect("enqueue").id();
+    jobqueue_testing::Drain::new(&registry)
+        .run(&mut conn)
+        .expect("drain");
+    assert_eq!(
+        effects_where(&mut conn, &format!("job_id = '{doomed}' AND kind = 'dead'")),
+        1
+    );
+    assert_eq!(effects_where(&mut conn, "kind = 'dead'"), 1);
+    let told = panics.0.lock().expect("panics").clone();
+    assert_eq!(told.len(), 1, "{told:?}");
+    assert_eq!(told[0].0, panicking);
+}
