@@ -41,7 +41,7 @@ pub struct BenchArgs {
     /// Small sizes, for a smoke test (figures not comparable).
     #[arg(long)]
     quick: bool,
-    /// Only these measurements, comma-separated: bulk, txn, async, burn, metrics,
+    /// Only these measurements, comma-separated: bulk, txn, async, burn, metrics, middleware,
     /// bare, floor, plan, drain, pickup, history, isolation, steady, fleet, footprint,
     /// limit, keys, workflows, fair, scale, spread, backlog, bounded, soak, failover, trace, chaos
     /// (plan reads pg_stat_statements, which --own-cluster loads: named, it

@@ -651,6 +651,7 @@ fn bench_runs_every_measurement() {
         "burn-down, 8 workers",
         "bare-SQL queue of an application's own",
         "burn-down, 8 workers / bare-SQL queue",
+        "burn-down with middleware / without",
         "bare-SQL floor",
         "runner best burn-down / bare-SQL floor",
         "pickup latency p95",

@@ -17,7 +17,7 @@ use crate::ToolError;
 
 /// Jobs for one burn-down run at `workers` workers: the full size, but no
 /// more than 25,000 per worker (a single worker would take minutes).
-fn jobs_for(sizes: &Sizes, workers: usize) -> usize {
+pub(crate) fn jobs_for(sizes: &Sizes, workers: usize) -> usize {
     sizes.burn_jobs.min(workers * 25_000)
 }
 
@@ -28,11 +28,21 @@ pub(crate) fn burn_once(
     config: RunnerConfig,
     n: usize,
 ) -> Result<f64, ToolError> {
+    burn_with(conn, config, super::registry(), n)
+}
+
+/// [`burn_once`] with the handlers (and middleware) of `registry`.
+pub(crate) fn burn_with(
+    conn: &mut PgConnection,
+    config: RunnerConfig,
+    registry: jobqueue_runner::Registry,
+    n: usize,
+) -> Result<f64, ToolError> {
     reset(conn)?;
     insert(conn, &build(n)?)?;
     let workers = config.concurrency;
     let started = Instant::now();
-    let runner = Runner::new(config, super::registry()).start()?;
+    let runner = Runner::new(config, registry).start()?;
     let deadline = started + Duration::from_secs(600);
     while (runner.stats().completed as usize) < n {
         if Instant::now() > deadline {

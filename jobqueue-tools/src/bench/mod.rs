@@ -16,6 +16,7 @@ mod claim_plan;
 mod drain;
 mod enqueue;
 mod enqueue_async;
+mod extensions;
 mod failover;
 mod footprint;
 mod history;
@@ -48,12 +49,13 @@ pub(crate) use trace::PLAIN_BIN_HELP;
 pub use trace_part::TraceVariant;
 
 /// The measurements, by the names `--only` takes.
-pub const MEASUREMENTS: [&str; 27] = [
+pub const MEASUREMENTS: [&str; 28] = [
     "bulk",
     "txn",
     "async",
     "burn",
     "metrics",
+    "middleware",
     "bare",
     "floor",
     "plan",
@@ -91,7 +93,7 @@ pub struct BenchOptions {
     /// Small sizes for a smoke test: figures are not comparable.
     pub quick: bool,
     /// Only these measurements (empty: all but the soak, the failover, the
-    /// trace and the chaos checker). Names: bulk, txn, burn, metrics, floor, drain, pickup,
+    /// trace and the chaos checker). Names: bulk, txn, burn, metrics, middleware, floor, drain, pickup,
     /// history, isolation, steady, fleet, footprint, limit, keys, workflows, fair,
     /// scale, spread, backlog, bounded, soak (minutes long), failover (clusters of its own,
     /// from the PostgreSQL binaries), trace (the `tracing` feature's cost,
@@ -522,10 +524,14 @@ pub fn run(server_url: &str, options: &BenchOptions) -> Result<(), ToolError> {
     };
     // The measurements whose rows are printed as they are.
     type Measure<'a> = Box<dyn Fn() -> Result<Vec<Row>, ToolError> + 'a>;
-    let measurements: [(&str, Measure<'_>); 16] = [
+    let measurements: [(&str, Measure<'_>); 17] = [
         (
             "metrics",
             Box::new(|| burn::metrics_cost(&url, &sizes, runs)),
+        ),
+        (
+            "middleware",
+            Box::new(|| extensions::middleware_cost(&url, &sizes, runs)),
         ),
         ("drain", Box::new(|| drain::drains(&url, &sizes))),
         ("pickup", Box::new(|| latency::pickup(&url, &sizes, runs))),
