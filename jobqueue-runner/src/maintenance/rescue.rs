@@ -78,9 +78,11 @@ impl Service for Rescue {
     fn run_once(&mut self, cx: &mut ServiceContext) -> jobqueue_core::Result<RescueReport> {
         let mut report = RescueReport::default();
         let mut ended = Vec::new();
+        // Jobs it fails or cancels are handed to the lifecycle handlers in
+        // its transaction, when there are any.
+        let shared = std::sync::Arc::clone(&cx.shared);
+        let handlers = shared.registry.lifecycle_handlers();
         until_short(BATCH, || {
-            let shared = std::sync::Arc::clone(&cx.shared);
-            let handlers = shared.registry.lifecycle_handlers();
             let rescued = cx.run(|session| match handlers {
                 [] => session.rescue_stale(BATCH),
                 handlers => crate::lifecycle::rescue_stale(session, BATCH, handlers),
