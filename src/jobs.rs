@@ -25,8 +25,9 @@ pub fn create_side_tables(conn: &mut PgConnection) {
     .expect("create test_effects");
 }
 
-/// Records `kind` for the running attempt, on `conn`.
-fn record_on(
+/// Records `kind` for attempt `attempt` of job `ctx_id`, on `conn` (in
+/// whatever transaction it is in).
+pub fn record_on(
     conn: &mut PgConnection,
     ctx_id: jobqueue_core::JobId,
     attempt: i32,

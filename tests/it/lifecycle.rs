@@ -12,7 +12,7 @@ use diesel::PgConnection;
 use jobqueue_core::{Job, JobId, JobRow, JobStatus};
 use jobqueue_runner::{JobContext, JobError, Lifecycle, Perform, RunnerConfig};
 use jobqueue_tests::fault::{Proc, assert_exit_0, runner_command, runner_flags};
-use jobqueue_tests::jobs::{Cancellable, DeadLetters, Doomed, Noop, Panic, registry};
+use jobqueue_tests::jobs::{Cancellable, DeadLetters, Doomed, Noop, Panic, record_on, registry};
 use jobqueue_tests::{
     TestDb, claim_one, count_where, effects_where, enqueue_all, exec, expire_leases, scalar,
     start_runner, wait_count, wait_for, wait_no_live_jobs, wait_status,
@@ -27,13 +27,7 @@ struct Refuses;
 
 impl Lifecycle for Refuses {
     fn failed(&self, job: &JobRow, conn: &mut PgConnection) -> Result<(), String> {
-        use diesel::RunQueryDsl;
-        diesel::sql_query(
-            "INSERT INTO test_effects (job_id, attempt, kind) VALUES ($1, 1, 'refused')",
-        )
-        .bind::<diesel::sql_types::Uuid, _>(job.id)
-        .execute(conn)
-        .map_err(|e| e.to_string())?;
+        record_on(conn, job.id, job.attempts, "refused").map_err(|e| e.to_string())?;
         Err("the error tracker is down".into())
     }
 }
@@ -189,15 +183,7 @@ struct Cancellations;
 
 impl Lifecycle for Cancellations {
     fn cancelled(&self, job: &JobRow, conn: &mut PgConnection) -> Result<(), String> {
-        use diesel::RunQueryDsl;
-        diesel::sql_query(
-            "INSERT INTO test_effects (job_id, attempt, kind) VALUES ($1, $2, 'cancelled')",
-        )
-        .bind::<diesel::sql_types::Uuid, _>(job.id)
-        .bind::<diesel::sql_types::Integer, _>(job.attempts)
-        .execute(conn)
-        .map(drop)
-        .map_err(|e| e.to_string())
+        record_on(conn, job.id, job.attempts, "cancelled").map_err(|e| e.to_string())
     }
 }
 
