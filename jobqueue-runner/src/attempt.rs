@@ -14,7 +14,8 @@ use crate::context::JobContext;
 use crate::job_error::JobError;
 use crate::job_state::JobState;
 use crate::middleware::{Middleware, Next};
-use crate::registry::Handler;
+use crate::panics::panic_message;
+use crate::registry::{Handler, Registry};
 use crate::trace::AttemptSpan;
 
 /// What one attempt of a handler came to.
@@ -82,22 +83,35 @@ pub(crate) struct Attempted {
     pub(crate) panicked: bool,
 }
 
-/// Runs `handler` on `row`'s payload with `ctx`, inside `middleware`
-/// (outermost first), catching a panic, and says what became of the
-/// attempt; a failure worth retrying gets the type's
+/// Runs `handler` on `row`'s payload with `ctx`, inside `registry`'s
+/// middleware (outermost first), catching a panic (which its lifecycle
+/// handlers are told of), and says what became of the attempt; a failure worth retrying gets the type's
 /// backoff, or `default_policy` for a type that declares none. With the
 /// `tracing` feature the handler runs inside the attempt's span, which
 /// records the outcome.
 pub(crate) fn run(
     handler: &Handler,
-    middleware: &[Arc<dyn Middleware>],
+    registry: &Registry,
     row: &JobRow,
     ctx: &mut JobContext<'_>,
     state: &JobState,
     default_policy: RetryPolicy,
 ) -> Attempted {
     let span = AttemptSpan::new(row);
-    let attempted = attempt(handler, middleware, row, ctx, state, default_policy, &span);
+    let attempted = attempt(
+        handler,
+        registry.stack(),
+        row,
+        ctx,
+        state,
+        default_policy,
+        &span,
+    );
+    if attempted.panicked
+        && let Outcome::Retried { error, .. } = &attempted.outcome
+    {
+        crate::lifecycle::call_panicked(registry.lifecycle_handlers(), row, error);
+    }
     span.ended(|| attempted.outcome.traced());
     attempted
 }
@@ -140,13 +154,4 @@ fn attempt(
         outcome,
         panicked: false,
     }
-}
-
-/// What a caught panic said: its message, if it was a string.
-pub(crate) fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
-    panic
-        .downcast_ref::<&str>()
-        .map(|s| (*s).to_owned())
-        .or_else(|| panic.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "a non-string panic payload".to_owned())
 }

@@ -272,21 +272,9 @@ impl<'a> Inline<'a> {
             parents: self.parents,
         };
         let mut ctx = JobContext::inline(host, row, &state);
-        let attempted = attempt::run(
-            handler,
-            self.registry.stack(),
-            row,
-            &mut ctx,
-            &state,
-            self.retry,
-        );
+        let attempted = attempt::run(handler, self.registry, row, &mut ctx, &state, self.retry);
         let reports = ctx.take_reports();
         drop(ctx);
-        if attempted.panicked
-            && let attempt::Outcome::Retried { error, .. } = &attempted.outcome
-        {
-            crate::lifecycle::call_panicked(self.registry.lifecycle_handlers(), row, error);
-        }
         let rolled_back = match (conn, depth) {
             (Some(conn), Some(depth)) => close_savepoint(conn, depth)?,
             _ => false,

@@ -80,6 +80,7 @@ mod metrics;
 mod metrics_server;
 mod middleware;
 mod outcome_writes;
+mod panics;
 mod perform;
 mod progress_note;
 mod registry;

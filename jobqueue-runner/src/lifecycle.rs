@@ -29,7 +29,7 @@ use jobqueue_core::engine::{
 };
 use jobqueue_core::{JobId, JobRow};
 
-use crate::attempt::panic_message;
+use crate::panics::panic_message;
 
 /// What an application runs when a job fails for good, is cancelled by a
 /// runner, panics or runs past its timeout; registered with
@@ -182,15 +182,15 @@ pub(crate) fn tell_ended(
     if handlers.is_empty() {
         return Ok(());
     }
-    let ending = match jobqueue_core::get_job(conn, id)?
-        .found()
-        .map(|job| job.status)
-    {
-        Some(jobqueue_core::JobStatus::Failed) => Ending::Failed,
-        Some(jobqueue_core::JobStatus::Cancelled) => Ending::Cancelled,
+    let Some(job) = jobqueue_core::get_job(conn, id)?.found() else {
+        return Ok(());
+    };
+    let ending = match job.status {
+        jobqueue_core::JobStatus::Failed => Ending::Failed,
+        jobqueue_core::JobStatus::Cancelled => Ending::Cancelled,
         _ => return Ok(()),
     };
-    call_each(conn, std::iter::once(id), handlers, ending)
+    call(conn, &job, handlers, ending)
 }
 
 /// How a job a lifecycle handler is told of ended.
@@ -222,8 +222,7 @@ impl Ending {
     }
 }
 
-/// Hands each of `ended` (read as it is now) to every handler, each call
-/// in a savepoint of its own.
+/// Hands each of `ended` (read as it is now) to every handler.
 fn call_each(
     conn: &mut PgConnection,
     ended: impl Iterator<Item = JobId>,
@@ -231,29 +230,39 @@ fn call_each(
     ending: Ending,
 ) -> jobqueue_core::Result<()> {
     for id in ended {
-        let Some(job) = jobqueue_core::get_job(conn, id)?.found() else {
-            continue;
-        };
-        for handler in handlers {
-            let called = conn.transaction::<_, HandlerFailed, _>(|conn| {
-                match catch_unwind(AssertUnwindSafe(|| ending.call(&**handler, &job, conn))) {
-                    Ok(Ok(())) => Ok(()),
-                    Ok(Err(error)) => Err(HandlerFailed::Said(error)),
-                    Err(panic) => Err(HandlerFailed::Panicked(panic_message(panic.as_ref()))),
-                }
-            });
-            match called {
-                Ok(()) => {}
-                Err(HandlerFailed::Database(e)) => return Err(e.into()),
-                Err(failed) => log::error!(
-                    "the lifecycle handler of {} job {} ({}) {failed}; \
-                     the job is {} all the same",
-                    ending.name(),
-                    job.id,
-                    job.job_type,
-                    ending.name()
-                ),
+        if let Some(job) = jobqueue_core::get_job(conn, id)?.found() {
+            call(conn, &job, handlers, ending)?;
+        }
+    }
+    Ok(())
+}
+
+/// Hands `job` to every handler, each call in a savepoint of its own.
+fn call(
+    conn: &mut PgConnection,
+    job: &JobRow,
+    handlers: &Handlers,
+    ending: Ending,
+) -> jobqueue_core::Result<()> {
+    for handler in handlers {
+        let called = conn.transaction::<_, HandlerFailed, _>(|conn| {
+            match catch_unwind(AssertUnwindSafe(|| ending.call(&**handler, job, conn))) {
+                Ok(Ok(())) => Ok(()),
+                Ok(Err(error)) => Err(HandlerFailed::Said(error)),
+                Err(panic) => Err(HandlerFailed::Panicked(panic_message(panic.as_ref()))),
             }
+        });
+        match called {
+            Ok(()) => {}
+            Err(HandlerFailed::Database(e)) => return Err(e.into()),
+            Err(failed) => log::error!(
+                "the lifecycle handler of {} job {} ({}) {failed}; \
+                 the job is {} all the same",
+                ending.name(),
+                job.id,
+                job.job_type,
+                ending.name()
+            ),
         }
     }
     Ok(())

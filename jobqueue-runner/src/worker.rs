@@ -80,7 +80,7 @@ fn execute(shared: &Shared, claimed: &Claimed) -> OutcomeKind {
     let mut ctx = JobContext::new(shared, row, state);
     let attempted = attempt::run(
         handler,
-        shared.registry.stack(),
+        &shared.registry,
         row,
         &mut ctx,
         state,
@@ -91,9 +91,6 @@ fn execute(shared: &Shared, claimed: &Claimed) -> OutcomeKind {
         Counters::add(&shared.counters.panicked, 1);
         if let Some(metrics) = &state.metrics {
             metrics.panicked();
-        }
-        if let crate::attempt::Outcome::Retried { error, .. } = &attempted.outcome {
-            crate::lifecycle::call_panicked(shared.registry.lifecycle_handlers(), row, error);
         }
     }
     OutcomeKind::from(attempted.outcome)

@@ -17,8 +17,8 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, Sender, unbounded};
 use jobqueue_core::engine::{Claim, Claimed};
 
-use crate::attempt::panic_message;
 use crate::db::Db;
+use crate::panics::panic_message;
 use crate::shared::Shared;
 use crate::sync::lock;
 use crate::trace::ClaimSpan;
