@@ -71,6 +71,7 @@ fn seconds_between(from: DateTime<Utc>, to: DateTime<Utc>) -> i64 {
 
 #[test]
 fn every_slot_fires_once_while_runners_are_killed_and_restarted() {
+    let _alone = crate::one_fleet_at_a_time();
     let (db, mut conn) = TestDb::with_side_tables();
     const TICK: &str = "tick|* * * * * *|catch_up:30|1";
     let mut runners: Vec<Proc> = (0..4)
