@@ -131,6 +131,8 @@ fn sign_up(conn: &mut PgConnection, email: &str) -> jobqueue::Result<()> {
         }
         .options()
         .unique_key(format!("welcome:{email}"))
+        .tag("signup")
+        .meta("source", "web")
         .enqueue(conn)?;
         Ok(())
     })
@@ -237,6 +239,7 @@ mod tests {
             .matching(|email| email.to == "ada@example.com")
             .queue("mail")
             .unique_key("welcome:ada@example.com")
+            .tag("signup")
             .assert_enqueued_once(&mut conn);
         assert_eq!(welcome.job.subject, "Welcome");
         refute_enqueued::<SendEmail>(&mut conn, |email| email.to != "ada@example.com");

@@ -505,6 +505,15 @@ pub(crate) struct EnqueueArgs {
     /// that many of the key's jobs run at once.
     #[arg(long)]
     pub(crate) concurrency_key: Option<String>,
+    /// A tag, 1 to 64 characters of [A-Za-z0-9_.:=/-] (`tenant:42`);
+    /// repeat for more (at most 16): `list --tag` and the dashboard select
+    /// by them.
+    #[arg(long = "tag", value_name = "TAG")]
+    pub(crate) tags: Vec<String>,
+    /// A metadata entry, KEY=VALUE; VALUE is taken as JSON when it parses
+    /// (`attempt=3`, `user={"id":42}`), else as a string. Repeat for more.
+    #[arg(long = "meta", value_name = "KEY=VALUE")]
+    pub(crate) meta: Vec<String>,
 }
 
 /// `jobqueue list`.
@@ -520,6 +529,9 @@ pub(crate) struct ListArgs {
     /// Only this job type.
     #[arg(long = "type")]
     pub(crate) job_type: Option<String>,
+    /// Only jobs carrying this tag.
+    #[arg(long)]
+    pub(crate) tag: Option<String>,
     /// At most this many.
     #[arg(long, default_value_t = 50, allow_negative_numbers = true)]
     pub(crate) limit: i64,

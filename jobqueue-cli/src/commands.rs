@@ -271,6 +271,11 @@ fn enqueue(url: &str, args: EnqueueArgs, registry: &Registry) -> Result<()> {
     if let Some(key) = args.concurrency_key {
         options = options.concurrency_key(key);
     }
+    options = options.tags(args.tags);
+    for entry in &args.meta {
+        let (key, value) = meta_entry(entry)?;
+        options = options.meta(key, value);
+    }
     if let Some(run_at) = args.run_at {
         options = options.run_at(parse_time("run-at", &run_at)?);
     }
@@ -389,6 +394,21 @@ fn newest_jobs(conn: &mut PgConnection, mut query: JobQuery, limit: i64) -> Resu
     }
 }
 
+/// A `--meta KEY=VALUE` entry: VALUE as JSON when it parses, else as a
+/// string.
+fn meta_entry(entry: &str) -> Result<(&str, serde_json::Value)> {
+    match entry.split_once('=') {
+        Some((key, value)) if !key.is_empty() => Ok((
+            key,
+            serde_json::from_str(value)
+                .unwrap_or_else(|_| serde_json::Value::String(value.to_owned())),
+        )),
+        _ => Err(CliError::Usage(format!(
+            "invalid --meta {entry:?}: write it KEY=VALUE (`user=42`, `source=\"import\"`)"
+        ))),
+    }
+}
+
 fn list(url: &str, args: ListArgs) -> Result<()> {
     if !(1..=LIST_MOST).contains(&args.limit) {
         return Err(CliError::Usage(format!(
@@ -404,6 +424,7 @@ fn list(url: &str, args: ListArgs) -> Result<()> {
             .transpose()?,
         queue: args.queue,
         job_type: args.job_type,
+        tag: args.tag,
         ..JobQuery::default()
     };
     let jobs = newest_jobs(&mut connect(url)?, query, args.limit)?;
@@ -477,6 +498,14 @@ fn show(url: &str, id: &str, json: bool) -> Result<()> {
         "key:           {}",
         shown(job.concurrency_key.as_deref().unwrap_or("-"))
     )?;
+    let tags = job
+        .tags
+        .as_ref()
+        .map_or_else(|| "-".to_owned(), |t| t.join(" "));
+    outln!("tags:          {}", shown(&tags))?;
+    if let Some(metadata) = &job.metadata {
+        outln!("metadata:      {}", shown(&metadata.to_string()))?;
+    }
     outln!("created at:    {}", job.created_at.to_rfc3339())?;
     outln!("run at:        {}", job.run_at.to_rfc3339())?;
     outln!("claimed at:    {}", time(job.claimed_at))?;

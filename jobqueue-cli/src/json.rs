@@ -24,6 +24,7 @@ pub(crate) struct JobSummary<'a> {
     run_at: DateTime<Utc>,
     created_at: DateTime<Utc>,
     last_error: Option<&'a str>,
+    tags: &'a [String],
 }
 
 impl<'a> JobSummary<'a> {
@@ -39,6 +40,7 @@ impl<'a> JobSummary<'a> {
             run_at: job.run_at,
             created_at: job.created_at,
             last_error: job.last_error.as_deref(),
+            tags: job.tags.as_deref().unwrap_or_default(),
         }
     }
 }
@@ -63,6 +65,7 @@ pub(crate) struct JobDetail<'a> {
     payload: &'a serde_json::Value,
     errors: &'a serde_json::Value,
     traceparent: Option<&'a str>,
+    metadata: Option<&'a serde_json::Value>,
 }
 
 impl<'a> JobDetail<'a> {
@@ -83,6 +86,7 @@ impl<'a> JobDetail<'a> {
             traceparent: job.traceparent.as_deref(),
             payload: &job.payload,
             errors: &job.errors,
+            metadata: job.metadata.as_ref(),
         }
     }
 }

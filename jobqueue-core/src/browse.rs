@@ -62,6 +62,9 @@ pub struct JobQuery {
     /// Only the live job holding this unique key (finished jobs keep their
     /// key, but only live ones are indexed by it).
     pub unique_key: Option<String>,
+    /// Only jobs carrying this tag ([`crate::JobOptions::tag`]); newest
+    /// first only, searched a window at a time (see [`SEARCH_WINDOW`]).
+    pub tag: Option<String>,
     /// The order.
     pub order: JobOrder,
     /// Where the page starts (none: the first page).
@@ -88,12 +91,15 @@ pub const SEARCH_WINDOW: i64 = 100_000;
 impl JobQuery {
     /// Whether an index serves this query's filters, or its search must be
     /// windowed: newest first with a queue or type among all or finished
-    /// jobs (a live status, a unique key or no filter at all are indexed).
+    /// jobs, or with a tag (a live status, a unique key or no filter at all
+    /// are indexed; the tags index finds a tag's jobs, but not newest
+    /// first, so a common tag would read every job that carries it).
     fn windowed(&self) -> bool {
         self.order == JobOrder::Newest
             && self.unique_key.is_none()
-            && self.status.is_none_or(JobStatus::is_finished)
-            && (self.queue.is_some() || self.job_type.is_some() || self.status.is_some())
+            && (self.tag.is_some()
+                || (self.status.is_none_or(JobStatus::is_finished)
+                    && (self.queue.is_some() || self.job_type.is_some() || self.status.is_some())))
     }
 }
 
@@ -125,6 +131,16 @@ impl JobQuery {
         }
         if let Some(key) = &self.unique_key {
             limits::check_unique_key(key)?;
+        }
+        if let Some(tag) = &self.tag {
+            limits::check_tags(std::slice::from_ref(tag))?;
+            if self.order != JobOrder::Newest {
+                return Err(Error::invalid(
+                    "order",
+                    "a tag's jobs are listed newest first only: no index holds them by run_at \
+                     or by when they finished",
+                ));
+            }
         }
         if self.order == JobOrder::RunAt && self.status.is_none_or(|s| s.is_finished()) {
             return Err(Error::invalid(
@@ -180,21 +196,25 @@ pub fn browse_jobs(conn: &mut PgConnection, query: &JobQuery, limit: i64) -> Res
                 .bind::<Nullable<Text>, _>(query.job_type.clone())
                 .bind::<Nullable<Text>, _>(query.unique_key.clone())
         };
+        let tag = || query.tag.clone();
         Ok(match query.order {
             JobOrder::Newest => filtered(sql::JOB_BROWSE_NEWEST)
                 .bind::<Nullable<Uuid>, _>(before)
                 .bind::<BigInt, _>(limit + 1)
                 .bind::<Nullable<Uuid>, _>(floor)
+                .bind::<Nullable<Text>, _>(tag())
                 .load::<JobRow>(conn)?,
             JobOrder::RunAt => filtered(sql::JOB_BROWSE_RUN_AT)
                 .bind::<Nullable<Timestamptz>, _>(at)
                 .bind::<Nullable<Uuid>, _>(at_id)
                 .bind::<BigInt, _>(limit + 1)
+                .bind::<Nullable<Text>, _>(tag())
                 .load::<JobRow>(conn)?,
             JobOrder::Finished => filtered(sql::JOB_BROWSE_FINISHED)
                 .bind::<Nullable<Timestamptz>, _>(at)
                 .bind::<Nullable<Uuid>, _>(at_id)
                 .bind::<BigInt, _>(limit + 1)
+                .bind::<Nullable<Text>, _>(tag())
                 .load::<JobRow>(conn)?,
         })
     })?;
@@ -257,6 +277,7 @@ pub fn count_jobs(conn: &mut PgConnection, query: &JobQuery, bound: i64) -> Resu
             .bind::<Nullable<Text>, _>(query.unique_key.as_deref())
             .bind::<BigInt, _>(bound + 1)
             .bind::<Nullable<Uuid>, _>(floor)
+            .bind::<Nullable<Text>, _>(query.tag.as_deref())
             .get_result::<Counted>(conn)?
             .n)
     })?;

@@ -302,10 +302,11 @@ pub(crate) fn notify_now<C>(conn: &C, job: &NewJob) -> bool {
 
 /// Whether an enqueue of `job` without a unique key takes
 /// [`sql::JOB_INSERT`] rather than the quiet insert: when it wakes its
-/// queue (`notify`), and for a keyed job, which may be inserted `waiting`
-/// and always wakes the runners' admission.
+/// queue (`notify`), for a keyed job, which may be inserted `waiting`
+/// and always wakes the runners' admission, and for a job with tags or
+/// metadata (the quiet insert, the common case under load, binds neither).
 pub(crate) fn needs_full_insert(job: &NewJob, notify: bool) -> bool {
-    notify || job.concurrency_key.is_some()
+    notify || job.concurrency_key.is_some() || !job.tags.is_empty() || job.metadata.is_some()
 }
 
 /// The outcome of `job`, whose unique `key` the live job `existing` holds.
@@ -362,6 +363,8 @@ pub(crate) fn insert_one_statement<'j>(
         .bind::<Nullable<Text>, _>(job.concurrency_key.as_deref())
         .bind::<Bool, _>(found.waits)
         .bind::<Nullable<Integer>, _>(found.room)
+        .bind::<Nullable<Array<Text>>, _>((!job.tags.is_empty()).then_some(&job.tags))
+        .bind::<Nullable<Text>, _>(job.metadata.as_deref())
 }
 
 /// The live jobs holding `keys`, by key.
@@ -471,7 +474,17 @@ fn copy_many(
         push_field(&mut data, &job.queue);
         let _ = write!(data, "\t{}\t", job.priority);
         push_field(&mut data, &job.payload);
-        let _ = writeln!(data, "\t{}\t{trace}", job.max_attempts);
+        let _ = write!(data, "\t{}\t{trace}\t", job.max_attempts);
+        match job.tags_literal() {
+            Some(tags) => push_field(&mut data, &tags),
+            None => data.push_str("\\N"),
+        }
+        data.push('\t');
+        match &job.metadata {
+            Some(metadata) => push_field(&mut data, metadata),
+            None => data.push_str("\\N"),
+        }
+        data.push('\n');
     }
     diesel::copy_from(dsl::jobqueue_jobs)
         .from_raw_data(
@@ -483,6 +496,8 @@ fn copy_many(
                 dsl::payload,
                 dsl::max_attempts,
                 dsl::traceparent,
+                dsl::tags,
+                dsl::metadata,
             ),
             |out: &mut dyn std::io::Write| -> Result<()> {
                 out.write_all(data.as_bytes()).map_err(|e| {
@@ -547,6 +562,8 @@ pub(crate) struct BatchColumns<'j> {
     concurrency_keys: Vec<Option<&'j str>>,
     key_waits: Vec<bool>,
     key_room: Vec<Option<i32>>,
+    tags: Vec<Option<String>>,
+    metadata: Vec<Option<&'j str>>,
 }
 
 impl<'j> BatchColumns<'j> {
@@ -571,6 +588,8 @@ impl<'j> BatchColumns<'j> {
                 .collect(),
             key_waits: found.iter().map(|found| found.waits).collect(),
             key_room: found.iter().map(|found| found.room).collect(),
+            tags: jobs.iter().map(NewJob::tags_literal).collect(),
+            metadata: jobs.iter().map(|job| job.metadata.as_deref()).collect(),
         }
     }
 
@@ -592,6 +611,8 @@ impl<'j> BatchColumns<'j> {
             .bind::<Array<Nullable<Text>>, _>(&self.concurrency_keys)
             .bind::<Array<Bool>, _>(&self.key_waits)
             .bind::<Array<Nullable<Integer>>, _>(&self.key_room)
+            .bind::<Array<Nullable<Text>>, _>(&self.tags)
+            .bind::<Array<Nullable<Text>>, _>(&self.metadata)
     }
 }
 

@@ -173,6 +173,13 @@ impl<J: Job> EnqueueBuilder<'_, J> {
         unique_key(key: impl Into<String>);
         concurrency_key(key: impl Into<String>);
         max_payload_bytes(limit: usize);
+        tag(tag: impl Into<String>);
+    }
+
+    /// See [`JobOptions::meta`].
+    pub fn meta(mut self, key: impl Into<String>, value: impl Into<serde_json::Value>) -> Self {
+        self.options = self.options.meta(key, value);
+        self
     }
 
     /// The validated job, for [`crate::enqueue_many`].

@@ -117,6 +117,64 @@ pub fn check_concurrency_key(key: &str) -> Result<()> {
     Ok(())
 }
 
+/// Most tags on one job.
+pub const MAX_TAGS: usize = 16;
+/// Longest tag, in characters.
+pub const MAX_TAG_LEN: usize = 64;
+/// Largest metadata object, in bytes of JSON.
+pub const MAX_METADATA_BYTES: usize = 64 * 1024;
+
+/// Checks a job's tags: at most [`MAX_TAGS`], each 1 to [`MAX_TAG_LEN`]
+/// characters of `[A-Za-z0-9_.:=/-]` (`tenant:42`, `import/2026-11`).
+pub fn check_tags(tags: &[String]) -> Result<()> {
+    if tags.len() > MAX_TAGS {
+        return Err(Error::invalid(
+            "tags",
+            format!(
+                "{} tags; a job carries at most {MAX_TAGS}: put the rest in its metadata",
+                tags.len()
+            ),
+        ));
+    }
+    for tag in tags {
+        let len = tag.chars().count();
+        if len == 0 || len > MAX_TAG_LEN {
+            return Err(Error::invalid(
+                "tags",
+                format!("{tag:?} must be 1 to {MAX_TAG_LEN} characters long (it has {len})"),
+            ));
+        }
+        if let Some(bad) = tag
+            .chars()
+            .find(|&c| !is_name_char(c) && c != '/' && c != '=')
+        {
+            return Err(Error::invalid(
+                "tags",
+                format!(
+                    "{tag:?} contains {bad:?}; only A-Z, a-z, 0-9, '_', '.', ':', '=', '/' and \
+                     '-' are allowed"
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Checks a job's metadata, as JSON text: at most [`MAX_METADATA_BYTES`].
+pub(crate) fn check_metadata(metadata: &str) -> Result<()> {
+    if metadata.len() > MAX_METADATA_BYTES {
+        return Err(Error::invalid(
+            "metadata",
+            format!(
+                "{} bytes of JSON; a job's metadata holds at most {MAX_METADATA_BYTES}: keep \
+                 large values in the payload",
+                metadata.len()
+            ),
+        ));
+    }
+    crate::storable::check_storable("metadata", metadata)
+}
+
 /// Most jobs of one key a queue's key limit may admit at once.
 pub const MAX_KEY_LIMIT: i32 = 10_000;
 

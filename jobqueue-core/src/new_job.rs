@@ -4,6 +4,7 @@ use chrono::{DateTime, Utc};
 
 use crate::limits::{
     self, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_PAYLOAD_BYTES, DEFAULT_PRIORITY, DEFAULT_QUEUE,
+    check_metadata, check_tags,
 };
 use crate::options::Due;
 use crate::storable::check_storable;
@@ -28,6 +29,10 @@ pub struct NewJob {
     pub(crate) delay_secs: f64,
     pub(crate) unique_key: Option<String>,
     pub(crate) concurrency_key: Option<String>,
+    /// Its tags (none: an empty list, stored as NULL).
+    pub(crate) tags: Vec<String>,
+    /// Its metadata as JSON object text, if any is set.
+    pub(crate) metadata: Option<String>,
 }
 
 impl NewJob {
@@ -99,7 +104,7 @@ impl NewJob {
                 limit,
             });
         }
-        check_storable(&payload)?;
+        check_storable("payload", &payload)?;
         let priority = options.priority.unwrap_or(defaults.priority);
         limits::check_priority(priority)?;
         let queue = options.queue.unwrap_or_else(|| defaults.queue.to_owned());
@@ -112,6 +117,8 @@ impl NewJob {
         if let Some(key) = &options.concurrency_key {
             limits::check_concurrency_key(key)?;
         }
+        check_tags(&options.tags)?;
+        let metadata = metadata_text(&options.metadata)?;
         let (run_at, delay_secs) = match options.due {
             Due::Now => (None, 0.0),
             Due::At(at) => (Some(at), 0.0),
@@ -137,6 +144,8 @@ impl NewJob {
             delay_secs,
             unique_key: options.unique_key,
             concurrency_key: options.concurrency_key,
+            tags: options.tags,
+            metadata,
         })
     }
 
@@ -154,6 +163,41 @@ impl NewJob {
     pub fn queue(&self) -> &str {
         &self.queue
     }
+
+    /// Its tags, in the order they were added.
+    pub fn tags(&self) -> &[String] {
+        &self.tags
+    }
+
+    /// Its metadata, as JSON object text (`None`: none set).
+    pub fn metadata(&self) -> Option<&str> {
+        self.metadata.as_deref()
+    }
+
+    /// Its tags as a PostgreSQL array literal (`{"a","b"}`), for the
+    /// statements that take each job's tags as one text, or `None` when it
+    /// has none. Every element is quoted (a tag `NULL` stays a tag); tags
+    /// hold no quote, backslash, comma or brace ([`check_tags`]).
+    pub(crate) fn tags_literal(&self) -> Option<String> {
+        if self.tags.is_empty() {
+            return None;
+        }
+        let quoted: Vec<String> = self.tags.iter().map(|tag| format!("\"{tag}\"")).collect();
+        Some(format!("{{{}}}", quoted.join(",")))
+    }
+}
+
+/// The metadata of `map` as JSON text, checked (`None` when empty: stored
+/// as NULL).
+fn metadata_text(map: &serde_json::Map<String, serde_json::Value>) -> Result<Option<String>> {
+    if map.is_empty() {
+        return Ok(None);
+    }
+    // A map of JSON values always serializes.
+    let text = serde_json::to_string(map)
+        .map_err(|e| Error::invalid("metadata", format!("not serializable as JSON: {e}")))?;
+    check_metadata(&text)?;
+    Ok(Some(text))
 }
 
 /// Refuses text that is not JSON at all, before any type is tried on it.

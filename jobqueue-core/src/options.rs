@@ -1,5 +1,5 @@
 //! Per-enqueue options: priority, queue, when due, attempts, unique key,
-//! concurrency key.
+//! concurrency key, tags and metadata.
 
 use std::time::Duration;
 
@@ -46,6 +46,8 @@ pub struct JobOptions {
     pub(crate) unique_key: Option<String>,
     pub(crate) concurrency_key: Option<String>,
     pub(crate) max_payload_bytes: Option<usize>,
+    pub(crate) tags: Vec<String>,
+    pub(crate) metadata: serde_json::Map<String, serde_json::Value>,
 }
 
 impl JobOptions {
@@ -88,5 +90,31 @@ impl JobOptions {
 
         /// Largest serialized payload accepted, in bytes. Default: the job type's (1 MiB).
         max_payload_bytes(limit: usize) => max_payload_bytes = Some(limit);
+    }
+
+    /// Adds a tag (`tenant:42`, `import`): lists, the dashboard and the
+    /// browse API select jobs by tag ([`crate::browse::JobQuery::tag`]).
+    /// At most [`crate::limits::MAX_TAGS`] per job, each 1 to 64
+    /// characters of `[A-Za-z0-9_.:=/-]`; a tag given twice is kept once.
+    pub fn tag(mut self, tag: impl Into<String>) -> Self {
+        let tag = tag.into();
+        if !self.tags.contains(&tag) {
+            self.tags.push(tag);
+        }
+        self
+    }
+
+    /// Adds each of `tags` (see [`JobOptions::tag`]).
+    pub fn tags<T: Into<String>>(self, tags: impl IntoIterator<Item = T>) -> Self {
+        tags.into_iter().fold(self, |options, tag| options.tag(tag))
+    }
+
+    /// Sets `key` of the job's metadata, a JSON object stored beside the
+    /// payload (who enqueued it, from where) that handlers and middleware
+    /// read ([`crate::JobRow::metadata`]); replaces an earlier value of the
+    /// key. At most [`crate::limits::MAX_METADATA_BYTES`] of JSON in all.
+    pub fn meta(mut self, key: impl Into<String>, value: impl Into<serde_json::Value>) -> Self {
+        self.metadata.insert(key.into(), value.into());
+        self
     }
 }

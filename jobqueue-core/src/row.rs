@@ -71,6 +71,11 @@ pub struct JobRow {
     pub concurrency_key: Option<String>,
     /// The workflow the job is a step of, if any (see [`crate::Workflow`]).
     pub workflow_id: Option<JobId>,
+    /// Its tags ([`crate::JobOptions::tag`]); `None` when it has none.
+    pub tags: Option<Vec<String>>,
+    /// Its metadata, a JSON object ([`crate::JobOptions::meta`]); `None`
+    /// when none was set.
+    pub metadata: Option<serde_json::Value>,
 }
 
 impl JobRow {
@@ -127,7 +132,27 @@ impl JobRow {
             traceparent: None,
             concurrency_key: job.concurrency_key.clone(),
             workflow_id: None,
+            tags: (!job.tags.is_empty()).then(|| job.tags.clone()),
+            metadata: match &job.metadata {
+                None => None,
+                Some(text) => Some(serde_json::from_str(text).map_err(|source| {
+                    crate::Error::Deserialize {
+                        job_type: job.job_type.clone(),
+                        source,
+                    }
+                })?),
+            },
         })
+    }
+
+    /// Whether the job carries `tag`.
+    pub fn has_tag(&self, tag: &str) -> bool {
+        self.tags.iter().flatten().any(|t| t == tag)
+    }
+
+    /// The value of `key` in the job's metadata, if set.
+    pub fn meta(&self, key: &str) -> Option<&serde_json::Value> {
+        self.metadata.as_ref().and_then(|m| m.get(key))
     }
 
     /// Decodes the payload as the job type `T`.

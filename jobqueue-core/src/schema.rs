@@ -59,6 +59,10 @@ diesel::table! {
         concurrency_key -> Nullable<Text>,
         /// The workflow the job is a step of, if any.
         workflow_id -> Nullable<Uuid>,
+        /// Tags set at enqueue, if any.
+        tags -> Nullable<Array<Text>>,
+        /// Metadata set at enqueue (a JSON object), if any.
+        metadata -> Nullable<Jsonb>,
     }
 }
 

@@ -21,19 +21,19 @@ const MAX_SCALE: i64 = 16_383;
 pub(crate) const MAX_DEPTH: usize = 1000;
 
 /// Refuses valid JSON text that `jsonb` would not store.
-pub(crate) fn check_storable(json: &str) -> Result<()> {
+pub(crate) fn check_storable(field: &'static str, json: &str) -> Result<()> {
     let bytes = json.as_bytes();
     let mut i = 0;
     let mut depth = 0usize;
     while i < bytes.len() {
         match bytes[i] {
-            b'"' => i = string_end(bytes, i + 1)?,
-            b'-' | b'0'..=b'9' => i = number_end(json, i)?,
+            b'"' => i = string_end(field, bytes, i + 1)?,
+            b'-' | b'0'..=b'9' => i = number_end(field, json, i)?,
             b'[' | b'{' => {
                 depth += 1;
                 if depth > MAX_DEPTH {
                     return Err(Error::invalid(
-                        "payload",
+                        field,
                         format!(
                             "it nests arrays and objects more than {MAX_DEPTH} levels deep: \
                              flatten it"
@@ -54,14 +54,14 @@ pub(crate) fn check_storable(json: &str) -> Result<()> {
 
 /// The index just past the string whose body starts at `i`; refuses a
 /// `\u0000` escape.
-fn string_end(bytes: &[u8], mut i: usize) -> Result<usize> {
+fn string_end(field: &'static str, bytes: &[u8], mut i: usize) -> Result<usize> {
     while i < bytes.len() {
         match bytes[i] {
             b'"' => return Ok(i + 1),
             b'\\' => {
                 if bytes[i + 1..].starts_with(b"u0000") {
                     return Err(Error::invalid(
-                        "payload",
+                        field,
                         "a string holds the character U+0000 (\\u0000), which PostgreSQL's \
                          jsonb cannot store: remove it, or encode binary data (base64)",
                     ));
@@ -76,7 +76,7 @@ fn string_end(bytes: &[u8], mut i: usize) -> Result<usize> {
 
 /// The index just past the number starting at `start`; refuses one out of
 /// `numeric`'s range.
-fn number_end(json: &str, start: usize) -> Result<usize> {
+fn number_end(field: &'static str, json: &str, start: usize) -> Result<usize> {
     let bytes = json.as_bytes();
     let digits_from = |mut i: usize| {
         while i < bytes.len() && bytes[i].is_ascii_digit() {
@@ -120,7 +120,7 @@ fn number_end(json: &str, start: usize) -> Result<usize> {
     if integer_digits > MAX_INTEGER_DIGITS || scale > MAX_SCALE {
         let shown: String = json[start..i].chars().take(40).collect();
         return Err(Error::invalid(
-            "payload",
+            field,
             format!(
                 "the number {shown} is out of the range PostgreSQL's jsonb stores (at most \
                  {MAX_INTEGER_DIGITS} digits before the decimal point and {MAX_SCALE} after): \
@@ -143,7 +143,7 @@ mod tests {
             r#"["\u0001", "\"\\", 0.000]"#,
             &format!("{}{}", "[".repeat(1000), "]".repeat(1000)),
         ] {
-            check_storable(json).unwrap_or_else(|e| panic!("{json}: {e}"));
+            check_storable("payload", json).unwrap_or_else(|e| panic!("{json}: {e}"));
         }
     }
 
@@ -161,7 +161,7 @@ mod tests {
             (r#"[1.5E+999999999999999999999999]"#, "out of the range"),
             (deep.as_str(), "1000 levels"),
         ] {
-            let err = check_storable(json).expect_err(json).to_string();
+            let err = check_storable("payload", json).expect_err(json).to_string();
             assert!(err.contains(says), "{json}: {err}");
         }
     }

@@ -434,6 +434,16 @@ impl Workflow {
             )
             .bind::<Nullable<Text>, _>(traceparent.map(str::to_owned))
             .bind::<Text, _>(crate::enqueue::NOTIFY_CHANNEL)
+            .bind::<Array<Nullable<Text>>, _>(
+                jobs.iter()
+                    .map(|job| job.tags_literal())
+                    .collect::<Vec<_>>(),
+            )
+            .bind::<Array<Nullable<Text>>, _>(
+                jobs.iter()
+                    .map(|job| job.metadata.clone())
+                    .collect::<Vec<_>>(),
+            )
     }
 
     /// What [`enqueue`](Self::enqueue) returns once the statement

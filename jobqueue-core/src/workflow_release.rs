@@ -52,7 +52,7 @@ pub fn check_result(result: &str) -> Result<()> {
             ),
         ));
     }
-    crate::storable::check_storable(result)
+    crate::storable::check_storable("result", result)
 }
 
 /// The completion of `done` (workflow jobs all), bound: ids and tokens

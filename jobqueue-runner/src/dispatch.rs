@@ -166,6 +166,8 @@ mod tests {
             none.clone(),                 // traceparent
             none,                         // concurrency_key
             None::<jobqueue_core::JobId>, // workflow_id
+            None::<Vec<String>>,          // tags
+            None::<serde_json::Value>,    // metadata
         ))
         .expect("a row");
         let state = Arc::new(crate::job_state::JobState::new(

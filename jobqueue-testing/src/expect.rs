@@ -48,6 +48,8 @@ pub struct Expect<'p, T> {
     priority: Option<i32>,
     due: Option<(DateTime<Utc>, DateTime<Utc>)>,
     unique_key: Option<String>,
+    tags: Vec<String>,
+    meta: Vec<(String, serde_json::Value)>,
     statuses: Vec<JobStatus>,
 }
 
@@ -60,6 +62,8 @@ impl<T> std::fmt::Debug for Expect<'_, T> {
             .field("priority", &self.priority)
             .field("due", &self.due)
             .field("unique_key", &self.unique_key)
+            .field("tags", &self.tags)
+            .field("meta", &self.meta)
             .field("statuses", &self.statuses)
             .finish()
     }
@@ -89,6 +93,8 @@ pub fn expect<'p, T: Job>() -> Expect<'p, T> {
         priority: None,
         due: None,
         unique_key: None,
+        tags: Vec::new(),
+        meta: Vec::new(),
         statuses: Vec::new(),
     }
 }
@@ -158,6 +164,19 @@ impl<'p, T: Job> Expect<'p, T> {
     /// Only the job holding unique key `key`.
     pub fn unique_key(mut self, key: impl Into<String>) -> Self {
         self.unique_key = Some(key.into());
+        self
+    }
+
+    /// Only jobs carrying `tag` (called again: carrying every tag named).
+    pub fn tag(mut self, tag: impl Into<String>) -> Self {
+        self.tags.push(tag.into());
+        self
+    }
+
+    /// Only jobs whose metadata holds `value` at `key` (called again: every
+    /// entry named).
+    pub fn meta(mut self, key: impl Into<String>, value: impl Into<serde_json::Value>) -> Self {
+        self.meta.push((key.into(), value.into()));
         self
     }
 
@@ -321,6 +340,20 @@ impl<'p, T: Job> Expect<'p, T> {
                 .map_or("no unique key".to_owned(), |k| format!("unique key `{k}`"));
             why.push(format!("{held}, not `{key}`"));
         }
+        for tag in self.tags.iter().filter(|tag| !row.has_tag(tag)) {
+            let carried = match &row.tags {
+                Some(tags) => format!("tags `{}`", tags.join(" ")),
+                None => "no tags".to_owned(),
+            };
+            why.push(format!("{carried}, not `{tag}`"));
+        }
+        for (key, value) in &self.meta {
+            match row.meta(key) {
+                Some(found) if found == value => {}
+                Some(found) => why.push(format!("metadata `{key}` {found}, not {value}")),
+                None => why.push(format!("no metadata `{key}`")),
+            }
+        }
         if why.is_empty()
             && let Some(predicate) = &self.predicate
             && !predicate(job)
@@ -348,6 +381,12 @@ impl<'p, T: Job> Expect<'p, T> {
         }
         if let Some(key) = &self.unique_key {
             text.push_str(&format!(" with unique key `{key}`"));
+        }
+        for tag in &self.tags {
+            text.push_str(&format!(" tagged `{tag}`"));
+        }
+        for (key, value) in &self.meta {
+            text.push_str(&format!(" with metadata `{key}` {value}"));
         }
         if self.predicate.is_some() {
             text.push_str(" whose payload the predicate accepts");

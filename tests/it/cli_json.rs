@@ -79,7 +79,7 @@ fn a_runner_and_a_schedule(conn: &mut PgConnection, worker_id: &str, zone: Optio
     declare_schedules(conn, &[hourly]).expect("declare a schedule");
 }
 
-const JOB_FIELDS: [&str; 10] = [
+const JOB_FIELDS: [&str; 11] = [
     "id",
     "job_type",
     "queue",
@@ -90,6 +90,7 @@ const JOB_FIELDS: [&str; 10] = [
     "run_at",
     "created_at",
     "last_error",
+    "tags",
 ];
 
 #[test]
@@ -139,6 +140,7 @@ fn list_prints_one_json_object_per_job() {
     assert_eq!(mail["attempts"], 0);
     assert_eq!(mail["max_attempts"], 5);
     assert_eq!(mail["last_error"], Value::Null);
+    assert_eq!(mail["tags"], serde_json::json!([]));
     assert_eq!(jobs[0]["status"], "cancelled");
 
     // The filters apply as to the text; nothing found is no line at all.
@@ -184,6 +186,7 @@ fn show_prints_the_whole_job() {
                 "payload",
                 "errors",
                 "traceparent",
+                "metadata",
             ],
         ]
         .concat(),
@@ -510,6 +513,10 @@ fn the_guide_shows_the_fields_each_command_prints() {
             r#"{"to":"a@example.com","subject":"Welcome"}"#,
             "--unique-key",
             "welcome-42",
+            "--tag",
+            "tenant:42",
+            "--meta",
+            "user=7",
         ],
     );
     ok(

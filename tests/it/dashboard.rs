@@ -812,6 +812,54 @@ fn a_search_no_index_serves_reads_one_window_at_a_time_and_says_so() {
 }
 
 #[test]
+fn the_job_list_filters_by_tag_and_a_jobs_page_links_its_tags() {
+    let (db, mut conn) = TestDb::connected();
+    let tagged = NewJob::new(
+        "x.y",
+        "{}",
+        JobOptions::new()
+            .tag("tenant:42")
+            .tag("vip")
+            .meta("by", "<ada>"),
+    )
+    .expect("a job");
+    let other = NewJob::new("x.y", "{}", JobOptions::new().tag("tenant:7")).expect("a job");
+    enqueue_many(&mut conn, &[tagged.clone(), other.clone()]).expect("enqueue");
+    let site = Site::start(DashboardConfig::new(&db.url));
+
+    let page = site.get("/jobs?tag=tenant%3A42");
+    assert_eq!(page.status, 200, "{}", page.body);
+    assert!(
+        page.body.contains(&tagged.id().to_string()),
+        "{}",
+        page.body
+    );
+    assert!(
+        !page.body.contains(&other.id().to_string()),
+        "{}",
+        page.body
+    );
+    assert!(
+        page.body.contains("name=\"tag\" value=\"tenant:42\""),
+        "{}",
+        page.body
+    );
+
+    let job = site.get(&format!("/jobs/{}", tagged.id())).body;
+    assert_contains(
+        &job,
+        &[
+            "href=\"/jobs?tag=tenant%3A42\"",
+            "href=\"/jobs?tag=vip\"",
+            "&lt;ada&gt;",
+        ],
+    );
+    let refused = site.get("/jobs?tag=two%20words");
+    assert_eq!(refused.status, 400, "{}", refused.body);
+    assert!(refused.body.contains("tags"), "{}", refused.body);
+}
+
+#[test]
 fn the_command_refuses_an_open_address_without_a_token_before_serving() {
     let db = TestDb::new();
     let worker = env!("CARGO_BIN_EXE_jobqueue-test-worker");

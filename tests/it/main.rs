@@ -82,6 +82,7 @@ mod runner;
 mod runner_process;
 mod runners;
 mod statements;
+mod tags;
 mod tls;
 mod traced_signup;
 mod tracing_spans;

@@ -179,6 +179,8 @@ fn the_row_layout_migration_keeps_every_job_and_grant() {
             "concurrency_key",
             "key_checked",
             "workflow_id",
+            "tags",
+            "metadata",
         ] {
             let added = row.as_object_mut().and_then(|row| row.remove(column));
             assert_eq!(added, Some(serde_json::Value::Null), "{column}: {row}");

@@ -11,7 +11,8 @@
 -- `$11` run_at (null: `now()` plus `$12`, the delay in seconds), `$13`
 -- concurrency keys, `$14` counts of parents; per edge: `$15` parents,
 -- `$16` children, `$17` kinds; `$18` the traceparent of them all, `$19`
--- the notify channel. A step with parents is inserted `blocked`; the
+-- the notify channel; per step again, `$20` tags (array literals) and
+-- `$21` metadata (JSON text), each nullable. A step with parents is inserted `blocked`; the
 -- others as any job (`status_for_keyed!`). Returns the number of jobs.
 WITH workflow AS (
         INSERT INTO jobqueue_workflows (id, name, on_failure)
@@ -34,20 +35,21 @@ WITH workflow AS (
     inserted AS (
         INSERT INTO jobqueue_jobs
             (id, job_type, queue, priority, payload, max_attempts, run_at, status,
-             traceparent, concurrency_key, workflow_id)
+             traceparent, concurrency_key, workflow_id, tags, metadata)
         SELECT t.id, t.job_type, t.queue, t.priority, CAST(t.payload AS jsonb),
                t.max_attempts, t.run_at,
                CASE WHEN t.parents > 0 THEN 'blocked' ELSE CASE WHEN t.concurrency_key IS NOT NULL AND EXISTS (SELECT 1 FROM jobqueue_queues AS kq WHERE kq.name = t.queue AND kq.key_limit IS NOT NULL) THEN 'waiting' WHEN t.run_at <= now() THEN 'pending' ELSE 'scheduled' END END,
-               $18::text, t.concurrency_key, w.id
+               $18::text, t.concurrency_key, w.id, CAST(t.tags AS text[]),
+               CAST(t.metadata AS jsonb)
         FROM workflow AS w,
              (SELECT u.id, u.job_type, u.queue, u.priority, u.payload, u.max_attempts,
                      COALESCE(u.run_at, now() + make_interval(secs => u.delay)) AS run_at,
-                     u.concurrency_key, u.parents
+                     u.concurrency_key, u.parents, u.tags, u.metadata
               FROM unnest($4::uuid[], $6::text[], $7::text[], $8::int4[], $9::text[],
                           $10::int4[], $11::timestamptz[], $12::float8[], $13::text[],
-                          $14::int4[])
+                          $14::int4[], $20::text[], $21::text[])
                    AS u(id, job_type, queue, priority, payload, max_attempts, run_at, delay,
-                        concurrency_key, parents)) AS t
+                        concurrency_key, parents, tags, metadata)) AS t
         RETURNING id, queue, status
     ),
     wake AS (

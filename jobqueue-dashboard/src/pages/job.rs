@@ -111,6 +111,15 @@ pub(crate) fn render(
                 dt { "workflow" } dd #workflow { a href=(ctx.link(&format!("/workflows/{workflow}"))) { code { (workflow) } } }
             }
             dt { "unique key" } dd #unique-key { (job.unique_key.as_deref().unwrap_or("-")) }
+            dt { "tags" } dd #tags {
+                @for tag in job.tags.iter().flatten() {
+                    a.tag href=(ctx.link(&format!("/jobs?{}", crate::form::query(&[("tag", Some(tag.as_str()))])))) { (tag) } " "
+                }
+                @if job.tags.is_none() { "-" }
+            }
+            @if let Some(metadata) = &job.metadata {
+                dt { "metadata" } dd #metadata { code { (metadata) } }
+            }
             dt { "traceparent" } dd #traceparent { (job.traceparent.as_deref().unwrap_or("-")) }
             dt { "last error" } dd.error #last-error { (job.last_error.as_deref().unwrap_or("-")) }
         }

@@ -43,6 +43,7 @@ pub(crate) fn job_query(params: &Params) -> Result<JobQuery, Refusal> {
         queue: params.get("queue").map(str::to_owned),
         job_type: params.get("type").map(str::to_owned),
         unique_key: params.get("key").map(str::to_owned),
+        tag: params.get("tag").map(str::to_owned),
         order,
         cursor,
     })
@@ -64,6 +65,7 @@ pub(crate) fn list_link(
             ("queue", q.queue.as_deref()),
             ("type", q.job_type.as_deref()),
             ("key", q.unique_key.as_deref()),
+            ("tag", q.tag.as_deref()),
             ("order", order),
             ("cursor", cursor.as_deref()),
         ])
@@ -144,6 +146,7 @@ pub(crate) fn filters(ctx: &Ctx<'_>, path: &str, q: &JobQuery, all_statuses: boo
             @if all_statuses {
                 label { "id" input name="id" size="36"; }
                 label { "unique key" input name="key" value=[q.unique_key.as_deref()]; }
+                label { "tag" input name="tag" value=[q.tag.as_deref()]; }
                 label { "order"
                     select name="order" {
                         option value="newest" { "newest first" }

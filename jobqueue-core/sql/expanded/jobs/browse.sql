@@ -36,12 +36,13 @@ SELECT status FROM jobqueue_jobs WHERE id = $1
 ;
 
 -- JOB_BROWSE_NEWEST
--- A page of jobs newest first (see `job_filters`), below id `$5` and at
--- or above id `$7` (each: no bound if null), at most `$6`.
+-- A page of jobs newest first (see `job_filters`, the tag `$8`), below id
+-- `$5` and at or above id `$7` (each: no bound if null), at most `$6`.
 SELECT * FROM jobqueue_jobs WHERE ($1::text IS NULL OR status = $1)
              AND ($2::text IS NULL OR queue = $2)
              AND ($3::text IS NULL OR job_type = $3)
-             AND ($4::text IS NULL OR (unique_key = $4 AND unique_key IS NOT NULL AND status IN ('waiting', 'scheduled', 'pending', 'unhandled', 'claimed', 'running'))) AND ($5::uuid IS NULL OR id < $5)
+             AND ($4::text IS NULL OR (unique_key = $4 AND unique_key IS NOT NULL AND status IN ('waiting', 'scheduled', 'pending', 'unhandled', 'claimed', 'running')))
+             AND ($8::text IS NULL OR (tags @> ARRAY[$8::text] AND tags IS NOT NULL)) AND ($5::uuid IS NULL OR id < $5)
      AND ($7::uuid IS NULL OR id >= $7)
      ORDER BY id DESC
      LIMIT $6
@@ -58,35 +59,38 @@ SELECT * FROM jobqueue_jobs WHERE ($1::text IS NULL OR status = $1)
 ;
 
 -- JOB_BROWSE_RUN_AT
--- A page of jobs by `run_at` (see `job_filters`; a live status), after
--- (`$5`, `$6`) if not null, at most `$7`.
+-- A page of jobs by `run_at` (see `job_filters`, the tag `$8`; a live
+-- status), after (`$5`, `$6`) if not null, at most `$7`.
 SELECT * FROM jobqueue_jobs WHERE ($1::text IS NULL OR status = $1)
              AND ($2::text IS NULL OR queue = $2)
              AND ($3::text IS NULL OR job_type = $3)
-             AND ($4::text IS NULL OR (unique_key = $4 AND unique_key IS NOT NULL AND status IN ('waiting', 'scheduled', 'pending', 'unhandled', 'claimed', 'running'))) AND ($5::timestamptz IS NULL OR (run_at, id) > ($5, $6::uuid))
+             AND ($4::text IS NULL OR (unique_key = $4 AND unique_key IS NOT NULL AND status IN ('waiting', 'scheduled', 'pending', 'unhandled', 'claimed', 'running')))
+             AND ($8::text IS NULL OR (tags @> ARRAY[$8::text] AND tags IS NOT NULL)) AND ($5::timestamptz IS NULL OR (run_at, id) > ($5, $6::uuid))
      ORDER BY run_at, id
      LIMIT $7
 ;
 
 -- JOB_BROWSE_FINISHED
 -- A page of finished jobs by when they finished, latest first (see
--- `job_filters`; a finished status), before (`$5`, `$6`) if not null, at
--- most `$7`.
+-- `job_filters`, the tag `$8`; a finished status), before (`$5`, `$6`) if
+-- not null, at most `$7`.
 SELECT * FROM jobqueue_jobs WHERE ($1::text IS NULL OR status = $1)
              AND ($2::text IS NULL OR queue = $2)
              AND ($3::text IS NULL OR job_type = $3)
-             AND ($4::text IS NULL OR (unique_key = $4 AND unique_key IS NOT NULL AND status IN ('waiting', 'scheduled', 'pending', 'unhandled', 'claimed', 'running'))) AND ($5::timestamptz IS NULL OR (finished_at, id) < ($5, $6::uuid))
+             AND ($4::text IS NULL OR (unique_key = $4 AND unique_key IS NOT NULL AND status IN ('waiting', 'scheduled', 'pending', 'unhandled', 'claimed', 'running')))
+             AND ($8::text IS NULL OR (tags @> ARRAY[$8::text] AND tags IS NOT NULL)) AND ($5::timestamptz IS NULL OR (finished_at, id) < ($5, $6::uuid))
      ORDER BY finished_at DESC, id DESC
      LIMIT $7
 ;
 
 -- JOB_COUNT_BOUNDED
--- How many jobs match the filters (see `job_filters`) at or above id `$6`
--- (no bound if null), counting at most `$5`.
+-- How many jobs match the filters (see `job_filters`, the tag `$7`) at
+-- or above id `$6` (no bound if null), counting at most `$5`.
 SELECT count(*) AS n FROM (SELECT 1 FROM jobqueue_jobs WHERE ($1::text IS NULL OR status = $1)
              AND ($2::text IS NULL OR queue = $2)
              AND ($3::text IS NULL OR job_type = $3)
-             AND ($4::text IS NULL OR (unique_key = $4 AND unique_key IS NOT NULL AND status IN ('waiting', 'scheduled', 'pending', 'unhandled', 'claimed', 'running'))) AND ($6::uuid IS NULL OR id >= $6) LIMIT $5) AS bounded
+             AND ($4::text IS NULL OR (unique_key = $4 AND unique_key IS NOT NULL AND status IN ('waiting', 'scheduled', 'pending', 'unhandled', 'claimed', 'running')))
+             AND ($7::text IS NULL OR (tags @> ARRAY[$7::text] AND tags IS NOT NULL)) AND ($6::uuid IS NULL OR id >= $6) LIMIT $5) AS bounded
 ;
 
 -- JOB_THROUGHPUT

@@ -31,27 +31,33 @@ pub(crate) const JOB_GET: &str = "SELECT * FROM jobqueue_jobs WHERE id = $1";
 pub(crate) const JOB_GET_STATUS: &str = "SELECT status FROM jobqueue_jobs WHERE id = $1";
 
 /// The filters of a job list: status `$1`, queue `$2`, type `$3`, the
-/// live job holding unique key `$4` (each: any if null; a key is looked up
-/// in the unique-key index, which holds live jobs only). Bound as values,
-/// the planner folds the null ones away before it plans.
+/// live job holding unique key `$4`, carrying the tag `$tag` (each: any if
+/// null; a key is looked up in the unique-key index, which holds live jobs
+/// only; a tag in the tags index, which holds tagged jobs only). Bound as
+/// values, the planner folds the null ones away before it plans.
 macro_rules! job_filters {
-    () => {
+    ($tag:literal) => {
         concat!(
             "($1::text IS NULL OR status = $1)
              AND ($2::text IS NULL OR queue = $2)
              AND ($3::text IS NULL OR job_type = $3)
              AND ($4::text IS NULL OR (unique_key = $4 AND ",
             live_predicate!(),
-            "))"
+            "))
+             AND (",
+            $tag,
+            "::text IS NULL OR (tags @> ARRAY[",
+            $tag,
+            "::text] AND tags IS NOT NULL))"
         )
     };
 }
 
-/// A page of jobs newest first (see `job_filters`), below id `$5` and at
-/// or above id `$7` (each: no bound if null), at most `$6`.
+/// A page of jobs newest first (see `job_filters`, the tag `$8`), below id
+/// `$5` and at or above id `$7` (each: no bound if null), at most `$6`.
 pub(crate) const JOB_BROWSE_NEWEST: &str = concat!(
     "SELECT * FROM jobqueue_jobs WHERE ",
-    job_filters!(),
+    job_filters!("$8"),
     " AND ($5::uuid IS NULL OR id < $5)
      AND ($7::uuid IS NULL OR id >= $7)
      ORDER BY id DESC
@@ -67,32 +73,32 @@ pub(crate) const JOB_WINDOW_FLOOR: &str = "
     OFFSET $2 - 1
     LIMIT 1";
 
-/// A page of jobs by `run_at` (see `job_filters`; a live status), after
-/// (`$5`, `$6`) if not null, at most `$7`.
+/// A page of jobs by `run_at` (see `job_filters`, the tag `$8`; a live
+/// status), after (`$5`, `$6`) if not null, at most `$7`.
 pub(crate) const JOB_BROWSE_RUN_AT: &str = concat!(
     "SELECT * FROM jobqueue_jobs WHERE ",
-    job_filters!(),
+    job_filters!("$8"),
     " AND ($5::timestamptz IS NULL OR (run_at, id) > ($5, $6::uuid))
      ORDER BY run_at, id
      LIMIT $7"
 );
 
 /// A page of finished jobs by when they finished, latest first (see
-/// `job_filters`; a finished status), before (`$5`, `$6`) if not null, at
-/// most `$7`.
+/// `job_filters`, the tag `$8`; a finished status), before (`$5`, `$6`) if
+/// not null, at most `$7`.
 pub(crate) const JOB_BROWSE_FINISHED: &str = concat!(
     "SELECT * FROM jobqueue_jobs WHERE ",
-    job_filters!(),
+    job_filters!("$8"),
     " AND ($5::timestamptz IS NULL OR (finished_at, id) < ($5, $6::uuid))
      ORDER BY finished_at DESC, id DESC
      LIMIT $7"
 );
 
-/// How many jobs match the filters (see `job_filters`) at or above id `$6`
-/// (no bound if null), counting at most `$5`.
+/// How many jobs match the filters (see `job_filters`, the tag `$7`) at
+/// or above id `$6` (no bound if null), counting at most `$5`.
 pub(crate) const JOB_COUNT_BOUNDED: &str = concat!(
     "SELECT count(*) AS n FROM (SELECT 1 FROM jobqueue_jobs WHERE ",
-    job_filters!(),
+    job_filters!("$7"),
     " AND ($6::uuid IS NULL OR id >= $6) LIMIT $5) AS bounded"
 );
 

@@ -77,24 +77,26 @@ macro_rules! unless_key_held {
 /// whether to notify, `$12` traceparent (nullable), `$13` concurrency key
 /// (nullable), `$14` whether a due job of its key waits, `$15` its key's
 /// room (nullable; both as the enqueue found them, see
-/// `KEY_ROOM_FOR_INSERT` in `keys.rs`, and `status_at_insert!`).
+/// `KEY_ROOM_FOR_INSERT` in `keys.rs`, and `status_at_insert!`), `$16`
+/// tags (nullable), `$17` metadata (JSON object text, nullable).
 pub(crate) const JOB_INSERT: &str = concat!(
     "WITH inserted AS (
         INSERT INTO jobqueue_jobs
             (id, job_type, queue, priority, payload, max_attempts, run_at, status, unique_key,
-             traceparent, concurrency_key, key_checked)
+             traceparent, concurrency_key, key_checked, tags, metadata)
         SELECT $1, $2, $3, $4, CAST($5 AS jsonb), $6, t.run_at, ",
     status_at_insert!("t.run_at", "$3", "$13::text", "$15::int4", "1", "1"),
     ", $9, $12, $13, ",
     key_checked_at_insert!("t.run_at", "$13::text", "1", "$14::bool"),
-    "
+    ", $16::text[], CAST($17::text AS jsonb)
         FROM (SELECT COALESCE($7, now() + make_interval(secs => $8)) AS run_at) AS t",
     unless_key_held!()
 );
 
-/// Inserts one job without a unique key and without waking anyone (the
-/// common case under load, when the notification is debounced): `$1` to
-/// `$8` as in [`JOB_INSERT`], `$9` traceparent (nullable).
+/// Inserts one job without a unique key, tags or metadata and without
+/// waking anyone (the common case under load, when the notification is
+/// debounced): `$1` to `$8` as in [`JOB_INSERT`], `$9` traceparent
+/// (nullable).
 pub(crate) const JOB_INSERT_QUIET: &str = concat!(
     "INSERT INTO jobqueue_jobs
         (id, job_type, queue, priority, payload, max_attempts, run_at, status, traceparent)
@@ -107,12 +109,14 @@ pub(crate) const JOB_INSERT_QUIET: &str = concat!(
 /// Inserts many jobs in one statement from parallel arrays (same order as
 /// [`JOB_INSERT`]'s parameters; `$12`, the one traceparent of them all;
 /// `$13` the concurrency keys; `$14` and `$15` each job's key's waiting and
-/// room) and wakes their queues; returns the ids actually inserted.
+/// room; `$16` each job's tags as an array literal, `$17` its metadata as
+/// JSON text, each nullable) and wakes their queues; returns the ids
+/// actually inserted.
 pub(crate) const JOB_INSERT_MANY: &str = concat!(
     "WITH inserted AS (
         INSERT INTO jobqueue_jobs
             (id, job_type, queue, priority, payload, max_attempts, run_at, status, unique_key,
-             traceparent, concurrency_key, key_checked)
+             traceparent, concurrency_key, key_checked, tags, metadata)
         SELECT t.id, t.job_type, t.queue, t.priority, CAST(t.payload AS jsonb), t.max_attempts,
                t.run_at, ",
     status_at_insert!(
@@ -125,7 +129,7 @@ pub(crate) const JOB_INSERT_MANY: &str = concat!(
     ),
     ", t.unique_key, $12::text, t.concurrency_key, ",
     key_checked_at_insert!("t.run_at", "t.concurrency_key", "t.key_rank", "t.key_waits"),
-    "
+    ", CAST(t.tags AS text[]), CAST(t.metadata AS jsonb)
         FROM (SELECT r.*,
                      row_number() OVER (PARTITION BY r.queue, r.concurrency_key,
                                                      r.run_at <= now()
@@ -134,12 +138,14 @@ pub(crate) const JOB_INSERT_MANY: &str = concat!(
                                         ORDER BY r.id) AS key_seat
               FROM (SELECT u.id, u.job_type, u.queue, u.priority, u.payload, u.max_attempts,
                            COALESCE(u.run_at, now() + make_interval(secs => u.delay)) AS run_at,
-                           u.unique_key, u.concurrency_key, u.key_waits, u.key_room
+                           u.unique_key, u.concurrency_key, u.key_waits, u.key_room, u.tags,
+                           u.metadata
                     FROM unnest($1::uuid[], $2::text[], $3::text[], $4::int4[], $5::text[],
                                 $6::int4[], $7::timestamptz[], $8::float8[], $9::text[],
-                                $13::text[], $14::bool[], $15::int4[])
+                                $13::text[], $14::bool[], $15::int4[], $16::text[], $17::text[])
                          AS u(id, job_type, queue, priority, payload, max_attempts, run_at, delay,
-                              unique_key, concurrency_key, key_waits, key_room)) AS r) AS t",
+                              unique_key, concurrency_key, key_waits, key_room, tags, metadata))
+                   AS r) AS t",
     unless_key_held!()
 );
 

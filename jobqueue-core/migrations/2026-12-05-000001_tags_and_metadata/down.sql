@@ -1,0 +1,3 @@
+DROP INDEX jobqueue_jobs_tags_idx;
+ALTER TABLE jobqueue_jobs DROP COLUMN metadata;
+ALTER TABLE jobqueue_jobs DROP COLUMN tags;

@@ -1,0 +1,13 @@
+-- Tags and metadata, set at enqueue: a job carries a few short tags
+-- (`tenant:42`, `import`) that lists and the dashboard select by, and a
+-- JSON object of metadata (who enqueued it, where from) that middleware
+-- reads. Both are NULL on a job enqueued without them, which is what a
+-- job that uses neither stores: a bit of the row's null bitmap each.
+ALTER TABLE jobqueue_jobs ADD COLUMN tags text[];
+ALTER TABLE jobqueue_jobs ADD COLUMN metadata jsonb;
+
+-- The jobs carrying a tag, found without reading the others. Partial: a
+-- job without tags writes no entry, so queues that never tag a job pay
+-- nothing for it on enqueue, claim or completion.
+CREATE INDEX jobqueue_jobs_tags_idx ON jobqueue_jobs USING gin (tags)
+    WHERE tags IS NOT NULL;
