@@ -302,6 +302,60 @@ impl jobqueue_runner::Lifecycle for DeadLetters {
     }
 }
 
+/// A job the enqueue hooks of `tests/it/enqueue_hooks.rs` act on (and no
+/// other job): its handler fails, permanently, unless the job carries the
+/// `hooked` metadata [`HookedStamp`] stamps.
+#[derive(Debug, Serialize, Deserialize, Job)]
+#[job(type = "test.hooked")]
+pub struct Hooked {
+    /// Any number.
+    pub n: u64,
+    /// [`HookedStamp`] refuses the job.
+    pub refuse: bool,
+    /// [`HookedStamp`] moves the job to this queue.
+    pub move_to: Option<String>,
+}
+
+impl Perform for Hooked {
+    fn perform(&self, ctx: &mut JobContext<'_>) -> Result<(), JobError> {
+        match ctx.row().meta("hooked") {
+            Some(_) => Ok(()),
+            None => Err(JobError::fail(format!("job {} was not stamped", self.n))),
+        }
+    }
+}
+
+/// An enqueue hook on [`Hooked`] jobs alone: stamps `hooked: "yes"` in
+/// their metadata and tags them `hooked`, moves them where `move_to` says
+/// (priority 900 then), and refuses those with `refuse`.
+#[derive(Debug)]
+pub struct HookedStamp;
+
+impl jobqueue_core::EnqueueHook for HookedStamp {
+    fn before_insert(&self, job: &mut jobqueue_core::NewJob) -> Result<(), String> {
+        if job.job_type() != Hooked::JOB_TYPE {
+            return Ok(());
+        }
+        let hooked: Hooked = serde_json::from_str(job.payload_json()).map_err(|e| e.to_string())?;
+        if hooked.refuse {
+            return Err(format!("job {} asked to be refused", hooked.n));
+        }
+        job.set_meta("hooked", "yes").map_err(|e| e.to_string())?;
+        job.add_tag("hooked").map_err(|e| e.to_string())?;
+        if let Some(queue) = hooked.move_to {
+            job.set_queue(queue).map_err(|e| e.to_string())?;
+            job.set_priority(900).map_err(|e| e.to_string())?;
+        }
+        Ok(())
+    }
+}
+
+/// Adds [`HookedStamp`] to this process's enqueue hooks, once.
+pub fn install_hooked_stamp() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| jobqueue_core::add_enqueue_hook(HookedStamp));
+}
+
 /// Records `start`, then never returns (ignoring every stop request) on its
 /// first attempt, or on every attempt with `every_attempt`; a later attempt
 /// records `done` and succeeds. No timeout: only the runner's exit ends its
@@ -496,4 +550,5 @@ pub fn registry() -> jobqueue_runner::Registry {
         .register::<Blob>()
         .register::<StepJob>()
         .register::<Doomed>()
+        .register::<Hooked>()
 }

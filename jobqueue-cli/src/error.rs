@@ -79,7 +79,8 @@ impl CliError {
                 | Queue::UnknownJobType { .. }
                 | Queue::Deserialize { .. }
                 | Queue::Serialize { .. }
-                | Queue::PayloadTooLarge { .. },
+                | Queue::PayloadTooLarge { .. }
+                | Queue::Refused { .. },
             )
             | CliError::Runner(
                 jobqueue_runner::RunnerError::Config(_)

@@ -57,6 +57,7 @@ pub use crate::database_url::{
     with_default_options,
 };
 pub use crate::enqueue::{NOTIFY_CHANNEL, NOTIFY_DEBOUNCE};
+pub use crate::enqueue_hooks::hooked;
 pub use crate::finish::{
     FailOutcome, FailedMany, Failure, cancel_held_many, complete, complete_and_delete,
     complete_and_delete_many, complete_many, fail, fail_many, park_many, release_many, start_many,

@@ -240,8 +240,9 @@ pub(crate) fn job_columns<S: Statement>(job: &NewJob) -> Prepared<'_, S> {
 /// was taken again by another enqueue, three times in a row while this one
 /// looked (a transient state: retrying the enqueue resolves it).
 pub fn enqueue(conn: &mut PgConnection, job: &NewJob) -> Result<EnqueueOutcome> {
-    let trace = EnqueueTrace::start(job, 1);
-    trace.in_scope(|| enqueue_traced(conn, job, trace.traceparent.as_deref()))
+    let job = crate::enqueue_hooks::applied(job)?;
+    let trace = EnqueueTrace::start(&job, 1);
+    trace.in_scope(|| enqueue_traced(conn, &job, trace.traceparent.as_deref()))
 }
 
 /// [`enqueue`] of `job`, which carries `traceparent`: in a transaction
@@ -399,6 +400,8 @@ const COPY_THRESHOLD: usize = 256;
 /// the caller's open transaction, if any (else in one of its own): all of
 /// the batch or none of it.
 pub fn enqueue_many(conn: &mut PgConnection, jobs: &[NewJob]) -> Result<Enqueued> {
+    let hooked = crate::enqueue_hooks::applied_many(jobs)?;
+    let jobs: &[NewJob] = &hooked;
     let Some(first) = jobs.first() else {
         return Ok(Enqueued::default());
     };

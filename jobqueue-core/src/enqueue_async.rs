@@ -35,8 +35,9 @@ use crate::{EnqueueOutcome, Enqueued, Error, JobId, NewJob, Result, sql};
 /// key was taken again by another enqueue, three times in a row while this
 /// one looked.
 pub async fn enqueue_async(conn: &mut AsyncPgConnection, job: &NewJob) -> Result<EnqueueOutcome> {
-    let trace = EnqueueTrace::start(job, 1);
-    let enqueue = enqueue_traced(conn, job, trace.traceparent.as_deref());
+    let job = crate::enqueue_hooks::applied(job)?;
+    let trace = EnqueueTrace::start(&job, 1);
+    let enqueue = enqueue_traced(conn, &job, trace.traceparent.as_deref());
     #[cfg(feature = "tracing")]
     let enqueue = tracing::Instrument::instrument(enqueue, trace.span());
     enqueue.await
@@ -125,6 +126,8 @@ async fn insert_one(
 /// caller's open transaction, if any (else, for a batch with unique or
 /// concurrency keys, in one of its own): all of the batch or none of it.
 pub async fn enqueue_many_async(conn: &mut AsyncPgConnection, jobs: &[NewJob]) -> Result<Enqueued> {
+    let hooked = crate::enqueue_hooks::applied_many(jobs)?;
+    let jobs: &[NewJob] = &hooked;
     let Some(first) = jobs.first() else {
         return Ok(Enqueued::default());
     };

@@ -200,6 +200,16 @@ pub enum Error {
     )]
     NotFound(JobId),
 
+    /// An enqueue hook ([`crate::EnqueueHook`]) refused the job; nothing of
+    /// its enqueue was inserted.
+    #[error("an enqueue hook refused the job of type `{job_type}`: {reason}")]
+    Refused {
+        /// The job's type.
+        job_type: String,
+        /// What the hook said.
+        reason: String,
+    },
+
     /// The server connected to accepts no writes: a standby in recovery, or
     /// one with `default_transaction_read_only` on (as failover tools fence
     /// a demoted primary).

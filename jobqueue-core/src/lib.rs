@@ -60,6 +60,7 @@ pub mod engine;
 mod enqueue;
 #[cfg(feature = "async")]
 mod enqueue_async;
+mod enqueue_hooks;
 mod enqueue_keys;
 mod error;
 mod fenced;
@@ -117,6 +118,7 @@ pub use doctor::{Check, CheckStatus, DoctorOptions, doctor};
 pub use enqueue::{Duplicate, EnqueueOutcome, Enqueued, enqueue, enqueue_many};
 #[cfg(feature = "async")]
 pub use enqueue_async::{enqueue_async, enqueue_many_async};
+pub use enqueue_hooks::{EnqueueHook, add_enqueue_hook};
 pub use error::{Error, Result};
 pub use global_limit::GlobalLimit;
 pub use id::JobId;

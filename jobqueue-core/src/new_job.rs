@@ -33,6 +33,9 @@ pub struct NewJob {
     pub(crate) tags: Vec<String>,
     /// Its metadata as JSON object text, if any is set.
     pub(crate) metadata: Option<String>,
+    /// The largest payload it may have, in bytes (checked again when an
+    /// enqueue hook replaces it).
+    pub(crate) max_payload_bytes: usize,
 }
 
 impl NewJob {
@@ -97,14 +100,7 @@ impl NewJob {
         let limit = options
             .max_payload_bytes
             .unwrap_or(defaults.max_payload_bytes);
-        if payload.len() > limit {
-            return Err(Error::PayloadTooLarge {
-                job_type: job_type.to_owned(),
-                size: payload.len(),
-                limit,
-            });
-        }
-        check_storable("payload", &payload)?;
+        check_payload(job_type, &payload, limit)?;
         let priority = options.priority.unwrap_or(defaults.priority);
         limits::check_priority(priority)?;
         let queue = options.queue.unwrap_or_else(|| defaults.queue.to_owned());
@@ -146,6 +142,7 @@ impl NewJob {
             concurrency_key: options.concurrency_key,
             tags: options.tags,
             metadata,
+            max_payload_bytes: limit,
         })
     }
 
@@ -174,6 +171,68 @@ impl NewJob {
         self.metadata.as_deref()
     }
 
+    /// The payload, as JSON text.
+    pub fn payload_json(&self) -> &str {
+        &self.payload
+    }
+
+    /// Replaces the payload (an enqueue hook's: a field encrypted, say),
+    /// checked as at build: JSON, storable, within the job's payload limit.
+    /// The payload is not decoded as the job's type here: the handler's
+    /// middleware that undoes the change decodes what it makes.
+    pub fn set_payload_json(&mut self, payload_json: String) -> Result<()> {
+        check_json(&payload_json)?;
+        check_payload(&self.job_type, &payload_json, self.max_payload_bytes)?;
+        self.payload = payload_json;
+        Ok(())
+    }
+
+    /// Adds a tag, checked as [`JobOptions::tag`]'s (once: a tag it has is
+    /// kept as it is).
+    pub fn add_tag(&mut self, tag: impl Into<String>) -> Result<()> {
+        let tag = tag.into();
+        if self.tags.contains(&tag) {
+            return Ok(());
+        }
+        let mut tags = self.tags.clone();
+        tags.push(tag);
+        check_tags(&tags)?;
+        self.tags = tags;
+        Ok(())
+    }
+
+    /// Sets `key` of its metadata, checked as [`JobOptions::meta`]'s.
+    pub fn set_meta(
+        &mut self,
+        key: impl Into<String>,
+        value: impl Into<serde_json::Value>,
+    ) -> Result<()> {
+        let mut map = match &self.metadata {
+            // Text this type made from a map parses back into one.
+            Some(text) => serde_json::from_str(text)
+                .map_err(|e| Error::invalid("metadata", format!("not a JSON object: {e}")))?,
+            None => serde_json::Map::new(),
+        };
+        map.insert(key.into(), value.into());
+        self.metadata = metadata_text(&map)?;
+        Ok(())
+    }
+
+    /// Moves it to `queue`, checked as [`JobOptions::queue`]'s.
+    pub fn set_queue(&mut self, queue: impl Into<String>) -> Result<()> {
+        let queue = queue.into();
+        limits::check_queue(&queue)?;
+        self.queue = queue;
+        Ok(())
+    }
+
+    /// Sets its priority, checked as [`JobOptions::priority`]'s.
+    pub fn set_priority(&mut self, priority: i32) -> Result<()> {
+        limits::check_priority(priority)?;
+        self.priority = priority;
+        Ok(())
+    }
+
     /// Its tags as a PostgreSQL array literal (`{"a","b"}`), for the
     /// statements that take each job's tags as one text, or `None` when it
     /// has none. Every element is quoted (a tag `NULL` stays a tag); tags
@@ -198,6 +257,18 @@ fn metadata_text(map: &serde_json::Map<String, serde_json::Value>) -> Result<Opt
         .map_err(|e| Error::invalid("metadata", format!("not serializable as JSON: {e}")))?;
     check_metadata(&text)?;
     Ok(Some(text))
+}
+
+/// Refuses a payload over `limit` bytes, and JSON `jsonb` would not store.
+fn check_payload(job_type: &str, payload: &str, limit: usize) -> Result<()> {
+    if payload.len() > limit {
+        return Err(Error::PayloadTooLarge {
+            job_type: job_type.to_owned(),
+            size: payload.len(),
+            limit,
+        });
+    }
+    check_storable("payload", payload)
 }
 
 /// Refuses text that is not JSON at all, before any type is tried on it.

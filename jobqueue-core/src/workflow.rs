@@ -336,12 +336,13 @@ impl Workflow {
     /// Refuses an empty workflow and edges that make a cycle.
     pub fn enqueue(self, conn: &mut PgConnection) -> Result<EnqueuedWorkflow> {
         self.check()?;
-        let trace = EnqueueTrace::start(&self.steps[0].1, self.steps.len());
+        let this = self.hooked()?;
+        let trace = EnqueueTrace::start(&this.steps[0].1, this.steps.len());
         let inserted = trace.in_scope(|| {
-            self.insert_query(trace.traceparent.as_deref())
+            this.insert_query(trace.traceparent.as_deref())
                 .get_result::<Count>(conn)
         })?;
-        Ok(self.enqueued(inserted))
+        Ok(this.enqueued(inserted))
     }
 
     /// [`enqueue`](Self::enqueue) on diesel-async's `AsyncPgConnection`
@@ -352,13 +353,29 @@ impl Workflow {
         conn: &mut diesel_async::AsyncPgConnection,
     ) -> Result<EnqueuedWorkflow> {
         self.check()?;
-        let trace = EnqueueTrace::start(&self.steps[0].1, self.steps.len());
-        let insert = self.insert_query(trace.traceparent.as_deref());
+        let this = self.hooked()?;
+        let trace = EnqueueTrace::start(&this.steps[0].1, this.steps.len());
+        let insert = this.insert_query(trace.traceparent.as_deref());
         let insert = diesel_async::RunQueryDsl::get_result::<Count>(insert, conn);
         #[cfg(feature = "tracing")]
         let insert = tracing::Instrument::instrument(insert, trace.span());
         let inserted = insert.await?;
-        Ok(self.enqueued(inserted))
+        Ok(this.enqueued(inserted))
+    }
+
+    /// The workflow with each step's job as the enqueue hooks leave it
+    /// ([`crate::EnqueueHook`]): the same jobs when there are none.
+    fn hooked(mut self) -> Result<Self> {
+        for (_, job) in &mut self.steps {
+            let changed = match crate::enqueue_hooks::applied(job)? {
+                std::borrow::Cow::Owned(changed) => Some(changed),
+                std::borrow::Cow::Borrowed(_) => None,
+            };
+            if let Some(changed) = changed {
+                *job = changed;
+            }
+        }
+        Ok(self)
     }
 
     /// Refuses an empty workflow and a cycle.

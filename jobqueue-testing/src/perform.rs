@@ -23,7 +23,8 @@ use jobqueue_runner::inline::Inline;
 /// handler came to, the result it recorded included.
 ///
 /// Panics if `job` does not make a valid job (its type's name, its
-/// payload's size), as enqueueing it would fail.
+/// payload's size) or an enqueue hook refuses it, as enqueueing it would
+/// fail.
 ///
 /// ```
 /// use jobqueue_core::Job;
@@ -52,7 +53,9 @@ use jobqueue_runner::inline::Inline;
 /// ```
 #[track_caller]
 pub fn perform<'a, T: Job>(registry: &'a Registry, job: &T) -> Inline<'a> {
+    // As an enqueue would store it: after the process's enqueue hooks.
     let row = NewJob::from_job(job, JobOptions::new())
+        .and_then(jobqueue_core::engine::hooked)
         .and_then(|job| JobRow::unstored(&job, 1, chrono::Utc::now()));
     match row {
         Ok(row) => Inline::unstored(registry, row),

@@ -62,8 +62,9 @@
 
 // Job types and enqueue; errors; the schema.
 pub use jobqueue_core::{
-    Duplicate, EnqueueBuilder, EnqueueOutcome, Enqueued, Error, Job, JobId, JobOptions, NewJob,
-    Result, RetryPolicy, SchemaVersions, enqueue, enqueue_many, pending_migrations, run_migrations,
+    Duplicate, EnqueueBuilder, EnqueueHook, EnqueueOutcome, Enqueued, Error, Job, JobId,
+    JobOptions, NewJob, Result, RetryPolicy, SchemaVersions, add_enqueue_hook, enqueue,
+    enqueue_many, pending_migrations, run_migrations,
 };
 // One job: its row, its status, what became of it; cancel and retry.
 pub use jobqueue_core::{

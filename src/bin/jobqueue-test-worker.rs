@@ -14,6 +14,8 @@
 //! queues it declares ordered per key (`QueueConfig`), `,`-separated.
 //! With `JOBQUEUE_TEST_DEAD_LETTERS` set, each job that fails for good is
 //! recorded as a `dead` effect by a lifecycle handler (`DeadLetters`).
+//! With `JOBQUEUE_TEST_HOOKS` set, its enqueues run the `HookedStamp`
+//! enqueue hook.
 
 use std::process::ExitCode;
 
@@ -52,6 +54,9 @@ fn main() -> ExitCode {
     let mut registry = jobqueue_tests::jobs::registry()
         .register::<SendEmail>()
         .register::<jobqueue_tools::bench::chaos::ChaosJob>();
+    if std::env::var_os("JOBQUEUE_TEST_HOOKS").is_some() {
+        jobqueue_tests::jobs::install_hooked_stamp();
+    }
     if std::env::var_os("JOBQUEUE_TEST_DEAD_LETTERS").is_some() {
         registry = registry.lifecycle(jobqueue_tests::jobs::DeadLetters);
     }

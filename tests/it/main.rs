@@ -42,6 +42,7 @@ mod delete_on_complete;
 mod derive_enqueue;
 mod doctor;
 mod enqueue;
+mod enqueue_hooks;
 mod errors;
 mod fault_clock;
 mod fault_crash;

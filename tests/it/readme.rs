@@ -335,7 +335,7 @@ fn the_handler_reaches_the_applications_state_and_retries_on_its_errors() {
 
 /// The compiled files the README's and the guide's ```rust blocks are
 /// excerpts of.
-const SOURCES: [&str; 8] = [
+const SOURCES: [&str; 9] = [
     "tests/it/readme.rs",
     "tests/embedded.rs",
     "examples/app_worker.rs",
@@ -344,6 +344,7 @@ const SOURCES: [&str; 8] = [
     "examples/traced_signup.rs",
     "examples/video_workflow.rs",
     "examples/ledger.rs",
+    "examples/sealed_fields.rs",
 ];
 
 #[test]
