@@ -63,7 +63,8 @@ pub struct JobQuery {
     /// key, but only live ones are indexed by it).
     pub unique_key: Option<String>,
     /// Only jobs carrying this tag ([`crate::JobOptions::tag`]); newest
-    /// first only, searched a window at a time (see [`SEARCH_WINDOW`]).
+    /// first only, searched a window of [`SEARCH_WINDOW`] tagged jobs at a
+    /// time (the untagged ones are never read).
     pub tag: Option<String>,
     /// The order.
     pub order: JobOrder,
@@ -109,9 +110,20 @@ struct Floor {
     id: JobId,
 }
 
-/// The floor of the search window below `before` (none: fewer jobs left).
-fn window_floor(conn: &mut PgConnection, before: Option<JobId>) -> Result<Option<JobId>> {
-    Ok(diesel::sql_query(sql::JOB_WINDOW_FLOOR)
+/// The floor of the search window of `query` below `before` (none: fewer
+/// jobs left): of every job, or of the tagged jobs only when it selects a
+/// tag.
+fn window_floor(
+    conn: &mut PgConnection,
+    query: &JobQuery,
+    before: Option<JobId>,
+) -> Result<Option<JobId>> {
+    let statement = if query.tag.is_some() {
+        sql::JOB_WINDOW_FLOOR_TAGGED
+    } else {
+        sql::JOB_WINDOW_FLOOR
+    };
+    Ok(diesel::sql_query(statement)
         .bind::<Nullable<Uuid>, _>(before)
         .bind::<BigInt, _>(SEARCH_WINDOW)
         .get_result::<Floor>(conn)
@@ -183,7 +195,7 @@ pub fn browse_jobs(conn: &mut PgConnection, query: &JobQuery, limit: i64) -> Res
         }
     };
     let floor = if query.windowed() {
-        window_floor(conn, before)?
+        window_floor(conn, query, before)?
     } else {
         None
     };
@@ -265,7 +277,7 @@ pub fn count_jobs(conn: &mut PgConnection, query: &JobQuery, bound: i64) -> Resu
     };
     unordered.validate()?;
     let floor = if unordered.windowed() {
-        window_floor(conn, None)?
+        window_floor(conn, &unordered, None)?
     } else {
         None
     };

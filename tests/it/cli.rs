@@ -675,6 +675,7 @@ fn bench_runs_every_measurement() {
         "claim 100 of every queue, 10000 waiting / none",
         "burn-down time, fan-out and fan-in / plain",
         "transactions per job, fan-out and fan-in",
+        "list page by tag, rare and oldest / no filter",
     ] {
         assert!(out.contains(row), "no `{row}` row in:\n{out}");
     }

@@ -138,6 +138,7 @@ const FILES: &[SqlFile] = &[
             JOB_GET_STATUS,
             JOB_BROWSE_NEWEST,
             JOB_WINDOW_FLOOR,
+            JOB_WINDOW_FLOOR_TAGGED,
             JOB_BROWSE_RUN_AT,
             JOB_BROWSE_FINISHED,
             JOB_COUNT_BOUNDED,

@@ -95,7 +95,7 @@ pub(crate) fn list(
                 (count.n) " jobs match"
             }
             @if count.windowed {
-                " among the latest " (jobqueue_core::browse::SEARCH_WINDOW) " jobs (no index serves these filters: older jobs are searched a window at a time)"
+                " among the latest " (jobqueue_core::browse::SEARCH_WINDOW) " " (searched(&q)) " (no index serves these filters: older jobs are searched a window at a time)"
             }
             "."
         }
@@ -111,7 +111,7 @@ pub(crate) fn list(
         }
         @if let Some(older) = found.searched_to {
             p.pager #searched-to {
-                "Searched the latest " (jobqueue_core::browse::SEARCH_WINDOW) " jobs from here. "
+                "Searched the latest " (jobqueue_core::browse::SEARCH_WINDOW) " " (searched(&q)) " from here. "
                 a #older href=(list_link(ctx, "/jobs", &q, Some(older))) { "Search older jobs →" }
             }
         }
@@ -124,6 +124,16 @@ pub(crate) fn list(
         notice(params).as_deref(),
         content,
     ))
+}
+
+/// What a windowed search of `q` searches: tagged jobs for a tag, else
+/// all jobs.
+fn searched(q: &JobQuery) -> &'static str {
+    if q.tag.is_some() {
+        "tagged jobs"
+    } else {
+        "jobs"
+    }
 }
 
 /// The filter form; `all_statuses`: offer every status and the order.

@@ -29,6 +29,7 @@ mod pickup_floor;
 mod queues;
 mod scale;
 mod soak;
+mod tags;
 mod trace;
 #[cfg(feature = "tracing")]
 mod trace_memory;
@@ -49,7 +50,7 @@ pub(crate) use trace::PLAIN_BIN_HELP;
 pub use trace_part::TraceVariant;
 
 /// The measurements, by the names `--only` takes.
-pub const MEASUREMENTS: [&str; 28] = [
+pub const MEASUREMENTS: [&str; 29] = [
     "bulk",
     "txn",
     "async",
@@ -74,6 +75,7 @@ pub const MEASUREMENTS: [&str; 28] = [
     "spread",
     "backlog",
     "bounded",
+    "tags",
     "soak",
     "failover",
     "trace",
@@ -95,7 +97,7 @@ pub struct BenchOptions {
     /// Only these measurements (empty: all but the soak, the failover, the
     /// trace and the chaos checker). Names: bulk, txn, burn, metrics, middleware, floor, drain, pickup,
     /// history, isolation, steady, fleet, footprint, limit, keys, workflows, fair,
-    /// scale, spread, backlog, bounded, soak (minutes long), failover (clusters of its own,
+    /// scale, spread, backlog, bounded, tags, soak (minutes long), failover (clusters of its own,
     /// from the PostgreSQL binaries), trace (the `tracing` feature's cost,
     /// against `plain_bin`), chaos (the stateful checker, clusters of its
     /// own): the last four run only when named.
@@ -163,6 +165,8 @@ pub(crate) struct Sizes {
     pub(crate) trace_enqueues: usize,
     pub(crate) trace_drain_jobs: usize,
     pub(crate) trace_drains: usize,
+    /// Finished jobs of the `tags` list.
+    pub(crate) tag_rows: usize,
 }
 
 impl Sizes {
@@ -198,6 +202,7 @@ impl Sizes {
                 trace_enqueues: 300,
                 trace_drain_jobs: 5_000,
                 trace_drains: 2,
+                tag_rows: 200_000,
             }
         } else {
             Sizes {
@@ -230,6 +235,7 @@ impl Sizes {
                 trace_enqueues: 5_000,
                 trace_drain_jobs: 50_000,
                 trace_drains: 5,
+                tag_rows: 10_000_000,
             }
         }
     }
@@ -524,7 +530,7 @@ pub fn run(server_url: &str, options: &BenchOptions) -> Result<(), ToolError> {
     };
     // The measurements whose rows are printed as they are.
     type Measure<'a> = Box<dyn Fn() -> Result<Vec<Row>, ToolError> + 'a>;
-    let measurements: [(&str, Measure<'_>); 17] = [
+    let measurements: [(&str, Measure<'_>); 18] = [
         (
             "metrics",
             Box::new(|| burn::metrics_cost(&url, &sizes, runs)),
@@ -580,6 +586,7 @@ pub fn run(server_url: &str, options: &BenchOptions) -> Result<(), ToolError> {
             Box::new(|| unhandled_backlog::measure(&url, &sizes, runs)),
         ),
         ("bounded", Box::new(|| bounded::measure(&url, &sizes, runs))),
+        ("tags", Box::new(|| tags::list_by_tag(&url, &sizes, runs))),
     ];
     for (name, measure) in measurements {
         if wanted(name) {

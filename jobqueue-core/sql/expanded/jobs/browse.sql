@@ -58,6 +58,17 @@ SELECT * FROM jobqueue_jobs WHERE ($1::text IS NULL OR status = $1)
     LIMIT 1
 ;
 
+-- JOB_WINDOW_FLOOR_TAGGED
+-- The id `$2` tagged jobs below id `$1` (no bound if null), newest
+-- first: the floor of a tag search's window of that many tagged jobs
+-- (none if fewer are left), through `jobqueue_jobs_tagged_idx`.
+    SELECT id FROM jobqueue_jobs
+    WHERE tags IS NOT NULL AND ($1::uuid IS NULL OR id < $1)
+    ORDER BY id DESC
+    OFFSET $2 - 1
+    LIMIT 1
+;
+
 -- JOB_BROWSE_RUN_AT
 -- A page of jobs by `run_at` (see `job_filters`, the tag `$8`; a live
 -- status), after (`$5`, `$6`) if not null, at most `$7`.

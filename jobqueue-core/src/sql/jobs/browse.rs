@@ -73,6 +73,16 @@ pub(crate) const JOB_WINDOW_FLOOR: &str = "
     OFFSET $2 - 1
     LIMIT 1";
 
+/// The id `$2` tagged jobs below id `$1` (no bound if null), newest
+/// first: the floor of a tag search's window of that many tagged jobs
+/// (none if fewer are left), through `jobqueue_jobs_tagged_idx`.
+pub(crate) const JOB_WINDOW_FLOOR_TAGGED: &str = "
+    SELECT id FROM jobqueue_jobs
+    WHERE tags IS NOT NULL AND ($1::uuid IS NULL OR id < $1)
+    ORDER BY id DESC
+    OFFSET $2 - 1
+    LIMIT 1";
+
 /// A page of jobs by `run_at` (see `job_filters`, the tag `$8`; a live
 /// status), after (`$5`, `$6`) if not null, at most `$7`.
 pub(crate) const JOB_BROWSE_RUN_AT: &str = concat!(
