@@ -251,6 +251,12 @@ fn assert_shows_job(tab: &Tab, job: &JobRow) {
             job.unique_key.clone().unwrap_or_else(|| "-".into()),
         ),
         (
+            "tags",
+            job.tags
+                .as_ref()
+                .map_or_else(|| "-".into(), |tags| tags.join(" ")),
+        ),
+        (
             "traceparent",
             job.traceparent.clone().unwrap_or_else(|| "-".into()),
         ),
@@ -260,6 +266,7 @@ fn assert_shows_job(tab: &Tab, job: &JobRow) {
         ),
     ]
     .into_iter()
+    .chain(job.metadata.as_ref().map(|m| ("metadata", m.to_string())))
     .map(|(k, v)| (k.to_owned(), v))
     .collect();
     assert_eq!(facts, expected, "the facts of job {}", job.id);
@@ -465,6 +472,30 @@ fn every_page_shows_the_database_and_the_job_list_filters_pages_and_opens_jobs()
     let job = read_job(&mut conn, first.parse().expect("an id"));
     assert_shows_job(&tab, &job);
     tab.screenshot("job");
+
+    // A tag: two mail jobs carry `vip` and `eu`, and metadata; the tag
+    // filter lists them alone, a job's page shows both, and its tag links
+    // to the tag's list.
+    jobqueue_tests::exec(
+        &mut conn,
+        &format!(
+            "UPDATE jobqueue_jobs SET tags = ARRAY['vip', 'eu'], metadata = '{{\"by\": \"ada\"}}'
+             WHERE id IN ('{}', '{}')",
+            mail[10], mail[20]
+        ),
+    );
+    let vip = ids_where(&mut conn, "tags @> ARRAY['vip']");
+    open(&tab, &site.url("/jobs"), "Jobs");
+    tab.fill("form.filters input[name=tag]", "vip");
+    tab.submit("form.filters");
+    tab.wait_for_text("#count", "2 jobs match.");
+    assert_eq!(row_ids(&tab), vip);
+    tab.follow("#jobs tbody tr:first-child a");
+    assert_shows_job(&tab, &read_job(&mut conn, vip[0].parse().expect("an id")));
+    tab.follow("#tags a:last-child");
+    tab.wait_for_text("#count", "2 jobs match");
+    assert_eq!(tab.value("form.filters input[name=tag]"), "eu");
+    assert_eq!(row_ids(&tab), vip);
 
     // The dead letter: the failed jobs, their errors, the retry-all link.
     open(&tab, &site.url("/failed"), "Failed jobs");

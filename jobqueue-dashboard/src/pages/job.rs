@@ -112,8 +112,9 @@ pub(crate) fn render(
             }
             dt { "unique key" } dd #unique-key { (job.unique_key.as_deref().unwrap_or("-")) }
             dt { "tags" } dd #tags {
-                @for tag in job.tags.iter().flatten() {
-                    a.tag href=(ctx.link(&format!("/jobs?{}", crate::form::query(&[("tag", Some(tag.as_str()))])))) { (tag) } " "
+                @for (i, tag) in job.tags.iter().flatten().enumerate() {
+                    @if i > 0 { " " }
+                    a.tag href=(ctx.link(&format!("/jobs?{}", crate::form::query(&[("tag", Some(tag.as_str()))])))) { (tag) }
                 }
                 @if job.tags.is_none() { "-" }
             }

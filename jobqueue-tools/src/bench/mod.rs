@@ -202,7 +202,7 @@ impl Sizes {
                 trace_enqueues: 300,
                 trace_drain_jobs: 5_000,
                 trace_drains: 2,
-                tag_rows: 200_000,
+                tag_rows: 20_000,
             }
         } else {
             Sizes {
