@@ -232,13 +232,7 @@ mod tests {
         };
         as_user("user:ada", || verify.enqueue(&mut conn)).expect("enqueue");
 
-        let row = diesel::RunQueryDsl::get_result::<Stored>(
-            diesel::sql_query(
-                "SELECT payload::text AS payload, metadata::text AS metadata FROM jobqueue_jobs",
-            ),
-            &mut conn,
-        )
-        .expect("the row");
+        let row = stored(&mut conn);
         assert_eq!(
             row.metadata.as_deref(),
             Some(r#"{"enqueued_by": "user:ada"}"#)
@@ -272,13 +266,7 @@ mod tests {
             matches!(&job.ended, Ended::Failed { error } if error.contains("customer 8")),
             "{drained}"
         );
-        let row = diesel::RunQueryDsl::get_result::<Stored>(
-            diesel::sql_query(
-                "SELECT payload::text AS payload, metadata::text AS metadata FROM jobqueue_jobs",
-            ),
-            &mut conn,
-        )
-        .expect("the row");
+        let row = stored(&mut conn);
         assert_eq!(
             row.metadata.as_deref(),
             Some(r#"{"enqueued_by": "system"}"#)
@@ -309,5 +297,16 @@ mod tests {
         payload: String,
         #[diesel(sql_type = diesel::sql_types::Nullable<diesel::sql_types::Text>)]
         metadata: Option<String>,
+    }
+
+    /// The one job's row as stored.
+    fn stored(conn: &mut PgConnection) -> Stored {
+        diesel::RunQueryDsl::get_result::<Stored>(
+            diesel::sql_query(
+                "SELECT payload::text AS payload, metadata::text AS metadata FROM jobqueue_jobs",
+            ),
+            conn,
+        )
+        .expect("the row")
     }
 }

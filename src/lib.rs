@@ -613,6 +613,41 @@ pub fn run_cli(bin: &str, url: &str, args: &[&str]) -> (Option<i32>, String, Str
 /// (`RunnerConfig::keep_completed`), set explicitly whatever the default.
 pub const KEEP_COMPLETED: std::time::Duration = std::time::Duration::from_secs(24 * 3600);
 
+/// Index entries and table rows this transaction read from `jobqueue_jobs`
+/// so far: what its index scans returned, from every index of the table,
+/// and what its sequential scans of the table returned.
+pub fn entries_read(conn: &mut PgConnection) -> i64 {
+    scalar(
+        conn,
+        "SELECT (pg_stat_get_xact_tuples_returned('jobqueue_jobs'::regclass)
+                 + coalesce(sum(pg_stat_get_xact_tuples_returned(indexrelid)), 0))::int8 AS n
+         FROM pg_index WHERE indrelid = 'jobqueue_jobs'::regclass",
+    )
+}
+
+/// Runs `f` in a transaction without parallel workers (whose reads this
+/// session would not count) and returns what it returned with the rows
+/// and index entries of `jobqueue_jobs` it read ([`entries_read`]).
+pub fn counting<T>(conn: &mut PgConnection, f: impl FnOnce(&mut PgConnection) -> T) -> (T, i64) {
+    use diesel::connection::SimpleConnection;
+    conn.batch_execute("BEGIN; SET LOCAL max_parallel_workers_per_gather = 0")
+        .expect("begin");
+    let before = entries_read(conn);
+    let out = f(conn);
+    let read = entries_read(conn) - before;
+    conn.batch_execute("COMMIT").expect("commit");
+    (out, read)
+}
+
+/// A command's output of JSON lines, one value per line.
+pub fn json_lines(out: &str) -> Vec<serde_json::Value> {
+    out.lines()
+        .map(|line| {
+            serde_json::from_str(line).unwrap_or_else(|e| panic!("not a JSON line ({e}): {line}"))
+        })
+        .collect()
+}
+
 /// `SELECT` of one `bigint` column named `n` (test code only).
 pub fn scalar(conn: &mut PgConnection, query: &str) -> i64 {
     diesel::sql_query(query)

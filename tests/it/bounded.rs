@@ -9,37 +9,13 @@
 
 use std::time::Duration;
 
-use diesel::connection::SimpleConnection;
 use diesel::prelude::*;
 use jobqueue_core::engine::{Claim, admit_new, claim, settle_ended_page, sweep_keys};
 use jobqueue_core::{JobId, RateLimit, Workflow, set_queue_rate_limit};
 use jobqueue_runner::RunnerConfig;
 use jobqueue_runner::maintenance::{AdmitKeys, Service, ServiceContext};
 use jobqueue_tests::jobs::{StepJob, registry};
-use jobqueue_tests::{TestDb, exec, scalar};
-
-/// Rows the sequential scans, and index entries the index scans, of
-/// `jobqueue_jobs` returned so far in this transaction.
-fn entries_read(conn: &mut PgConnection) -> i64 {
-    scalar(
-        conn,
-        "SELECT (pg_stat_get_xact_tuples_returned('jobqueue_jobs'::regclass)
-                 + coalesce(sum(pg_stat_get_xact_tuples_returned(indexrelid)), 0))::int8 AS n
-         FROM pg_index WHERE indrelid = 'jobqueue_jobs'::regclass",
-    )
-}
-
-/// Runs `f` in a transaction without parallel workers and returns what it
-/// returned with the rows and index entries of `jobqueue_jobs` it read.
-fn counting<T>(conn: &mut PgConnection, f: impl FnOnce(&mut PgConnection) -> T) -> (T, i64) {
-    conn.batch_execute("BEGIN; SET LOCAL max_parallel_workers_per_gather = 0")
-        .expect("begin");
-    let before = entries_read(conn);
-    let out = f(conn);
-    let read = entries_read(conn) - before;
-    conn.batch_execute("COMMIT").expect("commit");
-    (out, read)
-}
+use jobqueue_tests::{TestDb, counting, exec, scalar};
 
 /// `n` jobs of `queue` waiting for room, spread over `keys` keys, looked at
 /// by an admission (`key_checked`) or not; each key held by a scheduled job

@@ -21,7 +21,8 @@ use jobqueue_runner::RunnerConfig;
 use jobqueue_tests::fault::{Proc, runner_flags};
 use jobqueue_tests::jobs::{Noop, Sleep, Stumble, registry};
 use jobqueue_tests::{
-    TestDb, autovacuum_off, count_where, exec, scalar, start_runner, wait_count, wait_for,
+    TestDb, autovacuum_off, count_where, entries_read, exec, scalar, start_runner, wait_count,
+    wait_for,
 };
 
 const WORKER: &str = env!("CARGO_BIN_EXE_jobqueue-test-worker");
@@ -619,17 +620,6 @@ fn bad_keys_and_limits_are_refused_with_the_reason_and_a_new_queue_takes_a_limit
         1,
         "the limit waits for the queue's first jobs"
     );
-}
-
-/// Index entries and table rows this transaction read from `jobqueue_jobs`
-/// (all its indexes, and sequential scans of the table) so far.
-fn entries_read(conn: &mut PgConnection) -> i64 {
-    scalar(
-        conn,
-        "SELECT (coalesce(sum(pg_stat_get_xact_tuples_returned(indexrelid)), 0)
-                 + pg_stat_get_xact_tuples_returned('jobqueue_jobs'::regclass))::int8 AS n
-         FROM pg_index WHERE indrelid = 'jobqueue_jobs'::regclass",
-    )
 }
 
 /// Runs `admission` in a transaction of `session`; returns the index

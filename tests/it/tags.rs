@@ -5,14 +5,15 @@
 //! two windows of the table per page however many jobs carry the tag or
 //! none; the testing kit's expectations match them.
 
-use diesel::connection::SimpleConnection;
 use diesel::prelude::*;
 use jobqueue_core::browse::{JobOrder, JobQuery, SEARCH_WINDOW, browse_jobs, count_jobs};
 use jobqueue_core::{
     Error, Job, JobOptions, JobRow, NewJob, Workflow, enqueue, enqueue_many, enqueue_many_async,
 };
 use jobqueue_tests::jobs::Noop;
-use jobqueue_tests::{TestDb, autovacuum_off, exec, read_job, run_cli, scalar};
+use jobqueue_tests::{
+    TestDb, autovacuum_off, counting, exec, json_lines, read_job, run_cli, scalar,
+};
 use serde_json::json;
 
 const CLI: &str = env!("CARGO_BIN_EXE_jobqueue-test-worker");
@@ -196,17 +197,6 @@ fn lists_select_by_tag_newest_first_page_by_page() {
     assert!(refused.contains("newest first only"), "{refused}");
 }
 
-/// Rows the sequential scans, and index entries the index scans, of
-/// `jobqueue_jobs` returned so far in this transaction.
-fn entries_read(conn: &mut PgConnection) -> i64 {
-    scalar(
-        conn,
-        "SELECT (pg_stat_get_xact_tuples_returned('jobqueue_jobs'::regclass)
-                 + coalesce(sum(pg_stat_get_xact_tuples_returned(indexrelid)), 0))::int8 AS n
-         FROM pg_index WHERE indrelid = 'jobqueue_jobs'::regclass",
-    )
-}
-
 /// 10 jobs tagged `rare` (the oldest), 50,000 tagged `common`, then
 /// 250,000 newer jobs without tags: a list of either tag reads the tagged
 /// jobs newest first in windows, never every job the tag is on nor any
@@ -242,12 +232,9 @@ fn a_tag_list_reads_at_most_two_windows_of_tagged_jobs_per_page() {
         let mut found = 0;
         let mut pages = 0;
         loop {
-            conn.batch_execute("BEGIN; SET LOCAL max_parallel_workers_per_gather = 0")
-                .expect("begin");
-            let before = entries_read(&mut conn);
-            let page = browse_jobs(&mut conn, &query, 50).expect("a page");
-            let read = entries_read(&mut conn) - before;
-            conn.batch_execute("COMMIT").expect("commit");
+            let (page, read) = counting(&mut conn, |conn| {
+                browse_jobs(conn, &query, 50).expect("a page")
+            });
             // The window's floor (the tagged index, up to a window), then
             // the window's tagged jobs: 50,010 of each at most here.
             let tagged = 50_010.min(SEARCH_WINDOW);
@@ -309,10 +296,7 @@ fn the_command_line_enqueues_lists_and_shows_tags_and_metadata() {
 
     let (code, out, err) = run_cli(CLI, &db.url, &["list", "--tag", "vip", "--json"]);
     assert_eq!(code, Some(0), "{err}");
-    let lines: Vec<serde_json::Value> = out
-        .lines()
-        .map(|line| serde_json::from_str(line).expect("a JSON line"))
-        .collect();
+    let lines = json_lines(&out);
     assert_eq!(lines.len(), 1, "{out}");
     assert_eq!(lines[0]["id"], json!(id));
     assert_eq!(lines[0]["tags"], json!(["tenant:42", "vip"]));

@@ -309,10 +309,7 @@ fn a_failed_step_cancels_the_steps_after_it_by_default() {
         &["workflow", "list", "--unfinished", "--json"],
     );
     assert_eq!(code, Some(0), "{err}");
-    let lines: Vec<serde_json::Value> = out
-        .lines()
-        .map(|line| serde_json::from_str(line).expect("a JSON line"))
-        .collect();
+    let lines = jobqueue_tests::json_lines(&out);
     assert_eq!(lines.len(), 1, "{out}");
     assert_eq!(lines[0]["id"], later.to_string());
     assert_eq!(lines[0]["state"], "running");
