@@ -59,7 +59,11 @@ impl Periodic {
     }
 
     /// Like [`Periodic::new`], with options for the slots' jobs (queue,
-    /// priority, attempts; a schedule or a unique key is refused).
+    /// priority, attempts, tags, metadata; a schedule or a unique key is
+    /// refused). The process's enqueue hooks run on the job when the
+    /// schedule is declared (at a runner's start), and every slot copies
+    /// what they made of it. A concurrency key is not copied: the slots'
+    /// jobs are inserted pending, outside any key's limit.
     pub fn with_options<J: Job>(
         name: impl Into<String>,
         cron: impl Into<String>,
@@ -136,6 +140,8 @@ pub fn declare_schedules(conn: &mut PgConnection, schedules: &[Periodic]) -> Res
                 .job
                 .as_ref()
                 .map_err(|e| Error::invalid("schedule", e.clone()))?;
+            // The process's enqueue hooks, on the job every slot copies.
+            let job = crate::enqueue_hooks::applied(job)?;
             let (missed, most) = match schedule.missed {
                 Missed::Latest => ("latest", 1),
                 Missed::CatchUp(most) => ("catch_up", i32::try_from(most).unwrap_or(i32::MAX)),
@@ -151,6 +157,8 @@ pub fn declare_schedules(conn: &mut PgConnection, schedules: &[Periodic]) -> Res
                 .bind::<Integer, _>(job.priority)
                 .bind::<Integer, _>(job.max_attempts)
                 .bind::<Text, _>(&job.payload)
+                .bind::<Nullable<Array<Text>>, _>((!job.tags.is_empty()).then_some(&job.tags))
+                .bind::<Nullable<Text>, _>(job.metadata.as_deref())
                 .execute(conn)?;
         }
         Ok(())

@@ -215,3 +215,33 @@ fn the_kits_perform_and_drain_see_the_job_as_the_hooks_left_it() {
         "{drained}"
     );
 }
+
+#[test]
+fn a_schedules_job_is_hooked_when_declared_and_each_slot_copies_it() {
+    install_hooked_stamp();
+    let (_db, mut conn) = TestDb::connected();
+    let every = jobqueue_core::Periodic::new("hooked-every-second", "* * * * * *", &hooked(9));
+    let id = jobqueue_testing::enqueue_schedule(&mut conn, &every).expect("run now");
+    assert_stamped_by_hook(&read_job(&mut conn, id));
+    let refusing = jobqueue_core::Periodic::new(
+        "refused-every-second",
+        "* * * * * *",
+        &Hooked {
+            refuse: true,
+            ..hooked(10)
+        },
+    );
+    let refused = jobqueue_core::engine::declare_schedules(&mut conn, &[refusing])
+        .expect_err("the hook refuses its job");
+    assert!(matches!(refused, Error::Refused { .. }), "{refused}");
+}
+
+/// What the hook stamps, on a job enqueued without tags of its own.
+fn assert_stamped_by_hook(row: &JobRow) {
+    assert_eq!(
+        row.meta("hooked"),
+        Some(&serde_json::json!("yes")),
+        "{row:?}"
+    );
+    assert_eq!(row.tags.as_deref(), Some(&["hooked".to_owned()][..]));
+}

@@ -363,3 +363,32 @@ fn a_job_type_keeps_its_defaults_beside_tags() {
     assert!(row.has_tag("x"));
     assert_eq!(row.meta("by"), Some(&json!("test")));
 }
+
+#[test]
+fn a_periodic_jobs_slots_carry_its_tags_and_metadata() {
+    use jobqueue_core::Periodic;
+    use jobqueue_core::engine::{declare_schedules, fire_due};
+    let (_db, mut conn) = TestDb::connected();
+    let nightly = Periodic::with_options(
+        "tagged-every-second",
+        "* * * * * *",
+        &Noop { n: 1 },
+        JobOptions::new().tag("cron").meta("by", "schedule"),
+    );
+    // Run now, by the testing kit, and a slot fired by a runner's pass.
+    let now = jobqueue_testing::enqueue_schedule(&mut conn, &nightly).expect("run now");
+    declare_schedules(&mut conn, std::slice::from_ref(&nightly)).expect("declare");
+    exec(
+        &mut conn,
+        "UPDATE jobqueue_schedules SET last_slot = now() - interval '3 seconds'",
+    );
+    let pass = fire_due(&mut conn, std::slice::from_ref(&nightly)).expect("fire");
+    assert_eq!(pass.fired, [("tagged-every-second".to_owned(), 1)]);
+    let fired = scalar(
+        &mut conn,
+        "SELECT count(*) AS n FROM jobqueue_jobs
+         WHERE tags = ARRAY['cron'] AND metadata = '{\"by\": \"schedule\"}'",
+    );
+    assert_eq!(fired, 2, "the job run now and the slot's");
+    assert!(read_job(&mut conn, now).has_tag("cron"));
+}

@@ -17,3 +17,8 @@ CREATE INDEX jobqueue_jobs_tags_idx ON jobqueue_jobs USING gin (tags)
 -- is never read to find a tag. Partial too: untagged jobs write nothing.
 CREATE INDEX jobqueue_jobs_tagged_idx ON jobqueue_jobs (id)
     WHERE tags IS NOT NULL;
+
+-- A periodic job's tags and metadata (`Periodic::with_options`), copied
+-- into each job its slots fire.
+ALTER TABLE jobqueue_schedules ADD COLUMN tags text[];
+ALTER TABLE jobqueue_schedules ADD COLUMN metadata jsonb;

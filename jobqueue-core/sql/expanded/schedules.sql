@@ -8,11 +8,13 @@
 -- expression or time zone changed, so a new expression fires none of its
 -- past slots). `$2` cron, `$3` time zone, `$4` missed policy, `$5` catch-up
 -- bound, `$6` job type, `$7` queue, `$8` priority, `$9` attempts, `$10`
--- payload (JSON text).
+-- payload (JSON text), `$11` tags, `$12` metadata (JSON text; both
+-- nullable).
     INSERT INTO jobqueue_schedules AS s
         (name, cron, time_zone, missed, catch_up_most, job_type, queue, priority,
-         max_attempts, payload, last_slot)
-    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, CAST($10 AS jsonb), now())
+         max_attempts, payload, last_slot, tags, metadata)
+    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, CAST($10 AS jsonb), now(), $11::text[],
+            CAST($12::text AS jsonb))
     ON CONFLICT (name) DO UPDATE
     SET last_slot = CASE WHEN s.cron <> EXCLUDED.cron
                            OR s.time_zone IS DISTINCT FROM EXCLUDED.time_zone
@@ -26,6 +28,8 @@
         priority = EXCLUDED.priority,
         max_attempts = EXCLUDED.max_attempts,
         payload = EXCLUDED.payload,
+        tags = EXCLUDED.tags,
+        metadata = EXCLUDED.metadata,
         declared_at = now()
 ;
 
@@ -47,12 +51,14 @@
         UPDATE jobqueue_schedules
         SET last_slot = $3
         WHERE name = $1 AND last_slot = $2 AND NOT paused
-        RETURNING job_type, queue, priority, max_attempts, payload
+        RETURNING job_type, queue, priority, max_attempts, payload, tags, metadata
     ),
     inserted AS (
         INSERT INTO jobqueue_jobs
-            (id, job_type, queue, priority, payload, max_attempts, run_at, status)
-        SELECT f.id, a.job_type, a.queue, a.priority, a.payload, a.max_attempts, f.slot, 'pending'
+            (id, job_type, queue, priority, payload, max_attempts, run_at, status, tags,
+             metadata)
+        SELECT f.id, a.job_type, a.queue, a.priority, a.payload, a.max_attempts, f.slot, 'pending',
+               a.tags, a.metadata
         FROM advanced AS a, unnest($5::uuid[], $4::timestamptz[]) AS f(id, slot)
         RETURNING queue
     ),
@@ -91,8 +97,10 @@
 -- waking its queue on channel `$3`; returns the job's queue.
     WITH inserted AS (
         INSERT INTO jobqueue_jobs
-            (id, job_type, queue, priority, payload, max_attempts, run_at, status)
-        SELECT $2, s.job_type, s.queue, s.priority, s.payload, s.max_attempts, now(), 'pending'
+            (id, job_type, queue, priority, payload, max_attempts, run_at, status, tags,
+             metadata)
+        SELECT $2, s.job_type, s.queue, s.priority, s.payload, s.max_attempts, now(), 'pending',
+               s.tags, s.metadata
         FROM jobqueue_schedules AS s
         WHERE s.name = $1
         RETURNING queue

@@ -4,8 +4,8 @@
 //! They rely on the primary key `name`, on `last_slot` (the last slot fired,
 //! which a runner moves only from the value it read, so each slot fires
 //! once) and `paused`, and copy a schedule's job definition (`job_type`,
-//! `queue`, `priority`, `max_attempts`, `payload`) into the jobs it inserts
-//! into `jobqueue_jobs`, waking their queues.
+//! `queue`, `priority`, `max_attempts`, `payload`, `tags`, `metadata`) into
+//! the jobs it inserts into `jobqueue_jobs`, waking their queues.
 
 /// Declares schedule `$1` (a worker binary's periodic job): inserts it with
 /// nothing fired before now, or updates its definition and `declared_at`,
@@ -13,12 +13,14 @@
 /// expression or time zone changed, so a new expression fires none of its
 /// past slots). `$2` cron, `$3` time zone, `$4` missed policy, `$5` catch-up
 /// bound, `$6` job type, `$7` queue, `$8` priority, `$9` attempts, `$10`
-/// payload (JSON text).
+/// payload (JSON text), `$11` tags, `$12` metadata (JSON text; both
+/// nullable).
 pub(crate) const SCHEDULE_DECLARE: &str = "
     INSERT INTO jobqueue_schedules AS s
         (name, cron, time_zone, missed, catch_up_most, job_type, queue, priority,
-         max_attempts, payload, last_slot)
-    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, CAST($10 AS jsonb), now())
+         max_attempts, payload, last_slot, tags, metadata)
+    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, CAST($10 AS jsonb), now(), $11::text[],
+            CAST($12::text AS jsonb))
     ON CONFLICT (name) DO UPDATE
     SET last_slot = CASE WHEN s.cron <> EXCLUDED.cron
                            OR s.time_zone IS DISTINCT FROM EXCLUDED.time_zone
@@ -32,6 +34,8 @@ pub(crate) const SCHEDULE_DECLARE: &str = "
         priority = EXCLUDED.priority,
         max_attempts = EXCLUDED.max_attempts,
         payload = EXCLUDED.payload,
+        tags = EXCLUDED.tags,
+        metadata = EXCLUDED.metadata,
         declared_at = now()";
 
 /// The state of schedules `$1`, with the database's `now()`: what a runner
@@ -51,12 +55,14 @@ pub(crate) const SCHEDULE_FIRE: &str = "
         UPDATE jobqueue_schedules
         SET last_slot = $3
         WHERE name = $1 AND last_slot = $2 AND NOT paused
-        RETURNING job_type, queue, priority, max_attempts, payload
+        RETURNING job_type, queue, priority, max_attempts, payload, tags, metadata
     ),
     inserted AS (
         INSERT INTO jobqueue_jobs
-            (id, job_type, queue, priority, payload, max_attempts, run_at, status)
-        SELECT f.id, a.job_type, a.queue, a.priority, a.payload, a.max_attempts, f.slot, 'pending'
+            (id, job_type, queue, priority, payload, max_attempts, run_at, status, tags,
+             metadata)
+        SELECT f.id, a.job_type, a.queue, a.priority, a.payload, a.max_attempts, f.slot, 'pending',
+               a.tags, a.metadata
         FROM advanced AS a, unnest($5::uuid[], $4::timestamptz[]) AS f(id, slot)
         RETURNING queue
     ),
@@ -92,8 +98,10 @@ pub(crate) const SCHEDULE_SET_PAUSED: &str = "
 pub(crate) const SCHEDULE_RUN_NOW: &str = "
     WITH inserted AS (
         INSERT INTO jobqueue_jobs
-            (id, job_type, queue, priority, payload, max_attempts, run_at, status)
-        SELECT $2, s.job_type, s.queue, s.priority, s.payload, s.max_attempts, now(), 'pending'
+            (id, job_type, queue, priority, payload, max_attempts, run_at, status, tags,
+             metadata)
+        SELECT $2, s.job_type, s.queue, s.priority, s.payload, s.max_attempts, now(), 'pending',
+               s.tags, s.metadata
         FROM jobqueue_schedules AS s
         WHERE s.name = $1
         RETURNING queue
