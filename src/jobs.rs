@@ -302,6 +302,49 @@ impl jobqueue_runner::Lifecycle for DeadLetters {
     }
 }
 
+/// A job of `steps` durable steps, `step-0`, `step-1`, ...: each records
+/// its name as an effect through the connection it is given, sleeps `ms`
+/// and returns its number times ten; the handler checks that each step
+/// returned that (recorded or run). Its first attempt fails (a retry) at
+/// step `fail_first_at`, if set, after that step's effect (rolled back
+/// with it).
+#[derive(Debug, Serialize, Deserialize, Job)]
+#[job(type = "test.stepped", max_attempts = 50)]
+pub struct Stepped {
+    /// Its steps.
+    pub steps: u32,
+    /// Milliseconds each step sleeps.
+    pub ms: u64,
+    /// The step its first attempt fails at, if any.
+    pub fail_first_at: Option<u32>,
+}
+
+impl Perform for Stepped {
+    fn perform(&self, ctx: &mut JobContext<'_>) -> Result<(), JobError> {
+        let (id, attempt) = (ctx.job_id(), ctx.attempt());
+        for i in 0..self.steps {
+            let name = format!("step-{i}");
+            let out: u32 = ctx.step(&name, |conn| {
+                record_on(conn, id, attempt, &name)?;
+                std::thread::sleep(std::time::Duration::from_millis(self.ms));
+                if attempt == 1 && self.fail_first_at == Some(i) {
+                    return Err(JobError::retry(format!(
+                        "{name} failed on the first attempt"
+                    )));
+                }
+                Ok(i * 10)
+            })?;
+            if out != i * 10 {
+                return Err(JobError::fail(format!(
+                    "{name} returned {out}, not {}",
+                    i * 10
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
 /// A job the enqueue hooks of `tests/it/enqueue_hooks.rs` act on (and no
 /// other job): its handler fails, permanently, unless the job carries the
 /// `hooked` metadata [`HookedStamp`] stamps.
@@ -551,4 +594,5 @@ pub fn registry() -> jobqueue_runner::Registry {
         .register::<StepJob>()
         .register::<Doomed>()
         .register::<Hooked>()
+        .register::<Stepped>()
 }

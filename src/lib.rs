@@ -882,6 +882,37 @@ pub mod fault {
         );
     }
 
+    /// Kills (SIGKILL) one of `live`, at random, every 300 to 700 ms and
+    /// starts its replacement with `start`, for at most `chaos` and while
+    /// `going()` says there is work left; returns how many it killed.
+    pub fn kill_and_replace(
+        live: &mut Vec<Proc>,
+        mut start: impl FnMut() -> Proc,
+        chaos: Duration,
+        mut going: impl FnMut() -> bool,
+    ) -> usize {
+        let mut kills = 0;
+        let begun = std::time::Instant::now();
+        while begun.elapsed() < chaos && going() {
+            std::thread::sleep(Duration::from_millis(fastrand::u64(300..700)));
+            let mut victim = live.swap_remove(fastrand::usize(..live.len()));
+            victim.signal("KILL");
+            assert_eq!(victim.wait_exit(Duration::from_secs(10)).code(), None);
+            kills += 1;
+            live.push(start());
+        }
+        kills
+    }
+
+    /// Stops each of `live` with SIGTERM and asserts it exited with code 0.
+    pub fn terminate_all(live: &mut [Proc]) {
+        for runner in live {
+            runner.signal("TERM");
+            let status = runner.wait_exit(Duration::from_secs(30));
+            assert_exit_0(runner, status);
+        }
+    }
+
     /// A PostgreSQL cluster of one test's own, started from the machine's
     /// binaries on a free port (never the shared server), holding one
     /// migrated database with the test side tables. Stopped (immediate mode)

@@ -56,6 +56,9 @@ pub use crate::database_url::{
     DEFAULT_CONNECT_TIMEOUT, connectable_url, join_options, split_options, with_database,
     with_default_options,
 };
+pub use crate::durable_step::{
+    MAX_STEP_OUTPUT_BYTES, MAX_STEPS, RecordedStep, record_step, recorded_step,
+};
 pub use crate::enqueue::{NOTIFY_CHANNEL, NOTIFY_DEBOUNCE};
 pub use crate::enqueue_hooks::hooked;
 pub use crate::finish::{

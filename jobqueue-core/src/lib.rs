@@ -56,6 +56,7 @@ mod connection;
 mod cron_schedule;
 mod database_url;
 mod doctor;
+mod durable_step;
 pub mod engine;
 mod enqueue;
 #[cfg(feature = "async")]

@@ -76,6 +76,10 @@ pub struct JobRow {
     /// Its metadata, a JSON object ([`crate::JobOptions::meta`]); `None`
     /// when none was set.
     pub metadata: Option<serde_json::Value>,
+    /// The durable steps its handler finished, in order, each
+    /// `{"name", "output"}` (see `JobContext::step` in the runner);
+    /// `None` before the first.
+    pub step_outputs: Option<serde_json::Value>,
 }
 
 impl JobRow {
@@ -142,6 +146,7 @@ impl JobRow {
                     }
                 })?),
             },
+            step_outputs: None,
         })
     }
 

@@ -63,6 +63,8 @@ diesel::table! {
         tags -> Nullable<Array<Text>>,
         /// Metadata set at enqueue (a JSON object), if any.
         metadata -> Nullable<Jsonb>,
+        /// The outputs of the durable steps its handler finished, in order.
+        step_outputs -> Nullable<Jsonb>,
     }
 }
 

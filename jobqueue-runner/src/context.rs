@@ -20,6 +20,8 @@ pub struct JobContext<'a> {
     host: Host<'a>,
     row: &'a JobRow,
     state: &'a JobState,
+    /// The durable steps this attempt has come to ([`JobContext::step`]).
+    steps_taken: usize,
 }
 
 /// Where the job is worked, and what that gives its handler.
@@ -81,6 +83,7 @@ impl<'a> JobContext<'a> {
             host: Host::Runner { shared, conn: None },
             row,
             state,
+            steps_taken: 0,
         }
     }
 
@@ -90,6 +93,7 @@ impl<'a> JobContext<'a> {
             host: Host::Inline(host),
             row,
             state,
+            steps_taken: 0,
         }
     }
 
@@ -367,9 +371,6 @@ impl<'a> JobContext<'a> {
         } else {
             state.progress.take()
         };
-        let in_transaction = AnsiTransactionManager::transaction_manager_status_mut(conn)
-            .transaction_depth()
-            .is_ok_and(|depth| depth.is_some());
         let body = |conn: &mut PgConnection| {
             let value = work(conn)?;
             if !completes {
@@ -391,15 +392,7 @@ impl<'a> JobContext<'a> {
                 Err(e) => Err(JobError::retry(e)),
             }
         };
-        // The transaction's own failures (BEGIN, COMMIT) become retries
-        // through `JobError`'s conversion.
-        let result = if in_transaction {
-            diesel::Connection::transaction::<T, JobError, _>(conn, body)
-        } else {
-            conn.build_transaction()
-                .read_committed()
-                .run::<T, JobError, _>(body)
-        };
+        let result = in_read_committed(conn, body);
         match (&result, note) {
             (Err(_), Some(progress)) => state.progress.put_back(progress),
             (Ok(_), Some(_)) => state.progress.written(),
@@ -416,6 +409,105 @@ impl<'a> JobContext<'a> {
             }
             Err(e) => Err(e),
         }
+    }
+}
+
+impl JobContext<'_> {
+    /// Runs `work` as the job's next durable step, named `name`, once: its
+    /// output is recorded on the job's row in the transaction of `work`'s
+    /// own writes (READ COMMITTED, on [`conn`](Self::conn)), so the two
+    /// commit together or not at all. A later attempt (a retry, a rescue
+    /// after a crash, a runner stopped mid-job) that comes to the same
+    /// step gets the recorded output back without running `work` again:
+    /// the steps a handler finished are never redone, and what each wrote
+    /// through the connection it was given happened exactly once.
+    ///
+    /// Steps are matched by their order: the step an attempt comes to
+    /// first is step 1, and so on. One whose name differs from the name
+    /// recorded at its place (the handler changed between deploys) fails
+    /// the job for good, naming both, rather than hand a step's output to
+    /// another (retrying it replays the recorded steps again). An output
+    /// must serialize as JSON of at most 64 KiB
+    /// ([`MAX_STEP_OUTPUT_BYTES`](jobqueue_core::engine::MAX_STEP_OUTPUT_BYTES)),
+    /// and a job records at most 1,000 steps: both fail the job for good.
+    /// [`JobError::LeaseLost`] if the runner no longer holds the job (the
+    /// step's writes roll back). A job worked inline without a stored row
+    /// (the testing kit's `perform`) runs each step and records nothing.
+    pub fn step<T>(
+        &mut self,
+        name: &str,
+        work: impl FnOnce(&mut PgConnection) -> Result<T, JobError>,
+    ) -> Result<T, JobError>
+    where
+        T: serde::Serialize + serde::de::DeserializeOwned,
+    {
+        let index = self.steps_taken;
+        self.steps_taken += 1;
+        if let Some(recorded) = jobqueue_core::engine::recorded_step(self.row, index) {
+            if recorded.name != name {
+                return Err(JobError::fail(format!(
+                    "durable step {} is `{name}` in this attempt but was recorded as `{}`: the \
+                     handler's steps changed since it was recorded; the job fails rather than \
+                     hand one step's output to another",
+                    index + 1,
+                    recorded.name
+                )));
+            }
+            return serde_json::from_value(recorded.output).map_err(|e| {
+                JobError::fail(format!(
+                    "durable step `{name}`: its recorded output does not decode as this \
+                     attempt's type: {e}"
+                ))
+            });
+        }
+        let lease = self.state.lease;
+        let stored = match &self.host {
+            Host::Runner { .. } => true,
+            Host::Inline(host) => host.stored,
+        };
+        let conn = self.conn()?;
+        let body = |conn: &mut PgConnection| {
+            let value = work(conn)?;
+            if !stored {
+                return Ok(value);
+            }
+            let output = serde_json::to_string(&value).map_err(|e| {
+                JobError::fail(format!(
+                    "durable step `{name}`: its output does not serialize: {e}"
+                ))
+            })?;
+            match jobqueue_core::engine::record_step(conn, &lease, index, name, &output) {
+                Ok(()) => Ok(value),
+                Err(jobqueue_core::Error::LeaseLost { .. }) => Err(JobError::LeaseLost),
+                Err(e @ jobqueue_core::Error::InvalidOption { .. }) => Err(JobError::fail(e)),
+                Err(e) => Err(JobError::retry(e)),
+            }
+        };
+        let result = in_read_committed(conn, body);
+        if matches!(result, Err(JobError::LeaseLost)) {
+            self.state.lost.store(true, Ordering::Relaxed);
+        }
+        result
+    }
+}
+
+/// Runs `body` in a READ COMMITTED transaction on `conn`, or in a
+/// savepoint of the transaction `conn` is already in (a job worked inline
+/// on a test's connection). The transaction's own failures (BEGIN,
+/// COMMIT) become retries through `JobError`'s conversion.
+fn in_read_committed<T>(
+    conn: &mut PgConnection,
+    body: impl FnOnce(&mut PgConnection) -> Result<T, JobError>,
+) -> Result<T, JobError> {
+    let in_transaction = AnsiTransactionManager::transaction_manager_status_mut(conn)
+        .transaction_depth()
+        .is_ok_and(|depth| depth.is_some());
+    if in_transaction {
+        diesel::Connection::transaction::<T, JobError, _>(conn, body)
+    } else {
+        conn.build_transaction()
+            .read_committed()
+            .run::<T, JobError, _>(body)
     }
 }
 

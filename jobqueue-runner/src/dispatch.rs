@@ -168,6 +168,7 @@ mod tests {
             None::<jobqueue_core::JobId>, // workflow_id
             None::<Vec<String>>,          // tags
             None::<serde_json::Value>,    // metadata
+            None::<serde_json::Value>,    // step_outputs
         ))
         .expect("a row");
         let state = Arc::new(crate::job_state::JobState::new(

@@ -6,12 +6,12 @@
 //! recorded exactly once.
 
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use diesel::PgConnection;
 use jobqueue_core::{Job, JobId, JobRow, JobStatus};
 use jobqueue_runner::{JobContext, JobError, Lifecycle, Perform, RunnerConfig};
-use jobqueue_tests::fault::{Proc, assert_exit_0, runner_command, runner_flags};
+use jobqueue_tests::fault::{Proc, kill_and_replace, runner_command, runner_flags, terminate_all};
 use jobqueue_tests::jobs::{Cancellable, DeadLetters, Doomed, Noop, Panic, record_on, registry};
 use jobqueue_tests::{
     TestDb, claim_one, count_where, effects_where, enqueue_all, exec, expire_leases, scalar,
@@ -140,24 +140,11 @@ fn under_kill_9_every_dead_letter_is_recorded_exactly_once() {
     wait_for("the first dead letter", Duration::from_secs(60), || {
         count_where(&mut conn, "status = 'failed'") > 0
     });
-    let mut kills = 0;
-    let chaos = Instant::now();
-    while chaos.elapsed() < Duration::from_secs(6)
-        && count_where(&mut conn, "status <> 'failed'") > 0
-    {
-        std::thread::sleep(Duration::from_millis(fastrand::u64(300..700)));
-        let mut victim = live.swap_remove(fastrand::usize(..live.len()));
-        victim.signal("KILL");
-        assert_eq!(victim.wait_exit(Duration::from_secs(10)).code(), None);
-        kills += 1;
-        live.push(start());
-    }
+    let kills = kill_and_replace(&mut live, &mut start, Duration::from_secs(6), || {
+        count_where(&mut conn, "status <> 'failed'") > 0
+    });
     wait_no_live_jobs(&mut conn, Duration::from_secs(120));
-    for runner in &mut live {
-        runner.signal("TERM");
-        let status = runner.wait_exit(Duration::from_secs(30));
-        assert_exit_0(runner, status);
-    }
+    terminate_all(&mut live);
     let rescued = count_where(&mut conn, "errors::text LIKE '%worker lost%'");
     assert_eq!(count_where(&mut conn, "status = 'failed'"), JOBS as i64);
     assert!(kills > 0);

@@ -41,6 +41,7 @@ mod declared_queues;
 mod delete_on_complete;
 mod derive_enqueue;
 mod doctor;
+mod durable_steps;
 mod enqueue;
 mod enqueue_hooks;
 mod errors;

@@ -181,6 +181,7 @@ fn the_row_layout_migration_keeps_every_job_and_grant() {
             "workflow_id",
             "tags",
             "metadata",
+            "step_outputs",
         ] {
             let added = row.as_object_mut().and_then(|row| row.remove(column));
             assert_eq!(added, Some(serde_json::Value::Null), "{column}: {row}");

@@ -335,7 +335,7 @@ fn the_handler_reaches_the_applications_state_and_retries_on_its_errors() {
 
 /// The compiled files the README's and the guide's ```rust blocks are
 /// excerpts of.
-const SOURCES: [&str; 9] = [
+const SOURCES: [&str; 10] = [
     "tests/it/readme.rs",
     "tests/embedded.rs",
     "examples/app_worker.rs",
@@ -345,6 +345,7 @@ const SOURCES: [&str; 9] = [
     "examples/video_workflow.rs",
     "examples/ledger.rs",
     "examples/sealed_fields.rs",
+    "examples/durable_order.rs",
 ];
 
 #[test]

@@ -92,6 +92,7 @@ const FILES: &[SqlFile] = &[
             JOB_FAIL_MANY,
             JOB_HEARTBEAT_MANY,
             JOB_PROGRESS,
+            JOB_RECORD_STEP,
             JOB_CANCEL_HELD_MANY,
             JOB_RELEASE_MANY,
             JOB_SNOOZE_MANY,

@@ -300,6 +300,25 @@ WITH next AS (
     RETURNING j.cancel_requested
 ;
 
+-- JOB_RECORD_STEP
+-- Records the output of durable step number `$3` (from 0) of one held
+-- job, `$1` id, `$2` token: appends `{"name": $4, "output": $5}` (JSON
+-- text) to its `step_outputs`, only while it holds exactly `$3` of them,
+-- so a step is recorded once and in its turn. Marks the job running.
+-- Changes no row if the job is no longer held under the token, or its
+-- steps moved on.
+    UPDATE jobqueue_jobs AS j
+    SET step_outputs = COALESCE(j.step_outputs, '[]'::jsonb)
+                       || jsonb_build_array(jsonb_build_object('name', $4::text,
+                                                               'output', CAST($5::text AS jsonb))),
+        status = 'running',
+        started_at = COALESCE(j.started_at, now())
+    WHERE j.id = $1
+      AND j.claim_count = $2
+      AND j.status IN ('claimed', 'running')
+      AND jsonb_array_length(COALESCE(j.step_outputs, '[]'::jsonb)) = $3
+;
+
 -- JOB_CANCEL_HELD_MANY
 -- Marks held jobs as cancelled (their handler stopped after a cancel request).
 -- Arrays `$1` ids, `$2` tokens; returns the ids changed.
