@@ -676,6 +676,7 @@ fn bench_runs_every_measurement() {
         "burn-down time, fan-out and fan-in / plain",
         "transactions per job, fan-out and fan-in",
         "list page by tag, rare and oldest / no filter",
+        "a durable step / a plain job",
     ] {
         assert!(out.contains(row), "no `{row}` row in:\n{out}");
     }

@@ -38,8 +38,20 @@ pub(crate) fn burn_with(
     registry: jobqueue_runner::Registry,
     n: usize,
 ) -> Result<f64, ToolError> {
+    burn_jobs(conn, config, registry, &build(n)?)
+}
+
+/// One burn-down of `jobs` by a runner configured as `config` with the
+/// handlers of `registry`; returns jobs/s.
+pub(crate) fn burn_jobs(
+    conn: &mut PgConnection,
+    config: RunnerConfig,
+    registry: jobqueue_runner::Registry,
+    jobs: &[jobqueue_core::NewJob],
+) -> Result<f64, ToolError> {
     reset(conn)?;
-    insert(conn, &build(n)?)?;
+    insert(conn, jobs)?;
+    let n = jobs.len();
     let workers = config.concurrency;
     let started = Instant::now();
     let runner = Runner::new(config, registry).start()?;

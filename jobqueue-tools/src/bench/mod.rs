@@ -14,6 +14,7 @@ mod burn;
 pub mod chaos;
 mod claim_plan;
 mod drain;
+mod durable;
 mod enqueue;
 mod enqueue_async;
 mod extensions;
@@ -50,7 +51,7 @@ pub(crate) use trace::PLAIN_BIN_HELP;
 pub use trace_part::TraceVariant;
 
 /// The measurements, by the names `--only` takes.
-pub const MEASUREMENTS: [&str; 29] = [
+pub const MEASUREMENTS: [&str; 30] = [
     "bulk",
     "txn",
     "async",
@@ -76,6 +77,7 @@ pub const MEASUREMENTS: [&str; 29] = [
     "backlog",
     "bounded",
     "tags",
+    "steps",
     "soak",
     "failover",
     "trace",
@@ -97,7 +99,7 @@ pub struct BenchOptions {
     /// Only these measurements (empty: all but the soak, the failover, the
     /// trace and the chaos checker). Names: bulk, txn, burn, metrics, middleware, floor, drain, pickup,
     /// history, isolation, steady, fleet, footprint, limit, keys, workflows, fair,
-    /// scale, spread, backlog, bounded, tags, soak (minutes long), failover (clusters of its own,
+    /// scale, spread, backlog, bounded, tags, steps, soak (minutes long), failover (clusters of its own,
     /// from the PostgreSQL binaries), trace (the `tracing` feature's cost,
     /// against `plain_bin`), chaos (the stateful checker, clusters of its
     /// own): the last four run only when named.
@@ -167,6 +169,8 @@ pub(crate) struct Sizes {
     pub(crate) trace_drains: usize,
     /// Finished jobs of the `tags` list.
     pub(crate) tag_rows: usize,
+    /// Jobs of ten durable steps of the `steps` burn-down.
+    pub(crate) stepped_jobs: usize,
 }
 
 impl Sizes {
@@ -203,6 +207,7 @@ impl Sizes {
                 trace_drain_jobs: 5_000,
                 trace_drains: 2,
                 tag_rows: 20_000,
+                stepped_jobs: 100,
             }
         } else {
             Sizes {
@@ -236,6 +241,7 @@ impl Sizes {
                 trace_drain_jobs: 50_000,
                 trace_drains: 5,
                 tag_rows: 10_000_000,
+                stepped_jobs: 5_000,
             }
         }
     }
@@ -530,7 +536,7 @@ pub fn run(server_url: &str, options: &BenchOptions) -> Result<(), ToolError> {
     };
     // The measurements whose rows are printed as they are.
     type Measure<'a> = Box<dyn Fn() -> Result<Vec<Row>, ToolError> + 'a>;
-    let measurements: [(&str, Measure<'_>); 18] = [
+    let measurements: [(&str, Measure<'_>); 19] = [
         (
             "metrics",
             Box::new(|| burn::metrics_cost(&url, &sizes, runs)),
@@ -587,6 +593,7 @@ pub fn run(server_url: &str, options: &BenchOptions) -> Result<(), ToolError> {
         ),
         ("bounded", Box::new(|| bounded::measure(&url, &sizes, runs))),
         ("tags", Box::new(|| tags::list_by_tag(&url, &sizes, runs))),
+        ("steps", Box::new(|| durable::step_cost(&url, &sizes, runs))),
     ];
     for (name, measure) in measurements {
         if wanted(name) {
