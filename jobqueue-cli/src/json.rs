@@ -66,6 +66,7 @@ pub(crate) struct JobDetail<'a> {
     errors: &'a serde_json::Value,
     traceparent: Option<&'a str>,
     metadata: Option<&'a serde_json::Value>,
+    step_outputs: Option<&'a serde_json::Value>,
 }
 
 impl<'a> JobDetail<'a> {
@@ -87,6 +88,7 @@ impl<'a> JobDetail<'a> {
             payload: &job.payload,
             errors: &job.errors,
             metadata: job.metadata.as_ref(),
+            step_outputs: job.step_outputs.as_ref(),
         }
     }
 }

@@ -187,6 +187,7 @@ fn show_prints_the_whole_job() {
                 "errors",
                 "traceparent",
                 "metadata",
+                "step_outputs",
             ],
         ]
         .concat(),

@@ -267,6 +267,11 @@ fn assert_shows_job(tab: &Tab, job: &JobRow) {
     ]
     .into_iter()
     .chain(job.metadata.as_ref().map(|m| ("metadata", m.to_string())))
+    .chain(
+        job.step_outputs
+            .as_ref()
+            .map(|steps| ("durable steps", steps.to_string())),
+    )
     .map(|(k, v)| (k.to_owned(), v))
     .collect();
     assert_eq!(facts, expected, "the facts of job {}", job.id);
@@ -473,13 +478,14 @@ fn every_page_shows_the_database_and_the_job_list_filters_pages_and_opens_jobs()
     assert_shows_job(&tab, &job);
     tab.screenshot("job");
 
-    // A tag: two mail jobs carry `vip` and `eu`, and metadata; the tag
-    // filter lists them alone, a job's page shows both, and its tag links
-    // to the tag's list.
+    // A tag: two mail jobs carry `vip` and `eu`, metadata and a durable
+    // step's output; the tag filter lists them alone, a job's page shows
+    // all three, and its tag links to the tag's list.
     jobqueue_tests::exec(
         &mut conn,
         &format!(
-            "UPDATE jobqueue_jobs SET tags = ARRAY['vip', 'eu'], metadata = '{{\"by\": \"ada\"}}'
+            "UPDATE jobqueue_jobs SET tags = ARRAY['vip', 'eu'], metadata = '{{\"by\": \"ada\"}}',
+                 step_outputs = '[{{\"name\": \"reserve\", \"output\": 1}}]'
              WHERE id IN ('{}', '{}')",
             mail[10], mail[20]
         ),

@@ -121,6 +121,9 @@ pub(crate) fn render(
             @if let Some(metadata) = &job.metadata {
                 dt { "metadata" } dd #metadata { code { (metadata) } }
             }
+            @if let Some(steps) = &job.step_outputs {
+                dt { "durable steps" } dd #durable-steps { code { (steps) } }
+            }
             dt { "traceparent" } dd #traceparent { (job.traceparent.as_deref().unwrap_or("-")) }
             dt { "last error" } dd.error #last-error { (job.last_error.as_deref().unwrap_or("-")) }
         }
