@@ -3,6 +3,7 @@
 
 use chrono::{DateTime, Utc};
 use diesel::PgConnection;
+use jobqueue_core::browse::JobQuery;
 use jobqueue_core::{JobId, JobLookup, JobRow, JobStatus};
 use maud::html;
 
@@ -66,6 +67,15 @@ fn timeline(job: &JobRow) -> Vec<(DateTime<Utc>, String)> {
     events
 }
 
+/// The link to the list of `tag`'s jobs.
+fn tag_list(ctx: &Ctx<'_>, tag: &str) -> String {
+    let query = JobQuery {
+        tag: Some(tag.to_owned()),
+        ..JobQuery::default()
+    };
+    super::jobs::list_link(ctx, "/jobs", &query, None)
+}
+
 pub(crate) fn render(
     ctx: &Ctx<'_>,
     conn: &mut PgConnection,
@@ -114,7 +124,7 @@ pub(crate) fn render(
             dt { "tags" } dd #tags {
                 @for (i, tag) in job.tags.iter().flatten().enumerate() {
                     @if i > 0 { " " }
-                    a.tag href=(ctx.link(&format!("/jobs?{}", crate::form::query(&[("tag", Some(tag.as_str()))])))) { (tag) }
+                    a.tag href=(tag_list(ctx, tag)) { (tag) }
                 }
                 @if job.tags.is_none() { "-" }
             }
