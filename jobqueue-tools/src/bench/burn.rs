@@ -41,6 +41,32 @@ pub(crate) fn burn_with(
     burn_jobs(conn, config, registry, &build(n)?)
 }
 
+/// What [`alternated`] measured: side a's figures, side b's, and each
+/// run's ratio b / a.
+pub(crate) type Alternated = (Vec<f64>, Vec<f64>, Vec<f64>);
+
+/// `runs` runs of two burn-downs in the order a, b, b, a (so that the one
+/// that comes second, on the first one's dead rows and warmed cache, is
+/// as often one as the other): each side's figures, and each run's ratio
+/// b / a of the sums, which carries no order.
+pub(crate) fn alternated(
+    runs: usize,
+    mut a: impl FnMut() -> Result<f64, ToolError>,
+    mut b: impl FnMut() -> Result<f64, ToolError>,
+) -> Result<Alternated, ToolError> {
+    let (mut first, mut second, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..runs {
+        let a1 = a()?;
+        let b1 = b()?;
+        let b2 = b()?;
+        let a2 = a()?;
+        first.extend([a1, a2]);
+        second.extend([b1, b2]);
+        ratios.push((b1 + b2) / (a1 + a2));
+    }
+    Ok((first, second, ratios))
+}
+
 /// One burn-down of `jobs` by a runner configured as `config` with the
 /// handlers of `registry`; returns jobs/s.
 pub(crate) fn burn_jobs(

@@ -10,7 +10,7 @@ use jobqueue_core::{Job, JobOptions, NewJob};
 use jobqueue_runner::{JobContext, JobError, Perform, RunnerConfig};
 use serde::{Deserialize, Serialize};
 
-use super::burn::{burn_jobs, burn_with};
+use super::burn::{alternated, burn_jobs, burn_with};
 use super::{Row, Sizes, db};
 use crate::ToolError;
 
@@ -50,16 +50,15 @@ pub(crate) fn step_cost(url: &str, sizes: &Sizes, runs: usize) -> Result<Vec<Row
     let registry = || super::registry().register::<BenchStepped>();
     let config = || RunnerConfig::new(url).concurrency(WORKERS);
     let units = n * STEPS as usize;
-    let (mut plain, mut steps, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
-    for _ in 0..runs {
-        let a1 = burn_with(&mut conn, config(), registry(), units)?;
-        let b1 = burn_jobs(&mut conn, config(), registry(), &stepped()?)? * f64::from(STEPS);
-        let b2 = burn_jobs(&mut conn, config(), registry(), &stepped()?)? * f64::from(STEPS);
-        let a2 = burn_with(&mut conn, config(), registry(), units)?;
-        plain.extend([a1, a2]);
-        steps.extend([b1, b2]);
-        ratios.push((b1 + b2) / (a1 + a2));
-    }
+    let conn = std::cell::RefCell::new(&mut conn);
+    let (plain, steps, ratios) = alternated(
+        runs,
+        || burn_with(&mut conn.borrow_mut(), config(), registry(), units),
+        || {
+            let jobs = stepped()?;
+            Ok(burn_jobs(&mut conn.borrow_mut(), config(), registry(), &jobs)? * f64::from(STEPS))
+        },
+    )?;
     Ok(vec![
         Row::new(
             format!("plain no-op jobs, {WORKERS} workers, {units} jobs"),

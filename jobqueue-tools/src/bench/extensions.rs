@@ -5,7 +5,7 @@
 use diesel::{Connection, PgConnection};
 use jobqueue_runner::{JobContext, JobError, Lifecycle, Middleware, Next, RunnerConfig};
 
-use super::burn::{burn_with, jobs_for};
+use super::burn::{alternated, burn_with, jobs_for};
 use super::{Row, Sizes, db};
 use crate::ToolError;
 
@@ -48,16 +48,12 @@ pub(crate) fn middleware_cost(
             .lifecycle(Listens)
     };
     let config = || RunnerConfig::new(url).concurrency(WORKERS);
-    let (mut without, mut with, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
-    for _ in 0..runs {
-        let a1 = burn_with(&mut conn, config(), super::registry(), n)?;
-        let b1 = burn_with(&mut conn, config(), stacked(), n)?;
-        let b2 = burn_with(&mut conn, config(), stacked(), n)?;
-        let a2 = burn_with(&mut conn, config(), super::registry(), n)?;
-        without.extend([a1, a2]);
-        with.extend([b1, b2]);
-        ratios.push((b1 + b2) / (a1 + a2));
-    }
+    let conn = std::cell::RefCell::new(&mut conn);
+    let (without, with, ratios) = alternated(
+        runs,
+        || burn_with(&mut conn.borrow_mut(), config(), super::registry(), n),
+        || burn_with(&mut conn.borrow_mut(), config(), stacked(), n),
+    )?;
     Ok(vec![
         Row::new(
             format!("burn-down, {WORKERS} workers, no middleware"),
