@@ -150,7 +150,7 @@ impl JobQuery {
                 return Err(Error::invalid(
                     "order",
                     "a tag's jobs are listed newest first only: no index holds them by run_at \
-                     or by when they finished",
+                     or by when they finished (leave the order at newest first)",
                 ));
             }
         }

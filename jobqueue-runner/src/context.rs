@@ -448,7 +448,8 @@ impl JobContext<'_> {
                 return Err(JobError::fail(format!(
                     "durable step {} is `{name}` in this attempt but was recorded as `{}`: the \
                      handler's steps changed since it was recorded; the job fails rather than \
-                     hand one step's output to another",
+                     hand one step's output to another (run it with the handler that recorded \
+                     its steps to finish it, or cancel it; a retry replays the same record)",
                     index + 1,
                     recorded.name
                 )));
