@@ -97,7 +97,20 @@ fn four_processes_and_a_kill_never_start_more_than_the_limit_per_window() {
                 ) > 0
         },
     );
+    // Frozen first, and killed only while it still holds jobs: between the
+    // look above and the kill, its held jobs may all have finished.
     let mut victim = runners.swap_remove(1);
+    let holding = "worker_id = 'rated-1' AND status IN ('claimed', 'running')";
+    loop {
+        victim.signal("STOP");
+        if count_where(&mut conn, holding) > 0 {
+            break;
+        }
+        victim.signal("CONT");
+        wait_for("rated-1 holding some", Duration::from_secs(60), || {
+            count_where(&mut conn, holding) > 0
+        });
+    }
     victim.signal("KILL");
     victim.wait_exit(Duration::from_secs(10));
     runners.push(Proc::runner(WORKER, &db.url, "rated-4", &flags));
