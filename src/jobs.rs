@@ -345,6 +345,45 @@ impl Perform for Stepped {
     }
 }
 
+/// A job that loops over `items` items, `item-0`, `item-1`, ..., with a
+/// durable cursor: it starts at the cursor an earlier attempt advanced (or
+/// 0), and records each item's name as an effect and advances the cursor
+/// past it in one transaction (`JobContext::advance_with`), sleeping `ms`.
+/// Its first attempt fails (a retry) at item `fail_first_at`, if set, after
+/// that item's effect (rolled back with it).
+#[derive(Debug, Serialize, Deserialize, Job)]
+#[job(type = "test.cursored", max_attempts = 50)]
+pub struct Cursored {
+    /// Its items.
+    pub items: u32,
+    /// Milliseconds each item sleeps.
+    pub ms: u64,
+    /// The item its first attempt fails at, if any.
+    pub fail_first_at: Option<u32>,
+}
+
+impl Perform for Cursored {
+    fn perform(&self, ctx: &mut JobContext<'_>) -> Result<(), JobError> {
+        let (id, attempt) = (ctx.job_id(), ctx.attempt());
+        let mut next: u32 = ctx.cursor()?.unwrap_or(0);
+        while next < self.items {
+            let name = format!("item-{next}");
+            ctx.advance_with(&(next + 1), |conn| {
+                record_on(conn, id, attempt, &name)?;
+                std::thread::sleep(std::time::Duration::from_millis(self.ms));
+                if attempt == 1 && self.fail_first_at == Some(next) {
+                    return Err(JobError::retry(format!(
+                        "{name} failed on the first attempt"
+                    )));
+                }
+                Ok(())
+            })?;
+            next += 1;
+        }
+        Ok(())
+    }
+}
+
 /// A job the enqueue hooks of `tests/it/enqueue_hooks.rs` act on (and no
 /// other job): its handler fails, permanently, unless the job carries the
 /// `hooked` metadata [`HookedStamp`] stamps.
@@ -595,4 +634,5 @@ pub fn registry() -> jobqueue_runner::Registry {
         .register::<Doomed>()
         .register::<Hooked>()
         .register::<Stepped>()
+        .register::<Cursored>()
 }

@@ -509,6 +509,9 @@ fn show(url: &str, id: &str, json: bool) -> Result<()> {
     if let Some(steps) = &job.step_outputs {
         outln!("steps:         {}", shown(&steps.to_string()))?;
     }
+    if let Some(cursor) = &job.step_cursor {
+        outln!("cursor:        {}", shown(&cursor.to_string()))?;
+    }
     outln!("created at:    {}", job.created_at.to_rfc3339())?;
     outln!("run at:        {}", job.run_at.to_rfc3339())?;
     outln!("claimed at:    {}", time(job.claimed_at))?;

@@ -67,6 +67,7 @@ pub(crate) struct JobDetail<'a> {
     traceparent: Option<&'a str>,
     metadata: Option<&'a serde_json::Value>,
     step_outputs: Option<&'a serde_json::Value>,
+    step_cursor: Option<&'a serde_json::Value>,
 }
 
 impl<'a> JobDetail<'a> {
@@ -89,6 +90,7 @@ impl<'a> JobDetail<'a> {
             errors: &job.errors,
             metadata: job.metadata.as_ref(),
             step_outputs: job.step_outputs.as_ref(),
+            step_cursor: job.step_cursor.as_ref(),
         }
     }
 }

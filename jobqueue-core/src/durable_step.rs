@@ -2,8 +2,10 @@
 //! finished is recorded on the job's row (`step_outputs`), in the
 //! transaction of the step's own writes, fenced by the lease, so that a
 //! retry, a rescue after a crash or a restart replays finished steps
-//! instead of running them again. The runner's `JobContext::step` is the
-//! handler's side; this is the row's.
+//! instead of running them again; and the cursor of a handler's loop over
+//! a large input (`step_cursor`), replaced at each advance in the
+//! transaction of the work it covers. The runner's `JobContext::step` and
+//! `JobContext::advance` are the handler's side; this is the row's.
 
 use diesel::prelude::*;
 use diesel::sql_types::{Integer, Text, Uuid};
@@ -13,6 +15,9 @@ use crate::{Error, JobRow, Result, sql};
 
 /// Largest output of one step, in bytes of JSON.
 pub const MAX_STEP_OUTPUT_BYTES: usize = 64 * 1024;
+
+/// Largest durable cursor, in bytes of JSON.
+pub const MAX_CURSOR_BYTES: usize = 8 * 1024;
 
 /// Most steps one job records.
 pub const MAX_STEPS: usize = 1000;
@@ -82,7 +87,39 @@ pub fn record_step(
         .bind::<Text, _>(name)
         .bind::<Text, _>(output)
         .execute(conn)?;
-    if recorded == 1 {
+    changed_under(lease, recorded)
+}
+
+/// Sets the durable cursor of the job `lease` holds to `cursor` (JSON
+/// text), on `conn` (inside the transaction of the work the cursor
+/// covers, so that both commit or neither).
+///
+/// [`Error::LeaseLost`] if the job is no longer held under the lease;
+/// [`Error::InvalidOption`] for a cursor over [`MAX_CURSOR_BYTES`].
+pub fn record_cursor(conn: &mut PgConnection, lease: &Lease, cursor: &str) -> Result<()> {
+    if cursor.len() > MAX_CURSOR_BYTES {
+        return Err(Error::invalid(
+            "cursor",
+            format!(
+                "the cursor is {} bytes of JSON; a cursor holds at most {MAX_CURSOR_BYTES}: \
+                 keep it to where the loop has got to (an offset, the last key), not what it found",
+                cursor.len()
+            ),
+        ));
+    }
+    crate::storable::check_storable("cursor", cursor)?;
+    let recorded = diesel::sql_query(sql::JOB_ADVANCE_CURSOR)
+        .bind::<Uuid, _>(lease.job_id)
+        .bind::<Integer, _>(lease.token)
+        .bind::<Text, _>(cursor)
+        .execute(conn)?;
+    changed_under(lease, recorded)
+}
+
+/// `Ok` if the fenced statement changed the held row, else the lease is
+/// lost.
+fn changed_under(lease: &Lease, changed: usize) -> Result<()> {
+    if changed == 1 {
         Ok(())
     } else {
         Err(Error::LeaseLost {

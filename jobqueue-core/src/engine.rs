@@ -57,7 +57,8 @@ pub use crate::database_url::{
     with_default_options,
 };
 pub use crate::durable_step::{
-    MAX_STEP_OUTPUT_BYTES, MAX_STEPS, RecordedStep, record_step, recorded_step,
+    MAX_CURSOR_BYTES, MAX_STEP_OUTPUT_BYTES, MAX_STEPS, RecordedStep, record_cursor, record_step,
+    recorded_step,
 };
 pub use crate::enqueue::{NOTIFY_CHANNEL, NOTIFY_DEBOUNCE};
 pub use crate::enqueue_hooks::hooked;

@@ -80,6 +80,10 @@ pub struct JobRow {
     /// `{"name", "output"}` (see `JobContext::step` in the runner);
     /// `None` before the first.
     pub step_outputs: Option<serde_json::Value>,
+    /// Where its handler's durable cursor has got to (see
+    /// `JobContext::advance` in the runner); `None` before the first
+    /// advance.
+    pub step_cursor: Option<serde_json::Value>,
 }
 
 impl JobRow {
@@ -147,6 +151,7 @@ impl JobRow {
                 })?),
             },
             step_outputs: None,
+            step_cursor: None,
         })
     }
 

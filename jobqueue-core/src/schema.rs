@@ -65,6 +65,8 @@ diesel::table! {
         metadata -> Nullable<Jsonb>,
         /// The outputs of the durable steps its handler finished, in order.
         step_outputs -> Nullable<Jsonb>,
+        /// Where the handler's durable cursor has got to, if it advanced one.
+        step_cursor -> Nullable<Jsonb>,
     }
 }
 

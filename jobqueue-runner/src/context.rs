@@ -21,7 +21,10 @@ pub struct JobContext<'a> {
     row: &'a JobRow,
     state: &'a JobState,
     /// The durable steps this attempt has come to ([`JobContext::step`]).
-    steps_taken: usize,
+    pub(crate) steps_taken: usize,
+    /// The durable cursor as this attempt last advanced it, else as the
+    /// row recorded it ([`JobContext::cursor`]).
+    pub(crate) cursor: Option<serde_json::Value>,
 }
 
 /// Where the job is worked, and what that gives its handler.
@@ -84,6 +87,7 @@ impl<'a> JobContext<'a> {
             row,
             state,
             steps_taken: 0,
+            cursor: row.step_cursor.clone(),
         }
     }
 
@@ -94,6 +98,7 @@ impl<'a> JobContext<'a> {
             row,
             state,
             steps_taken: 0,
+            cursor: row.step_cursor.clone(),
         }
     }
 
@@ -104,6 +109,21 @@ impl<'a> JobContext<'a> {
             Host::Runner { .. } => Vec::new(),
             Host::Inline(host) => std::mem::take(&mut host.reports),
         }
+    }
+
+    /// Whether durable steps and cursors are recorded on a stored row:
+    /// always on a runner, and inline only for a job read from the
+    /// database (the testing kit's `perform` works one that is not).
+    pub(crate) fn records_durably(&self) -> bool {
+        match &self.host {
+            Host::Runner { .. } => true,
+            Host::Inline(host) => host.stored,
+        }
+    }
+
+    /// The attempt's lease, and the state shared with the runner.
+    pub(crate) fn job_state(&self) -> &'a JobState {
+        self.state
     }
 
     /// The job's id.
@@ -412,91 +432,11 @@ impl<'a> JobContext<'a> {
     }
 }
 
-impl JobContext<'_> {
-    /// Runs `work` as the job's next durable step, named `name`, once: its
-    /// output is recorded on the job's row in the transaction of `work`'s
-    /// own writes (READ COMMITTED, on [`conn`](Self::conn)), so the two
-    /// commit together or not at all. A later attempt (a retry, a rescue
-    /// after a crash, a runner stopped mid-job) that comes to the same
-    /// step gets the recorded output back without running `work` again:
-    /// the steps a handler finished are never redone, and what each wrote
-    /// through the connection it was given happened exactly once.
-    ///
-    /// Steps are matched by their order: the step an attempt comes to
-    /// first is step 1, and so on. One whose name differs from the name
-    /// recorded at its place (the handler changed between deploys) fails
-    /// the job for good, naming both, rather than hand a step's output to
-    /// another (retrying it replays the recorded steps again). An output
-    /// must serialize as JSON of at most 64 KiB
-    /// ([`MAX_STEP_OUTPUT_BYTES`](jobqueue_core::engine::MAX_STEP_OUTPUT_BYTES)),
-    /// and a job records at most 1,000 steps: both fail the job for good.
-    /// [`JobError::LeaseLost`] if the runner no longer holds the job (the
-    /// step's writes roll back). A job worked inline without a stored row
-    /// (the testing kit's `perform`) runs each step and records nothing.
-    pub fn step<T>(
-        &mut self,
-        name: &str,
-        work: impl FnOnce(&mut PgConnection) -> Result<T, JobError>,
-    ) -> Result<T, JobError>
-    where
-        T: serde::Serialize + serde::de::DeserializeOwned,
-    {
-        let index = self.steps_taken;
-        self.steps_taken += 1;
-        if let Some(recorded) = jobqueue_core::engine::recorded_step(self.row, index) {
-            if recorded.name != name {
-                return Err(JobError::fail(format!(
-                    "durable step {} is `{name}` in this attempt but was recorded as `{}`: the \
-                     handler's steps changed since it was recorded; the job fails rather than \
-                     hand one step's output to another (run it with the handler that recorded \
-                     its steps to finish it, or cancel it; a retry replays the same record)",
-                    index + 1,
-                    recorded.name
-                )));
-            }
-            return serde_json::from_value(recorded.output).map_err(|e| {
-                JobError::fail(format!(
-                    "durable step `{name}`: its recorded output does not decode as this \
-                     attempt's type: {e}"
-                ))
-            });
-        }
-        let lease = self.state.lease;
-        let stored = match &self.host {
-            Host::Runner { .. } => true,
-            Host::Inline(host) => host.stored,
-        };
-        let conn = self.conn()?;
-        let body = |conn: &mut PgConnection| {
-            let value = work(conn)?;
-            if !stored {
-                return Ok(value);
-            }
-            let output = serde_json::to_string(&value).map_err(|e| {
-                JobError::fail(format!(
-                    "durable step `{name}`: its output does not serialize: {e}"
-                ))
-            })?;
-            match jobqueue_core::engine::record_step(conn, &lease, index, name, &output) {
-                Ok(()) => Ok(value),
-                Err(jobqueue_core::Error::LeaseLost { .. }) => Err(JobError::LeaseLost),
-                Err(e @ jobqueue_core::Error::InvalidOption { .. }) => Err(JobError::fail(e)),
-                Err(e) => Err(JobError::retry(e)),
-            }
-        };
-        let result = in_read_committed(conn, body);
-        if matches!(result, Err(JobError::LeaseLost)) {
-            self.state.lost.store(true, Ordering::Relaxed);
-        }
-        result
-    }
-}
-
 /// Runs `body` in a READ COMMITTED transaction on `conn`, or in a
 /// savepoint of the transaction `conn` is already in (a job worked inline
 /// on a test's connection). The transaction's own failures (BEGIN,
 /// COMMIT) become retries through `JobError`'s conversion.
-fn in_read_committed<T>(
+pub(crate) fn in_read_committed<T>(
     conn: &mut PgConnection,
     body: impl FnOnce(&mut PgConnection) -> Result<T, JobError>,
 ) -> Result<T, JobError> {

@@ -169,6 +169,7 @@ mod tests {
             None::<Vec<String>>,          // tags
             None::<serde_json::Value>,    // metadata
             None::<serde_json::Value>,    // step_outputs
+            None::<serde_json::Value>,    // step_cursor
         ))
         .expect("a row");
         let state = Arc::new(crate::job_state::JobState::new(

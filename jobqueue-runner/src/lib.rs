@@ -61,6 +61,7 @@ mod context;
 mod counters;
 mod db;
 mod dispatch;
+mod durable;
 mod error;
 mod exposition;
 mod hang_guard;

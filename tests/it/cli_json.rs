@@ -188,6 +188,7 @@ fn show_prints_the_whole_job() {
                 "traceparent",
                 "metadata",
                 "step_outputs",
+                "step_cursor",
             ],
         ]
         .concat(),

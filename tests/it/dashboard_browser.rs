@@ -272,6 +272,11 @@ fn assert_shows_job(tab: &Tab, job: &JobRow) {
             .as_ref()
             .map(|steps| ("durable steps", steps.to_string())),
     )
+    .chain(
+        job.step_cursor
+            .as_ref()
+            .map(|cursor| ("durable cursor", cursor.to_string())),
+    )
     .map(|(k, v)| (k.to_owned(), v))
     .collect();
     assert_eq!(facts, expected, "the facts of job {}", job.id);
@@ -485,7 +490,8 @@ fn every_page_shows_the_database_and_the_job_list_filters_pages_and_opens_jobs()
         &mut conn,
         &format!(
             "UPDATE jobqueue_jobs SET tags = ARRAY['vip', 'eu'], metadata = '{{\"by\": \"ada\"}}',
-                 step_outputs = '[{{\"name\": \"reserve\", \"output\": 1}}]'
+                 step_outputs = '[{{\"name\": \"reserve\", \"output\": 1}}]',
+                 step_cursor = '{{\"offset\": 200}}'
              WHERE id IN ('{}', '{}')",
             mail[10], mail[20]
         ),

@@ -4,17 +4,22 @@
 //! whose lease was lost rolls back its writes with its record; the record
 //! is fenced and taken in turn; and under `kill -9` of the runners every
 //! step's write through its connection happens exactly once, and every
-//! job completes.
+//! job completes. The same for a durable cursor (`JobContext::advance_with`):
+//! a retry resumes where the last attempt's cursor got to, the cursor is
+//! fenced and bounded, one of another type fails the job, and under
+//! `kill -9` every write it covers happens once.
 
 use std::time::Duration;
 
 use chrono::{TimeDelta, Utc};
-use jobqueue_core::engine::{MAX_STEP_OUTPUT_BYTES, record_step, recorded_step};
+use jobqueue_core::engine::{
+    MAX_CURSOR_BYTES, MAX_STEP_OUTPUT_BYTES, record_cursor, record_step, recorded_step,
+};
 use jobqueue_core::{Error, Job};
 use jobqueue_runner::RunnerConfig;
 use jobqueue_testing::{Drain, Ended};
 use jobqueue_tests::fault::{Proc, kill_and_replace, runner_command, runner_flags, terminate_all};
-use jobqueue_tests::jobs::{Stepped, registry};
+use jobqueue_tests::jobs::{Cursored, Stepped, registry};
 use jobqueue_tests::{
     TestDb, claim_one, count_where, effects_where, enqueue_all, exec, expire_leases, read_job,
     scalar, start_runner, wait_for, wait_no_live_jobs,
@@ -183,21 +188,36 @@ fn a_step_whose_lease_was_lost_rolls_back_its_writes_with_its_record() {
 
 #[test]
 fn under_kill_9_every_steps_write_happens_once_and_every_job_completes() {
+    under_kill_9("durable steps", |steps| Stepped {
+        steps,
+        ms: 60,
+        fail_first_at: None,
+    });
+}
+
+#[test]
+fn under_kill_9_every_write_a_cursor_covers_happens_once_and_every_job_completes() {
+    under_kill_9("a durable cursor", |items| Cursored {
+        items,
+        ms: 60,
+        fail_first_at: None,
+    });
+}
+
+/// 200 jobs of five writes each (`job(5)`), each write made with its
+/// record (a step's output, a cursor's advance), worked by runners killed
+/// with `kill -9` and replaced every half second or so: every job
+/// completes, some write is made by a later attempt, and each write is
+/// made exactly once.
+fn under_kill_9<J: Job>(what: &str, job: impl Fn(u32) -> J) {
     const JOBS: usize = 200;
-    const STEPS: u32 = 5;
+    const WRITES: u32 = 5;
     let (db, mut conn) = TestDb::with_side_tables();
-    enqueue_all(
-        &mut conn,
-        (0..JOBS).map(|_| Stepped {
-            steps: STEPS,
-            ms: 60,
-            fail_first_at: None,
-        }),
-    );
+    enqueue_all(&mut conn, (0..JOBS).map(|_| job(WRITES)));
     let mut started = 0;
     let mut start = || {
         started += 1;
-        let name = format!("stepped-{started}");
+        let name = format!("durable-{started}");
         let command = runner_command(
             WORKER,
             &db.url,
@@ -207,7 +227,7 @@ fn under_kill_9_every_steps_write_happens_once_and_every_job_completes() {
         Proc::spawn(&name, command)
     };
     let mut live: Vec<Proc> = (0..2).map(|_| start()).collect();
-    wait_for("the first steps", Duration::from_secs(60), || {
+    wait_for("the first writes", Duration::from_secs(60), || {
         effects_where(&mut conn, "true") > 0
     });
     let kills = kill_and_replace(&mut live, &mut start, Duration::from_secs(6), || {
@@ -221,17 +241,116 @@ fn under_kill_9_every_steps_write_happens_once_and_every_job_completes() {
         [("completed", JOBS as i64)],
         "every job completed"
     );
-    // A job a kill interrupted between two steps finished its other steps
+    // A job a kill interrupted between two writes made its other writes
     // in a later attempt.
     let later = effects_where(&mut conn, "attempt > 1");
     eprintln!(
-        "durable steps under kill -9: {JOBS} jobs of {STEPS} steps, {kills} kills, \
-         {later} steps run by a later attempt"
+        "{what} under kill -9: {JOBS} jobs of {WRITES} writes, {kills} kills, \
+         {later} writes made by a later attempt"
     );
-    assert!(later > 0, "no kill hit a job mid-steps ({kills} kills)");
+    assert!(later > 0, "no kill hit a job mid-way ({kills} kills)");
     assert_eq!(
         effects_off(&mut conn),
-        (0, (JOBS as i64) * i64::from(STEPS)),
+        (0, (JOBS as i64) * i64::from(WRITES)),
         "(pairs written other than once, pairs written) after {kills} kills"
     );
+}
+
+#[test]
+fn a_retry_resumes_at_the_cursor_an_earlier_attempt_advanced() {
+    let (_db, mut conn) = TestDb::with_side_tables();
+    Cursored {
+        items: 5,
+        ms: 0,
+        fail_first_at: Some(3),
+    }
+    .enqueue(&mut conn)
+    .expect("enqueue");
+    let registry = registry();
+    let drained = Drain::new(&registry)
+        .as_of(Utc::now() + TimeDelta::minutes(10))
+        .recursive(3)
+        .run(&mut conn)
+        .expect("drain");
+    let ended: Vec<&Ended> = drained.jobs.iter().map(|job| &job.ended).collect();
+    assert!(
+        matches!(ended[..], [Ended::Retried { .. }, Ended::Completed]),
+        "{drained}"
+    );
+    // Items 0 to 2 were done in the first attempt; item 3's first write
+    // rolled back with its failure, and the retry began at item 3.
+    for (item, attempt) in [(0, 1), (1, 1), (2, 1), (3, 2), (4, 2)] {
+        assert_eq!(
+            effects_where(
+                &mut conn,
+                &format!("kind = 'item-{item}' AND attempt = {attempt}")
+            ),
+            1,
+            "item {item} done in attempt {attempt}"
+        );
+    }
+    assert_eq!(effects_where(&mut conn, "true"), 5, "each item once");
+}
+
+#[test]
+fn a_cursor_is_replaced_only_under_its_lease_and_kept_small() {
+    let (_db, mut conn) = TestDb::connected();
+    let id = Cursored {
+        items: 1,
+        ms: 0,
+        fail_first_at: None,
+    }
+    .enqueue(&mut conn)
+    .expect("enqueue")
+    .id();
+    let lease = claim_one(&mut conn, "w1");
+    record_cursor(&mut conn, &lease, "1").expect("advance");
+    record_cursor(&mut conn, &lease, r#"{"after": "k-9"}"#).expect("advance again");
+    let big = format!("\"{}\"", "x".repeat(MAX_CURSOR_BYTES));
+    let refused = record_cursor(&mut conn, &lease, &big).expect_err("too big");
+    assert!(refused.to_string().contains("cursor"), "{refused}");
+    // Another runner rescues and claims the job: the old lease moves the
+    // cursor no more, the new holder reads where it had got to.
+    expire_leases(&mut conn);
+    jobqueue_core::engine::rescue_stale(&mut conn, 100).expect("rescue");
+    let newer = claim_one(&mut conn, "w2");
+    assert_eq!(
+        read_job(&mut conn, id).step_cursor,
+        Some(serde_json::json!({"after": "k-9"}))
+    );
+    let lost = record_cursor(&mut conn, &lease, "2").expect_err("lease lost");
+    assert!(matches!(lost, Error::LeaseLost { .. }), "{lost}");
+    record_cursor(&mut conn, &newer, "3").expect("the new holder's advance");
+    assert_eq!(read_job(&mut conn, id).step_cursor, Some(3.into()));
+}
+
+#[test]
+fn a_cursor_that_no_longer_decodes_fails_the_job_naming_it() {
+    let (_db, mut conn) = TestDb::with_side_tables();
+    let id = Cursored {
+        items: 2,
+        ms: 0,
+        fail_first_at: None,
+    }
+    .enqueue(&mut conn)
+    .expect("enqueue")
+    .id();
+    exec(
+        &mut conn,
+        r#"UPDATE jobqueue_jobs SET step_cursor = '{"after": "k-9"}'"#,
+    );
+    let registry = registry();
+    let drained = Drain::new(&registry).run(&mut conn).expect("drain");
+    let [ref job] = drained.jobs[..] else {
+        panic!("one job:\n{drained}");
+    };
+    let Ended::Failed { error } = &job.ended else {
+        panic!("failed for good:\n{drained}");
+    };
+    assert!(
+        error.contains(r#"durable cursor {"after":"k-9"} does not decode"#),
+        "{error}"
+    );
+    assert_eq!(effects_where(&mut conn, "true"), 0, "no item was done");
+    assert_eq!(read_job(&mut conn, id).status.as_str(), "failed");
 }

@@ -182,6 +182,7 @@ fn the_row_layout_migration_keeps_every_job_and_grant() {
             "tags",
             "metadata",
             "step_outputs",
+            "step_cursor",
         ] {
             let added = row.as_object_mut().and_then(|row| row.remove(column));
             assert_eq!(added, Some(serde_json::Value::Null), "{column}: {row}");

@@ -93,6 +93,7 @@ const FILES: &[SqlFile] = &[
             JOB_HEARTBEAT_MANY,
             JOB_PROGRESS,
             JOB_RECORD_STEP,
+            JOB_ADVANCE_CURSOR,
             JOB_CANCEL_HELD_MANY,
             JOB_RELEASE_MANY,
             JOB_SNOOZE_MANY,

@@ -134,6 +134,9 @@ pub(crate) fn render(
             @if let Some(steps) = &job.step_outputs {
                 dt { "durable steps" } dd #durable-steps { code { (steps) } }
             }
+            @if let Some(cursor) = &job.step_cursor {
+                dt { "durable cursor" } dd #durable-cursor { code { (cursor) } }
+            }
             dt { "traceparent" } dd #traceparent { (job.traceparent.as_deref().unwrap_or("-")) }
             dt { "last error" } dd.error #last-error { (job.last_error.as_deref().unwrap_or("-")) }
         }

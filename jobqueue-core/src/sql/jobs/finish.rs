@@ -278,6 +278,18 @@ pub(crate) const JOB_RECORD_STEP: &str = "
       AND j.status IN ('claimed', 'running')
       AND jsonb_array_length(COALESCE(j.step_outputs, '[]'::jsonb)) = $3";
 
+/// Sets the durable cursor of one held job, `$1` id, `$2` token, to `$3`
+/// (JSON text), replacing the one before. Marks the job running. Changes
+/// no row if the job is no longer held under the token.
+pub(crate) const JOB_ADVANCE_CURSOR: &str = "
+    UPDATE jobqueue_jobs AS j
+    SET step_cursor = CAST($3::text AS jsonb),
+        status = 'running',
+        started_at = COALESCE(j.started_at, now())
+    WHERE j.id = $1
+      AND j.claim_count = $2
+      AND j.status IN ('claimed', 'running')";
+
 /// Marks held jobs as cancelled (their handler stopped after a cancel request).
 /// Arrays `$1` ids, `$2` tokens; returns the ids changed.
 pub(crate) const JOB_CANCEL_HELD_MANY: &str = concat!(

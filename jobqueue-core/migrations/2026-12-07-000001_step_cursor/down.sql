@@ -1,0 +1,1 @@
+ALTER TABLE jobqueue_jobs DROP COLUMN step_cursor;
