@@ -42,26 +42,33 @@ fn effects_off(conn: &mut diesel::PgConnection) -> (i64, i64) {
     (off, pairs)
 }
 
-#[test]
-fn a_retry_replays_the_steps_an_earlier_attempt_finished() {
-    let (_db, mut conn) = TestDb::with_side_tables();
-    Stepped {
-        steps: 4,
-        ms: 0,
-        fail_first_at: Some(2),
-    }
-    .enqueue(&mut conn)
-    .expect("enqueue");
+/// Enqueues `job` and drains it ten minutes on (past its retry's
+/// backoff): its first attempt is retried and its second completes.
+fn retried_then_completed(conn: &mut diesel::PgConnection, job: impl Job) {
+    job.enqueue(conn).expect("enqueue");
     let registry = registry();
     let drained = Drain::new(&registry)
         .as_of(Utc::now() + TimeDelta::minutes(10))
         .recursive(3)
-        .run(&mut conn)
+        .run(conn)
         .expect("drain");
     let ended: Vec<&Ended> = drained.jobs.iter().map(|job| &job.ended).collect();
     assert!(
         matches!(ended[..], [Ended::Retried { .. }, Ended::Completed]),
         "{drained}"
+    );
+}
+
+#[test]
+fn a_retry_replays_the_steps_an_earlier_attempt_finished() {
+    let (_db, mut conn) = TestDb::with_side_tables();
+    retried_then_completed(
+        &mut conn,
+        Stepped {
+            steps: 4,
+            ms: 0,
+            fail_first_at: Some(2),
+        },
     );
     // Steps 0 and 1 ran in the first attempt only; step 2's first write
     // rolled back with its failure; 2 and 3 ran in the second.
@@ -259,23 +266,13 @@ fn under_kill_9<J: Job>(what: &str, job: impl Fn(u32) -> J) {
 #[test]
 fn a_retry_resumes_at_the_cursor_an_earlier_attempt_advanced() {
     let (_db, mut conn) = TestDb::with_side_tables();
-    Cursored {
-        items: 5,
-        ms: 0,
-        fail_first_at: Some(3),
-    }
-    .enqueue(&mut conn)
-    .expect("enqueue");
-    let registry = registry();
-    let drained = Drain::new(&registry)
-        .as_of(Utc::now() + TimeDelta::minutes(10))
-        .recursive(3)
-        .run(&mut conn)
-        .expect("drain");
-    let ended: Vec<&Ended> = drained.jobs.iter().map(|job| &job.ended).collect();
-    assert!(
-        matches!(ended[..], [Ended::Retried { .. }, Ended::Completed]),
-        "{drained}"
+    retried_then_completed(
+        &mut conn,
+        Cursored {
+            items: 5,
+            ms: 0,
+            fail_first_at: Some(3),
+        },
     );
     // Items 0 to 2 were done in the first attempt; item 3's first write
     // rolled back with its failure, and the retry began at item 3.
