@@ -677,6 +677,7 @@ fn bench_runs_every_measurement() {
         "transactions per job, fan-out and fan-in",
         "list page by tag, rare and oldest / no filter",
         "a durable step / a plain job",
+        "a durable cursor advance / a plain job",
     ] {
         assert!(out.contains(row), "no `{row}` row in:\n{out}");
     }
