@@ -89,6 +89,19 @@ fn a_retry_replays_the_steps_an_earlier_attempt_finished() {
     }
 }
 
+/// Drains the one job there is, which fails for good: its error.
+fn failed_for_good(conn: &mut diesel::PgConnection) -> String {
+    let registry = registry();
+    let drained = Drain::new(&registry).run(conn).expect("drain");
+    let [ref job] = drained.jobs[..] else {
+        panic!("one job:\n{drained}");
+    };
+    let Ended::Failed { error } = &job.ended else {
+        panic!("failed for good:\n{drained}");
+    };
+    error.clone()
+}
+
 #[test]
 fn a_step_renamed_since_it_was_recorded_fails_the_job_naming_both() {
     let (_db, mut conn) = TestDb::with_side_tables();
@@ -104,14 +117,7 @@ fn a_step_renamed_since_it_was_recorded_fails_the_job_naming_both() {
         &mut conn,
         r#"UPDATE jobqueue_jobs SET step_outputs = '[{"name": "charge", "output": 0}]'"#,
     );
-    let registry = registry();
-    let drained = Drain::new(&registry).run(&mut conn).expect("drain");
-    let [ref job] = drained.jobs[..] else {
-        panic!("one job:\n{drained}");
-    };
-    let Ended::Failed { error } = &job.ended else {
-        panic!("failed for good:\n{drained}");
-    };
+    let error = failed_for_good(&mut conn);
     assert!(
         error.contains("step 1 is `step-0`") && error.contains("recorded as `charge`"),
         "{error}"
@@ -336,14 +342,7 @@ fn a_cursor_that_no_longer_decodes_fails_the_job_naming_it() {
         &mut conn,
         r#"UPDATE jobqueue_jobs SET step_cursor = '{"after": "k-9"}'"#,
     );
-    let registry = registry();
-    let drained = Drain::new(&registry).run(&mut conn).expect("drain");
-    let [ref job] = drained.jobs[..] else {
-        panic!("one job:\n{drained}");
-    };
-    let Ended::Failed { error } = &job.ended else {
-        panic!("failed for good:\n{drained}");
-    };
+    let error = failed_for_good(&mut conn);
     assert!(
         error.contains(r#"durable cursor {"after":"k-9"} does not decode"#),
         "{error}"
