@@ -404,8 +404,17 @@ fn a_vacuum_shortens_the_table_only_when_asked_to() {
         .expect("plain vacuum");
     assert_eq!(size(&mut conn), full, "a plain VACUUM shortened the table");
 
-    session.vacuum_if_needed(0, true).expect("vacuum");
-    assert_eq!(size(&mut conn), 0, "the empty table was not shortened");
+    // Asked to, it shortens the empty table: at once, or, while another
+    // test's transaction holds the horizon back (the suite's tests share
+    // a server), once that transaction ends.
+    wait_for(
+        "a vacuum asked to shorten the empty table",
+        Duration::from_secs(120),
+        || {
+            session.vacuum_if_needed(0, true).expect("vacuum");
+            size(&mut conn) == 0
+        },
+    );
 }
 
 /// The horizon reading names the snapshot of a transaction that pins the
