@@ -7,6 +7,7 @@
 //! cargo run --example app_worker -- migrate
 //! cargo run --example app_worker -- enqueue email.send '{"to": "a@example.com", "subject": "Hi"}'
 //! cargo run --example app_worker -- enqueue webhook.deliver --payload-file event.json
+//! cargo run --example app_worker -- enqueue uptime.check '{"addr": "example.com:443"}'
 //! cargo run --example app_worker -- work --concurrency 4      # Ctrl-C to stop
 //! cargo run --example app_worker -- stats
 //! cargo run --example app_worker -- cron list
@@ -118,6 +119,26 @@ impl Perform for BuildReport {
     }
 }
 
+/// Checks that a host accepts connections. Its handler is async: a
+/// thousand checks waiting on slow hosts hold no worker thread, and one
+/// past its timeout is dropped at its await.
+#[derive(Debug, Serialize, Deserialize, Job)]
+#[job(type = "uptime.check", queue = "uptime", max_attempts = 3)]
+struct CheckUptime {
+    addr: String,
+}
+
+impl AsyncPerform for CheckUptime {
+    const TIMEOUT: Option<Duration> = Some(Duration::from_secs(10));
+
+    async fn perform(&self, ctx: &mut JobContext<'_>) -> Result<(), JobError> {
+        match tokio::net::TcpStream::connect(&self.addr).await {
+            Ok(_) => ctx.progress(100, "up"),
+            Err(e) => Err(JobError::Retry(format!("{} is down: {e}", self.addr))),
+        }
+    }
+}
+
 /// The web side's sign-up: the welcome email is enqueued in the sign-up's
 /// own transaction, once per address. An application keeps it in the
 /// library its web code and its worker share; here its tests call it.
@@ -187,6 +208,7 @@ fn registry(http: ureq::Agent) -> Registry {
         .register::<SendEmail>()
         .register::<DeliverWebhook>()
         .register::<BuildReport>()
+        .register_async::<CheckUptime>()
         .periodic(nightly_report())
 }
 
@@ -274,6 +296,33 @@ mod tests {
         assert!(first.contains("503"), "{first}");
         assert!(last.contains("is gone (410)"), "{last}");
         assert_eq!(drained.stop, Stop::Empty, "{drained}");
+    }
+
+    #[test]
+    fn an_uptime_check_passes_on_a_listening_host_and_retries_on_a_closed_one() {
+        let listening = std::net::TcpListener::bind("127.0.0.1:0").expect("a port");
+        let up = listening.local_addr().expect("its address").to_string();
+        let closed = {
+            let gone = std::net::TcpListener::bind("127.0.0.1:0").expect("a port");
+            gone.local_addr().expect("its address").to_string()
+        };
+        let registry = registry(ureq::Agent::new_with_defaults());
+        // The kit drives the async handler on the test's own thread.
+        let checked = perform(&registry, &CheckUptime { addr: up }).run();
+        assert_eq!(checked.expect("performed").outcome, Outcome::Completed);
+        let checked = perform(
+            &registry,
+            &CheckUptime {
+                addr: closed.clone(),
+            },
+        )
+        .run();
+        match checked.expect("performed").outcome {
+            Outcome::Retried { error, .. } => {
+                assert!(error.starts_with(&format!("{closed} is down")), "{error}")
+            }
+            other => panic!("a closed port is retried: {other:?}"),
+        }
     }
 
     #[test]

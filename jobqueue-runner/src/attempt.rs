@@ -107,12 +107,7 @@ pub(crate) fn run(
         default_policy,
         &span,
     );
-    if attempted.panicked
-        && let Outcome::Retried { error, .. } = &attempted.outcome
-    {
-        crate::lifecycle::call_panicked(registry.lifecycle_handlers(), row, error);
-    }
-    span.ended(|| attempted.outcome.traced());
+    ended(registry, row, &span, &attempted);
     attempted
 }
 
@@ -126,9 +121,22 @@ fn attempt(
     default_policy: RetryPolicy,
     span: &AttemptSpan,
 ) -> Attempted {
-    let policy = handler.retry.unwrap_or(default_policy);
-    let stack = Next::new(middleware, &*handler.run, &row.payload);
+    let stack = Next::new(middleware, &handler.body, &row.payload);
     let result = span.in_scope(|| catch_unwind(AssertUnwindSafe(|| stack.run(ctx))));
+    concluded(handler, row, state, default_policy, result)
+}
+
+/// What an attempt came to, from what its handler (and middleware)
+/// returned or the panic that ended it: the path a thread's attempt and an
+/// async task's share.
+pub(crate) fn concluded(
+    handler: &Handler,
+    row: &JobRow,
+    state: &JobState,
+    default_policy: RetryPolicy,
+    result: std::thread::Result<Result<(), JobError>>,
+) -> Attempted {
+    let policy = handler.retry.unwrap_or(default_policy);
     let outcome = match result {
         Ok(Ok(())) if state.handled.load(Ordering::Relaxed) => Outcome::CompletedInTransaction,
         Ok(Ok(())) => Outcome::Completed,
@@ -154,4 +162,15 @@ fn attempt(
         outcome,
         panicked: false,
     }
+}
+
+/// Tells the lifecycle handlers of a panic, and records the outcome on the
+/// attempt's span.
+pub(crate) fn ended(registry: &Registry, row: &JobRow, span: &AttemptSpan, attempted: &Attempted) {
+    if attempted.panicked
+        && let Outcome::Retried { error, .. } = &attempted.outcome
+    {
+        crate::lifecycle::call_panicked(registry.lifecycle_handlers(), row, error);
+    }
+    span.ended(|| attempted.outcome.traced());
 }

@@ -38,8 +38,22 @@ pub struct RunnerConfig {
     pub database_url: String,
     /// Stored on claimed rows. Default: `host-pid-random`.
     pub worker_id: String,
-    /// Worker threads running handlers. Default 8.
+    /// Jobs worked at once: the worker threads, each running one handler
+    /// at a time (with the `async` feature, see `threads`: async handlers
+    /// run as tasks and hold no thread). Default 8.
     pub concurrency: usize,
+    /// Worker threads, each running one thread handler
+    /// ([`crate::Perform`]) at a time, when fewer than `concurrency`: a
+    /// runner whose handlers are async ([`crate::AsyncPerform`]) needs few,
+    /// since a worker only hands an async job to the runtime. Default
+    /// (`None`): `concurrency`.
+    #[cfg(feature = "async")]
+    pub threads: Option<usize>,
+    /// Threads of the tokio runtime the runner makes for its async
+    /// handlers, when any are registered and the application gives no
+    /// runtime of its own ([`crate::Runner::async_runtime`]). Default 2.
+    #[cfg(feature = "async")]
+    pub async_threads: usize,
     /// Queues to work; empty means every queue. Default: every queue.
     pub queues: Vec<String>,
     /// This runner's own concurrency per queue: at most this many jobs of
@@ -125,6 +139,10 @@ impl std::fmt::Debug for RunnerConfig {
             database_url,
             worker_id,
             concurrency,
+            #[cfg(feature = "async")]
+            threads,
+            #[cfg(feature = "async")]
+            async_threads,
             queues,
             queue_concurrency,
             max_snoozes,
@@ -148,11 +166,14 @@ impl std::fmt::Debug for RunnerConfig {
             metrics_refresh,
             db_timeout,
         } = self;
-        f.debug_struct("RunnerConfig")
-            .field("database_url", &jobqueue_core::redact_url(database_url))
+        let mut out = f.debug_struct("RunnerConfig");
+        out.field("database_url", &jobqueue_core::redact_url(database_url))
             .field("worker_id", worker_id)
-            .field("concurrency", concurrency)
-            .field("queues", queues)
+            .field("concurrency", concurrency);
+        #[cfg(feature = "async")]
+        out.field("threads", threads)
+            .field("async_threads", async_threads);
+        out.field("queues", queues)
             .field("queue_concurrency", queue_concurrency)
             .field("max_snoozes", max_snoozes)
             .field("batch_size", batch_size)
@@ -214,6 +235,10 @@ impl RunnerConfig {
             database_url: database_url.into(),
             worker_id: default_worker_id(),
             concurrency: 8,
+            #[cfg(feature = "async")]
+            threads: None,
+            #[cfg(feature = "async")]
+            async_threads: 2,
             queues: Vec::new(),
             queue_concurrency: std::collections::BTreeMap::new(),
             max_snoozes: jobqueue_core::engine::DEFAULT_MAX_SNOOZES,
@@ -282,6 +307,30 @@ impl RunnerConfig {
         db_timeout: Duration;
     }
 
+    /// Sets `threads`: the worker threads for thread handlers, when fewer
+    /// than `concurrency` (a runner of async handlers needs few).
+    #[cfg(feature = "async")]
+    pub fn threads(mut self, threads: usize) -> Self {
+        self.threads = Some(threads);
+        self
+    }
+
+    /// Sets `async_threads`: the threads of the runtime the runner makes
+    /// for its async handlers.
+    #[cfg(feature = "async")]
+    pub fn async_threads(mut self, threads: usize) -> Self {
+        self.async_threads = threads;
+        self
+    }
+
+    /// The worker threads a runner starts: `threads`, or `concurrency`.
+    pub(crate) fn worker_threads(&self) -> usize {
+        #[cfg(feature = "async")]
+        return self.threads.unwrap_or(self.concurrency);
+        #[cfg(not(feature = "async"))]
+        self.concurrency
+    }
+
     /// Keeps completed jobs' rows for `keep` (a prune deletes them after);
     /// zero deletes each row as its job completes. Sets
     /// `retention.completed` (default: zero). See [`Retention`].
@@ -341,6 +390,22 @@ impl RunnerConfig {
                 "concurrency {} is out of range (1 to 4096)",
                 self.concurrency
             ));
+        }
+        #[cfg(feature = "async")]
+        {
+            let threads = self.worker_threads();
+            if !(1..=self.concurrency).contains(&threads) {
+                return bad(format!(
+                    "threads {threads} is out of range (1 to concurrency, {})",
+                    self.concurrency
+                ));
+            }
+            if !(1..=256).contains(&self.async_threads) {
+                return bad(format!(
+                    "async_threads {} is out of range (1 to 256)",
+                    self.async_threads
+                ));
+            }
         }
         if !(1..=10_000).contains(&self.batch_size) {
             return bad(format!(

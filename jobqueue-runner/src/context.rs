@@ -121,6 +121,19 @@ impl<'a> JobContext<'a> {
         }
     }
 
+    /// The handlers and application state of the runner (or the inline
+    /// caller) working the job.
+    #[cfg(feature = "async")]
+    pub(crate) fn registry(&self) -> &'a crate::Registry {
+        match &self.host {
+            Host::Runner { shared, .. } => {
+                let shared: &'a Shared = shared;
+                &shared.registry
+            }
+            Host::Inline(host) => host.registry,
+        }
+    }
+
     /// The attempt's lease, and the state shared with the runner.
     pub(crate) fn job_state(&self) -> &'a JobState {
         self.state

@@ -63,6 +63,15 @@ pub(crate) struct JobState {
     slot_freed: AtomicBool,
     started: OnceLock<Instant>,
     timeout: OnceLock<Option<Duration>>,
+    /// An async handler's deadline: its future is dropped then (see
+    /// `async_attempt.rs`), so the lease keeper neither flags nor abandons
+    /// it as it does a thread handler past its timeout.
+    #[cfg(feature = "async")]
+    pub(crate) drop_at: OnceLock<Instant>,
+    /// Wakes an async handler's guard when a cancel is requested or the
+    /// lease is lost.
+    #[cfg(feature = "async")]
+    pub(crate) stop: tokio::sync::Notify,
 }
 
 impl JobState {
@@ -96,7 +105,18 @@ impl JobState {
             slot_freed: AtomicBool::new(false),
             started: OnceLock::new(),
             timeout: OnceLock::new(),
+            #[cfg(feature = "async")]
+            drop_at: OnceLock::new(),
+            #[cfg(feature = "async")]
+            stop: tokio::sync::Notify::new(),
         }
+    }
+
+    /// A cancel was requested or the lease lost: an async handler's future
+    /// is dropped at its next await (a thread handler sees the flags).
+    pub(crate) fn wake_handler(&self) {
+        #[cfg(feature = "async")]
+        self.stop.notify_one();
     }
 
     /// Marks the job as no longer counting against the runner's capacity;
@@ -109,6 +129,18 @@ impl JobState {
     pub(crate) fn start(&self, timeout: Option<Duration>) {
         let _ = self.started.set(Instant::now());
         let _ = self.timeout.set(timeout);
+    }
+
+    /// Records that an async handler starts now, its future to be dropped
+    /// after `timeout`.
+    #[cfg(feature = "async")]
+    pub(crate) fn start_async(&self, timeout: Option<Duration>) {
+        let now = Instant::now();
+        let _ = self.started.set(now);
+        let _ = self.timeout.set(None);
+        if let Some(timeout) = timeout {
+            let _ = self.drop_at.set(now + timeout);
+        }
     }
 
     /// From due to now: how long the job waited for its handler.

@@ -67,9 +67,11 @@ pub(crate) fn run(
             }
             if beat.cancel_requested.contains(&job.lease.job_id) {
                 job.cancel.store(true, Ordering::Relaxed);
+                job.wake_handler();
             }
             if beat.lost.contains(&job.lease.job_id) {
                 job.lost.store(true, Ordering::Relaxed);
+                job.wake_handler();
             } else if sent.progress.is_some() {
                 // The beat marked it `running` with its progress.
                 job.marked_running.store(true, Ordering::Relaxed);

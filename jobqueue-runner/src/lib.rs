@@ -51,6 +51,8 @@
 //! ...) is the `jobqueue-cli` crate:
 //! `jobqueue_cli::Cli::new().register::<SendEmail>().main()`.
 
+#[cfg(feature = "async")]
+mod async_attempt;
 mod attempt;
 mod backoff;
 mod claimer;
@@ -103,6 +105,8 @@ pub use job_error::JobError;
 pub use lifecycle::Lifecycle;
 pub use metrics_server::MetricsLimits;
 pub use middleware::{Middleware, Next};
+#[cfg(feature = "async")]
+pub use perform::AsyncPerform;
 pub use perform::Perform;
 pub use registry::Registry;
 pub use runner::{RunSummary, Runner, RunnerHandle, ShutdownTrigger};

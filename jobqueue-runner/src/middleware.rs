@@ -20,7 +20,7 @@ use std::sync::Arc;
 
 use crate::context::JobContext;
 use crate::job_error::JobError;
-use crate::registry::HandlerFn;
+use crate::registry::Body;
 
 /// Code wrapped around every attempt of every job a [`Registry`] handles
 /// (see [`Registry::middleware`]).
@@ -76,7 +76,7 @@ pub trait Middleware: Send + Sync + 'static {
 /// after it, then the handler.
 pub struct Next<'a> {
     rest: &'a [Arc<dyn Middleware>],
-    handler: &'a HandlerFn,
+    handler: &'a Body,
     payload: &'a serde_json::Value,
 }
 
@@ -92,7 +92,7 @@ impl<'a> Next<'a> {
     /// The stack `middleware` around `handler`, on `payload`.
     pub(crate) fn new(
         middleware: &'a [Arc<dyn Middleware>],
-        handler: &'a HandlerFn,
+        handler: &'a Body,
         payload: &'a serde_json::Value,
     ) -> Self {
         Next {
@@ -119,7 +119,11 @@ impl<'a> Next<'a> {
                     payload: self.payload,
                 },
             ),
-            None => (self.handler)(self.payload, ctx),
+            None => match self.handler {
+                Body::Thread(run) => run(self.payload, ctx),
+                #[cfg(feature = "async")]
+                Body::Async(run) => crate::async_attempt::block_on(&**run, self.payload, ctx),
+            },
         }
     }
 

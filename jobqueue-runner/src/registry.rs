@@ -14,15 +14,50 @@ use crate::{JobContext, JobError, Lifecycle, Middleware, Perform};
 pub(crate) type HandlerFn =
     dyn Fn(&serde_json::Value, &mut JobContext<'_>) -> Result<(), JobError> + Send + Sync;
 
+/// An async handler's attempt, not started: the future borrows the
+/// payload and the context.
+#[cfg(feature = "async")]
+pub(crate) type AttemptFuture<'c> =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), JobError>> + Send + 'c>>;
+
+/// A registered async type's handler: its payload decoded, then its
+/// `perform`'s future.
+#[cfg(feature = "async")]
+pub(crate) type AsyncHandlerFn = dyn for<'c, 'a> Fn(&'c serde_json::Value, &'c mut JobContext<'a>) -> AttemptFuture<'c>
+    + Send
+    + Sync;
+
+/// How a registered type is worked.
+#[derive(Clone)]
+pub(crate) enum Body {
+    /// On a worker thread ([`Perform`]).
+    Thread(Arc<HandlerFn>),
+    /// As a task of the runner's runtime ([`crate::AsyncPerform`]).
+    #[cfg(feature = "async")]
+    Async(Arc<AsyncHandlerFn>),
+}
+
 /// One registered job type.
 #[derive(Clone)]
 pub(crate) struct Handler {
-    pub(crate) run: Arc<HandlerFn>,
+    pub(crate) body: Body,
     pub(crate) timeout: Option<Duration>,
     /// The type's own backoff, if it declares one.
     pub(crate) retry: Option<RetryPolicy>,
     /// Builds a job of this type from JSON text, with its defaults.
     new_job: fn(&str, JobOptions) -> jobqueue_core::Result<NewJob>,
+}
+
+/// `payload` decoded as `T`; a payload that does not decode fails its job
+/// for good, naming the type.
+fn decode<T: jobqueue_core::Job>(payload: &serde_json::Value) -> Result<T, JobError> {
+    T::deserialize(payload).map_err(|e| {
+        JobError::Fail(format!(
+            "payload of job type `{}` does not decode as {}: {e}",
+            T::JOB_TYPE,
+            std::any::type_name::<T>()
+        ))
+    })
 }
 
 /// A value handlers share, with its type's name for messages.
@@ -74,20 +109,35 @@ impl Registry {
 
     /// Registers `T`'s handler under `T::JOB_TYPE`. A payload that does not
     /// decode as `T` fails its job permanently, naming the job type.
-    pub fn register<T: Perform>(mut self) -> Self {
+    pub fn register<T: Perform>(self) -> Self {
         let run = |payload: &serde_json::Value, ctx: &mut JobContext<'_>| -> Result<(), JobError> {
-            let job = T::deserialize(payload).map_err(|e| {
-                JobError::Fail(format!(
-                    "payload of job type `{}` does not decode as {}: {e}",
-                    T::JOB_TYPE,
-                    std::any::type_name::<T>()
-                ))
-            })?;
-            job.perform(ctx)
+            decode::<T>(payload)?.perform(ctx)
         };
+        self.add::<T>(Body::Thread(Arc::new(run)), T::TIMEOUT)
+    }
+
+    /// Registers `T`'s async handler under `T::JOB_TYPE`: its attempts run
+    /// as tasks of the runner's tokio runtime (see [`crate::AsyncPerform`]).
+    /// A payload that does not decode as `T` fails its job permanently, as
+    /// with [`Registry::register`]. A registry may hold both kinds.
+    #[cfg(feature = "async")]
+    pub fn register_async<T: crate::AsyncPerform>(self) -> Self {
+        fn run<'c, T: crate::AsyncPerform>(
+            payload: &'c serde_json::Value,
+            ctx: &'c mut JobContext<'_>,
+        ) -> AttemptFuture<'c> {
+            let job = decode::<T>(payload);
+            Box::pin(async move { job?.perform(ctx).await })
+        }
+        let timeout = <T as crate::AsyncPerform>::TIMEOUT;
+        self.add::<T>(Body::Async(Arc::new(run::<T>)), timeout)
+    }
+
+    /// Registers `T` under its type, worked by `body`.
+    fn add<T: jobqueue_core::Job>(mut self, body: Body, timeout: Option<Duration>) -> Self {
         let handler = Handler {
-            run: Arc::new(run),
-            timeout: T::TIMEOUT,
+            body,
+            timeout,
             retry: T::RETRY_POLICY,
             new_job: NewJob::from_json::<T>,
         };
@@ -96,6 +146,15 @@ impl Registry {
                 .push(format!("job type `{}` is registered twice", T::JOB_TYPE));
         }
         self
+    }
+
+    /// Whether any registered type has an async handler (the runner then
+    /// needs a runtime).
+    #[cfg(feature = "async")]
+    pub(crate) fn has_async(&self) -> bool {
+        self.handlers
+            .values()
+            .any(|handler| matches!(handler.body, Body::Async(_)))
     }
 
     /// Gives handlers `value`, shared by all of them (behind an [`Arc`]):

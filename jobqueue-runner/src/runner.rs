@@ -41,6 +41,9 @@ pub struct Runner {
     config: RunnerConfig,
     registry: Registry,
     metrics_limits: crate::MetricsLimits,
+    /// The application's runtime for async handlers, if it gives one.
+    #[cfg(feature = "async")]
+    async_runtime: Option<tokio::runtime::Handle>,
 }
 
 /// What a runner did, returned when it has stopped.
@@ -64,7 +67,20 @@ impl Runner {
             config,
             registry,
             metrics_limits: crate::MetricsLimits::default(),
+            #[cfg(feature = "async")]
+            async_runtime: None,
         }
+    }
+
+    /// Runs the async handlers' attempts on the application's runtime
+    /// (`handle`, of a multi-threaded runtime with its time driver on)
+    /// rather than one the runner makes (of `async_threads` threads).
+    /// Attempts the runner's shutdown gives up on are dropped with that
+    /// runtime, not by the runner.
+    #[cfg(feature = "async")]
+    pub fn async_runtime(mut self, handle: tokio::runtime::Handle) -> Self {
+        self.async_runtime = Some(handle);
+        self
     }
 
     /// Sets the timeouts and size limits of the metrics endpoint (when the
@@ -94,6 +110,8 @@ impl Runner {
             }
         }
         config.validate()?;
+        #[cfg(feature = "async")]
+        let async_runtime = async_runtime(&config, &self.registry, self.async_runtime)?;
         // Watching from the first connection on; it stops when the runner
         // has stopped (or when `start` fails, with its sender).
         let watchdog = Arc::new(crate::hang_guard::Watchdog::default());
@@ -145,6 +163,11 @@ impl Runner {
         shared
             .queues_declared
             .store(declared, std::sync::atomic::Ordering::Release);
+        #[cfg(feature = "async")]
+        let own_runtime = async_runtime.map(|(handle, own)| {
+            let _ = shared.tasks.set(crate::async_attempt::Tasks::new(handle));
+            own
+        });
         let hand_back = crate::claimer::HandBack {
             queued: job_rx.clone(),
             outcomes: outcome_tx.clone(),
@@ -157,7 +180,7 @@ impl Runner {
             next_index: AtomicUsize::new(0),
             handles: Mutex::new(Vec::new()),
         });
-        for _ in 0..shared.config.concurrency {
+        for _ in 0..shared.config.worker_threads() {
             workers.spawn()?;
         }
         let claimer_threads = claimer.start(&shared, job_tx, hand_back, wakeups, shutdown_rx)?;
@@ -218,6 +241,8 @@ impl Runner {
             registry,
             workers,
             unstarted: job_rx,
+            #[cfg(feature = "async")]
+            own_runtime: own_runtime.flatten(),
             threads: Some(Threads {
                 claimer: claimer_threads,
                 completer,
@@ -227,6 +252,36 @@ impl Runner {
             }),
         })
     }
+}
+
+/// The runtime for `registry`'s async handlers, if it has any: the
+/// application's `given`, or one of the runner's own (returned with it, to
+/// shut down when the runner stops).
+#[cfg(feature = "async")]
+fn async_runtime(
+    config: &RunnerConfig,
+    registry: &Registry,
+    given: Option<tokio::runtime::Handle>,
+) -> Result<Option<(tokio::runtime::Handle, Option<tokio::runtime::Runtime>)>, RunnerError> {
+    if !registry.has_async() {
+        return Ok(None);
+    }
+    if let Some(handle) = given {
+        if handle.runtime_flavor() != tokio::runtime::RuntimeFlavor::MultiThread {
+            return Err(RunnerError::Config(
+                "the runtime given for async handlers is single-threaded: give a \
+                 multi-threaded one (middleware around an async handler blocks in place)"
+                    .into(),
+            ));
+        }
+        return Ok(Some((handle, None)));
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(config.async_threads)
+        .thread_name("jobqueue-async")
+        .enable_all()
+        .build()?;
+    Ok(Some((runtime.handle().clone(), Some(runtime))))
 }
 
 fn spawn(name: &str, f: impl FnOnce() + Send + 'static) -> Result<JoinHandle<()>, RunnerError> {
@@ -257,9 +312,8 @@ impl WorkerSet {
         let shared = Arc::clone(&self.shared);
         let jobs = self.jobs.clone();
         let handle = spawn(&format!("jobqueue-worker-{index}"), move || {
-            // Held until the thread ends, however it ends.
-            let _member = member;
-            crate::worker::run(shared, jobs, outcomes);
+            // `member` is held until the thread ends, however it ends.
+            crate::worker::run(shared, jobs, outcomes, member);
         })?;
         lock(&self.handles).push(handle);
         Ok(())
@@ -313,6 +367,10 @@ pub struct RunnerHandle {
     registry: Option<Arc<prometheus_client::registry::Registry>>,
     workers: Arc<WorkerSet>,
     unstarted: JobReceiver,
+    /// The runtime the runner made for its async handlers, shut down when
+    /// it has stopped.
+    #[cfg(feature = "async")]
+    own_runtime: Option<tokio::runtime::Runtime>,
     /// The threads to join; taken when the runner has been waited for.
     threads: Option<Threads>,
 }
@@ -436,6 +494,10 @@ impl RunnerHandle {
                     abandoned += 1;
                 }
             }
+            #[cfg(feature = "async")]
+            if let Some(tasks) = self.shared.tasks.get() {
+                abandoned += tasks.live();
+            }
             log::warn!(
                 "{abandoned} handlers still running after the grace period; their leases will expire"
             );
@@ -451,6 +513,12 @@ impl RunnerHandle {
         let (stop, watchdog) = threads.watchdog;
         drop(stop);
         join(watchdog);
+        // Async attempts still running past the grace period are dropped
+        // with the runtime; their leases expire as stuck threads' do.
+        #[cfg(feature = "async")]
+        if let Some(runtime) = self.own_runtime.take() {
+            runtime.shutdown_background();
+        }
         self.summary(abandoned, panicked_threads)
     }
 

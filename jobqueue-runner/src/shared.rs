@@ -53,6 +53,10 @@ pub(crate) struct Shared {
     /// The registry's declared queues were applied at the start (else the
     /// maintenance applies them).
     pub(crate) queues_declared: std::sync::atomic::AtomicBool,
+    /// The runtime async handlers run on, once the runner made or was
+    /// given one (only when an async type is registered).
+    #[cfg(feature = "async")]
+    pub(crate) tasks: std::sync::OnceLock<crate::async_attempt::Tasks>,
 }
 
 impl Shared {
@@ -109,6 +113,8 @@ impl Shared {
             maintenance: crate::maintenance_progress::MaintenanceProgress::default(),
             horizon: crate::horizon::HorizonReader::default(),
             queues_declared: std::sync::atomic::AtomicBool::new(false),
+            #[cfg(feature = "async")]
+            tasks: std::sync::OnceLock::new(),
             config,
         })
     }

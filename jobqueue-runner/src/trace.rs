@@ -63,6 +63,19 @@ impl AttemptSpan {
         f()
     }
 
+    /// `future` inside the span: what it logs while it is polled is the
+    /// span's (an async handler's attempt).
+    #[cfg(feature = "async")]
+    pub(crate) fn instrument<F: std::future::Future>(
+        &self,
+        future: F,
+    ) -> impl std::future::Future<Output = F::Output> {
+        #[cfg(feature = "tracing")]
+        return tracing::Instrument::instrument(future, self.span.clone());
+        #[cfg(not(feature = "tracing"))]
+        future
+    }
+
     /// Records how the attempt ended: the outcome's name, and its error
     /// for a failure; `outcome` is called only if the feature is on.
     #[inline]

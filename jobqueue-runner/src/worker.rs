@@ -1,8 +1,10 @@
 //! Worker threads: run handlers, catch their panics, hand outcomes to the
-//! completer.
+//! completer. A job whose handler is async is handed to the runner's
+//! runtime as a task (`async_attempt.rs`), and the thread takes the next.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::time::Instant;
 
 use crossbeam_channel::Sender;
 
@@ -10,52 +12,42 @@ use crate::attempt;
 use crate::context::JobContext;
 use crate::counters::Counters;
 use crate::dispatch::JobReceiver;
+use crate::job_state::JobState;
 use crate::messages::{Claimed, Outcome, OutcomeKind};
+use crate::registry::{Body, Handler};
 use crate::shared::Shared;
 
-pub(crate) fn run(shared: Arc<Shared>, jobs: JobReceiver, outcomes: Sender<Outcome>) {
+/// A worker thread's loop; `member` is held until it ends (and lent to the
+/// async tasks it starts), so the runner's shutdown sees when every
+/// handler has returned.
+pub(crate) fn run(
+    shared: Arc<Shared>,
+    jobs: JobReceiver,
+    outcomes: Sender<Outcome>,
+    member: Sender<()>,
+) {
     while let Some(claimed) = jobs.recv() {
-        if shared.is_stopping() {
-            let _ = outcomes.send(Outcome::new(&claimed.state, OutcomeKind::Release));
+        if let Some(kind) = unstartable(&shared, &claimed) {
+            let _ = outcomes.send(Outcome::new(&claimed.state, kind));
             continue;
         }
-        if claimed
-            .state
-            .start_by
-            .is_some_and(|by| std::time::Instant::now() > by)
-        {
-            // Started this late, it could break its queue's rate limit as
-            // the handlers' starts show it: handed back, claimed again
-            // later.
-            log::debug!(
-                "job {} ({}) of a rate-limited queue handed back: no worker started it \
-                 within the limit's margin of its claim",
-                claimed.state.lease.job_id,
-                claimed.state.job_type
-            );
-            crate::counters::Counters::add(&shared.counters.late_starts, 1);
-            let _ = outcomes.send(Outcome::new(&claimed.state, OutcomeKind::Release));
+        let Some(handler) = shared.registry.get(&claimed.row.job_type) else {
+            // The fetcher sets such jobs aside before they reach a worker.
+            let _ = outcomes.send(Outcome::new(&claimed.state, OutcomeKind::Park));
             continue;
+        };
+        match &handler.body {
+            Body::Thread(_) => {}
+            #[cfg(feature = "async")]
+            Body::Async(_) => {
+                crate::async_attempt::spawn(&shared, claimed, outcomes.clone(), member.clone());
+                continue;
+            }
         }
-        let started = std::time::Instant::now();
-        shared
-            .last_start
-            .store(shared.micros_now(), Ordering::Relaxed);
-        let metrics = claimed.state.metrics.as_deref();
-        if let Some(metrics) = metrics {
-            metrics.started_after(claimed.state.queue_time());
-            shared.busy_workers.fetch_add(1, Ordering::Relaxed);
-        }
-        let kind = execute(&shared, &claimed);
-        if metrics.is_some() {
-            shared.busy_workers.fetch_sub(1, Ordering::Relaxed);
-        }
-        let took = started.elapsed();
-        shared.note_job_time(took);
-        if let Some(metrics) = metrics {
-            metrics.handler_ran(took);
-        }
-        let _ = outcomes.send(Outcome::new(&claimed.state, kind));
+        state_start(&shared, handler, &claimed.state);
+        let started = begun(&shared, &claimed.state);
+        let kind = execute(&shared, &claimed, handler);
+        ended(&shared, &claimed.state, started, kind, &outcomes);
         if claimed.state.abandoned.load(Ordering::Acquire) {
             // Replaced by a new worker while this handler overran: bow out.
             log::warn!(
@@ -66,17 +58,75 @@ pub(crate) fn run(shared: Arc<Shared>, jobs: JobReceiver, outcomes: Sender<Outco
             return;
         }
     }
+    drop(member);
+}
+
+/// Why a claimed job is handed back unstarted, if it is: the runner is
+/// stopping, or a rate-limited queue's job came too late to start.
+fn unstartable(shared: &Shared, claimed: &Claimed) -> Option<OutcomeKind> {
+    if shared.is_stopping() {
+        return Some(OutcomeKind::Release);
+    }
+    if claimed.state.start_by.is_some_and(|by| Instant::now() > by) {
+        // Started this late, it could break its queue's rate limit as
+        // the handlers' starts show it: handed back, claimed again
+        // later.
+        log::debug!(
+            "job {} ({}) of a rate-limited queue handed back: no worker started it \
+             within the limit's margin of its claim",
+            claimed.state.lease.job_id,
+            claimed.state.job_type
+        );
+        Counters::add(&shared.counters.late_starts, 1);
+        return Some(OutcomeKind::Release);
+    }
+    None
+}
+
+/// Starts a thread handler's clock: its timeout is watched by the lease
+/// keeper from now.
+fn state_start(shared: &Shared, handler: &Handler, state: &JobState) {
+    state.start(handler.timeout.or(shared.config.default_timeout));
+}
+
+/// Notes that a handler starts now: the runner's last start, and with
+/// metrics its queue time and the busy count.
+pub(crate) fn begun(shared: &Shared, state: &JobState) -> Instant {
+    shared
+        .last_start
+        .store(shared.micros_now(), Ordering::Relaxed);
+    if let Some(metrics) = state.metrics.as_deref() {
+        metrics.started_after(state.queue_time());
+        shared.busy_workers.fetch_add(1, Ordering::Relaxed);
+    }
+    Instant::now()
+}
+
+/// Notes that a handler begun at `started` returned with `kind`, and hands
+/// the outcome to the completer.
+pub(crate) fn ended(
+    shared: &Shared,
+    state: &Arc<JobState>,
+    started: Instant,
+    kind: OutcomeKind,
+    outcomes: &Sender<Outcome>,
+) {
+    let metrics = state.metrics.as_deref();
+    if metrics.is_some() {
+        shared.busy_workers.fetch_sub(1, Ordering::Relaxed);
+    }
+    let took = started.elapsed();
+    shared.note_job_time(took);
+    if let Some(metrics) = metrics {
+        metrics.handler_ran(took);
+    }
+    let _ = outcomes.send(Outcome::new(state, kind));
 }
 
 /// Runs the job's handler and turns what happened into an outcome.
-fn execute(shared: &Shared, claimed: &Claimed) -> OutcomeKind {
+fn execute(shared: &Shared, claimed: &Claimed, handler: &Handler) -> OutcomeKind {
     let row = &claimed.row;
     let state = &claimed.state;
-    let Some(handler) = shared.registry.get(&row.job_type) else {
-        // The fetcher sets such jobs aside before they reach a worker.
-        return OutcomeKind::Park;
-    };
-    state.start(handler.timeout.or(shared.config.default_timeout));
     let mut ctx = JobContext::new(shared, row, state);
     let attempted = attempt::run(
         handler,
@@ -87,6 +137,15 @@ fn execute(shared: &Shared, claimed: &Claimed) -> OutcomeKind {
         shared.config.retry,
     );
     drop(ctx);
+    counted(shared, state, attempted)
+}
+
+/// An attempt's outcome, its panic counted.
+pub(crate) fn counted(
+    shared: &Shared,
+    state: &JobState,
+    attempted: attempt::Attempted,
+) -> OutcomeKind {
     if attempted.panicked {
         Counters::add(&shared.counters.panicked, 1);
         if let Some(metrics) = &state.metrics {

@@ -17,7 +17,7 @@
 //! | `cli` (default) | [`Cli`]: the command line of the application's worker binary; the whole cli crate (exit codes, errors) as [`cli`] |
 //! | `dashboard` | the web dashboard to mount in the application, as `dashboard` |
 //! | `testing` | the testing kit, as `testing`: a database per test, assertions on what was enqueued, draining queues inline, one handler on its own (for `[dev-dependencies]`) |
-//! | `async` | enqueue on diesel-async's `AsyncPgConnection`: `Job::enqueue_async`, `enqueue_async`, `enqueue_many_async` |
+//! | `async` | enqueue on diesel-async's `AsyncPgConnection`: `Job::enqueue_async`, `enqueue_async`, `enqueue_many_async`; with `runner`, async handlers: `AsyncPerform`, run as tasks of a tokio runtime (`Registry::register_async`) |
 //! | `tracing` | `tracing` spans of enqueues and of each attempt, with the enqueuer's OpenTelemetry trace context carried to the job's attempts |
 //!
 //! A crate that only enqueues (an application's web crate) needs neither
@@ -116,6 +116,9 @@ pub use jobqueue_runner::{
     Runner, RunnerConfig, RunnerError, RunnerHandle, ShutdownTrigger,
 };
 
+#[cfg(all(feature = "runner", feature = "async"))]
+pub use jobqueue_runner::AsyncPerform;
+
 /// The runner: every item of the `jobqueue-runner` crate (metrics modes,
 /// its statistics, shutdown triggers, ...).
 #[cfg(feature = "runner")]
@@ -147,6 +150,8 @@ pub use uuid;
 /// What job types and their handlers use: `use jobqueue::prelude::*;`.
 pub mod prelude {
     pub use jobqueue_core::{EnqueueOutcome, Job, JobId, JobOptions};
+    #[cfg(all(feature = "runner", feature = "async"))]
+    pub use jobqueue_runner::AsyncPerform;
     #[cfg(feature = "runner")]
     pub use jobqueue_runner::{JobContext, JobError, Perform};
 }

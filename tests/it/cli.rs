@@ -678,6 +678,8 @@ fn bench_runs_every_measurement() {
         "list page by tag, rare and oldest / no filter",
         "a durable step / a plain job",
         "a durable cursor advance / a plain job",
+        "burn-down async handlers / thread handlers",
+        "awaiting jobs async / thread handlers",
     ] {
         assert!(out.contains(row), "no `{row}` row in:\n{out}");
     }

@@ -16,6 +16,7 @@
 
 mod admin;
 mod async_enqueue;
+mod async_handlers;
 mod async_patterns;
 mod async_signup;
 mod backpressure;

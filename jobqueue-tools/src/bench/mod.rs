@@ -8,6 +8,7 @@
 //! it against a server at its durable defaults: fsync and
 //! synchronous_commit on).
 
+mod async_handlers;
 mod bare_queue;
 mod bounded;
 mod burn;
@@ -51,7 +52,7 @@ pub(crate) use trace::PLAIN_BIN_HELP;
 pub use trace_part::TraceVariant;
 
 /// The measurements, by the names `--only` takes.
-pub const MEASUREMENTS: [&str; 30] = [
+pub const MEASUREMENTS: [&str; 31] = [
     "bulk",
     "txn",
     "async",
@@ -78,6 +79,7 @@ pub const MEASUREMENTS: [&str; 30] = [
     "bounded",
     "tags",
     "steps",
+    "tasks",
     "soak",
     "failover",
     "trace",
@@ -536,7 +538,7 @@ pub fn run(server_url: &str, options: &BenchOptions) -> Result<(), ToolError> {
     };
     // The measurements whose rows are printed as they are.
     type Measure<'a> = Box<dyn Fn() -> Result<Vec<Row>, ToolError> + 'a>;
-    let measurements: [(&str, Measure<'_>); 19] = [
+    let measurements: [(&str, Measure<'_>); 20] = [
         (
             "metrics",
             Box::new(|| burn::metrics_cost(&url, &sizes, runs)),
@@ -594,6 +596,10 @@ pub fn run(server_url: &str, options: &BenchOptions) -> Result<(), ToolError> {
         ("bounded", Box::new(|| bounded::measure(&url, &sizes, runs))),
         ("tags", Box::new(|| tags::list_by_tag(&url, &sizes, runs))),
         ("steps", Box::new(|| durable::step_cost(&url, &sizes, runs))),
+        (
+            "tasks",
+            Box::new(|| async_handlers::measure(&url, &sizes, runs)),
+        ),
     ];
     for (name, measure) in measurements {
         if wanted(name) {
