@@ -10,7 +10,7 @@
 //! written, as a thread handler's does, so claims, queue limits and keys
 //! hold unchanged.
 //!
-//! The handler's future is guarded ([`guarded`]): dropped at its next
+//! The handler's future is guarded (`async_drive.rs`): dropped at its next
 //! await when a cancel is requested (the job ends cancelled), when the
 //! lease is lost (nothing is written), or at its deadline (a retryable
 //! failure naming the timeout, and the lifecycle handlers told once).
@@ -21,49 +21,16 @@
 
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 use crossbeam_channel::Sender;
 use futures_util::FutureExt;
 
 use crate::attempt;
 use crate::context::JobContext;
-use crate::job_error::JobError;
-use crate::job_state::JobState;
 use crate::messages::{Claimed, Outcome};
-use crate::registry::{AsyncHandlerFn, Body, Registry};
+use crate::registry::Body;
 use crate::shared::Shared;
 use crate::trace::AttemptSpan;
-
-/// Where a runner's async attempts run, and how many run now.
-pub(crate) struct Tasks {
-    handle: tokio::runtime::Handle,
-    live: Arc<AtomicUsize>,
-}
-
-impl Tasks {
-    pub(crate) fn new(handle: tokio::runtime::Handle) -> Self {
-        Tasks {
-            handle,
-            live: Arc::new(AtomicUsize::new(0)),
-        }
-    }
-
-    /// Async attempts running now.
-    pub(crate) fn live(&self) -> usize {
-        self.live.load(Ordering::Acquire)
-    }
-}
-
-/// Counts a task as live until it ends, however it ends (a runtime shut
-/// down drops it unfinished).
-struct Live(Arc<AtomicUsize>);
-
-impl Drop for Live {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::AcqRel);
-    }
-}
 
 /// Starts `claimed`'s attempt as a task; its outcome goes to `outcomes`.
 /// `member` is held until the task ends, so the runner's shutdown waits
@@ -88,8 +55,7 @@ pub(crate) fn spawn(
         ));
         return;
     };
-    tasks.live.fetch_add(1, Ordering::AcqRel);
-    let live = Live(Arc::clone(&tasks.live));
+    let live = tasks.one_more();
     let shared = Arc::clone(shared);
     tasks.handle.spawn(async move {
         let _live = live;
@@ -101,7 +67,7 @@ pub(crate) fn spawn(
             return;
         };
         state.start_async(handler.timeout.or(shared.config.default_timeout));
-        let started = crate::worker::begun(&shared, state);
+        let started = crate::handler_clock::begun(&shared, state);
         let attempted = if shared.registry.stack().is_empty() {
             run(&shared, handler, &claimed).await
         } else {
@@ -119,8 +85,8 @@ pub(crate) fn spawn(
                 )
             })
         };
-        let kind = crate::worker::counted(&shared, state, attempted);
-        crate::worker::ended(&shared, state, started, kind, &outcomes);
+        let kind = crate::handler_clock::counted(&shared, state, attempted);
+        crate::handler_clock::ended(&shared, state, started, kind, &outcomes);
     });
 }
 
@@ -138,111 +104,12 @@ async fn run(
     let state = &claimed.state;
     let span = AttemptSpan::new(row);
     let mut ctx = JobContext::new(shared, row, state);
-    let future = guarded(start(&row.payload, &mut ctx), state, &shared.registry);
+    let future =
+        crate::async_drive::guarded(start(&row.payload, &mut ctx), state, &shared.registry);
     let result = span
         .instrument(AssertUnwindSafe(future).catch_unwind())
         .await;
     let attempted = attempt::concluded(handler, row, state, shared.config.retry, result);
     attempt::ended(&shared.registry, row, &span, &attempted);
     attempted
-}
-
-/// `future`, dropped at its next await when `state` says a cancel was
-/// requested or the lease lost, or when its deadline passes.
-pub(crate) async fn guarded(
-    future: crate::registry::AttemptFuture<'_>,
-    state: &JobState,
-    registry: &Registry,
-) -> Result<(), JobError> {
-    let stopped = async {
-        loop {
-            if state.lost.load(Ordering::Relaxed) {
-                return JobError::LeaseLost;
-            }
-            if state.cancel.load(Ordering::Relaxed) {
-                return JobError::Cancelled;
-            }
-            state.stop.notified().await;
-        }
-    };
-    let deadline = async {
-        match state.drop_at.get() {
-            Some(at) => tokio::time::sleep_until((*at).into()).await,
-            None => std::future::pending().await,
-        }
-    };
-    tokio::select! {
-        biased;
-        result = future => result,
-        error = stopped => Err(error),
-        () = deadline => Err(timed_out(state, registry)),
-    }
-}
-
-/// The failure of an async attempt dropped at its deadline; the lifecycle
-/// handlers are told once.
-fn timed_out(state: &JobState, registry: &Registry) -> JobError {
-    let ran = state.started().map(|at| at.elapsed()).unwrap_or_default();
-    if !state.timed_out.swap(true, Ordering::AcqRel) {
-        log::warn!(
-            "job {} ({}) ran past its timeout: its handler's future was dropped",
-            state.lease.job_id,
-            state.job_type
-        );
-        crate::lifecycle::call_timed_out(
-            registry.lifecycle_handlers(),
-            state.lease.job_id,
-            &state.job_type,
-        );
-    }
-    JobError::Retry(format!(
-        "timed out: the async handler ran {:.1} s, past its timeout, and was stopped at an await",
-        ran.as_secs_f64()
-    ))
-}
-
-/// Runs an async handler from synchronous code (inside middleware, or
-/// inline for the testing kit) to its end: on the current runtime's thread
-/// if it is a multi-threaded one (in `block_in_place`), else on a runtime
-/// of the calling thread's own, or of a scoped thread's when the caller is
-/// inside a single-threaded runtime (which cannot block).
-pub(crate) fn block_on(
-    start: &AsyncHandlerFn,
-    payload: &serde_json::Value,
-    ctx: &mut JobContext<'_>,
-) -> Result<(), JobError> {
-    let state = ctx.job_state();
-    let registry = ctx.registry();
-    let future = guarded(start(payload, ctx), state, registry);
-    match tokio::runtime::Handle::try_current() {
-        Ok(handle) if handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
-            tokio::task::block_in_place(|| handle.block_on(future))
-        }
-        Ok(_) => std::thread::scope(
-            |scope| match scope.spawn(|| on_own_runtime(future)).join() {
-                Ok(result) => result,
-                Err(panic) => std::panic::resume_unwind(panic),
-            },
-        ),
-        Err(_) => on_own_runtime(future),
-    }
-}
-
-/// `future` run to its end on a runtime of this thread's own.
-fn on_own_runtime(
-    future: impl std::future::Future<Output = Result<(), JobError>>,
-) -> Result<(), JobError> {
-    thread_local! {
-        static RUNTIME: Result<tokio::runtime::Runtime, String> =
-            tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .map_err(|e| e.to_string());
-    }
-    RUNTIME.with(|runtime| match runtime {
-        Ok(runtime) => runtime.block_on(future),
-        Err(e) => Err(JobError::Retry(format!(
-            "cannot start a runtime for an async handler: {e}"
-        ))),
-    })
 }

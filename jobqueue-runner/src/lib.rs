@@ -53,6 +53,10 @@
 
 #[cfg(feature = "async")]
 mod async_attempt;
+#[cfg(feature = "async")]
+mod async_drive;
+#[cfg(feature = "async")]
+mod async_runtime;
 mod attempt;
 mod backoff;
 mod claimer;
@@ -66,6 +70,7 @@ mod dispatch;
 mod durable;
 mod error;
 mod exposition;
+mod handler_clock;
 mod hang_guard;
 mod health;
 mod horizon;

@@ -122,7 +122,7 @@ impl<'a> Next<'a> {
             None => match self.handler {
                 Body::Thread(run) => run(self.payload, ctx),
                 #[cfg(feature = "async")]
-                Body::Async(run) => crate::async_attempt::block_on(&**run, self.payload, ctx),
+                Body::Async(run) => crate::async_drive::block_on(&**run, self.payload, ctx),
             },
         }
     }

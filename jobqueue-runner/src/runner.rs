@@ -165,7 +165,7 @@ impl Runner {
             .store(declared, std::sync::atomic::Ordering::Release);
         #[cfg(feature = "async")]
         let own_runtime = async_runtime.map(|(handle, own)| {
-            let _ = shared.tasks.set(crate::async_attempt::Tasks::new(handle));
+            let _ = shared.tasks.set(crate::async_runtime::Tasks::new(handle));
             own
         });
         let hand_back = crate::claimer::HandBack {

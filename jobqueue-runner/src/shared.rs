@@ -56,7 +56,7 @@ pub(crate) struct Shared {
     /// The runtime async handlers run on, once the runner made or was
     /// given one (only when an async type is registered).
     #[cfg(feature = "async")]
-    pub(crate) tasks: std::sync::OnceLock<crate::async_attempt::Tasks>,
+    pub(crate) tasks: std::sync::OnceLock<crate::async_runtime::Tasks>,
 }
 
 impl Shared {

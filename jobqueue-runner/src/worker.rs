@@ -45,9 +45,9 @@ pub(crate) fn run(
             }
         }
         state_start(&shared, handler, &claimed.state);
-        let started = begun(&shared, &claimed.state);
+        let started = crate::handler_clock::begun(&shared, &claimed.state);
         let kind = execute(&shared, &claimed, handler);
-        ended(&shared, &claimed.state, started, kind, &outcomes);
+        crate::handler_clock::ended(&shared, &claimed.state, started, kind, &outcomes);
         if claimed.state.abandoned.load(Ordering::Acquire) {
             // Replaced by a new worker while this handler overran: bow out.
             log::warn!(
@@ -89,40 +89,6 @@ fn state_start(shared: &Shared, handler: &Handler, state: &JobState) {
     state.start(handler.timeout.or(shared.config.default_timeout));
 }
 
-/// Notes that a handler starts now: the runner's last start, and with
-/// metrics its queue time and the busy count.
-pub(crate) fn begun(shared: &Shared, state: &JobState) -> Instant {
-    shared
-        .last_start
-        .store(shared.micros_now(), Ordering::Relaxed);
-    if let Some(metrics) = state.metrics.as_deref() {
-        metrics.started_after(state.queue_time());
-        shared.busy_workers.fetch_add(1, Ordering::Relaxed);
-    }
-    Instant::now()
-}
-
-/// Notes that a handler begun at `started` returned with `kind`, and hands
-/// the outcome to the completer.
-pub(crate) fn ended(
-    shared: &Shared,
-    state: &Arc<JobState>,
-    started: Instant,
-    kind: OutcomeKind,
-    outcomes: &Sender<Outcome>,
-) {
-    let metrics = state.metrics.as_deref();
-    if metrics.is_some() {
-        shared.busy_workers.fetch_sub(1, Ordering::Relaxed);
-    }
-    let took = started.elapsed();
-    shared.note_job_time(took);
-    if let Some(metrics) = metrics {
-        metrics.handler_ran(took);
-    }
-    let _ = outcomes.send(Outcome::new(state, kind));
-}
-
 /// Runs the job's handler and turns what happened into an outcome.
 fn execute(shared: &Shared, claimed: &Claimed, handler: &Handler) -> OutcomeKind {
     let row = &claimed.row;
@@ -137,20 +103,5 @@ fn execute(shared: &Shared, claimed: &Claimed, handler: &Handler) -> OutcomeKind
         shared.config.retry,
     );
     drop(ctx);
-    counted(shared, state, attempted)
-}
-
-/// An attempt's outcome, its panic counted.
-pub(crate) fn counted(
-    shared: &Shared,
-    state: &JobState,
-    attempted: attempt::Attempted,
-) -> OutcomeKind {
-    if attempted.panicked {
-        Counters::add(&shared.counters.panicked, 1);
-        if let Some(metrics) = &state.metrics {
-            metrics.panicked();
-        }
-    }
-    OutcomeKind::from(attempted.outcome)
+    crate::handler_clock::counted(shared, state, attempted)
 }
