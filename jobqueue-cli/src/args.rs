@@ -263,7 +263,8 @@ pub(crate) struct LimitArgs {
 /// `jobqueue work`.
 #[derive(Debug, clap::Args)]
 pub(crate) struct WorkArgs {
-    /// Worker threads.
+    /// Jobs worked at once: the worker threads (unless --threads says
+    /// fewer).
     #[arg(
         long,
         allow_negative_numbers = true,
@@ -272,6 +273,21 @@ pub(crate) struct WorkArgs {
         default_value_t = 8
     )]
     pub(crate) concurrency: usize,
+    /// Worker threads, when fewer than --concurrency: async handlers hold
+    /// none, so a worker of async handlers needs few (default: the
+    /// concurrency).
+    #[cfg(feature = "async")]
+    #[arg(long, allow_negative_numbers = true, env = "JOBQUEUE_THREADS")]
+    pub(crate) threads: Option<usize>,
+    /// Threads of the runtime async handlers run on.
+    #[cfg(feature = "async")]
+    #[arg(
+        long,
+        allow_negative_numbers = true,
+        env = "JOBQUEUE_ASYNC_THREADS",
+        default_value_t = 2
+    )]
+    pub(crate) async_threads: usize,
     /// Queues to work, comma-separated (default: all); `name=N` also caps
     /// this runner's jobs of that queue at N at once, e.g. mail=4,media=2,default.
     #[arg(long, short = 'q', env = "JOBQUEUE_QUEUES", value_delimiter = ',')]

@@ -154,6 +154,11 @@ fn work(url: &str, args: WorkArgs, app: App<'_>) -> Result<()> {
     config.default_timeout = optional_secs("default-timeout-secs", args.default_timeout_secs)?;
     config.completion_batch = args.completion_batch;
     config.handler_pool_size = args.handler_pool_size;
+    #[cfg(feature = "async")]
+    {
+        config.threads = args.threads;
+        config.async_threads = args.async_threads;
+    }
     if registry.job_types().is_empty() {
         return Err(CliError::Usage(
             "this binary registers no job types, so `work` would never run anything: \

@@ -70,7 +70,6 @@ mod dispatch;
 mod durable;
 mod error;
 mod exposition;
-mod handler_clock;
 mod hang_guard;
 mod health;
 mod horizon;

@@ -40,14 +40,17 @@ pub(crate) fn run(
             Body::Thread(_) => {}
             #[cfg(feature = "async")]
             Body::Async(_) => {
-                crate::async_attempt::spawn(&shared, claimed, outcomes.clone(), member.clone());
+                spawn_async(&shared, claimed, outcomes.clone(), member.clone());
                 continue;
             }
         }
-        state_start(&shared, handler, &claimed.state);
-        let started = crate::handler_clock::begun(&shared, &claimed.state);
+        // The lease keeper watches the handler's timeout from now.
+        claimed
+            .state
+            .start(handler.timeout.or(shared.config.default_timeout));
+        let started = begun(&shared, &claimed.state);
         let kind = execute(&shared, &claimed, handler);
-        crate::handler_clock::ended(&shared, &claimed.state, started, kind, &outcomes);
+        ended(&shared, &claimed.state, started, kind, &outcomes);
         if claimed.state.abandoned.load(Ordering::Acquire) {
             // Replaced by a new worker while this handler overran: bow out.
             log::warn!(
@@ -83,12 +86,6 @@ fn unstartable(shared: &Shared, claimed: &Claimed) -> Option<OutcomeKind> {
     None
 }
 
-/// Starts a thread handler's clock: its timeout is watched by the lease
-/// keeper from now.
-fn state_start(shared: &Shared, handler: &Handler, state: &JobState) {
-    state.start(handler.timeout.or(shared.config.default_timeout));
-}
-
 /// Runs the job's handler and turns what happened into an outcome.
 fn execute(shared: &Shared, claimed: &Claimed, handler: &Handler) -> OutcomeKind {
     let row = &claimed.row;
@@ -103,5 +100,90 @@ fn execute(shared: &Shared, claimed: &Claimed, handler: &Handler) -> OutcomeKind
         shared.config.retry,
     );
     drop(ctx);
-    crate::handler_clock::counted(shared, state, attempted)
+    counted(shared, state, attempted)
+}
+
+/// Starts `claimed`'s attempt, of an async handler, as a task of the
+/// runner's runtime; its outcome goes to `outcomes`. `member` is held
+/// until the task ends, so the runner's shutdown waits for it as for a
+/// worker thread.
+#[cfg(feature = "async")]
+fn spawn_async(
+    shared: &Arc<Shared>,
+    claimed: Claimed,
+    outcomes: Sender<Outcome>,
+    member: Sender<()>,
+) {
+    let Some(tasks) = shared.tasks.get() else {
+        // The runner makes its runtime whenever an async type is
+        // registered: without one the job is handed back, not lost.
+        log::error!(
+            "job {} ({}) has an async handler but the runner has no runtime",
+            claimed.state.lease.job_id,
+            claimed.state.job_type
+        );
+        let _ = outcomes.send(Outcome::new(&claimed.state, OutcomeKind::Release));
+        return;
+    };
+    let live = tasks.one_more();
+    let shared = Arc::clone(shared);
+    tasks.handle.spawn(async move {
+        let (_live, _member) = (live, member);
+        let state = &claimed.state;
+        let Some(handler) = shared.registry.get(&claimed.row.job_type) else {
+            // The worker found its handler: the registry does not change.
+            let _ = outcomes.send(Outcome::new(state, OutcomeKind::Release));
+            return;
+        };
+        state.start_async(handler.timeout.or(shared.config.default_timeout));
+        let started = begun(&shared, state);
+        let attempted = crate::async_attempt::attempt(&shared, handler, &claimed).await;
+        let kind = counted(&shared, state, attempted);
+        ended(&shared, state, started, kind, &outcomes);
+    });
+}
+
+/// Notes that a handler starts now: the runner's last start, and with
+/// metrics its queue time and the busy count.
+fn begun(shared: &Shared, state: &JobState) -> Instant {
+    shared
+        .last_start
+        .store(shared.micros_now(), Ordering::Relaxed);
+    if let Some(metrics) = state.metrics.as_deref() {
+        metrics.started_after(state.queue_time());
+        shared.busy_workers.fetch_add(1, Ordering::Relaxed);
+    }
+    Instant::now()
+}
+
+/// Notes that a handler begun at `started` returned with `kind`, and hands
+/// the outcome to the completer.
+fn ended(
+    shared: &Shared,
+    state: &Arc<JobState>,
+    started: Instant,
+    kind: OutcomeKind,
+    outcomes: &Sender<Outcome>,
+) {
+    let metrics = state.metrics.as_deref();
+    if metrics.is_some() {
+        shared.busy_workers.fetch_sub(1, Ordering::Relaxed);
+    }
+    let took = started.elapsed();
+    shared.note_job_time(took);
+    if let Some(metrics) = metrics {
+        metrics.handler_ran(took);
+    }
+    let _ = outcomes.send(Outcome::new(state, kind));
+}
+
+/// An attempt's outcome, its panic counted.
+fn counted(shared: &Shared, state: &JobState, attempted: attempt::Attempted) -> OutcomeKind {
+    if attempted.panicked {
+        Counters::add(&shared.counters.panicked, 1);
+        if let Some(metrics) = &state.metrics {
+            metrics.panicked();
+        }
+    }
+    OutcomeKind::from(attempted.outcome)
 }

@@ -340,7 +340,7 @@ fn bad_input_is_one_clear_line_and_the_right_exit_code() {
     let db = TestDb::new();
     // The command line is wrong: exit 2, nothing written.
     let mail = r#"{"to":"a@example.com","subject":"Hi"}"#;
-    let wrong: [(&[&str], &str); 17] = [
+    let wrong: [(&[&str], &str); 19] = [
         (
             &["enqueue", "email.send", "{not json"],
             "invalid payload: not valid JSON",
@@ -402,6 +402,14 @@ fn bad_input_is_one_clear_line_and_the_right_exit_code() {
         (
             &["work", "--concurrency", "0"],
             "concurrency 0 is out of range",
+        ),
+        (
+            &["work", "--concurrency", "4", "--threads", "5"],
+            "threads 5 is out of range (1 to concurrency, 4)",
+        ),
+        (
+            &["work", "--async-threads", "0"],
+            "async_threads 0 is out of range",
         ),
         (&["work", "--queues", "ok,no'pe"], "invalid queue"),
     ];
