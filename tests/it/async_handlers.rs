@@ -268,6 +268,25 @@ fn a_hundred_async_jobs_wait_at_once_on_one_worker_thread() {
 }
 
 #[test]
+fn a_queues_own_limit_caps_its_async_jobs_as_it_caps_thread_jobs() {
+    let (db, mut conn) = TestDb::connected();
+    let seen = Arc::new(Seen::default());
+    jobqueue_tests::enqueue_all(&mut conn, (0..20).map(|_| Wait));
+    let mut config = config(&db).concurrency(50).threads(1);
+    config.queue_concurrency = [("async".to_owned(), 5)].into();
+    let runner = start_runner(config, registry(&seen));
+    wait_for("five handlers awaiting", Duration::from_secs(60), || {
+        seen.running.load(Ordering::SeqCst) >= 5
+    });
+    seen.release.store(true, Ordering::SeqCst);
+    wait_for("every job's outcome", Duration::from_secs(60), || {
+        runner.stats().completed == 20
+    });
+    runner.shutdown();
+    assert_eq!(seen.most.load(Ordering::SeqCst), 5);
+}
+
+#[test]
 fn a_future_past_its_timeout_is_dropped_and_its_attempt_fails_naming_it() {
     let (db, mut conn) = TestDb::connected();
     let seen = Arc::new(Seen::default());
