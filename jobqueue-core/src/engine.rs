@@ -74,6 +74,7 @@ pub use crate::index_rebuild::{
     IndexSize, LIVE_JOB_INDEXES, cancel_backend, drop_rebuild_leftovers, index_sizes,
     rebuild_index, try_lock_index_upkeep, unlock_index_upkeep,
 };
+pub use crate::job_result::complete_with_result;
 pub use crate::lease::{Fenced, Lease};
 pub use crate::periodic::{FirePass, ORPHANED_AFTER, declare_schedules, fire_due};
 pub use crate::plan::{HotStatement, Plan, TableRead};

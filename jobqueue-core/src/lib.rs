@@ -75,6 +75,7 @@ mod id_rows;
 mod index_rebuild;
 mod isolation;
 mod job;
+mod job_result;
 mod key_limit;
 mod lease;
 pub mod limits;
@@ -124,6 +125,7 @@ pub use error::{Error, Result};
 pub use global_limit::GlobalLimit;
 pub use id::JobId;
 pub use job::{EnqueueBuilder, Job};
+pub use job_result::{JobResult, RECHECK, RESULTS_CHANNEL, result, wait_result};
 /// `#[derive(Job)]`: implements [`Job`](trait@Job) from a `#[job(...)]`
 /// attribute, checking its values at compile time.
 ///

@@ -27,6 +27,11 @@ pub struct Retention {
     /// end: the record `jobqueue workflow show` reads (steps, edges,
     /// results), whatever became of the jobs' own rows. Default 7 days.
     pub workflows: Option<Duration>,
+    /// The results handlers recorded for their enqueuers
+    /// ([`crate::result`]), counted from the job's completion; set when
+    /// the result is written, so a change applies to results written
+    /// after it. Default 1 day.
+    pub results: Option<Duration>,
     /// Rows deleted per statement, so pruning never holds many locks at once.
     /// Default 5000.
     pub batch: i64,
@@ -64,6 +69,12 @@ impl Retention {
         self
     }
 
+    /// Sets [`Retention::results`].
+    pub fn results(mut self, keep: Option<Duration>) -> Self {
+        self.results = keep;
+        self
+    }
+
     /// Sets [`Retention::batch`].
     pub fn batch(mut self, rows: i64) -> Self {
         self.batch = rows;
@@ -87,6 +98,7 @@ impl Default for Retention {
             failed: Some(Duration::from_secs(30 * DAY)),
             cancelled: Some(Duration::from_secs(7 * DAY)),
             workflows: Some(Duration::from_secs(7 * DAY)),
+            results: Some(Duration::from_secs(DAY)),
             batch: 5000,
         }
     }
@@ -104,6 +116,8 @@ pub struct Pruned {
     pub cancelled: u64,
     /// Finished workflows deleted (with their steps and edges).
     pub workflows: u64,
+    /// Kept results whose time ran out, deleted.
+    pub results: u64,
 }
 
 /// Deletes finished jobs older than their retention (by `finished_at` and the
@@ -178,6 +192,17 @@ pub(crate) fn prune_in(
             if (n as i64) < retention.batch {
                 break;
             }
+        }
+    }
+    loop {
+        let n = scoped(conn, scope, sql::READ_COMMITTED_BEGIN, |conn| {
+            Ok(diesel::sql_query(sql::RESULT_PRUNE)
+                .bind::<BigInt, _>(retention.batch)
+                .execute(conn)?)
+        })?;
+        pruned.results += n as u64;
+        if (n as i64) < retention.batch {
+            break;
         }
     }
     scoped(conn, scope, sql::READ_COMMITTED_BEGIN, |conn| {

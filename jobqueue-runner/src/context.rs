@@ -238,16 +238,19 @@ impl<'a> JobContext<'a> {
         self.row.workflow_id
     }
 
-    /// Records `value` as this step's result, for the steps after it to
-    /// read ([`parent_result`](Self::parent_result)) once it completes; a
-    /// later call replaces an earlier one. Kept with the workflow's steps,
-    /// so it outlives the job's row. A value whose JSON is larger than
-    /// [`MAX_RESULT_BYTES`](jobqueue_core::engine::MAX_RESULT_BYTES) fails
-    /// the attempt for good, as does one that does not serialize; a job
-    /// outside a workflow records nothing.
+    /// Records `value` as this job's result, written with its completion
+    /// (a later call replaces an earlier one; an attempt that does not
+    /// complete records nothing). A step of a workflow keeps it with the
+    /// workflow's steps, for the steps after it to read
+    /// ([`parent_result`](Self::parent_result)); any other job keeps it for
+    /// its enqueuer ([`jobqueue_core::result`],
+    /// [`jobqueue_core::wait_result`]) for the runner's
+    /// `retention.results` (a day unless set). A value whose JSON is larger
+    /// than [`MAX_RESULT_BYTES`](jobqueue_core::engine::MAX_RESULT_BYTES)
+    /// fails the attempt for good, as does one that does not serialize.
     pub fn set_result<T: serde::Serialize + ?Sized>(&self, value: &T) -> Result<(), JobError> {
         let json = serde_json::to_string(value)
-            .map_err(|e| JobError::fail(format!("the step's result does not serialize: {e}")))?;
+            .map_err(|e| JobError::fail(format!("the job's result does not serialize: {e}")))?;
         jobqueue_core::engine::check_result(&json).map_err(JobError::fail)?;
         *crate::sync::lock(&self.state.result) = Some(json);
         Ok(())

@@ -36,11 +36,16 @@ pub(crate) struct Write {
 }
 
 /// The statements of a flush, in the order they run.
-pub(crate) const WRITES: [Write; 7] = [
+pub(crate) const WRITES: [Write; 8] = [
     Write {
         what: "completion",
         takes: is_complete,
         run: complete,
+    },
+    Write {
+        what: "completion",
+        takes: is_complete_with_result,
+        run: complete_with_results,
     },
     Write {
         what: "completion",
@@ -75,7 +80,43 @@ pub(crate) const WRITES: [Write; 7] = [
 ];
 
 fn is_complete(o: &Outcome) -> bool {
-    matches!(o.kind, OutcomeKind::Complete) && !o.state.workflow
+    matches!(o.kind, OutcomeKind::Complete) && !o.state.workflow && !has_result(o)
+}
+
+/// Whether the handler recorded a result (`JobContext::set_result`).
+fn has_result(o: &Outcome) -> bool {
+    crate::sync::lock(&o.state.result).is_some()
+}
+
+fn is_complete_with_result(o: &Outcome) -> bool {
+    matches!(o.kind, OutcomeKind::Complete) && !o.state.workflow && has_result(o)
+}
+
+/// Completions whose results are kept for their enqueuers, in the same
+/// statement.
+fn complete_with_results(
+    shared: &Shared,
+    session: &mut QueueSession,
+    outcomes: &[&Outcome],
+) -> Result {
+    let retention = &shared.config.retention;
+    let done = session.complete_results_many(
+        &done_with_results(outcomes),
+        retention.deletes_completed(),
+        retention.results,
+    )?;
+    Ok(Written::Fenced(done, Ended::Completed))
+}
+
+/// Each outcome's lease and recorded result.
+fn done_with_results(outcomes: &[&Outcome]) -> Vec<StepDone> {
+    outcomes
+        .iter()
+        .map(|o| StepDone {
+            lease: o.lease(),
+            result: crate::sync::lock(&o.state.result).clone(),
+        })
+        .collect()
 }
 
 fn complete(shared: &Shared, session: &mut QueueSession, outcomes: &[&Outcome]) -> Result {
@@ -93,15 +134,8 @@ fn is_step_complete(o: &Outcome) -> bool {
 }
 
 fn complete_steps(shared: &Shared, session: &mut QueueSession, outcomes: &[&Outcome]) -> Result {
-    let steps: Vec<StepDone> = outcomes
-        .iter()
-        .map(|o| StepDone {
-            lease: o.lease(),
-            result: crate::sync::lock(&o.state.result).clone(),
-        })
-        .collect();
     let delete = shared.config.retention.deletes_completed();
-    let done = session.complete_steps_many(&steps, delete)?;
+    let done = session.complete_steps_many(&done_with_results(outcomes), delete)?;
     Ok(Written::Fenced(done, Ended::Completed))
 }
 

@@ -216,7 +216,7 @@ impl<'r> Drain<'r> {
                 inline = inline.config(config);
             }
             let attempt = inline.run()?;
-            write::outcome(conn, &row.lease(), &attempt, self.writing())?;
+            write::outcome(conn, &row, &attempt, self.writing())?;
             // Failed for good or cancelled: the registry's lifecycle
             // handlers are told, in the same transaction, as a runner's are.
             if matches!(

@@ -4,8 +4,8 @@
 //! then the completion, failure, snooze, cancellation or set-aside.
 
 use diesel::PgConnection;
-use jobqueue_core::engine::{self, Failure, Lease, Snooze};
-use jobqueue_core::{Result, Retention};
+use jobqueue_core::engine::{self, Failure, Snooze};
+use jobqueue_core::{JobRow, Result, Retention};
 use jobqueue_runner::inline::{Attempt, Outcome};
 
 /// The worker id drained jobs are claimed (and set aside) under.
@@ -18,13 +18,14 @@ pub(crate) struct Writing {
     pub(crate) max_snoozes: i32,
 }
 
-/// Writes `attempt`'s outcome for the job held under `lease`.
+/// Writes `attempt`'s outcome for `row`, held under its lease.
 pub(crate) fn outcome(
     conn: &mut PgConnection,
-    lease: &Lease,
+    row: &JobRow,
     attempt: &Attempt,
     writing: Writing,
 ) -> Result<()> {
+    let lease = &row.lease();
     let deletes = writing.retention.deletes_completed();
     let keeps_row = match attempt.outcome {
         Outcome::Completed => !deletes,
@@ -44,7 +45,12 @@ pub(crate) fn outcome(
                 lease: *lease,
                 result: attempt.result.clone(),
             };
-            engine::complete_step(conn, &done, deletes)
+            if row.workflow_id.is_none() && done.result.is_some() {
+                // Kept for its enqueuer, as a runner keeps it.
+                engine::complete_with_result(conn, &done, deletes, writing.retention.results)
+            } else {
+                engine::complete_step(conn, &done, deletes)
+            }
         }
         Outcome::Retried { error, policy } => {
             engine::fail(conn, &Failure::retry(*lease, error.clone(), policy)).map(drop)

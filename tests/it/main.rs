@@ -79,6 +79,7 @@ mod races;
 mod readme;
 mod redaction;
 mod rescue;
+mod results;
 mod retry;
 mod robustness;
 mod runner;

@@ -87,6 +87,8 @@ const FILES: &[SqlFile] = &[
             JOB_START_MANY,
             JOB_COMPLETE_MANY,
             JOB_COMPLETE_DELETE_MANY,
+            JOB_COMPLETE_RESULTS_MANY,
+            JOB_COMPLETE_DELETE_RESULTS_MANY,
             JOB_COMPLETE_STEPS_MANY,
             JOB_COMPLETE_DELETE_STEPS_MANY,
             JOB_FAIL_MANY,
@@ -194,6 +196,14 @@ const FILES: &[SqlFile] = &[
             QUEUE_DECLARE_ROW,
             QUEUE_DECLARED_LOCK,
             QUEUE_DECLARED_SET,
+        ),
+    ),
+    (
+        "results",
+        include_str!("results.rs"),
+        statements!(results:
+            RESULT_READ,
+            RESULT_PRUNE,
         ),
     ),
     (

@@ -21,6 +21,8 @@
 //! - `migrations.rs`: `jobqueue_schema_migrations`, the schema versions
 //!   jobqueue applied (`MIGRATIONS_*`).
 //! - `schedules.rs`: `jobqueue_schedules`, the periodic jobs (`SCHEDULE_*`).
+//! - `results.rs`: `jobqueue_results`, the results enqueuers await
+//!   (`RESULT_*`); the completions that keep them are in `jobs/finish.rs`.
 //! - `runners.rs`: `jobqueue_runners`, the registry of running runners
 //!   (`RUNNER_*`).
 //! - `completions.rs`: `jobqueue_completions`, the per-minute counts of
@@ -265,6 +267,7 @@ mod jobs;
 mod keys;
 mod migrations;
 mod queues;
+mod results;
 mod runners;
 mod schedules;
 mod session;
@@ -276,6 +279,7 @@ pub(crate) use jobs::*;
 pub(crate) use keys::*;
 pub(crate) use migrations::*;
 pub(crate) use queues::*;
+pub(crate) use results::*;
 pub(crate) use runners::*;
 pub(crate) use schedules::*;
 pub(crate) use session::*;

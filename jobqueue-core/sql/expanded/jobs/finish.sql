@@ -67,6 +67,87 @@
     SELECT id FROM done
 ;
 
+-- JOB_COMPLETE_RESULTS_MANY
+-- [`JOB_COMPLETE_MANY`] of jobs whose handlers recorded a result (outside
+-- workflows): their results kept for their enqueuers in the same
+-- statement (`keep_results!`).
+    WITH done AS (
+        UPDATE jobqueue_jobs AS j
+        SET status = 'completed',
+            finished_at = now(),
+            started_at = COALESCE(j.started_at, j.claimed_at),
+            progress = 100,
+            lease_expires_at = NULL,
+            cancel_requested = false
+
+        WHERE j.id = ANY($1::uuid[])
+      AND j.claim_count = ($2::int4[])[width_bucket(j.id, $1::uuid[])]
+      AND j.status IN ('claimed', 'running')
+        RETURNING j.id, j.queue, j.job_type
+    ),
+    counted AS (
+        INSERT INTO jobqueue_completions AS c (minute, queue, job_type, backend, completed)
+        SELECT date_trunc('minute', now()), queue, job_type, pg_backend_pid(), count(*)
+        FROM done
+        GROUP BY queue, job_type
+        ON CONFLICT (minute, queue, job_type, backend)
+        DO UPDATE SET completed = c.completed + EXCLUDED.completed
+    ),
+    kept AS (
+        INSERT INTO jobqueue_results AS r (job_id, job_type, result, expires_at)
+        SELECT done.id, done.job_type,
+               CAST(($3::text[])[width_bucket(done.id, $1::uuid[])] AS jsonb),
+               now() + make_interval(secs => $4::float8)
+        FROM done
+        ON CONFLICT (job_id) DO UPDATE
+        SET result = EXCLUDED.result,
+            completed_at = now(),
+            expires_at = EXCLUDED.expires_at
+        RETURNING r.job_id
+    ),
+    told AS (
+        SELECT count(pg_notify('jobqueue_results', kept.job_id::text)) AS n FROM kept
+    )
+    SELECT done.id FROM done LEFT JOIN told ON true
+;
+
+-- JOB_COMPLETE_DELETE_RESULTS_MANY
+-- [`JOB_COMPLETE_DELETE_MANY`] of jobs whose handlers recorded a result:
+-- their rows deleted and their results kept (`keep_results!`).
+    WITH done AS (
+        DELETE FROM jobqueue_jobs AS j
+
+        WHERE j.id = ANY($1::uuid[])
+      AND j.claim_count = ($2::int4[])[width_bucket(j.id, $1::uuid[])]
+      AND j.status IN ('claimed', 'running')
+        RETURNING j.id, j.queue, j.job_type
+    ),
+    counted AS (
+        INSERT INTO jobqueue_completions AS c (minute, queue, job_type, backend, completed)
+        SELECT date_trunc('minute', now()), queue, job_type, pg_backend_pid(), count(*)
+        FROM done
+        GROUP BY queue, job_type
+        ON CONFLICT (minute, queue, job_type, backend)
+        DO UPDATE SET completed = c.completed + EXCLUDED.completed
+    ),
+    kept AS (
+        INSERT INTO jobqueue_results AS r (job_id, job_type, result, expires_at)
+        SELECT done.id, done.job_type,
+               CAST(($3::text[])[width_bucket(done.id, $1::uuid[])] AS jsonb),
+               now() + make_interval(secs => $4::float8)
+        FROM done
+        ON CONFLICT (job_id) DO UPDATE
+        SET result = EXCLUDED.result,
+            completed_at = now(),
+            expires_at = EXCLUDED.expires_at
+        RETURNING r.job_id
+    ),
+    told AS (
+        SELECT count(pg_notify('jobqueue_results', kept.job_id::text)) AS n FROM kept
+    )
+    SELECT done.id FROM done LEFT JOIN told ON true
+;
+
 -- JOB_COMPLETE_STEPS_MANY
 -- [`JOB_COMPLETE_MANY`] of jobs of workflows: their steps completed and
 -- their children released in the same statement (`complete_steps!`).

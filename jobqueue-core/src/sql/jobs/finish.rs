@@ -141,6 +141,43 @@ macro_rules! complete_steps {
     };
 }
 
+/// The results of the jobs of CTE `done` (completed), kept in
+/// `jobqueue_results` (array `$3`, JSON text parallel to the ids `$1`)
+/// for `$4` seconds (NULL: until deleted), and each job's waiters told on
+/// channel `jobqueue_results` with its id. Returns the ids completed.
+macro_rules! keep_results {
+    () => {
+        ",
+    kept AS (
+        INSERT INTO jobqueue_results AS r (job_id, job_type, result, expires_at)
+        SELECT done.id, done.job_type,
+               CAST(($3::text[])[width_bucket(done.id, $1::uuid[])] AS jsonb),
+               now() + make_interval(secs => $4::float8)
+        FROM done
+        ON CONFLICT (job_id) DO UPDATE
+        SET result = EXCLUDED.result,
+            completed_at = now(),
+            expires_at = EXCLUDED.expires_at
+        RETURNING r.job_id
+    ),
+    told AS (
+        SELECT count(pg_notify('jobqueue_results', kept.job_id::text)) AS n FROM kept
+    )
+    SELECT done.id FROM done LEFT JOIN told ON true"
+    };
+}
+
+/// [`JOB_COMPLETE_MANY`] of jobs whose handlers recorded a result (outside
+/// workflows): their results kept for their enqueuers in the same
+/// statement (`keep_results!`).
+pub(crate) const JOB_COMPLETE_RESULTS_MANY: &str =
+    concat!(completed_in_place!(), count_completed!(), keep_results!());
+
+/// [`JOB_COMPLETE_DELETE_MANY`] of jobs whose handlers recorded a result:
+/// their rows deleted and their results kept (`keep_results!`).
+pub(crate) const JOB_COMPLETE_DELETE_RESULTS_MANY: &str =
+    concat!(completed_by_delete!(), count_completed!(), keep_results!());
+
 /// [`JOB_COMPLETE_MANY`] of jobs of workflows: their steps completed and
 /// their children released in the same statement (`complete_steps!`).
 pub(crate) const JOB_COMPLETE_STEPS_MANY: &str =

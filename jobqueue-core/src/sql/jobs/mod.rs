@@ -159,6 +159,8 @@ crate::prepared::statements! {
     JobCompleteDeleteMany => JOB_COMPLETE_DELETE_MANY,
     JobCompleteStepsMany => JOB_COMPLETE_STEPS_MANY,
     JobCompleteDeleteStepsMany => JOB_COMPLETE_DELETE_STEPS_MANY,
+    JobCompleteResultsMany => JOB_COMPLETE_RESULTS_MANY,
+    JobCompleteDeleteResultsMany => JOB_COMPLETE_DELETE_RESULTS_MANY,
     JobFailMany => JOB_FAIL_MANY,
     JobReleaseMany => JOB_RELEASE_MANY,
     JobParkMany => JOB_PARK_MANY,

@@ -1,0 +1,24 @@
+-- Every statement of jobqueue-core/src/sql/results.rs, whole, with its doc
+-- comment: written by the test of src/sql/expanded.rs, not by hand.
+
+-- RESULT_READ
+-- What became of job `$1`: its kept result (JSON text) if one is kept and
+-- has not expired, and its row's status and last error if it has a row.
+-- One row, its columns NULL where there is nothing.
+    SELECT r.result::text AS result, j.status AS status, j.last_error AS error
+    FROM (SELECT $1::uuid AS id) AS x
+    LEFT JOIN jobqueue_results AS r
+        ON r.job_id = x.id AND (r.expires_at IS NULL OR r.expires_at > now())
+    LEFT JOIN jobqueue_jobs AS j ON j.id = x.id
+;
+
+-- RESULT_PRUNE
+-- Deletes up to `$1` results whose time ran out, the oldest first.
+    DELETE FROM jobqueue_results
+    WHERE job_id IN (
+        SELECT job_id FROM jobqueue_results
+        WHERE expires_at < now()
+        ORDER BY expires_at
+        LIMIT $1
+    )
+;
