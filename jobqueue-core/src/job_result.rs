@@ -61,7 +61,7 @@ impl<T> JobResult<T> {
 }
 
 #[derive(QueryableByName)]
-struct ResultRow {
+pub(crate) struct ResultRow {
     #[diesel(sql_type = Nullable<Text>)]
     result: Option<String>,
     #[diesel(sql_type = Nullable<Text>)]
@@ -76,6 +76,11 @@ pub fn result<T: DeserializeOwned>(conn: &mut PgConnection, id: JobId) -> Result
     let row = diesel::sql_query(sql::RESULT_READ)
         .bind::<Uuid, _>(id)
         .get_result::<ResultRow>(conn)?;
+    read(id, row)
+}
+
+/// What [`sql::RESULT_READ`]'s row for job `id` says became of it.
+pub(crate) fn read<T: DeserializeOwned>(id: JobId, row: ResultRow) -> Result<JobResult<T>> {
     if let Some(text) = row.result {
         let value = serde_json::from_str(&text).map_err(|source| Error::Deserialize {
             job_type: format!("the result of job {id}"),
@@ -111,12 +116,7 @@ pub fn wait_result<T: DeserializeOwned>(
         .transaction_depth()
         .map_err(Error::Database)?;
     if depth.is_some() {
-        return Err(Error::invalid(
-            "connection",
-            "wait_result needs a connection outside a transaction: a LISTEN inside \
-             one is heard only after it commits; commit first (the enqueue's \
-             transaction included), then wait",
-        ));
+        return Err(inside_a_transaction());
     }
     let deadline = Instant::now() + timeout;
     diesel::sql_query(format!("LISTEN {RESULTS_CHANNEL}")).execute(conn)?;
@@ -126,6 +126,16 @@ pub fn wait_result<T: DeserializeOwned>(
     let outcome = waited?;
     unlisten?;
     Ok(outcome)
+}
+
+/// Why a wait inside a transaction is refused.
+pub(crate) fn inside_a_transaction() -> Error {
+    Error::invalid(
+        "connection",
+        "wait_result needs a connection outside a transaction: a LISTEN inside \
+         one is heard only after it commits; commit first (the enqueue's \
+         transaction included), then wait",
+    )
 }
 
 /// [`wait_result`]'s loop, on a connection that listens.

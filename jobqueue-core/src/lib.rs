@@ -76,6 +76,8 @@ mod index_rebuild;
 mod isolation;
 mod job;
 mod job_result;
+#[cfg(feature = "async")]
+mod job_result_async;
 mod key_limit;
 mod lease;
 pub mod limits;
@@ -126,6 +128,8 @@ pub use global_limit::GlobalLimit;
 pub use id::JobId;
 pub use job::{EnqueueBuilder, Job};
 pub use job_result::{JobResult, RECHECK, RESULTS_CHANNEL, result, wait_result};
+#[cfg(feature = "async")]
+pub use job_result_async::{result_async, wait_result_async};
 /// `#[derive(Job)]`: implements [`Job`](trait@Job) from a `#[job(...)]`
 /// attribute, checking its values at compile time.
 ///

@@ -280,3 +280,32 @@ fn the_kits_drain_keeps_a_result_as_a_runner_does() {
         JobResult::Completed(Some(Price { cents: 1250 }))
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_handler_awaits_its_jobs_result_on_diesel_async() {
+    use diesel_async::{AsyncConnection, AsyncPgConnection};
+    let db = TestDb::new();
+    let mut conn = AsyncPgConnection::establish(&db.url)
+        .await
+        .expect("connect");
+    let id = jobqueue_core::enqueue_async(
+        &mut conn,
+        &jobqueue_core::NewJob::from_job(&quote(6), jobqueue_core::JobOptions::new())
+            .expect("a job"),
+    )
+    .await
+    .expect("enqueue")
+    .id();
+    let pending = jobqueue_core::result_async::<Price>(&mut conn, id)
+        .await
+        .expect("read");
+    assert_eq!(pending, JobResult::Pending(JobStatus::Pending));
+    let runner = start_runner(config(&db), registry());
+    let got = jobqueue_core::wait_result_async::<Price>(&mut conn, id, Duration::from_secs(60))
+        .await
+        .expect("wait");
+    tokio::task::spawn_blocking(move || runner.shutdown())
+        .await
+        .expect("shut down");
+    assert_eq!(got, JobResult::Completed(Some(Price { cents: 1500 })));
+}
