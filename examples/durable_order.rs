@@ -88,8 +88,16 @@ impl Perform for FulfilOrder {
                 .bind::<Text, _>(&charge)
                 .execute(conn)?;
             Ok(())
-        })
+        })?;
+        // What the checkout page waits for (`jobqueue::wait_result`).
+        ctx.set_result(&Fulfilled { charge })
     }
+}
+
+/// A fulfilled order, as its job's result.
+#[derive(Debug, PartialEq, Serialize, Deserialize)]
+struct Fulfilled {
+    charge: String,
 }
 
 /// Packs an order's lines, a batch at a time.
@@ -176,12 +184,13 @@ mod tests {
         let db = TestDatabase::new().expect("a test database");
         let mut conn = jobqueue::testing::connect(db.url()).expect("a test connection");
         diesel::connection::SimpleConnection::batch_execute(&mut conn, TABLES).expect("tables");
-        FulfilOrder {
+        let id = FulfilOrder {
             order: 7,
             fail_shipping_once: true,
         }
         .enqueue(&mut conn)
-        .expect("enqueue");
+        .expect("enqueue")
+        .id();
         // Ten minutes on: past the retry's backoff.
         let registry = registry();
         let drained = Drain::new(&registry)
@@ -199,6 +208,10 @@ mod tests {
             .map(|table| count(&mut conn, table))
             .collect();
         assert_eq!(rows, [1, 1, 1], "reserved, charged and shipped once");
+        // Its result, kept for whoever waits for the order.
+        let fulfilled = jobqueue::result::<Fulfilled>(&mut conn, id).expect("its result");
+        let charge = "ch_7_1".to_owned();
+        assert_eq!(fulfilled, jobqueue::JobResult::Completed(Some(Fulfilled { charge })));
     }
 
     #[test]

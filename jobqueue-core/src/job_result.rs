@@ -28,8 +28,17 @@ pub const RESULTS_CHANNEL: &str = "jobqueue_results";
 pub const RECHECK: Duration = Duration::from_millis(200);
 
 /// How often a waiter reads its connection's socket for a notification (a
-/// read of what arrived, no round trip).
-const LISTEN_TICK: Duration = Duration::from_millis(1);
+/// read of what arrived, no round trip): often while the wait is young,
+/// when most results arrive, then less often.
+fn listen_tick(waited: Duration) -> Duration {
+    if waited < Duration::from_millis(100) {
+        Duration::from_micros(200)
+    } else if waited < Duration::from_secs(1) {
+        Duration::from_millis(1)
+    } else {
+        Duration::from_millis(5)
+    }
+}
 
 /// What became of a job, as its enqueuer sees it.
 #[derive(Debug, Clone, PartialEq)]
@@ -145,6 +154,7 @@ fn wait_listening<T: DeserializeOwned>(
     deadline: Instant,
 ) -> Result<JobResult<T>> {
     let ours = id.to_string();
+    let began = Instant::now();
     loop {
         let seen = result::<T>(conn, id)?;
         let now = Instant::now();
@@ -158,7 +168,7 @@ fn wait_listening<T: DeserializeOwned>(
                     break 'listen;
                 }
             }
-            std::thread::sleep(LISTEN_TICK);
+            std::thread::sleep(listen_tick(began.elapsed()));
         }
     }
 }

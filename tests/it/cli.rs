@@ -688,6 +688,8 @@ fn bench_runs_every_measurement() {
         "a durable cursor advance / a plain job",
         "burn-down async handlers / thread handlers",
         "awaiting jobs async / thread handlers",
+        "result wait p95 / pickup latency p95",
+        "WAL per job, result kept / none",
     ] {
         assert!(out.contains(row), "no `{row}` row in:\n{out}");
     }

@@ -335,7 +335,7 @@ fn the_handler_reaches_the_applications_state_and_retries_on_its_errors() {
 
 /// The compiled files the README's and the guide's ```rust blocks are
 /// excerpts of.
-const SOURCES: [&str; 10] = [
+const SOURCES: [&str; 11] = [
     "tests/it/readme.rs",
     "tests/embedded.rs",
     "examples/app_worker.rs",
@@ -346,6 +346,7 @@ const SOURCES: [&str; 10] = [
     "examples/ledger.rs",
     "examples/sealed_fields.rs",
     "examples/durable_order.rs",
+    "tests/it/results.rs",
 ];
 
 #[test]

@@ -39,7 +39,7 @@ struct Lsn {
 }
 
 /// Bytes of WAL the server has inserted so far.
-fn wal_position(conn: &mut PgConnection) -> Result<f64, ToolError> {
+pub(crate) fn wal_position(conn: &mut PgConnection) -> Result<f64, ToolError> {
     Ok(
         diesel::sql_query("SELECT (pg_current_wal_insert_lsn() - '0/0'::pg_lsn)::float8 AS bytes")
             .get_result::<Lsn>(conn)

@@ -29,6 +29,7 @@ mod many_queues;
 mod noop;
 mod pickup_floor;
 mod queues;
+mod results;
 mod scale;
 mod soak;
 mod tags;
@@ -52,7 +53,7 @@ pub(crate) use trace::PLAIN_BIN_HELP;
 pub use trace_part::TraceVariant;
 
 /// The measurements, by the names `--only` takes.
-pub const MEASUREMENTS: [&str; 31] = [
+pub const MEASUREMENTS: [&str; 32] = [
     "bulk",
     "txn",
     "async",
@@ -80,6 +81,7 @@ pub const MEASUREMENTS: [&str; 31] = [
     "tags",
     "steps",
     "tasks",
+    "results",
     "soak",
     "failover",
     "trace",
@@ -538,7 +540,7 @@ pub fn run(server_url: &str, options: &BenchOptions) -> Result<(), ToolError> {
     };
     // The measurements whose rows are printed as they are.
     type Measure<'a> = Box<dyn Fn() -> Result<Vec<Row>, ToolError> + 'a>;
-    let measurements: [(&str, Measure<'_>); 20] = [
+    let measurements: [(&str, Measure<'_>); 21] = [
         (
             "metrics",
             Box::new(|| burn::metrics_cost(&url, &sizes, runs)),
@@ -600,6 +602,7 @@ pub fn run(server_url: &str, options: &BenchOptions) -> Result<(), ToolError> {
             "tasks",
             Box::new(|| async_handlers::measure(&url, &sizes, runs)),
         ),
+        ("results", Box::new(|| results::measure(&url, &sizes, runs))),
     ];
     for (name, measure) in measurements {
         if wanted(name) {
