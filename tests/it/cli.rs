@@ -102,7 +102,7 @@ fn migrate_applies_the_schema_once() {
     diesel::sql_query(
         "DROP TABLE IF EXISTS jobqueue_jobs, jobqueue_queues, jobqueue_schedules, jobqueue_runners, \
          jobqueue_completions, jobqueue_workflows, jobqueue_workflow_steps, \
-         jobqueue_workflow_edges",
+         jobqueue_workflow_edges, jobqueue_results",
     )
     .execute(&mut conn)
     .expect("drop");
