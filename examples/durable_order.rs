@@ -211,7 +211,10 @@ mod tests {
         // Its result, kept for whoever waits for the order.
         let fulfilled = jobqueue::result::<Fulfilled>(&mut conn, id).expect("its result");
         let charge = "ch_7_1".to_owned();
-        assert_eq!(fulfilled, jobqueue::JobResult::Completed(Some(Fulfilled { charge })));
+        assert_eq!(
+            fulfilled,
+            jobqueue::JobResult::Completed(Some(Fulfilled { charge }))
+        );
     }
 
     #[test]

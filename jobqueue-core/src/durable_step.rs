@@ -79,7 +79,7 @@ pub fn record_step(
             ),
         ));
     }
-    crate::storable::check_storable("step output", output)?;
+    crate::limits::check_storable("step output", output)?;
     let recorded = diesel::sql_query(sql::JOB_RECORD_STEP)
         .bind::<Uuid, _>(lease.job_id)
         .bind::<Integer, _>(lease.token)
@@ -107,7 +107,7 @@ pub fn record_cursor(conn: &mut PgConnection, lease: &Lease, cursor: &str) -> Re
             ),
         ));
     }
-    crate::storable::check_storable("cursor", cursor)?;
+    crate::limits::check_storable("cursor", cursor)?;
     let recorded = diesel::sql_query(sql::JOB_ADVANCE_CURSOR)
         .bind::<Uuid, _>(lease.job_id)
         .bind::<Integer, _>(lease.token)

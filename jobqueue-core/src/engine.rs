@@ -63,8 +63,8 @@ pub use crate::durable_step::{
 pub use crate::enqueue::{NOTIFY_CHANNEL, NOTIFY_DEBOUNCE};
 pub use crate::enqueue_hooks::hooked;
 pub use crate::finish::{
-    FailOutcome, FailedMany, Failure, cancel_held_many, complete, complete_and_delete,
-    complete_and_delete_many, complete_many, fail, fail_many, park_many, release_many, start_many,
+    FailOutcome, FailedMany, Failure, cancel_held_many, complete_and_delete_many, complete_many,
+    fail, fail_many, park_many, release_many, start_many,
 };
 pub use crate::heartbeat::{
     Beat, Heartbeat, Progress, heartbeat_many, heartbeat_with_progress, report_progress,
@@ -94,7 +94,8 @@ pub use crate::stats::completed_within;
 pub use crate::trace_context::enqueuer_context;
 pub use crate::vacuum::Vacuumed;
 pub use crate::workflow_release::{
-    DEFAULT_SETTLE_BATCH, MAX_RESULT_BYTES, Settled, StepDone, check_result, complete_step,
-    complete_steps_many, settle_ended, settle_ended_of, settle_ended_page,
+    DEFAULT_SETTLE_BATCH, MAX_RESULT_BYTES, Settled, StepDone, check_result, complete,
+    complete_and_delete, complete_step, complete_steps_many, settle_ended, settle_ended_of,
+    settle_ended_page,
 };
 pub use crate::workflow_show::parent_results;

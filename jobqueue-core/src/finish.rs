@@ -1,6 +1,8 @@
 //! A worker's writes on the jobs it holds: start, complete, fail, release,
 //! and finishing a cancelled job. Every one is fenced by the lease token and
-//! takes many jobs in one statement.
+//! takes many jobs in one statement; the fencing itself (which of the
+//! leases a statement applied to, and which were lost) is at the end, for
+//! every fenced write of the crate.
 
 use std::time::Duration;
 
@@ -8,11 +10,10 @@ use chrono::{DateTime, Utc};
 use diesel::prelude::*;
 use diesel::sql_types::{Array, Double, Integer, Nullable, Text, Timestamptz, Uuid};
 
-use crate::fenced::{fenced_query, fenced_update, run_fenced};
+use crate::id_rows::IdRow;
 use crate::isolation::{Scope, scoped};
-use crate::lease::{Fenced, Lease};
-use crate::prepared::{Prepared, prepared};
-use crate::workflow_release::StepDone;
+use crate::lease::{Fenced, Lease, columns};
+use crate::prepared::{Prepared, Statement, prepared};
 use crate::{Error, JobId, JobStatus, Result, RetryPolicy, limits, sql};
 
 /// The statement that sets held jobs aside as `unhandled`, bound.
@@ -27,22 +28,13 @@ pub fn start_many(conn: &mut PgConnection, leases: &[Lease]) -> Result<Fenced> {
 
 /// Completes many held jobs in ONE statement. Jobs no longer held under their
 /// token are left alone and listed in [`Fenced::lost`]. For jobs outside
-/// workflows: steps of a workflow complete with
-/// [`crate::workflow_release::complete_steps_many`], which releases the steps after
-/// them.
+/// workflows: steps of a workflow complete with `complete_steps_many`
+/// (`workflow_release.rs`), which releases the steps after them.
 ///
 /// Called inside the caller's transaction, the completion commits or rolls
 /// back with the handler's own writes: exactly-once database effects.
 pub fn complete_many(conn: &mut PgConnection, leases: &[Lease]) -> Result<Fenced> {
     fenced_update::<sql::JobCompleteMany>(conn, Scope::Own, leases)
-}
-
-/// Completes one held job; [`Error::LeaseLost`] (and no change) if it is no
-/// longer held under `lease`'s token. A step of a workflow releases the
-/// steps after it in the same statement (with no result; see
-/// [`crate::workflow_release::complete_steps_many`] for one).
-pub fn complete(conn: &mut PgConnection, lease: &Lease) -> Result<()> {
-    crate::workflow_release::complete_step(conn, &StepDone::new(*lease), false)
 }
 
 /// Completes many held jobs by deleting their rows, in ONE statement: for
@@ -52,11 +44,6 @@ pub fn complete(conn: &mut PgConnection, lease: &Lease) -> Result<()> {
 /// it joins the caller's transaction; like it, for jobs outside workflows.
 pub fn complete_and_delete_many(conn: &mut PgConnection, leases: &[Lease]) -> Result<Fenced> {
     fenced_update::<sql::JobCompleteDeleteMany>(conn, Scope::Own, leases)
-}
-
-/// [`complete`], deleting the row ([`complete_and_delete_many`]).
-pub fn complete_and_delete(conn: &mut PgConnection, lease: &Lease) -> Result<()> {
-    crate::workflow_release::complete_step(conn, &StepDone::new(*lease), true)
 }
 
 /// Hands held jobs back to `pending` without using up an attempt: for a runner
@@ -243,7 +230,7 @@ impl crate::session::QueueSession {
 
     /// [`park_many`], in one round trip.
     pub fn park_many(&mut self, leases: &[Lease], runner: &str) -> Result<Fenced> {
-        crate::fenced::run_fenced(
+        run_fenced(
             self.conn(),
             Scope::Session,
             leases,
@@ -259,5 +246,59 @@ impl crate::session::QueueSession {
     /// [`start_many`], in one round trip.
     pub fn start_many(&mut self, leases: &[Lease]) -> Result<Fenced> {
         fenced_update::<sql::JobStartMany>(self.conn(), Scope::Session, leases)
+    }
+}
+
+// Running the batch statements on held jobs that are fenced by the
+// lease tokens: `(ids, tokens, ...) -> RETURNING id`, what each changed
+// sorted from what it left alone (a job recovered meanwhile).
+
+/// One of the `(ids, tokens) -> RETURNING id` statements, bound to
+/// `leases` (sorted by id).
+pub(crate) fn fenced_query<S: Statement>(leases: &[Lease]) -> Prepared<'static, S> {
+    let (ids, tokens) = columns(leases);
+    prepared::<S>()
+        .bind::<Array<Uuid>, _>(ids)
+        .bind::<Array<Integer>, _>(tokens)
+}
+
+/// Runs a bound `(ids, tokens, ...) -> RETURNING id` statement on `leases`.
+pub(crate) fn run_fenced<S: Statement>(
+    conn: &mut PgConnection,
+    scope: Scope,
+    leases: &[Lease],
+    query: Prepared<'_, S>,
+) -> Result<Fenced> {
+    if leases.is_empty() {
+        return Ok(Fenced::default());
+    }
+    let rows = scoped(conn, scope, sql::HOT_PATH_BEGIN, |conn| {
+        Ok(query.load::<IdRow>(conn)?)
+    })?;
+    Ok(Fenced::sort(
+        leases,
+        rows.into_iter().map(|row| row.id).collect(),
+    ))
+}
+
+/// Runs one of the `(ids, tokens) -> RETURNING id` statements.
+pub(crate) fn fenced_update<S: Statement>(
+    conn: &mut PgConnection,
+    scope: Scope,
+    leases: &[Lease],
+) -> Result<Fenced> {
+    run_fenced(conn, scope, leases, fenced_query::<S>(leases))
+}
+
+/// `Ok` if the statement changed `lease`'s job, else
+/// [`Error::LeaseLost`]: the one-job form of a fenced statement.
+pub(crate) fn single(lease: &Lease, fenced: Fenced) -> Result<()> {
+    if fenced.applied.contains(&lease.job_id) {
+        Ok(())
+    } else {
+        Err(Error::LeaseLost {
+            job_id: lease.job_id,
+            token: lease.token,
+        })
     }
 }

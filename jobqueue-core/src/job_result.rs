@@ -13,7 +13,7 @@ use diesel::prelude::*;
 use diesel::sql_types::{Array, Double, Integer, Nullable, Text, Uuid};
 use serde::de::DeserializeOwned;
 
-use crate::fenced::run_fenced;
+use crate::finish::run_fenced;
 use crate::isolation::Scope;
 use crate::lease::{Fenced, Lease};
 use crate::prepared::{Prepared, Statement, prepared};
@@ -174,8 +174,10 @@ fn wait_listening<T: DeserializeOwned>(
 }
 
 /// Completes one held job outside a workflow whose handler recorded a
-/// result (`done.result`), keeping it for `keep` (see
-/// [`complete_results_in`]); [`Error::LeaseLost`] (and no change) if it is
+/// result (`done.result`), keeping it for `keep` (`None`: until deleted),
+/// in the completion's own statement, fenced like it: the result is kept
+/// exactly when the completion commits. `delete` deletes the row (a
+/// retention of zero). [`Error::LeaseLost`] (and no change) if the job is
 /// no longer held under its lease's token.
 pub fn complete_with_result(
     conn: &mut PgConnection,
@@ -184,7 +186,7 @@ pub fn complete_with_result(
     keep: Option<Duration>,
 ) -> Result<()> {
     let fenced = complete_results_in(conn, Scope::Own, std::slice::from_ref(done), delete, keep)?;
-    crate::fenced::single(&done.lease, fenced)
+    crate::finish::single(&done.lease, fenced)
 }
 
 /// Completes held jobs outside workflows whose handlers recorded a result

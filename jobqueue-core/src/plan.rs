@@ -10,7 +10,7 @@ use diesel::sql_types::Text;
 
 use crate::admission::{QueueKey, admit_query, mark_checked_query, new_query, with_waiting_query};
 use crate::claim::{Claim, GlobalLimits, query};
-use crate::fenced::fenced_query;
+use crate::finish::fenced_query;
 use crate::finish::{Failure, fail_query, park_query};
 use crate::heartbeat::{Beat, heartbeat_query};
 use crate::lease::Lease;

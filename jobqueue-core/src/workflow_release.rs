@@ -7,7 +7,7 @@ use std::time::Duration;
 use diesel::prelude::*;
 use diesel::sql_types::{Array, BigInt, Double, Integer, Nullable, Text, Uuid};
 
-use crate::fenced::run_fenced;
+use crate::finish::run_fenced;
 use crate::isolation::Scope;
 use crate::lease::{Fenced, Lease};
 use crate::prepared::{Prepared, Statement, prepared};
@@ -39,6 +39,19 @@ impl StepDone {
     }
 }
 
+/// Completes one held job; [`Error::LeaseLost`] (and no change) if it is no
+/// longer held under `lease`'s token. A step of a workflow releases the
+/// steps after it in the same statement (with no result; see
+/// [`complete_steps_many`] for one).
+pub fn complete(conn: &mut PgConnection, lease: &Lease) -> Result<()> {
+    complete_step(conn, &StepDone::new(*lease), false)
+}
+
+/// [`complete`], deleting the row ([`crate::finish::complete_and_delete_many`]).
+pub fn complete_and_delete(conn: &mut PgConnection, lease: &Lease) -> Result<()> {
+    complete_step(conn, &StepDone::new(*lease), true)
+}
+
 /// Checks a step's result before it is recorded: JSON text of at most
 /// [`MAX_RESULT_BYTES`].
 pub fn check_result(result: &str) -> Result<()> {
@@ -52,7 +65,7 @@ pub fn check_result(result: &str) -> Result<()> {
             ),
         ));
     }
-    crate::storable::check_storable("result", result)
+    crate::limits::check_storable("result", result)
 }
 
 /// The completion of `done` (workflow jobs all), bound: ids and tokens
@@ -101,7 +114,7 @@ pub fn complete_steps_many(
 /// is no longer held under its lease's token.
 pub fn complete_step(conn: &mut PgConnection, done: &StepDone, delete: bool) -> Result<()> {
     let fenced = complete_steps_many(conn, std::slice::from_ref(done), delete)?;
-    crate::fenced::single(&done.lease, fenced)
+    crate::finish::single(&done.lease, fenced)
 }
 
 pub(crate) fn complete_steps_in(

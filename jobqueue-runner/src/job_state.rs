@@ -19,7 +19,7 @@ pub(crate) struct JobState {
     pub(crate) job_type: String,
     /// The runner's own limit of its queue (see `claimer/queue_limits.rs`), if any.
     pub(crate) queue_slot: Option<usize>,
-    /// Claimed by an early claim (see `claimer/early.rs`).
+    /// Claimed by an early claim (see `claimer/fetcher.rs`, its early claims).
     pub(crate) early: bool,
     /// The metrics of its queue and type, when metrics are kept.
     pub(crate) metrics: Option<Arc<crate::metrics::JobMetrics>>,

@@ -85,10 +85,7 @@ mod maintenance_progress;
 mod messages;
 mod metrics;
 mod metrics_server;
-mod middleware;
-mod outcome_writes;
 mod panics;
-mod perform;
 mod progress_note;
 mod registry;
 mod runner;
@@ -101,6 +98,7 @@ mod worker;
 /// they ran.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 
+pub use attempt::{Middleware, Next};
 pub use config::{MetricsMode, RunnerConfig};
 pub use context::JobContext;
 pub use counters::RunnerStats;
@@ -108,9 +106,8 @@ pub use error::RunnerError;
 pub use job_error::JobError;
 pub use lifecycle::Lifecycle;
 pub use metrics_server::MetricsLimits;
-pub use middleware::{Middleware, Next};
 #[cfg(feature = "async")]
-pub use perform::AsyncPerform;
-pub use perform::Perform;
+pub use registry::AsyncPerform;
+pub use registry::Perform;
 pub use registry::Registry;
 pub use runner::{RunSummary, Runner, RunnerHandle, ShutdownTrigger};

@@ -4,7 +4,7 @@
 //! ```text
 //!  listener ──announce──> fetcher ──jobs──┐   ┌──> worker ──┐
 //!       claims-0, claims-1 <─claims─┘ ^         ├───┼──> ...    ──┼──outcomes──> completer
-//!                 └─────reports───────┘         │   └──> worker ──┘   (outcome_writes.rs)
+//!                 └─────reports───────┘         │   └──> worker ──┘   (completer.rs)    
 //!                     (dispatch: one line per queue)
 //!  completer ──room freed: wake──> fetcher;  ──finished keys──> admitter ──wake──> fetcher
 //!  lease keeper: renews leases of in-flight jobs (a lost one: wake), own connection

@@ -32,7 +32,7 @@ pub(super) struct Task {
     pub(super) number: u64,
     /// The connection it went to (set by [`Line::send`]).
     connection: usize,
-    /// An early claim (see `early.rs`), not one of the fetcher's batches.
+    /// An early claim (see the early reserve's room, in `fetcher.rs`), not one of the fetcher's batches.
     pub(super) early: bool,
     pub(super) claim: Claim,
 }

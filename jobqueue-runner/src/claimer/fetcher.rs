@@ -6,31 +6,30 @@
 //! its own timer (a re-poll, a rate limit's room). The claims themselves run
 //! on the claim connections (`connections.rs`): a batch for the workers'
 //! room, a second batch while the first runs when a backlog allows it, and
-//! early claims of quiet queues while the runner is busy (`early.rs`). The
+//! early claims of quiet queues while the runner is busy (their room is
+//! at the end of this file). The
 //! jobs they claim come back here and are delivered from here.
 
-use std::collections::HashSet;
-use std::sync::atomic::Ordering;
-use std::time::{Duration, Instant};
-
-use crossbeam_channel::{Receiver, select};
-use jobqueue_core::JobStatus;
-use jobqueue_core::engine::{Claim, Claimed, GlobalLimits, MAX_CLAIM_QUEUES};
-
-use super::Claimer;
-use super::announced::Announced;
 use super::connections::{Line, Report, Task};
-use super::deliver::Delivery;
-use super::early::early_room;
 use super::elsewhere::ElsewhereRead;
 use super::limits::LimitsRead;
 use super::pacing::{MAX_START_DELAY, RATE_ROOM_SLACK, next_repoll, prefetch, rate_limited_most};
 use super::resume::Resumes;
+use super::room::Room;
 use super::shed::{HandBack, shed};
+use super::under_way::Delivery;
 use super::under_way::UnderWay;
+use super::{Announced, Claimer};
+use crate::RunnerConfig;
 use crate::backoff::Backoff;
 use crate::dispatch::{Disconnected, JobSender};
 use crate::shared::Shared;
+use crossbeam_channel::{Receiver, select};
+use jobqueue_core::JobStatus;
+use jobqueue_core::engine::{Claim, Claimed, GlobalLimits, MAX_CLAIM_QUEUES};
+use std::collections::HashSet;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
 
 /// While claims resume, how often a runner of every queue still claims
 /// from every queue (reading each from its start): new queues are found
@@ -160,7 +159,7 @@ struct Fetcher<'a> {
     /// claims.
     found_in: HashSet<String>,
     /// Whether the last fetch claim found a backlog (at least as many jobs
-    /// as the early reserve): see `early.rs`.
+    /// as the early reserve): see the early reserve's room, in `fetcher.rs`.
     backlog: bool,
     /// Whether the last fetch claim took all it asked for.
     full: bool,
@@ -283,7 +282,7 @@ impl<'a> Fetcher<'a> {
     }
 
     /// Sends an early claim of the announced queues, if early claims are
-    /// on and a connection is idle (see `early.rs`).
+    /// on and a connection is idle (see the early reserve's room, in `fetcher.rs`).
     fn dispatch_early(&mut self) {
         if !self.announced.any_pending() || self.under_way.early() {
             return;
@@ -456,7 +455,7 @@ impl<'a> Fetcher<'a> {
     }
 
     /// Leaves the announced queues out of the claim while early claims are
-    /// on (see `early.rs`), unless found in by the last fetch claim, with
+    /// on (see the early reserve's room, in `fetcher.rs`), unless found in by the last fetch claim, with
     /// jobs waiting for a worker, or resuming: the fetch claims take those
     /// as always.
     fn leave_to_early(&mut self) {
@@ -596,4 +595,39 @@ impl<'a> Fetcher<'a> {
         }
         Ok(())
     }
+}
+
+// Early claims: while the runner is busy with the backlog of some queues,
+// jobs announced in another queue are claimed at once, on the claim
+// connection the fetcher's batch is not using, so they start at the next
+// free worker instead of waiting for room, or for the batch under way,
+// behind the others' jobs.
+//
+// An early claim takes only from the queues announced since the last one,
+// and of those only the queues of which the runner holds no job waiting
+// for a worker (those queues' new jobs would wait anyway), at most
+// `RunnerConfig::early_reserve` jobs held at once. An idle runner needs
+// none: its fetch claims come at once. Queues whose claims resume (a long
+// transaction holds the xmin horizon, see `resume.rs`) are left to the
+// fetch claims: an early claim reads its queues from the start, through
+// every job claimed since the transaction began.
+//
+// Meanwhile the fetch claims leave the announced queues out
+// (`Announced::left_out_except`): a claim of the backlog's batch takes
+// tens of milliseconds on a saturated machine, and a quiet queue's new job
+// that it locked (`SKIP LOCKED` then hides it from the early claim) would
+// start only once the whole batch is delivered. Once the early claim
+// returned, whatever it found, the fetcher claims at once, so no job
+// waits on a queue left out.
+//
+// Early claims are a mode of the fetcher's loop (`fetcher.rs`), which
+// decides them from its own state: no other thread takes part.
+
+/// Room in the early reserve, or `None` when early claims are off: the
+/// runner is idle (it holds no job and its last fetch claim found no
+/// backlog: fetch claims come at once, and as fast).
+pub(super) fn early_room(config: &RunnerConfig, room: &Room, backlog: bool) -> Option<usize> {
+    let free = config.early_reserve().saturating_sub(room.early_held());
+    let busy = room.outstanding() > 0 || backlog;
+    (free > 0 && busy).then_some(free)
 }

@@ -187,7 +187,12 @@ fn footprint(url: &str, sizes: &Sizes, runs: usize) -> Result<Vec<Row>, ToolErro
             .map_err(db)?;
         super::checkpoint(conn)?;
         let before = wal_position(conn)?;
-        burn_jobs(conn, RunnerConfig::new(url).concurrency(WORKERS), registry(), batch)?;
+        burn_jobs(
+            conn,
+            RunnerConfig::new(url).concurrency(WORKERS),
+            registry(),
+            batch,
+        )?;
         Ok((wal_position(conn)? - before) / batch.len() as f64)
     };
     let (mut without, mut with, mut ratios, mut sizes_kept) =
@@ -213,10 +218,18 @@ fn footprint(url: &str, sizes: &Sizes, runs: usize) -> Result<Vec<Row>, ToolErro
     }
     reset(&mut conn)?;
     Ok(vec![
-        Row::new(format!("WAL per job, {n} jobs, no result"), "bytes", without)
-            .note("enqueue, claim, the completion's delete; 8 workers"),
-        Row::new(format!("WAL per job, {n} jobs, each result kept"), "bytes", with)
-            .note("the same, and the result's row and index entry"),
+        Row::new(
+            format!("WAL per job, {n} jobs, no result"),
+            "bytes",
+            without,
+        )
+        .note("enqueue, claim, the completion's delete; 8 workers"),
+        Row::new(
+            format!("WAL per job, {n} jobs, each result kept"),
+            "bytes",
+            with,
+        )
+        .note("the same, and the result's row and index entry"),
         Row::new("WAL per job, result kept / none", "ratio", ratios),
         Row::new("bytes per kept result", "bytes", sizes_kept)
             .note("jobqueue_results with its indexes / rows; a 25-byte result"),
