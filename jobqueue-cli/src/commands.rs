@@ -472,19 +472,47 @@ fn list(url: &str, args: ListArgs) -> Result<()> {
     Ok(())
 }
 
+/// `show` of a job whose row is gone (it completed, and completed rows are
+/// not kept) but whose result is kept for its enqueuer.
+fn show_kept_result(
+    id: jobqueue_core::JobId,
+    result: &serde_json::Value,
+    json: bool,
+) -> Result<()> {
+    if json {
+        return json_document(&serde_json::json!({
+            "id": id,
+            "status": "completed",
+            "row": null,
+            "result": result,
+        }));
+    }
+    outln!("id:            {id}")?;
+    outln!("status:        completed (its row was deleted; its result is kept)")?;
+    outln!("result:        {}", shown(&result.to_string()))?;
+    Ok(())
+}
+
 fn show(url: &str, id: &str, json: bool) -> Result<()> {
     let id = parse_id(id)?;
-    let job = match jobqueue_core::get_job(&mut connect(url)?, id)? {
+    let mut conn = connect(url)?;
+    let result = jobqueue_core::kept_result(&mut conn, id)?;
+    let job = match jobqueue_core::get_job(&mut conn, id)? {
         JobLookup::Found(job) => job,
         // An id jobqueue never issued is a wrong argument; a job that is
-        // gone is the database's state.
+        // gone is the database's state, unless its result is kept.
         JobLookup::NotFound(missing) if missing.never_issued() => {
             return Err(CliError::Usage(missing.to_string()));
         }
-        JobLookup::NotFound(missing) => return Err(CliError::Refused(missing.to_string())),
+        JobLookup::NotFound(missing) => {
+            let Some(result) = result else {
+                return Err(CliError::Refused(missing.to_string()));
+            };
+            return show_kept_result(id, &result, json);
+        }
     };
     if json {
-        return json_document(&json::JobDetail::of(&job));
+        return json_document(&json::JobDetail::of(&job, result.as_ref()));
     }
     let time = |t: Option<chrono::DateTime<chrono::Utc>>| {
         t.map(|t| t.to_rfc3339()).unwrap_or_else(|| "-".into())
@@ -516,6 +544,9 @@ fn show(url: &str, id: &str, json: bool) -> Result<()> {
     }
     if let Some(cursor) = &job.step_cursor {
         outln!("cursor:        {}", shown(&cursor.to_string()))?;
+    }
+    if let Some(result) = &result {
+        outln!("result:        {}", shown(&result.to_string()))?;
     }
     outln!("created at:    {}", job.created_at.to_rfc3339())?;
     outln!("run at:        {}", job.run_at.to_rfc3339())?;

@@ -68,10 +68,12 @@ pub(crate) struct JobDetail<'a> {
     metadata: Option<&'a serde_json::Value>,
     step_outputs: Option<&'a serde_json::Value>,
     step_cursor: Option<&'a serde_json::Value>,
+    result: Option<&'a serde_json::Value>,
 }
 
 impl<'a> JobDetail<'a> {
-    pub(crate) fn of(job: &'a JobRow) -> Self {
+    /// `job`, with the result kept for its enqueuer, if any.
+    pub(crate) fn of(job: &'a JobRow, result: Option<&'a serde_json::Value>) -> Self {
         JobDetail {
             summary: JobSummary::of(job),
             unique_key: job.unique_key.as_deref(),
@@ -91,6 +93,7 @@ impl<'a> JobDetail<'a> {
             metadata: job.metadata.as_ref(),
             step_outputs: job.step_outputs.as_ref(),
             step_cursor: job.step_cursor.as_ref(),
+            result,
         }
     }
 }

@@ -108,6 +108,15 @@ pub(crate) fn read<T: DeserializeOwned>(id: JobId, row: ResultRow) -> Result<Job
     })
 }
 
+/// The result kept for job `id`, as JSON, if one is kept and has not
+/// expired (what `jobqueue show` and the dashboard show).
+pub fn kept_result(conn: &mut PgConnection, id: JobId) -> Result<Option<serde_json::Value>> {
+    Ok(match result::<serde_json::Value>(conn, id)? {
+        JobResult::Completed(Some(value)) => Some(value),
+        _ => None,
+    })
+}
+
 /// What became of job `id`, waiting up to `timeout` for it to end:
 /// [`JobResult::Pending`] only if it had not ended by then. Woken by the
 /// notification its completion sends (listening on `conn` while it waits),

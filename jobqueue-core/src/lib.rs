@@ -124,7 +124,7 @@ pub use error::{Error, Result};
 pub use global_limit::GlobalLimit;
 pub use id::JobId;
 pub use job::{EnqueueBuilder, Job};
-pub use job_result::{JobResult, RECHECK, RESULTS_CHANNEL, result, wait_result};
+pub use job_result::{JobResult, RECHECK, RESULTS_CHANNEL, kept_result, result, wait_result};
 #[cfg(feature = "async")]
 pub use job_result_async::{result_async, wait_result_async};
 /// `#[derive(Job)]`: implements [`Job`](trait@Job) from a `#[job(...)]`

@@ -97,7 +97,7 @@ pub use jobqueue_core::{
 #[cfg(feature = "async")]
 pub use jobqueue_core::{enqueue_async, enqueue_many_async, result_async, wait_result_async};
 // Results an enqueuer awaits.
-pub use jobqueue_core::{JobResult, result, wait_result};
+pub use jobqueue_core::{JobResult, kept_result, result, wait_result};
 
 /// What `#[derive(Job)]`'s generated code names; not a public API.
 #[doc(hidden)]

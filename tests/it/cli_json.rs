@@ -189,6 +189,7 @@ fn show_prints_the_whole_job() {
                 "metadata",
                 "step_outputs",
                 "step_cursor",
+                "result",
             ],
         ]
         .concat(),

@@ -203,6 +203,35 @@ fn completed_jobs_that_are_not_kept_are_counted_and_their_absence_explained() {
     let job = site.get(&format!("/jobs/{}", ids[0]));
     assert_eq!(job.status, 404);
     assert!(job.body.contains("row is gone"), "{}", job.body);
+    // One whose result is kept for its enqueuer shows it, row or no row.
+    let kept = put(&mut conn, 2, "mail.send", JobOptions::new().queue("kept"));
+    let claimed = jobqueue_core::engine::claim(
+        &mut conn,
+        &jobqueue_core::engine::Claim::new("kept").limit(2),
+    )
+    .expect("claim");
+    for (job, delete) in claimed.iter().zip([true, false]) {
+        let done = jobqueue_core::engine::StepDone {
+            lease: job.lease(),
+            result: Some(format!(r#"{{"sent": "{}"}}"#, job.id)),
+        };
+        jobqueue_core::engine::complete_with_result(&mut conn, &done, delete, None)
+            .expect("complete with its result");
+    }
+    assert_eq!(kept.len(), 2);
+    let sent = |id: jobqueue_core::JobId| format!("&quot;sent&quot;:&quot;{id}&quot;");
+    let gone = site.get(&format!("/jobs/{}", claimed[0].id));
+    assert_eq!(gone.status, 404);
+    assert_contains(
+        &gone.body,
+        &[
+            "completed and its row was deleted",
+            "the result kept for its enqueuer",
+            &sent(claimed[0].id),
+        ],
+    );
+    let row = site.get(&format!("/jobs/{}", claimed[1].id)).body;
+    assert_contains(&row, &["id=\"job-result\"", &sent(claimed[1].id)]);
     // An id jobqueue never issued says so.
     let never = site.get("/jobs/6ba7b810-9dad-41d1-80b4-00c04fd430c8");
     assert_eq!(never.status, 404);

@@ -309,3 +309,43 @@ async fn a_request_handler_awaits_its_jobs_result_on_diesel_async() {
         .expect("shut down");
     assert_eq!(got, JobResult::Completed(Some(Price { cents: 1500 })));
 }
+
+#[test]
+fn jobqueue_show_prints_a_kept_result_with_the_row_or_without_it() {
+    let (db, mut conn) = TestDb::connected();
+    let id = quote(8).enqueue(&mut conn).expect("enqueue").id();
+    let runner = start_runner(config(&db), registry());
+    wait_for("the quote", Duration::from_secs(60), || {
+        runner.stats().completed == 1
+    });
+    runner.shutdown();
+    let show = |json: bool| {
+        let mut command = Command::new(WORKER);
+        command
+            .arg("--database-url")
+            .arg(&db.url)
+            .arg("show")
+            .arg(id.to_string());
+        if json {
+            command.arg("--json");
+        }
+        let out = command.output().expect("run show");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).expect("text")
+    };
+    // Its row was deleted as it completed; its result is kept.
+    let text = show(false);
+    assert!(
+        text.contains("its row was deleted; its result is kept"),
+        "{text}"
+    );
+    assert!(text.contains(r#"result:        {"cents":2000}"#), "{text}");
+    let json: serde_json::Value = serde_json::from_str(&show(true)).expect("JSON");
+    assert_eq!(json["status"], "completed");
+    assert_eq!(json["result"]["cents"], 2000);
+    assert!(json["row"].is_null());
+}

@@ -82,9 +82,19 @@ pub(crate) fn render(
     id: JobId,
     params: &Params,
 ) -> Result<String, Refusal> {
+    let result = jobqueue_core::kept_result(conn, id)?;
     let job = match jobqueue_core::get_job(conn, id)? {
         JobLookup::Found(job) => job,
-        JobLookup::NotFound(missing) => return Err(Refusal::new(404, missing.to_string())),
+        JobLookup::NotFound(missing) => {
+            let said = match &result {
+                Some(result) => format!(
+                    "job {id} completed and its row was deleted (completed rows are not \
+                     kept); the result kept for its enqueuer is {result}"
+                ),
+                None => missing.to_string(),
+            };
+            return Err(Refusal::new(404, said));
+        }
     };
     let payload =
         serde_json::to_string_pretty(&job.payload).unwrap_or_else(|_| job.payload.to_string());
@@ -136,6 +146,9 @@ pub(crate) fn render(
             }
             @if let Some(cursor) = &job.step_cursor {
                 dt { "durable cursor" } dd #durable-cursor { code { (cursor) } }
+            }
+            @if let Some(result) = &result {
+                dt { "result" } dd #job-result { code { (result) } }
             }
             dt { "traceparent" } dd #traceparent { (job.traceparent.as_deref().unwrap_or("-")) }
             dt { "last error" } dd.error #last-error { (job.last_error.as_deref().unwrap_or("-")) }
