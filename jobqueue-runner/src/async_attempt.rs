@@ -48,16 +48,6 @@ pub(crate) async fn attempt(shared: &Shared, handler: &Handler, claimed: &Claime
             attempt::ended(&shared.registry, row, &span, &attempted);
             attempted
         }
-        _ => tokio::task::block_in_place(|| {
-            let mut ctx = JobContext::new(shared, row, state);
-            attempt::run(
-                handler,
-                &shared.registry,
-                row,
-                &mut ctx,
-                state,
-                shared.config.retry,
-            )
-        }),
+        _ => tokio::task::block_in_place(|| attempt::run_held(shared, handler, row, state)),
     }
 }

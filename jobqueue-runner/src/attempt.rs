@@ -109,6 +109,25 @@ pub(crate) fn run(
     attempted
 }
 
+/// [`run`] for a job a runner holds (`row`, under `state`), with a
+/// context on the runner's shared state.
+pub(crate) fn run_held(
+    shared: &crate::shared::Shared,
+    handler: &Handler,
+    row: &JobRow,
+    state: &JobState,
+) -> Attempted {
+    let mut ctx = JobContext::new(shared, row, state);
+    run(
+        handler,
+        &shared.registry,
+        row,
+        &mut ctx,
+        state,
+        shared.config.retry,
+    )
+}
+
 /// [`run`], inside `span`.
 fn attempt(
     handler: &Handler,

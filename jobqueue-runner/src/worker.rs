@@ -9,7 +9,6 @@ use std::time::Instant;
 use crossbeam_channel::Sender;
 
 use crate::attempt;
-use crate::context::JobContext;
 use crate::counters::Counters;
 use crate::dispatch::JobReceiver;
 use crate::job_state::JobState;
@@ -88,19 +87,8 @@ fn unstartable(shared: &Shared, claimed: &Claimed) -> Option<OutcomeKind> {
 
 /// Runs the job's handler and turns what happened into an outcome.
 fn execute(shared: &Shared, claimed: &Claimed, handler: &Handler) -> OutcomeKind {
-    let row = &claimed.row;
-    let state = &claimed.state;
-    let mut ctx = JobContext::new(shared, row, state);
-    let attempted = attempt::run(
-        handler,
-        &shared.registry,
-        row,
-        &mut ctx,
-        state,
-        shared.config.retry,
-    );
-    drop(ctx);
-    counted(shared, state, attempted)
+    let attempted = attempt::run_held(shared, handler, &claimed.row, &claimed.state);
+    counted(shared, &claimed.state, attempted)
 }
 
 /// Starts `claimed`'s attempt, of an async handler, as a task of the
