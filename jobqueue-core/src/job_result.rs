@@ -45,8 +45,9 @@ fn listen_tick(waited: Duration) -> Duration {
 #[non_exhaustive]
 pub enum JobResult<T> {
     /// It completed: with the result its handler recorded, while it is
-    /// kept ([`crate::Retention::results`]); `None` if it recorded none and
-    /// its completed row is still kept.
+    /// kept ([`crate::Retention::results`]; a workflow step's, with its
+    /// workflow, [`crate::Retention::workflows`]); `None` if it recorded
+    /// none and its completed row is still kept.
     Completed(Option<T>),
     /// It failed for good, with its last error.
     Failed(String),

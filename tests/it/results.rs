@@ -349,3 +349,24 @@ fn jobqueue_show_prints_a_kept_result_with_the_row_or_without_it() {
     assert_eq!(json["result"]["cents"], 2000);
     assert!(json["row"].is_null());
 }
+
+#[test]
+fn a_workflow_steps_result_is_read_as_any_jobs() {
+    let (db, mut conn) = TestDb::connected();
+    let mut flow = jobqueue_core::Workflow::new("quotes").expect("workflow");
+    let first = flow.add("first", &quote(3)).expect("step");
+    let then = flow.add("then", &quote(4)).expect("step");
+    flow.after(then, [first]).expect("edge");
+    let enqueued = flow.enqueue(&mut conn).expect("enqueue");
+    assert_eq!(enqueued.steps.len(), 2);
+    let runner = start_runner(config(&db), registry());
+    // The step waits behind its parent; its result is kept with the
+    // workflow's steps, its row deleted as it completed.
+    let got = wait_result::<Price>(&mut conn, then.id(), Duration::from_secs(60));
+    runner.shutdown();
+    assert_eq!(got.expect("wait"), JobResult::Completed(Some(Price { cents: 1000 })));
+    assert_eq!(
+        result::<Price>(&mut conn, first.id()).expect("read"),
+        JobResult::Completed(Some(Price { cents: 750 }))
+    );
+}

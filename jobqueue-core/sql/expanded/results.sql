@@ -3,12 +3,17 @@
 
 -- RESULT_READ
 -- What became of job `$1`: its kept result (JSON text) if one is kept and
--- has not expired, and its row's status and last error if it has a row.
--- One row, its columns NULL where there is nothing.
-    SELECT r.result::text AS result, j.status AS status, j.last_error AS error
+-- has not expired, or, for a step of a workflow, the result its completed
+-- step recorded (kept with the workflow); and its row's status and last
+-- error if it has a row. One row, its columns NULL where there is
+-- nothing.
+    SELECT coalesce(r.result, s.result)::text AS result,
+           j.status AS status, j.last_error AS error
     FROM (SELECT $1::uuid AS id) AS x
     LEFT JOIN jobqueue_results AS r
         ON r.job_id = x.id AND (r.expires_at IS NULL OR r.expires_at > now())
+    LEFT JOIN jobqueue_workflow_steps AS s
+        ON s.job_id = x.id AND s.state = 'completed' AND s.result IS NOT NULL
     LEFT JOIN jobqueue_jobs AS j ON j.id = x.id
 ;
 

@@ -180,7 +180,7 @@
             result = CAST(($3::text[])[width_bucket(s.job_id, $1::uuid[])] AS jsonb)
         FROM done
         WHERE s.job_id = done.id AND s.state <> 'completed'
-        RETURNING s.job_id
+        RETURNING s.job_id, s.result IS NOT NULL AS has_result
     ),
     settled AS (
         UPDATE jobqueue_workflow_edges AS e
@@ -214,8 +214,12 @@
         FROM (SELECT DISTINCT CASE WHEN status = 'waiting' THEN 'waiting ' || queue
                                    ELSE queue END AS queue
               FROM released WHERE status IN ('pending', 'waiting')) AS q
+    ),
+    told AS (
+        SELECT count(pg_notify('jobqueue_results', ended.job_id::text)) AS n
+        FROM ended WHERE ended.has_result
     )
-    SELECT done.id FROM done LEFT JOIN wake ON true
+    SELECT done.id FROM done LEFT JOIN wake ON true LEFT JOIN told ON true
 ;
 
 -- JOB_COMPLETE_DELETE_STEPS_MANY
@@ -245,7 +249,7 @@
             result = CAST(($3::text[])[width_bucket(s.job_id, $1::uuid[])] AS jsonb)
         FROM done
         WHERE s.job_id = done.id AND s.state <> 'completed'
-        RETURNING s.job_id
+        RETURNING s.job_id, s.result IS NOT NULL AS has_result
     ),
     settled AS (
         UPDATE jobqueue_workflow_edges AS e
@@ -279,8 +283,12 @@
         FROM (SELECT DISTINCT CASE WHEN status = 'waiting' THEN 'waiting ' || queue
                                    ELSE queue END AS queue
               FROM released WHERE status IN ('pending', 'waiting')) AS q
+    ),
+    told AS (
+        SELECT count(pg_notify('jobqueue_results', ended.job_id::text)) AS n
+        FROM ended WHERE ended.has_result
     )
-    SELECT done.id FROM done LEFT JOIN wake ON true
+    SELECT done.id FROM done LEFT JOIN wake ON true LEFT JOIN told ON true
 ;
 
 -- JOB_FAIL_MANY

@@ -119,8 +119,9 @@ pub(crate) const JOB_COMPLETE_DELETE_MANY: &str = concat!(
 /// The steps of the workflow jobs of CTE `done` (completed), marked
 /// `completed` with their results (array `$3`, JSON text parallel to the
 /// ids `$1`; null: none), as CTE `ended`; then their children released
-/// (`release_children!`) and their queues woken on channel `$4`. Returns
-/// the ids completed.
+/// (`release_children!`) and their queues woken on channel `$4`; the
+/// waiters of a step that recorded a result told on channel
+/// `jobqueue_results` with its id. Returns the ids completed.
 macro_rules! complete_steps {
     () => {
         concat!(
@@ -132,11 +133,15 @@ macro_rules! complete_steps {
             result = CAST(($3::text[])[width_bucket(s.job_id, $1::uuid[])] AS jsonb)
         FROM done
         WHERE s.job_id = done.id AND s.state <> 'completed'
-        RETURNING s.job_id
+        RETURNING s.job_id, s.result IS NOT NULL AS has_result
     ),",
             release_children!("true", "$4"),
-            "
-    SELECT done.id FROM done LEFT JOIN wake ON true"
+            ",
+    told AS (
+        SELECT count(pg_notify('jobqueue_results', ended.job_id::text)) AS n
+        FROM ended WHERE ended.has_result
+    )
+    SELECT done.id FROM done LEFT JOIN wake ON true LEFT JOIN told ON true"
         )
     };
 }
