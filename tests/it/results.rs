@@ -364,7 +364,10 @@ fn a_workflow_steps_result_is_read_as_any_jobs() {
     // workflow's steps, its row deleted as it completed.
     let got = wait_result::<Price>(&mut conn, then.id(), Duration::from_secs(60));
     runner.shutdown();
-    assert_eq!(got.expect("wait"), JobResult::Completed(Some(Price { cents: 1000 })));
+    assert_eq!(
+        got.expect("wait"),
+        JobResult::Completed(Some(Price { cents: 1000 }))
+    );
     assert_eq!(
         result::<Price>(&mut conn, first.id()).expect("read"),
         JobResult::Completed(Some(Price { cents: 750 }))
