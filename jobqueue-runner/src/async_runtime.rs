@@ -39,3 +39,23 @@ impl Drop for Live {
         self.0.fetch_sub(1, Ordering::AcqRel);
     }
 }
+
+/// The runtime a runner made for its async handlers. Dropped (a runner
+/// stopped, or one whose start failed after making it), it is shut down
+/// without waiting: dropping a runtime inside an async context, where an
+/// application may start and stop its runner, would panic.
+pub(crate) struct OwnRuntime(Option<tokio::runtime::Runtime>);
+
+impl OwnRuntime {
+    pub(crate) fn new(runtime: tokio::runtime::Runtime) -> Self {
+        OwnRuntime(Some(runtime))
+    }
+}
+
+impl Drop for OwnRuntime {
+    fn drop(&mut self) {
+        if let Some(runtime) = self.0.take() {
+            runtime.shutdown_background();
+        }
+    }
+}

@@ -262,7 +262,13 @@ fn async_runtime(
     config: &RunnerConfig,
     registry: &Registry,
     given: Option<tokio::runtime::Handle>,
-) -> Result<Option<(tokio::runtime::Handle, Option<tokio::runtime::Runtime>)>, RunnerError> {
+) -> Result<
+    Option<(
+        tokio::runtime::Handle,
+        Option<crate::async_runtime::OwnRuntime>,
+    )>,
+    RunnerError,
+> {
     if !registry.has_async() {
         return Ok(None);
     }
@@ -281,7 +287,10 @@ fn async_runtime(
         .thread_name("jobqueue-async")
         .enable_all()
         .build()?;
-    Ok(Some((runtime.handle().clone(), Some(runtime))))
+    Ok(Some((
+        runtime.handle().clone(),
+        Some(crate::async_runtime::OwnRuntime::new(runtime)),
+    )))
 }
 
 fn spawn(name: &str, f: impl FnOnce() + Send + 'static) -> Result<JoinHandle<()>, RunnerError> {
@@ -370,7 +379,7 @@ pub struct RunnerHandle {
     /// The runtime the runner made for its async handlers, shut down when
     /// it has stopped.
     #[cfg(feature = "async")]
-    own_runtime: Option<tokio::runtime::Runtime>,
+    own_runtime: Option<crate::async_runtime::OwnRuntime>,
     /// The threads to join; taken when the runner has been waited for.
     threads: Option<Threads>,
 }
@@ -516,9 +525,7 @@ impl RunnerHandle {
         // Async attempts still running past the grace period are dropped
         // with the runtime; their leases expire as stuck threads' do.
         #[cfg(feature = "async")]
-        if let Some(runtime) = self.own_runtime.take() {
-            runtime.shutdown_background();
-        }
+        drop(self.own_runtime.take());
         self.summary(abandoned, panicked_threads)
     }
 

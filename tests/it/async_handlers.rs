@@ -429,3 +429,28 @@ fn the_kit_performs_an_async_handler_inside_a_single_threaded_runtime_too() {
     assert!(done.panicked, "{done:?}");
     assert_eq!(seen.lines(), ["handler: fail", "handler: panic"]);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_runner_of_async_handlers_starts_fails_and_stops_inside_an_application_runtime() {
+    let db = TestDb::new();
+    let seen = Arc::new(Seen::default());
+    // A start that fails after the runner made its runtime (the metrics
+    // address is taken) gives the error back: the runtime it made is shut
+    // down, not dropped inside this async context (which would panic).
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("a port");
+    let refused = jobqueue_runner::Runner::new(
+        config(&db).serve_metrics(taken.local_addr().expect("its address")),
+        registry(&seen),
+    )
+    .start();
+    assert!(refused.is_err(), "the metrics address is taken");
+    // And one that starts, works and stops here.
+    let mut conn = db.conn();
+    act("here").enqueue(&mut conn).expect("enqueue");
+    let runner = start_runner(config(&db).concurrency(2), registry(&seen));
+    wait_for("the job's outcome", Duration::from_secs(30), || {
+        runner.stats().completed == 1
+    });
+    let summary = tokio::task::block_in_place(|| runner.shutdown());
+    assert_eq!(summary.stats.completed, 1);
+}
