@@ -59,7 +59,7 @@ pub fn check_result(result: &str) -> Result<()> {
         return Err(Error::invalid(
             "result",
             format!(
-                "{} bytes of JSON; a step's result holds at most {MAX_RESULT_BYTES}: \
+                "{} bytes of JSON; a job's result holds at most {MAX_RESULT_BYTES}: \
                  store large outputs elsewhere and record where they are",
                 result.len()
             ),

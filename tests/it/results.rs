@@ -32,6 +32,17 @@ struct Quote {
     fail: bool,
 }
 
+/// Records a result past the 64 KiB a result may hold.
+#[derive(Serialize, Deserialize, Job)]
+#[job(type = "results.huge", queue = "results")]
+struct Huge;
+
+impl Perform for Huge {
+    fn perform(&self, ctx: &mut JobContext<'_>) -> Result<(), JobError> {
+        ctx.set_result(&"x".repeat(70 * 1024))
+    }
+}
+
 impl Perform for Quote {
     fn perform(&self, ctx: &mut JobContext<'_>) -> Result<(), JobError> {
         if self.fail {
@@ -61,7 +72,7 @@ fn config(db: &TestDb) -> RunnerConfig {
 }
 
 fn registry() -> Registry {
-    Registry::new().register::<Quote>()
+    Registry::new().register::<Quote>().register::<Huge>()
 }
 
 #[test]
@@ -372,4 +383,22 @@ fn a_workflow_steps_result_is_read_as_any_jobs() {
         result::<Price>(&mut conn, first.id()).expect("read"),
         JobResult::Completed(Some(Price { cents: 750 }))
     );
+}
+
+#[test]
+fn a_result_past_its_size_fails_the_job_for_good_saying_so() {
+    let (db, mut conn) = TestDb::connected();
+    let id = Huge.enqueue(&mut conn).expect("enqueue").id();
+    let runner = start_runner(config(&db), registry());
+    let got = wait_result::<String>(&mut conn, id, Duration::from_secs(60)).expect("wait");
+    runner.shutdown();
+    let JobResult::Failed(error) = got else {
+        panic!("failed for good, not retried: {got:?}");
+    };
+    assert!(
+        error.contains("bytes of JSON; a job's result holds at most 65536"),
+        "{error}"
+    );
+    let kept = jobqueue_tests::scalar(&mut conn, "SELECT count(*) AS n FROM jobqueue_results");
+    assert_eq!(kept, 0);
 }
