@@ -2,9 +2,12 @@
 //! (`JobContext::set_result`), kept in `jobqueue_results` by the statement
 //! that completes the job, and what became of a job that recorded none.
 //!
-//! [`result`] looks once; [`wait_result`] waits, woken by the completion's
-//! notification on channel `jobqueue_results` and looking again every
-//! [`RECHECK`] for what sends none (a failure, a cancellation).
+//! [`result`] looks once; [`wait_result`] waits, woken by the notification
+//! on channel `jobqueue_results` that a completion with a result, a
+//! failure for good and a cancellation send, and looking again every
+//! [`RECHECK`] for the ends that send none (a lease that expired on a
+//! last attempt, a workflow step cancelled with the step before it, a
+//! job deleted).
 
 use std::time::{Duration, Instant};
 
@@ -23,8 +26,8 @@ use crate::{Error, JobId, JobStatus, Result, sql};
 /// The channel a completion with a result notifies, with the job's id.
 pub const RESULTS_CHANNEL: &str = "jobqueue_results";
 
-/// How often [`wait_result`] looks again without a notification: what a
-/// failed or cancelled job (which sends none) may wait at most past its end.
+/// How often [`wait_result`] looks again without a notification: how long
+/// an end that sends none may wait at most to be seen.
 pub const RECHECK: Duration = Duration::from_millis(200);
 
 /// How often a waiter reads its connection's socket for a notification (a

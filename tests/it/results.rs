@@ -33,6 +33,17 @@ struct Quote {
 }
 
 /// Records a result past the 64 KiB a result may hold.
+/// Stops as if a cancel were requested.
+#[derive(Serialize, Deserialize, Job)]
+#[job(type = "results.stop", queue = "results")]
+struct Stop;
+
+impl Perform for Stop {
+    fn perform(&self, _ctx: &mut JobContext<'_>) -> Result<(), JobError> {
+        Err(JobError::Cancelled)
+    }
+}
+
 #[derive(Serialize, Deserialize, Job)]
 #[job(type = "results.huge", queue = "results")]
 struct Huge;
@@ -72,7 +83,10 @@ fn config(db: &TestDb) -> RunnerConfig {
 }
 
 fn registry() -> Registry {
-    Registry::new().register::<Quote>().register::<Huge>()
+    Registry::new()
+        .register::<Quote>()
+        .register::<Huge>()
+        .register::<Stop>()
 }
 
 #[test]
@@ -401,4 +415,48 @@ fn a_result_past_its_size_fails_the_job_for_good_saying_so() {
     );
     let kept = jobqueue_tests::scalar(&mut conn, "SELECT count(*) AS n FROM jobqueue_results");
     assert_eq!(kept, 0);
+}
+
+#[test]
+fn a_failure_and_a_cancellation_tell_their_waiters_at_once() {
+    let (db, mut conn) = TestDb::connected();
+    let mut listening = db.conn();
+    diesel::sql_query("LISTEN jobqueue_results")
+        .execute(&mut listening)
+        .expect("listen");
+    let failed = Quote {
+        fail: true,
+        ..quote(1)
+    }
+    .enqueue(&mut conn)
+    .expect("enqueue")
+    .id();
+    let stopped = Stop.enqueue(&mut conn).expect("enqueue").id();
+    let cancelled = quote(1).enqueue(&mut conn).expect("enqueue").id();
+    // Cancelled before any runner: at once, by the cancel itself.
+    jobqueue_core::cancel(&mut conn, cancelled).expect("cancel");
+    // Failed for good, and stopped by its handler, by the runner's flush.
+    let runner = start_runner(config(&db), registry());
+    let mut told = std::collections::HashSet::new();
+    wait_for(
+        "a notification for each end",
+        Duration::from_secs(60),
+        || {
+            // A round trip, so what arrived is read.
+            diesel::sql_query("SELECT 1")
+                .execute(&mut listening)
+                .expect("poll");
+            for notification in listening.notifications_iter() {
+                told.insert(notification.expect("a notification").payload);
+            }
+            [failed, stopped, cancelled]
+                .iter()
+                .all(|id| told.contains(&id.to_string()))
+        },
+    );
+    runner.shutdown();
+    assert_eq!(
+        result::<Price>(&mut conn, stopped).expect("read"),
+        JobResult::Cancelled
+    );
 }

@@ -297,8 +297,10 @@
 -- Arrays: `$1` ids, `$2` tokens, `$3` retry delay in seconds (null: permanent
 -- failure), `$4` error text. A job goes back to `scheduled` (`pending` if
 -- the delay is zero) at `now() + delay` while it has attempts left, to `failed` otherwise, and to
--- `cancelled` if a cancel was requested meanwhile. Returns id, new status and
--- run_at of each job it changed.
+-- `cancelled` if a cancel was requested meanwhile; the waiters of a job
+-- that ended so (`jobqueue::wait_result`) are told on channel
+-- `jobqueue_results` with its id. Returns id, new status and run_at of
+-- each job it changed.
 WITH next AS (
         SELECT j.id, l.delay, l.error,
                CASE WHEN j.cancel_requested THEN 'cancelled'
@@ -321,7 +323,8 @@ WITH next AS (
                array_agg(delay ORDER BY id) AS delay,
                array_agg(error ORDER BY id) AS error
         FROM next
-    )
+    ),
+    failed AS (
     UPDATE jobqueue_jobs AS j
     SET status = by_id.next_status[width_bucket(j.id, by_id.ids)],
         run_at = CASE WHEN by_id.next_status[width_bucket(j.id, by_id.ids)] IN ('pending', 'scheduled')
@@ -334,6 +337,12 @@ WITH next AS (
     FROM by_id
     WHERE j.id = ANY(by_id.ids)
     RETURNING j.id, j.status, j.run_at
+    ),
+    told AS (
+        SELECT count(pg_notify('jobqueue_results', e.id::text)) AS n
+        FROM failed AS e WHERE e.status IN ('failed', 'cancelled')
+    )
+    SELECT failed.id, failed.status, failed.run_at FROM failed LEFT JOIN told ON true
 ;
 
 -- JOB_HEARTBEAT_MANY
@@ -422,8 +431,10 @@ WITH next AS (
 ;
 
 -- JOB_CANCEL_HELD_MANY
--- Marks held jobs as cancelled (their handler stopped after a cancel request).
--- Arrays `$1` ids, `$2` tokens; returns the ids changed.
+-- Marks held jobs as cancelled (their handler stopped after a cancel request),
+-- and tells their waiters (`tell_ended!`). Arrays `$1` ids, `$2` tokens;
+-- returns the ids changed.
+    WITH cancelled AS (
     UPDATE jobqueue_jobs AS j
     SET status = 'cancelled',
         finished_at = now(),
@@ -431,7 +442,13 @@ WITH next AS (
     WHERE j.id = ANY($1::uuid[])
       AND j.claim_count = ($2::int4[])[width_bucket(j.id, $1::uuid[])]
       AND j.status IN ('claimed', 'running')
-    RETURNING j.id
+    RETURNING j.id, j.status
+    ),
+    told AS (
+        SELECT count(pg_notify('jobqueue_results', e.id::text)) AS n
+        FROM cancelled AS e WHERE e.status IN ('failed', 'cancelled')
+    )
+    SELECT cancelled.id FROM cancelled LEFT JOIN told ON true
 ;
 
 -- JOB_RELEASE_MANY

@@ -4,8 +4,10 @@
 -- JOB_CANCEL
 -- Cancels job `$1`: a job not held (waiting, scheduled, pending, unhandled) at once,
 -- a held one by raising its cancel flag (its handler sees it; its runner
--- finishes it as `cancelled`). Returns the resulting status; no row if the
--- job is finished or unknown.
+-- finishes it as `cancelled`); a job cancelled at once has its waiters
+-- told (`tell_ended!`). Returns the resulting status; no row if the job is
+-- finished or unknown.
+    WITH cancelled AS (
     UPDATE jobqueue_jobs AS j
     SET status = CASE WHEN j.status IN ('claimed', 'running') THEN j.status ELSE 'cancelled' END,
         finished_at = CASE WHEN j.status IN ('claimed', 'running') THEN j.finished_at ELSE now() END,
@@ -13,8 +15,14 @@
     WHERE j.id = $1
       AND j.status IN ('blocked', 'waiting', 'scheduled', 'pending', 'unhandled', 'claimed',
                        'running')
-    RETURNING j.status, j.workflow_id IS NOT NULL AS in_workflow, j.queue,
+    RETURNING j.id, j.status, j.workflow_id IS NOT NULL AS in_workflow, j.queue,
               j.concurrency_key AS key
+    ),
+    told AS (
+        SELECT count(pg_notify('jobqueue_results', e.id::text)) AS n
+        FROM cancelled AS e WHERE e.status IN ('failed', 'cancelled')
+    )
+    SELECT c.status, c.in_workflow, c.queue, c.key FROM cancelled AS c LEFT JOIN told ON true
 ;
 
 -- JOB_RETRY

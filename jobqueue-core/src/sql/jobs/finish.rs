@@ -224,8 +224,10 @@ macro_rules! held_with_delays {
 /// Arrays: `$1` ids, `$2` tokens, `$3` retry delay in seconds (null: permanent
 /// failure), `$4` error text. A job goes back to `scheduled` (`pending` if
 /// the delay is zero) at `now() + delay` while it has attempts left, to `failed` otherwise, and to
-/// `cancelled` if a cancel was requested meanwhile. Returns id, new status and
-/// run_at of each job it changed.
+/// `cancelled` if a cancel was requested meanwhile; the waiters of a job
+/// that ended so (`jobqueue::wait_result`) are told on channel
+/// `jobqueue_results` with its id. Returns id, new status and run_at of
+/// each job it changed.
 pub(crate) const JOB_FAIL_MANY: &str = concat!(
     "WITH next AS (
         SELECT j.id, l.delay, l.error,
@@ -238,7 +240,7 @@ pub(crate) const JOB_FAIL_MANY: &str = concat!(
     "
     ),
     ",
-    update_by_id!("delay", "error"),
+    update_by_id_as!("failed"; "delay", "error"),
     "
         run_at = CASE WHEN by_id.next_status[width_bucket(j.id, by_id.ids)] IN ('pending', 'scheduled')
                       THEN now() + make_interval(secs => by_id.delay[width_bucket(j.id, by_id.ids)]) ELSE j.run_at END,
@@ -246,7 +248,11 @@ pub(crate) const JOB_FAIL_MANY: &str = concat!(
         worker_id = CASE WHEN by_id.next_status[width_bucket(j.id, by_id.ids)] IN ('pending', 'scheduled') THEN NULL ELSE j.worker_id END,",
     error_by_id!(),
     "
-    RETURNING j.id, j.status, j.run_at"
+    RETURNING j.id, j.status, j.run_at
+    ),",
+    tell_ended!("failed"),
+    "
+    SELECT failed.id, failed.status, failed.run_at FROM failed LEFT JOIN told ON true"
 );
 
 /// Renews the leases of held jobs, and writes the progress their handlers
@@ -332,10 +338,12 @@ pub(crate) const JOB_ADVANCE_CURSOR: &str = "
       AND j.claim_count = $2
       AND j.status IN ('claimed', 'running')";
 
-/// Marks held jobs as cancelled (their handler stopped after a cancel request).
-/// Arrays `$1` ids, `$2` tokens; returns the ids changed.
+/// Marks held jobs as cancelled (their handler stopped after a cancel request),
+/// and tells their waiters (`tell_ended!`). Arrays `$1` ids, `$2` tokens;
+/// returns the ids changed.
 pub(crate) const JOB_CANCEL_HELD_MANY: &str = concat!(
     "
+    WITH cancelled AS (
     UPDATE jobqueue_jobs AS j
     SET status = 'cancelled',
         finished_at = now(),
@@ -343,7 +351,11 @@ pub(crate) const JOB_CANCEL_HELD_MANY: &str = concat!(
     ",
     held_by_token!(),
     "
-    RETURNING j.id"
+    RETURNING j.id, j.status
+    ),",
+    tell_ended!("cancelled"),
+    "
+    SELECT cancelled.id FROM cancelled LEFT JOIN told ON true"
 );
 
 /// The end of an `UPDATE` of held jobs (`held_by_token!`) handed back

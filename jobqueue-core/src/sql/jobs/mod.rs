@@ -110,6 +110,45 @@ macro_rules! update_by_id {
     };
 }
 
+/// `update_by_id!`, the `UPDATE` made CTE `$cte` of the statement (closed
+/// by the caller's `RETURNING ... )`), for a statement that goes on from
+/// the rows it changed.
+macro_rules! update_by_id_as {
+    ($cte:literal; $($col:literal),*) => {
+        concat!(
+            "by_id AS (
+        SELECT array_agg(id ORDER BY id) AS ids,
+               array_agg(next_status ORDER BY id) AS next_status",
+            $(",
+               array_agg(", $col, " ORDER BY id) AS ", $col,)*
+            "
+        FROM next
+    ),
+    ", $cte, " AS (
+    UPDATE jobqueue_jobs AS j
+    SET status = by_id.next_status[width_bucket(j.id, by_id.ids)],"
+        )
+    };
+}
+
+/// CTE `told`: the waiters (`jobqueue::wait_result`) of the jobs of CTE
+/// `$cte` (columns `id`, `status`) that ended failed or cancelled are told
+/// on channel `jobqueue_results` with each one's id. A statement selects
+/// from it (`LEFT JOIN told ON true`) so that it runs.
+macro_rules! tell_ended {
+    ($cte:literal) => {
+        concat!(
+            "
+    told AS (
+        SELECT count(pg_notify('jobqueue_results', e.id::text)) AS n
+        FROM ",
+            $cte,
+            " AS e WHERE e.status IN ('failed', 'cancelled')
+    )"
+        )
+    };
+}
+
 /// The end of an `update_by_id!` of jobs no runner holds any more, whose
 /// `by_id` has each one's `error`: no lease; the error recorded as the
 /// last, and in the history.
