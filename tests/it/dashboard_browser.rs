@@ -222,6 +222,11 @@ fn facts(tab: &Tab) -> BTreeMap<String, String> {
 
 /// Asserts that the job page the tab shows tells what `job`'s row holds.
 fn assert_shows_job(tab: &Tab, job: &JobRow) {
+    assert_shows_job_with(tab, job, None);
+}
+
+/// [`assert_shows_job`], for a job whose result is kept for its enqueuer.
+fn assert_shows_job_with(tab: &Tab, job: &JobRow, result: Option<&serde_json::Value>) {
     tab.wait_for_text("main h1", &format!("Job {}", job.id));
     let facts = facts(tab);
     let expected: BTreeMap<String, String> = [
@@ -277,6 +282,7 @@ fn assert_shows_job(tab: &Tab, job: &JobRow) {
             .as_ref()
             .map(|cursor| ("durable cursor", cursor.to_string())),
     )
+    .chain(result.map(|result| ("result", result.to_string())))
     .map(|(k, v)| (k.to_owned(), v))
     .collect();
     assert_eq!(facts, expected, "the facts of job {}", job.id);
@@ -502,8 +508,21 @@ fn every_page_shows_the_database_and_the_job_list_filters_pages_and_opens_jobs()
     tab.submit("form.filters");
     tab.wait_for_text("#count", "2 jobs match.");
     assert_eq!(row_ids(&tab), vip);
+    // The first also has a result kept for its enqueuer.
+    jobqueue_tests::exec(
+        &mut conn,
+        &format!(
+            "INSERT INTO jobqueue_results (job_id, job_type, result)
+             VALUES ('{}', 'mail.send', '{{\"sent\": true}}')",
+            vip[0]
+        ),
+    );
     tab.follow("#jobs tbody tr:first-child a");
-    assert_shows_job(&tab, &read_job(&mut conn, vip[0].parse().expect("an id")));
+    assert_shows_job_with(
+        &tab,
+        &read_job(&mut conn, vip[0].parse().expect("an id")),
+        Some(&serde_json::json!({ "sent": true })),
+    );
     tab.follow("#tags a:last-child");
     tab.wait_for_text("#count", "2 jobs match");
     assert_eq!(tab.value("form.filters input[name=tag]"), "eu");
