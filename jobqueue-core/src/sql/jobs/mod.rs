@@ -89,11 +89,9 @@ macro_rules! set_aside {
 }
 
 /// The rows of a CTE `next` (each job's `id`, `next_status` and the
-/// columns named in `$col`s) as arrays in id order, CTE `by_id`; then the
-/// `UPDATE` of those jobs that sets each one's status to its
-/// `next_status`, and reads its other values the same way:
-/// `by_id.<column>[width_bucket(j.id, by_id.ids)]`.
-macro_rules! update_by_id {
+/// columns named in `$col`s) as arrays in id order: CTE `by_id`, unclosed
+/// (`update_by_id!` closes it).
+macro_rules! by_id {
     ($($col:literal),*) => {
         concat!(
             "by_id AS (
@@ -103,10 +101,27 @@ macro_rules! update_by_id {
                array_agg(", $col, " ORDER BY id) AS ", $col,)*
             "
         FROM next
-    )
+    )"
+        )
+    };
+}
+
+/// The `UPDATE` of the jobs of CTE `by_id` that sets each one's status to
+/// its `next_status`, and reads its other values the same way:
+/// `by_id.<column>[width_bucket(j.id, by_id.ids)]`.
+macro_rules! update_from_by_id {
+    () => {
+        "
     UPDATE jobqueue_jobs AS j
     SET status = by_id.next_status[width_bucket(j.id, by_id.ids)],"
-        )
+    };
+}
+
+/// CTE `by_id` of the `$col`s (`by_id!`), then the `UPDATE` of its jobs
+/// (`update_from_by_id!`).
+macro_rules! update_by_id {
+    ($($col:literal),*) => {
+        concat!(by_id!($($col),*), update_from_by_id!())
     };
 }
 
@@ -115,19 +130,8 @@ macro_rules! update_by_id {
 /// the rows it changed.
 macro_rules! update_by_id_as {
     ($cte:literal; $($col:literal),*) => {
-        concat!(
-            "by_id AS (
-        SELECT array_agg(id ORDER BY id) AS ids,
-               array_agg(next_status ORDER BY id) AS next_status",
-            $(",
-               array_agg(", $col, " ORDER BY id) AS ", $col,)*
-            "
-        FROM next
-    ),
-    ", $cte, " AS (
-    UPDATE jobqueue_jobs AS j
-    SET status = by_id.next_status[width_bucket(j.id, by_id.ids)],"
-        )
+        concat!(by_id!($($col),*), ",
+    ", $cte, " AS (", update_from_by_id!())
     };
 }
 
