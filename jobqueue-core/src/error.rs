@@ -219,6 +219,22 @@ pub enum Error {
          target_session_attrs=read-write so libpq picks the one that takes writes"
     )]
     ReadOnly,
+
+    /// The result kept for a job does not decode as the type it was read
+    /// as ([`crate::result`], [`crate::wait_result`]).
+    #[error(
+        "the result kept for job {job_id} does not decode as {type_name}: {source}; \
+         read it as the type its handler recorded with `ctx.set_result`"
+    )]
+    ResultDecode {
+        /// The job whose result it is.
+        job_id: crate::JobId,
+        /// The type it was read as.
+        type_name: &'static str,
+        /// What serde_json said.
+        #[source]
+        source: serde_json::Error,
+    },
 }
 
 /// The end of an unknown-name error: `none` when nothing of the kind
@@ -292,6 +308,7 @@ impl Error {
                 | Error::InvalidWorkflow { .. }
                 | Error::Serialize { .. }
                 | Error::Deserialize { .. }
+                | Error::ResultDecode { .. }
                 | Error::PayloadTooLarge { .. }
                 | Error::UnknownQueue { .. }
                 | Error::UnknownSchedule { .. }

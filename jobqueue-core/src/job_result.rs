@@ -84,7 +84,7 @@ pub(crate) struct ResultRow {
 }
 
 /// What became of job `id`, looked up once: its kept result decoded as
-/// `T` ([`Error::Deserialize`] if it does not decode), else its status.
+/// `T` ([`Error::ResultDecode`] if it does not decode), else its status.
 pub fn result<T: DeserializeOwned>(conn: &mut PgConnection, id: JobId) -> Result<JobResult<T>> {
     let row = diesel::sql_query(sql::RESULT_READ)
         .bind::<Uuid, _>(id)
@@ -95,8 +95,9 @@ pub fn result<T: DeserializeOwned>(conn: &mut PgConnection, id: JobId) -> Result
 /// What [`sql::RESULT_READ`]'s row for job `id` says became of it.
 pub(crate) fn read<T: DeserializeOwned>(id: JobId, row: ResultRow) -> Result<JobResult<T>> {
     if let Some(text) = row.result {
-        let value = serde_json::from_str(&text).map_err(|source| Error::Deserialize {
-            job_type: format!("the result of job {id}"),
+        let value = serde_json::from_str(&text).map_err(|source| Error::ResultDecode {
+            job_id: id,
+            type_name: std::any::type_name::<T>(),
             source,
         })?;
         return Ok(JobResult::Completed(Some(value)));

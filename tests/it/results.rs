@@ -76,6 +76,22 @@ fn quote(items: i64) -> Quote {
     }
 }
 
+/// A quote that fails for good.
+fn failing() -> Quote {
+    Quote {
+        fail: true,
+        ..quote(1)
+    }
+}
+
+/// A quote that records no result.
+fn no_result() -> Quote {
+    Quote {
+        plain: true,
+        ..quote(1)
+    }
+}
+
 fn config(db: &TestDb) -> RunnerConfig {
     RunnerConfig::new(&db.url)
         .queues(["results"])
@@ -118,7 +134,7 @@ fn a_waiter_gets_the_result_its_job_recorded_after_the_row_is_deleted() {
     assert!(
         wrong
             .to_string()
-            .contains(&format!("the result of job {id}")),
+            .contains(&format!("the result kept for job {id} does not decode as")),
         "{wrong}"
     );
 }
@@ -126,20 +142,8 @@ fn a_waiter_gets_the_result_its_job_recorded_after_the_row_is_deleted() {
 #[test]
 fn what_became_of_jobs_that_recorded_no_result() {
     let (db, mut conn) = TestDb::connected();
-    let failed = Quote {
-        fail: true,
-        ..quote(1)
-    }
-    .enqueue(&mut conn)
-    .expect("enqueue")
-    .id();
-    let plain = Quote {
-        plain: true,
-        ..quote(1)
-    }
-    .enqueue(&mut conn)
-    .expect("enqueue")
-    .id();
+    let failed = failing().enqueue(&mut conn).expect("enqueue").id();
+    let plain = no_result().enqueue(&mut conn).expect("enqueue").id();
     let cancelled = quote(1).enqueue(&mut conn).expect("enqueue").id();
     jobqueue_core::cancel(&mut conn, cancelled).expect("cancel");
     // Not worked yet: pending, and a wait that runs out says so.
@@ -176,13 +180,7 @@ fn what_became_of_jobs_that_recorded_no_result() {
     );
 
     // With completed rows kept, it is seen completed, without a result.
-    let kept = Quote {
-        plain: true,
-        ..quote(1)
-    }
-    .enqueue(&mut conn)
-    .expect("enqueue")
-    .id();
+    let kept = no_result().enqueue(&mut conn).expect("enqueue").id();
     let runner = start_runner(
         config(&db).keep_completed(Duration::from_secs(3600)),
         registry(),
@@ -424,13 +422,7 @@ fn a_failure_and_a_cancellation_tell_their_waiters_at_once() {
     diesel::sql_query("LISTEN jobqueue_results")
         .execute(&mut listening)
         .expect("listen");
-    let failed = Quote {
-        fail: true,
-        ..quote(1)
-    }
-    .enqueue(&mut conn)
-    .expect("enqueue")
-    .id();
+    let failed = failing().enqueue(&mut conn).expect("enqueue").id();
     let stopped = Stop.enqueue(&mut conn).expect("enqueue").id();
     let cancelled = quote(1).enqueue(&mut conn).expect("enqueue").id();
     // Cancelled before any runner: at once, by the cancel itself.
