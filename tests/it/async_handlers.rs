@@ -4,7 +4,7 @@
 //! wraps them, a shutdown waits for them (and gives up on them past its
 //! grace), and the testing kit runs them inline.
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -25,8 +25,8 @@ struct Seen {
     /// Async attempts running now, and the most at once.
     running: AtomicUsize,
     most: AtomicUsize,
-    /// Let the waiting handlers return.
-    release: AtomicBool,
+    /// Lets the waiting handlers return.
+    release: tokio::sync::watch::Sender<bool>,
     /// A handler's future was dropped before it returned.
     dropped: AtomicUsize,
     /// A slow handler began.
@@ -68,7 +68,8 @@ struct Act {
 impl AsyncPerform for Act {
     async fn perform(&self, ctx: &mut JobContext<'_>) -> Result<(), JobError> {
         let seen = seen(ctx)?;
-        tokio::time::sleep(Duration::from_millis(5)).await;
+        // An await before the handler goes on, as an async call makes.
+        tokio::task::yield_now().await;
         seen.push(format!("handler: {}", self.what));
         match self.what.as_str() {
             "retry" => Err(JobError::Retry("try again".into())),
@@ -102,9 +103,11 @@ impl AsyncPerform for Wait {
         let seen = seen(ctx)?;
         let now = seen.running.fetch_add(1, Ordering::SeqCst) + 1;
         seen.most.fetch_max(now, Ordering::SeqCst);
-        while !seen.release.load(Ordering::SeqCst) {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
+        let _ = seen
+            .release
+            .subscribe()
+            .wait_for(|released| *released)
+            .await;
         seen.running.fetch_sub(1, Ordering::SeqCst);
         Ok(())
     }
@@ -258,7 +261,7 @@ fn a_hundred_async_jobs_wait_at_once_on_one_worker_thread() {
         Duration::from_secs(60),
         || seen.running.load(Ordering::SeqCst) == 100,
     );
-    seen.release.store(true, Ordering::SeqCst);
+    seen.release.send_replace(true);
     wait_for("every job's outcome", Duration::from_secs(60), || {
         runner.stats().completed == 100
     });
@@ -278,7 +281,7 @@ fn a_queues_own_limit_caps_its_async_jobs_as_it_caps_thread_jobs() {
     wait_for("five handlers awaiting", Duration::from_secs(60), || {
         seen.running.load(Ordering::SeqCst) >= 5
     });
-    seen.release.store(true, Ordering::SeqCst);
+    seen.release.send_replace(true);
     wait_for("every job's outcome", Duration::from_secs(60), || {
         runner.stats().completed == 20
     });
