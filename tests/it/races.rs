@@ -483,3 +483,45 @@ fn a_cancel_and_a_completion_that_share_a_diamond_never_deadlock() {
     assert_eq!(step_of(&mut conn, y), ("live".to_owned(), 0));
     assert_eq!(read_job(&mut conn, y).status, JobStatus::Pending);
 }
+
+/// A completion that keeps its job's result waits for the row lock of a
+/// rescue that took the lease meanwhile (the claim count bumped in an open
+/// transaction), then finds the lease gone: it keeps no result and
+/// completes nothing, though its job is still held by the new claim.
+#[test]
+fn a_completion_with_a_result_behind_a_rescue_keeps_nothing() {
+    let (db, mut conn) = TestDb::connected();
+    let id = step(1).enqueue(&mut conn).expect("enqueue").id();
+    let lease = claim_one(&mut conn, "worker");
+    assert_eq!(lease.job_id, id);
+    let mut rescuer = db.conn();
+    exec(&mut rescuer, "BEGIN");
+    exec(
+        &mut rescuer,
+        &format!("UPDATE jobqueue_jobs SET claim_count = claim_count + 1 WHERE id = '{id}'"),
+    );
+    let (completion, completer) = on_own_connection(&db, move |conn| {
+        let done = StepDone {
+            lease,
+            result: Some("42".into()),
+        };
+        jobqueue_core::engine::complete_with_result(conn, &done, true, None)
+    });
+    wait_blocked(
+        &mut conn,
+        completer,
+        "the completion to wait for the rescue's lock",
+    );
+    exec(&mut rescuer, "COMMIT");
+    let completed = completion.join().expect("the completion's thread");
+    assert!(
+        matches!(completed, Err(jobqueue_core::Error::LeaseLost { .. })),
+        "{completed:?}"
+    );
+    assert_eq!(
+        scalar(&mut conn, "SELECT count(*) AS n FROM jobqueue_results"),
+        0,
+        "a completion fenced out while it waited keeps no result"
+    );
+    assert_eq!(count_where(&mut conn, &format!("id = '{id}'")), 1);
+}
